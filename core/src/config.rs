@@ -1,0 +1,137 @@
+//! Limiter configuration.
+
+use crate::error::Error;
+use crate::types::{HeaderProfile, MILLISECOND, Nanos, SECOND};
+
+/// Settings for a [`crate::Limiter`]. `Config::default()` is right for a Discord bot.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Config {
+    /// The header family the server speaks.
+    pub profile: HeaderProfile,
+    /// Requests per `global_window` per identity, enforced before sending (Discord: 50 per
+    /// second). `0` turns the global limit off.
+    pub global_limit: u32,
+    /// The global limit's window.
+    pub global_window: Nanos,
+    /// The most the global limiter adds to its window to absorb uneven latency. The margin
+    /// it uses is learned from observed latency spread and never exceeds this.
+    pub global_margin_max: Nanos,
+    /// A request whose predicted wait exceeds this fails at once with
+    /// [`crate::FailReason::MaxWaitExceeded`]. `None`: wait as long as it takes.
+    pub max_wait: Option<Nanos>,
+    /// How many times a request is re-sent after a 429.
+    pub max_rate_limit_retries: u32,
+    /// How many times a request is re-sent after a 5xx or a transport failure.
+    pub max_error_retries: u32,
+    /// First backoff after a 5xx or transport failure; doubles each time, with jitter.
+    pub backoff_base: Nanos,
+    /// The longest backoff after a 5xx or transport failure.
+    pub backoff_max: Nanos,
+    /// The shortest wait after any 429, however small the server's hint.
+    pub min_rate_limit_wait: Nanos,
+    /// Server-supplied waits longer than this are clamped to it.
+    pub max_server_wait: Nanos,
+    /// Invalid requests (401, 403, non-shared 429) allowed per `invalid_request_window`
+    /// (Discord: 10,000 per 10 minutes). `0` turns the budget off.
+    pub invalid_request_limit: u32,
+    /// The invalid-request window.
+    pub invalid_request_window: Nanos,
+    /// Stop sending when invalid requests plus requests in flight reach this many
+    /// (a margin below `invalid_request_limit`).
+    pub invalid_request_stop_at: u32,
+    /// Emit [`crate::Observation::InvalidRequestWarning`] when the count reaches this.
+    pub invalid_request_warn_at: u32,
+    /// First hold after a 429 with no rate-limit headers (Cloudflare-style); doubles on each
+    /// consecutive one.
+    pub edge_backoff_base: Nanos,
+    /// The longest such hold.
+    pub edge_backoff_max: Nanos,
+    /// After a 401, fail every request of that identity with [`crate::FailReason::Unauthorized`].
+    pub stop_on_unauthorized: bool,
+    /// Seed for the backoff jitter, so runs are reproducible.
+    pub jitter_seed: u64,
+    /// The most route -> bucket mappings kept (oldest-learned dropped first).
+    pub max_routes: usize,
+    /// How long an idle, fully reset bucket is kept before it is forgotten.
+    pub bucket_idle_ttl: Nanos,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            profile: HeaderProfile::Discord,
+            global_limit: 50,
+            global_window: SECOND,
+            global_margin_max: 250 * MILLISECOND,
+            max_wait: None,
+            max_rate_limit_retries: 3,
+            max_error_retries: 3,
+            backoff_base: 500 * MILLISECOND,
+            backoff_max: 30 * SECOND,
+            min_rate_limit_wait: 50 * MILLISECOND,
+            max_server_wait: 3600 * SECOND,
+            invalid_request_limit: 10_000,
+            invalid_request_window: 600 * SECOND,
+            invalid_request_stop_at: 9_000,
+            invalid_request_warn_at: 5_000,
+            edge_backoff_base: 60 * SECOND,
+            edge_backoff_max: 3600 * SECOND,
+            stop_on_unauthorized: true,
+            jitter_seed: 0x5EED_u64,
+            max_routes: 100_000,
+            bucket_idle_ttl: 300 * SECOND,
+        }
+    }
+}
+
+impl Config {
+    /// The default configuration for a header profile.
+    pub fn for_profile(profile: HeaderProfile) -> Self {
+        let mut c = Config { profile, ..Config::default() };
+        if profile != HeaderProfile::Discord {
+            // Discord's global limit and invalid-request budget are Discord facts.
+            c.global_limit = 0;
+            c.invalid_request_limit = 0;
+        }
+        c
+    }
+
+    /// Checks every value; [`crate::Limiter::new`] calls this.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |m: &str| Err(Error::InvalidConfig(m.to_string()));
+        if self.global_limit > 0 && self.global_window == 0 {
+            return bad("global_window must be > 0 when global_limit is set");
+        }
+        if self.global_limit > 100_000 {
+            return bad("global_limit must be at most 100000");
+        }
+        if self.global_margin_max > self.global_window {
+            return bad("global_margin_max must not exceed global_window");
+        }
+        if self.backoff_base == 0 || self.backoff_max < self.backoff_base {
+            return bad("backoff_base must be > 0 and backoff_max >= backoff_base");
+        }
+        if self.invalid_request_limit > 0 {
+            if self.invalid_request_window == 0 {
+                return bad("invalid_request_window must be > 0 when invalid_request_limit is set");
+            }
+            if self.invalid_request_stop_at == 0 || self.invalid_request_stop_at > self.invalid_request_limit {
+                return bad("invalid_request_stop_at must be in 1..=invalid_request_limit");
+            }
+            if self.invalid_request_limit > 1_000_000 {
+                return bad("invalid_request_limit must be at most 1000000");
+            }
+        }
+        if self.edge_backoff_base == 0 || self.edge_backoff_max < self.edge_backoff_base {
+            return bad("edge_backoff_base must be > 0 and edge_backoff_max >= edge_backoff_base");
+        }
+        if self.max_server_wait == 0 {
+            return bad("max_server_wait must be > 0");
+        }
+        if self.max_routes == 0 {
+            return bad("max_routes must be > 0");
+        }
+        Ok(())
+    }
+}

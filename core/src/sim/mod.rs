@@ -1,0 +1,1 @@
+//! The Discord simulator (in progress).

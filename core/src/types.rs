@@ -1,0 +1,398 @@
+//! The values that cross the core's boundary: requests and responses in,
+//! outputs and observations out.
+
+/// A monotonic timestamp or a duration, in nanoseconds. The epoch is the
+/// driver's choice (typically "when the driver started"); the core only ever
+/// compares and subtracts these values.
+pub type Nanos = u64;
+
+/// One millisecond in [`Nanos`].
+pub const MILLISECOND: Nanos = 1_000_000;
+/// One second in [`Nanos`].
+pub const SECOND: Nanos = 1_000_000_000;
+
+/// Identifies one enqueued request. Issued by [`crate::Limiter::enqueue`].
+pub type RequestId = u64;
+
+/// Which family of rate-limit headers the server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum HeaderProfile {
+    /// Discord API v8+: `X-RateLimit-*` with `Reset-After` in seconds, `X-RateLimit-Bucket`,
+    /// `X-RateLimit-Scope`, `X-RateLimit-Global`, and `retry_after`/`global` in 429 bodies.
+    #[default]
+    Discord,
+    /// IETF `RateLimit` / `RateLimit-Policy` (drafts -07 to -10) and the older
+    /// `RateLimit-Limit` / `RateLimit-Remaining` / `RateLimit-Reset` form.
+    Ietf,
+    /// GitHub-style `x-ratelimit-limit/remaining/reset/resource`, with `reset` in epoch seconds.
+    GitHub,
+    /// Only `Retry-After` (seconds or an HTTP date) is read.
+    RetryAfterOnly,
+}
+
+/// The scope Discord reports on a 429 (`X-RateLimit-Scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Scope {
+    /// The per-route limit of this token (also used for unknown scope values: the strictest reading).
+    User,
+    /// The token's global limit.
+    Global,
+    /// A per-resource limit shared with others; does not count as an invalid request.
+    Shared,
+}
+
+impl Scope {
+    /// The stable lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::User => "user",
+            Scope::Global => "global",
+            Scope::Shared => "shared",
+        }
+    }
+}
+
+/// Fields a driver may have parsed from a response body (Discord's 429 JSON).
+///
+/// Bodies are parsed by the driver (it owns the bytes); pass only what parsed
+/// cleanly. Non-finite or negative numbers are ignored by the core.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BodyHints {
+    /// `retry_after` in seconds (Discord v8+: a float).
+    pub retry_after: Option<f64>,
+    /// `global`.
+    pub global: Option<bool>,
+}
+
+/// A response as the driver received it.
+#[derive(Debug, Clone, Copy)]
+pub struct Response<'a> {
+    /// HTTP status code.
+    pub status: u16,
+    /// Header name/value pairs, in the order received. Names are matched case-insensitively;
+    /// repeated names are all read.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// Body fields the driver parsed, if any.
+    pub body: BodyHints,
+    /// The wall clock at receipt, in milliseconds since the Unix epoch, if the driver has one.
+    /// Used only to read absolute times (`X-RateLimit-Reset`, GitHub's epoch reset,
+    /// `Retry-After` dates); when absent the response's `Date` header is used as "now"
+    /// for those, and without either absolute times are ignored.
+    pub wall_clock_ms: Option<u64>,
+}
+
+impl<'a> Response<'a> {
+    /// A response with a status and headers, no body hints and no wall clock.
+    pub fn new(status: u16, headers: &'a [(&'a str, &'a str)]) -> Self {
+        Response { status, headers, body: BodyHints::default(), wall_clock_ms: None }
+    }
+}
+
+/// What one response says about rate limits, whatever the header profile.
+/// Produced by [`crate::headers::parse`]; every field is optional because
+/// servers may send any subset, or nonsense.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RateLimitInfo {
+    /// The bucket's capacity.
+    pub limit: Option<u32>,
+    /// Requests left in the current window.
+    pub remaining: Option<u32>,
+    /// Time from receipt until the window resets (relative; absolute resets are converted).
+    pub reset_after: Option<Nanos>,
+    /// The server's window length, when a policy states it (IETF `w`).
+    pub window: Option<Nanos>,
+    /// The bucket identifier (Discord `X-RateLimit-Bucket`, GitHub `x-ratelimit-resource`,
+    /// IETF policy name).
+    pub bucket: Option<String>,
+    /// How long to wait before retrying (`Retry-After`, body `retry_after`; the larger wins).
+    pub retry_after: Option<Nanos>,
+    /// Discord's 429 scope, if given (`X-RateLimit-Global` or body `global` imply [`Scope::Global`]).
+    pub scope: Option<Scope>,
+    /// True when any rate-limit header of the profile was present (even if malformed).
+    /// A 429 without any is treated as an edge (Cloudflare-style) ban.
+    pub has_rate_limit_headers: bool,
+}
+
+/// Why a request ended without being answered. Stable codes come from [`FailReason::code`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "code", rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum FailReason {
+    /// The request's deadline would pass (or passed) before it could be sent.
+    DeadlineExceeded {
+        /// When the core predicted it could be sent (monotonic), if it could predict.
+        predicted_send_at: Option<Nanos>,
+    },
+    /// The predicted wait is longer than the configured `max_wait`.
+    MaxWaitExceeded {
+        /// The predicted wait before sending.
+        predicted_wait: Nanos,
+    },
+    /// The request kept getting 429s; the configured number of retries is used up.
+    RetriesExhausted {
+        /// How many times it was sent.
+        attempts: u32,
+    },
+    /// The transport failed after the request may have reached the server, and it is not
+    /// idempotent (nor was re-sending allowed), so it was not re-sent.
+    MaybeSent,
+    /// The transport failed before the request reached the server too many times.
+    NetworkError {
+        /// How many times it was tried.
+        attempts: u32,
+    },
+    /// The token was rejected (401) earlier; requests for it are not sent again.
+    Unauthorized,
+    /// The limiter was closed while the request was queued.
+    Closed,
+}
+
+impl FailReason {
+    /// A stable, machine-readable code, identical in every binding.
+    pub fn code(&self) -> &'static str {
+        match self {
+            FailReason::DeadlineExceeded { .. } => "deadline_exceeded",
+            FailReason::MaxWaitExceeded { .. } => "max_wait_exceeded",
+            FailReason::RetriesExhausted { .. } => "retries_exhausted",
+            FailReason::MaybeSent => "maybe_sent",
+            FailReason::NetworkError { .. } => "network_error",
+            FailReason::Unauthorized => "unauthorized",
+            FailReason::Closed => "closed",
+        }
+    }
+
+    /// Every code [`FailReason::code`] can return.
+    pub const ALL_CODES: &'static [&'static str] = &[
+        "deadline_exceeded",
+        "max_wait_exceeded",
+        "retries_exhausted",
+        "maybe_sent",
+        "network_error",
+        "unauthorized",
+        "closed",
+    ];
+}
+
+impl core::fmt::Display for FailReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            FailReason::DeadlineExceeded { predicted_send_at: Some(t) } => {
+                write!(f, "deadline exceeded: the request could not be sent before t={t}ns")
+            }
+            FailReason::DeadlineExceeded { predicted_send_at: None } => {
+                write!(f, "deadline exceeded before the request could be sent")
+            }
+            FailReason::MaxWaitExceeded { predicted_wait } => write!(
+                f,
+                "the predicted wait of {:.3}s exceeds max_wait",
+                *predicted_wait as f64 / SECOND as f64
+            ),
+            FailReason::RetriesExhausted { attempts } => {
+                write!(f, "still rate limited after {attempts} attempts")
+            }
+            FailReason::MaybeSent => write!(
+                f,
+                "the connection failed after the request may have reached the server; \
+                 it is not idempotent, so it was not re-sent"
+            ),
+            FailReason::NetworkError { attempts } => {
+                write!(f, "the request failed to reach the server {attempts} times")
+            }
+            FailReason::Unauthorized => {
+                write!(f, "the token was rejected with 401; its requests are no longer sent")
+            }
+            FailReason::Closed => write!(f, "the limiter was closed before the request was sent"),
+        }
+    }
+}
+
+/// How a transport failure happened, as far as the driver knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The request certainly did not reach the server (connect failed, DNS failed,
+    /// aborted before writing). Its global token and bucket slot are given back.
+    NotSent,
+    /// The request may have reached the server (reset mid-response, timeout after writing).
+    MaybeSent,
+}
+
+/// What the core tells the driver after a response (the return value of
+/// [`crate::Limiter::handle_response`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// Terminal: hand this response to the caller.
+    Complete,
+    /// Not terminal: the core will emit [`Output::Send`] for the same id again later.
+    Retry,
+    /// Terminal: an [`Output::Fail`] for this id is queued.
+    Failed,
+}
+
+/// Something worth a metric or a log line. Emitted as [`Output::Observe`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Observation {
+    /// A 429 was received.
+    RateLimited {
+        /// The request that got it.
+        id: RequestId,
+        /// The scope: Discord's, or inferred.
+        scope: RateLimitScope,
+        /// How long the core will hold the affected requests.
+        retry_after: Nanos,
+    },
+    /// A route was mapped to a bucket (or re-mapped when the server changed its hash).
+    BucketLearned {
+        /// `METHOD /route/template`.
+        route: String,
+        /// The bucket identifier.
+        bucket: String,
+    },
+    /// The invalid-request count (401/403/non-shared 429 over the last window) crossed the
+    /// warning threshold.
+    InvalidRequestWarning {
+        /// Invalid requests in the current window.
+        count: u32,
+        /// The configured budget.
+        limit: u32,
+    },
+}
+
+/// The scope of a 429 as the core classified it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RateLimitScope {
+    /// The route's bucket was exhausted.
+    Bucket,
+    /// The token's global limit.
+    Global,
+    /// A shared resource limit (not the caller's fault).
+    Shared,
+    /// A hidden sub-limit of the route and major parameter (the bucket still had room).
+    SubLimit,
+    /// A 429 without rate-limit headers (Cloudflare-style): the whole host is held.
+    Edge,
+}
+
+impl RateLimitScope {
+    /// The stable lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RateLimitScope::Bucket => "bucket",
+            RateLimitScope::Global => "global",
+            RateLimitScope::Shared => "shared",
+            RateLimitScope::SubLimit => "sub_limit",
+            RateLimitScope::Edge => "edge",
+        }
+    }
+}
+
+/// One output of the core. Drain with [`crate::Limiter::poll_output`] after every input,
+/// until it returns [`Output::WaitUntil`] or [`Output::Idle`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Send this request now.
+    Send(RequestId),
+    /// This request ended without being answered.
+    Fail(RequestId, FailReason),
+    /// A metric or log event.
+    Observe(Observation),
+    /// Drained. Call [`crate::Limiter::handle_timeout`] at this monotonic time (or earlier:
+    /// an early call is harmless).
+    WaitUntil(Nanos),
+    /// Drained, and nothing is waiting on time.
+    Idle,
+}
+
+/// A request to be rate limited, as given to [`crate::Limiter::enqueue`].
+///
+/// Build it with [`Request::new`] (method and concrete path; the route template and
+/// major parameter are derived by the limiter's header profile) or
+/// [`Request::with_route`] (route template and major parameter given explicitly).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// HTTP method, e.g. `"POST"`. Case-insensitive.
+    pub method: String,
+    /// The concrete path (`/channels/123/messages`), or the route template when
+    /// [`Request::major`] is set.
+    pub path: String,
+    /// When set, `path` is already a route template and this is its major parameter
+    /// (e.g. the channel id); no path parsing happens.
+    pub major: Option<String>,
+    /// Who sends it: a key for the token (never the token itself; a hash or the bot id).
+    /// Each identity has its own global limit and buckets.
+    pub identity: String,
+    /// Fail with [`FailReason::DeadlineExceeded`] rather than send after this monotonic time.
+    pub deadline: Option<Nanos>,
+    /// Higher goes first when several requests compete for the global limit. Default 0.
+    pub priority: i32,
+    /// Whether re-sending is harmless. `None`: decided by method (GET, HEAD, OPTIONS, PUT,
+    /// DELETE are idempotent).
+    pub idempotent: Option<bool>,
+    /// Whether the route is exempt from the global limit. `None`: decided by the profile
+    /// (Discord: interaction callbacks and webhook-token routes).
+    pub global_exempt: Option<bool>,
+}
+
+impl Request {
+    /// A request for `method` on the concrete `path`, for the default identity.
+    pub fn new(method: impl Into<String>, path: impl Into<String>) -> Self {
+        Request {
+            method: method.into(),
+            path: path.into(),
+            major: None,
+            identity: String::new(),
+            deadline: None,
+            priority: 0,
+            idempotent: None,
+            global_exempt: None,
+        }
+    }
+
+    /// A request on an explicit route template with its major parameter.
+    pub fn with_route(
+        method: impl Into<String>,
+        template: impl Into<String>,
+        major: impl Into<String>,
+    ) -> Self {
+        let mut r = Request::new(method, template);
+        r.major = Some(major.into());
+        r
+    }
+
+    /// Sets the identity (a key for the token).
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = identity.into();
+        self
+    }
+
+    /// Sets the deadline (monotonic).
+    pub fn deadline(mut self, deadline: Nanos) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Sets the priority (higher first).
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Declares whether the request may be re-sent after it may have reached the server.
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = Some(idempotent);
+        self
+    }
+
+    /// Declares whether the request is exempt from the global limit.
+    pub fn global_exempt(mut self, exempt: bool) -> Self {
+        self.global_exempt = Some(exempt);
+        self
+    }
+}
