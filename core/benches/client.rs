@@ -1,1 +1,193 @@
-fn main() {}
+//! Client-engine benchmarks: the cost of one request life (enqueue, send, response) with 1, 10k
+//! and 1M learned buckets; the cost of a 429 storm; memory per idle bucket and per queued
+//! request (counted by a wrapping global allocator).
+//!
+//! Run: `cargo bench -p ratelane --bench client -- --warm-up-time 1 --measurement-time 3`
+#![allow(unsafe_code)] // the counting allocator below; nothing else
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use ratelane::{Config, Limiter, MILLISECOND, Output, Request, Response, SECOND};
+
+struct Counting;
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: forwards to the system allocator and only counts bytes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn config() -> Config {
+    let mut c = Config::default();
+    // Benchmarks measure the engine, not the global limit's waiting.
+    c.global_limit = 0;
+    c.invalid_request_limit = 0;
+    c.bucket_idle_ttl = 24 * 3600 * SECOND;
+    c
+}
+
+fn path(i: usize) -> String {
+    format!("/channels/{}/messages", 100_000_000_000_000_000u64 + i as u64)
+}
+
+/// A roomy bucket whose window ends 1 ms after each answer (the next life is 1 ms later, so
+/// every life also crosses a window reset: the engine's full path).
+const HEADERS: [(&str, &str); 4] = [
+    ("X-RateLimit-Limit", "1000000"),
+    ("X-RateLimit-Remaining", "999999"),
+    ("X-RateLimit-Reset-After", "0.001"),
+    ("X-RateLimit-Bucket", "bench"),
+];
+
+fn drain(l: &mut Limiter) -> Option<u64> {
+    let mut sent = None;
+    loop {
+        match l.poll_output() {
+            Output::Send(id) => sent = Some(id),
+            Output::WaitUntil(_) | Output::Idle => return sent,
+            _ => {}
+        }
+    }
+}
+
+/// One full life: enqueue, drain (Send), respond, drain.
+fn life(l: &mut Limiter, now: u64, path: &str) {
+    l.enqueue(now, Request::new("POST", path)).unwrap();
+    let id = drain(l).expect("sent at once");
+    let response = Response::new(200, &HEADERS);
+    l.handle_response(now, id, &response).unwrap();
+    drain(l);
+}
+
+/// A limiter that has learned `n` buckets (one per channel).
+fn warmed(n: usize) -> (Limiter, Vec<String>) {
+    let mut l = Limiter::new(config()).unwrap();
+    let paths: Vec<String> = (0..n).map(path).collect();
+    for p in &paths {
+        life(&mut l, MILLISECOND, p);
+    }
+    (l, paths)
+}
+
+fn request_life(c: &mut Criterion) {
+    let mut group = c.benchmark_group("request_life");
+    group.throughput(Throughput::Elements(1));
+    for n in [1usize, 10_000, 1_000_000] {
+        let (mut l, paths) = warmed(n);
+        let mut i = 0usize;
+        let mut now = SECOND;
+        group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| {
+                i = (i + 7919) % paths.len();
+                // 1 ms apart: the previous answer's window has ended.
+                now += MILLISECOND;
+                life(black_box(&mut l), now, &paths[i]);
+            })
+        });
+    }
+    group.finish();
+}
+
+fn storm_429(c: &mut Criterion) {
+    // 1000 requests in one bucket; every answer is a user-scope 429 that is retried, then the
+    // bucket opens. Measures the cost per 429 handled.
+    let mut group = c.benchmark_group("storm_429");
+    group.throughput(Throughput::Elements(1000));
+    let r429 = [
+        ("Retry-After", "1"),
+        ("X-RateLimit-Limit", "1000"),
+        ("X-RateLimit-Remaining", "0"),
+        ("X-RateLimit-Reset-After", "1"),
+        ("X-RateLimit-Bucket", "storm"),
+        ("X-RateLimit-Scope", "user"),
+    ];
+    group.bench_function("1000_requests", |b| {
+        b.iter(|| {
+            let mut l = Limiter::new(config()).unwrap();
+            let mut now = 0;
+            // Learn the bucket with room for all.
+            l.enqueue(now, Request::new("GET", "/guilds/1")).unwrap();
+            let first = drain(&mut l).unwrap();
+            let open = [
+                ("X-RateLimit-Limit", "1000"),
+                ("X-RateLimit-Remaining", "999"),
+                ("X-RateLimit-Reset-After", "10"),
+                ("X-RateLimit-Bucket", "storm"),
+            ];
+            l.handle_response(now, first, &Response::new(200, &open)).unwrap();
+            drain(&mut l);
+            let mut sent = Vec::with_capacity(1000);
+            for _ in 0..1000 {
+                l.enqueue(now, Request::new("GET", "/guilds/1")).unwrap();
+                if let Some(id) = drain(&mut l) {
+                    sent.push(id);
+                }
+            }
+            now += 50 * MILLISECOND;
+            for id in sent {
+                black_box(l.handle_response(now, id, &Response::new(429, &r429)).unwrap());
+            }
+            drain(&mut l);
+            black_box(l.queued());
+        })
+    });
+    group.finish();
+}
+
+fn memory(_: &mut Criterion) {
+    // Bytes held per idle learned bucket, and per queued request.
+    let n = 100_000;
+    let before = LIVE.load(Ordering::Relaxed);
+    let (l, paths) = warmed(n);
+    let paths_bytes: isize = paths.iter().map(|p| p.capacity() as isize).sum::<isize>()
+        + (paths.capacity() * std::mem::size_of::<String>()) as isize;
+    let after = LIVE.load(Ordering::Relaxed);
+    let per_bucket = (after - before - paths_bytes) as f64 / n as f64;
+    drop(l);
+    drop(paths);
+
+    let mut l = Limiter::new(config()).unwrap();
+    // One bucket, exhausted, so everything queues.
+    l.enqueue(0, Request::new("POST", "/channels/1/messages")).unwrap();
+    let id = drain(&mut l).unwrap();
+    let full = [
+        ("X-RateLimit-Limit", "5"),
+        ("X-RateLimit-Remaining", "0"),
+        ("X-RateLimit-Reset-After", "3600"),
+        ("X-RateLimit-Bucket", "q"),
+    ];
+    l.handle_response(0, id, &Response::new(200, &full)).unwrap();
+    drain(&mut l);
+    let before = LIVE.load(Ordering::Relaxed);
+    for _ in 0..n {
+        l.enqueue(MILLISECOND, Request::new("POST", "/channels/1/messages")).unwrap();
+    }
+    drain(&mut l);
+    let after = LIVE.load(Ordering::Relaxed);
+    let per_request = (after - before) as f64 / n as f64;
+    println!("memory/idle_bucket: {per_bucket:.0} bytes per learned idle bucket ({n} buckets)");
+    println!("memory/queued_request: {per_request:.0} bytes per queued request ({n} queued)");
+}
+
+criterion_group!(benches, request_life, storm_429, memory);
+criterion_main!(benches);

@@ -1,14 +1,33 @@
-//! The client-side engine. (Implementation in progress; API fixed.)
+//! The client-side engine: [`Limiter`].
+//!
+//! # Call order
+//!
+//! The limiter is a state machine. Its methods sort into three groups:
+//!
+//! * **inputs** (`&mut self`, take `now`): [`Limiter::enqueue`], [`Limiter::handle_response`],
+//!   [`Limiter::handle_failure`], [`Limiter::cancel`], [`Limiter::handle_timeout`],
+//!   [`Limiter::close`];
+//! * **outputs**: [`Limiter::poll_output`];
+//! * **getters** (`&self`): [`Limiter::predict`], [`Limiter::queued`], [`Limiter::in_flight`],
+//!   [`Limiter::config`].
+//!
+//! **The drain invariant:** after every input, call [`Limiter::poll_output`] until it returns
+//! [`Output::WaitUntil`] or [`Output::Idle`]. Then wait for the next input (a response, a new
+//! request) or until the `WaitUntil` time, whichever comes first, and call
+//! [`Limiter::handle_timeout`] at that time. Calling `handle_timeout` early or twice is harmless.
+//!
+//! `now` is any monotonic clock in nanoseconds, with an epoch of the driver's choice; it must
+//! never go backwards (a smaller `now` than before is treated as the previous one).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::config::Config;
 use crate::error::Error;
+use crate::headers;
+use crate::route::{Route, route_for};
 use crate::types::*;
-
-/// The sans-IO client-side rate limiter.
-#[derive(Debug)]
-pub struct Limiter {
-    config: Config,
-}
 
 /// When a request is expected to be sent (see [`Limiter::predict`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,33 +36,1687 @@ pub struct Prediction {
     pub send_at: Nanos,
 }
 
+/// A fast, non-cryptographic hasher (the Fx hash used by rustc) for the engine's maps. Keys
+/// come from the caller and the server's bucket ids; a hostile server could at worst slow one
+/// limiter down by colliding keys, never corrupt it.
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
+        }
+        for &b in chunks.remainder() {
+            self.add(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// Index of a queue in the slab.
+type Qid = usize;
+/// Index of an identity.
+type Iid = usize;
+/// Order of a queue head among eligible heads: higher priority first, then older first.
+type ReadyKey = (Reverse<i32>, u64, Qid);
+
+/// The sans-IO client-side rate limiter. See the [module documentation](self) for the call
+/// order, and the crate documentation for a complete driver loop.
+#[derive(Debug)]
+pub struct Limiter {
+    config: Config,
+    now: Nanos,
+    next_id: RequestId,
+    next_seq: u64,
+    requests: HashMap<RequestId, Req>,
+    queue_index: HashMap<QueueKey, Qid>,
+    queues: Vec<Option<Queue>>,
+    free_queues: Vec<Qid>,
+    next_queue_uid: u64,
+    /// `METHOD /template` -> bucket id, learned from responses.
+    routes: HashMap<String, String>,
+    /// Learning order of `routes`, for the size bound.
+    route_order: VecDeque<String>,
+    identity_index: HashMap<String, Iid>,
+    identities: Vec<Identity>,
+    /// Queues whose head may be sendable as far as its bucket is concerned.
+    ready: BTreeSet<ReadyKey>,
+    /// Queues to re-evaluate.
+    dirty: Vec<Qid>,
+    timers: BinaryHeap<Reverse<(Nanos, Timer)>>,
+    outputs: VecDeque<Output>,
+    /// Times of invalid responses (401/403/non-shared 429) within the window.
+    invalid: VecDeque<Nanos>,
+    invalid_warned: bool,
+    /// Requests sent and not answered, all identities.
+    in_flight_total: usize,
+    /// No request goes out before this (a Cloudflare-style ban).
+    edge_until: Nanos,
+    edge_strikes: u32,
+    /// The registered wake-up for the host-wide gates.
+    gate_wake: Option<Nanos>,
+    /// Round-trip latencies of recent responses, for the global margin.
+    latencies: VecDeque<Nanos>,
+    global_margin: Nanos,
+    rng: u64,
+    /// Queues that went empty, checked a few at a time for eviction.
+    idle_candidates: VecDeque<(Qid, u64)>,
+    closed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum BucketId {
+    /// Not learned yet: the route and its major parameter.
+    Route(String),
+    /// Learned: the server's bucket id.
+    Hash(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct QueueKey {
+    identity: Iid,
+    bucket: BucketId,
+    major: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    /// Re-evaluate a queue (bucket reset, retry backoff, sub-limit end). Carries the queue uid.
+    Queue(Qid, u64),
+    /// An identity's global window has room again, or its global pause ends.
+    Identity(Iid),
+    /// A request's deadline.
+    Deadline(RequestId),
+    /// The edge ban or the invalid-request budget lets requests through again.
+    Gate,
+}
+
+#[derive(Debug)]
+struct Req {
+    route_key: String,
+    major: String,
+    identity: Iid,
+    /// The effective deadline: the request's own, or `enqueued + max_wait`, whichever is first.
+    deadline: Option<Nanos>,
+    /// Whether `deadline` came from `max_wait` (selects the failure reason).
+    deadline_is_max_wait: bool,
+    enqueued_at: Nanos,
+    priority: i32,
+    idempotent: bool,
+    exempt: bool,
+    seq: u64,
+    qid: Qid,
+    state: ReqState,
+    /// Not sent before this (retry backoff).
+    not_before: Nanos,
+    sends: u32,
+    rate_limit_retries: u32,
+    error_retries: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReqState {
+    Queued,
+    /// Its response or failure is being handled: neither queued nor in flight.
+    Answered,
+    InFlight {
+        sent_at: Nanos,
+        /// Sends of this bucket since its last local reset, this one included.
+        window_seq: u32,
+        /// Whether it was sent after the bucket's last local reset.
+        window_epoch: u64,
+        global_counted: bool,
+    },
+}
+
+#[derive(Debug)]
+struct Queue {
+    key: QueueKey,
+    uid: u64,
+    pending: VecDeque<RequestId>,
+    in_flight: Vec<RequestId>,
+    bucket: Bucket,
+    /// Route keys (of this queue) held by a sub-limit until a time.
+    sub_limits: Vec<(String, Nanos)>,
+    /// A shared-scope 429 holds the whole resource until then.
+    shared_until: Nanos,
+    /// The registered wake-up, if any.
+    wake_at: Option<Nanos>,
+    /// Where the queue's head sits: in `ready`, or in its identity's `blocked`.
+    slot: Slot,
+    /// Last send or answer, for idle eviction.
+    last_active: Nanos,
+    /// Whether the queue sits in `idle_candidates`.
+    idle_listed: bool,
+    /// The latest wait for which the pending requests were checked against their deadlines.
+    checked_wait: Nanos,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    None,
+    Ready(ReadyKey, RequestId),
+    Blocked(ReadyKey, RequestId),
+}
+
+#[derive(Debug, Default)]
+struct Bucket {
+    /// Headers have been seen (or the route proved to have none).
+    known: bool,
+    /// A success came back without rate-limit headers: only the global limit applies.
+    unlimited: bool,
+    limit: u32,
+    remaining: u32,
+    /// End of the current window as the client sees it; `None` after a local reset until the
+    /// next response tells.
+    reset_at: Option<Nanos>,
+    /// Counts local resets; responses to requests sent before the last one are stale.
+    epoch: u64,
+    sends_in_window: u32,
+    /// Requests still in flight at the last local reset (they may land in the new window).
+    carried: u32,
+    /// The server's window appears to slide: slots come back one by one.
+    sliding: bool,
+    /// Longest `reset_after` seen on a success: an estimate of the window length.
+    period: Option<Nanos>,
+    /// Send times, kept while `sliding` (at most `limit`, capped).
+    send_log: VecDeque<Nanos>,
+}
+
+const SLIDING_LOG_CAP: u32 = 4096;
+
+#[derive(Debug)]
+struct Identity {
+    /// Send times of non-exempt requests within the global window (+ margin).
+    sends: VecDeque<Nanos>,
+    paused_until: Nanos,
+    /// Queues whose head waits for this identity's global budget.
+    blocked: BTreeSet<ReadyKey>,
+    wake_at: Option<Nanos>,
+    unauthorized: bool,
+    /// Non-exempt requests queued, for predictions.
+    queued: usize,
+}
+
+enum Gate {
+    Open,
+    /// Closed until a known time.
+    Until(Nanos),
+    /// Closed until some response arrives.
+    UntilResponse,
+}
+
+fn is_idempotent_method(method: &str) -> bool {
+    matches!(method, "GET" | "HEAD" | "OPTIONS" | "PUT" | "DELETE" | "TRACE")
+}
+
+fn valid_method(method: &str) -> bool {
+    !method.is_empty()
+        && method.len() <= 32
+        && method.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
 impl Limiter {
-    /// A limiter with `config` (validated).
+    /// A limiter with `config`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConfig`] when a setting is out of range.
     pub fn new(config: Config) -> Result<Self, Error> {
         config.validate()?;
-        Ok(Limiter { config })
+        let rng = config.jitter_seed ^ 0x9E37_79B9_7F4A_7C15;
+        let margin = config.global_margin_max / 2;
+        Ok(Limiter {
+            config,
+            now: 0,
+            next_id: 1,
+            next_seq: 0,
+            requests: HashMap::default(),
+            queue_index: HashMap::default(),
+            queues: Vec::new(),
+            free_queues: Vec::new(),
+            next_queue_uid: 0,
+            routes: HashMap::default(),
+            route_order: VecDeque::new(),
+            identity_index: HashMap::default(),
+            identities: Vec::new(),
+            ready: BTreeSet::new(),
+            dirty: Vec::new(),
+            timers: BinaryHeap::new(),
+            outputs: VecDeque::new(),
+            invalid: VecDeque::new(),
+            invalid_warned: false,
+            in_flight_total: 0,
+            edge_until: 0,
+            edge_strikes: 0,
+            gate_wake: None,
+            latencies: VecDeque::new(),
+            global_margin: margin,
+            rng,
+            idle_candidates: VecDeque::new(),
+            closed: false,
+        })
     }
-    /// The configuration.
-    pub fn config(&self) -> &Config { &self.config }
-    /// Queues a request.
-    pub fn enqueue(&mut self, now: Nanos, request: Request) -> Result<RequestId, Error> { let _ = (now, request); todo!() }
-    /// A response arrived for a sent request.
-    pub fn handle_response(&mut self, now: Nanos, id: RequestId, response: &Response<'_>) -> Result<Disposition, Error> { let _ = (now, id, response); todo!() }
-    /// The transport failed for a sent request.
-    pub fn handle_failure(&mut self, now: Nanos, id: RequestId, failure: Failure) -> Result<Disposition, Error> { let _ = (now, id, failure); todo!() }
-    /// The caller gave up on a request (queued or in flight).
-    pub fn cancel(&mut self, now: Nanos, id: RequestId) -> Result<(), Error> { let _ = (now, id); todo!() }
-    /// Time passed.
-    pub fn handle_timeout(&mut self, now: Nanos) { let _ = now; todo!() }
-    /// Fails everything queued with `Closed`.
-    pub fn close(&mut self, now: Nanos) { let _ = now; todo!() }
-    /// Next output.
-    #[must_use]
-    pub fn poll_output(&mut self) -> Output { todo!() }
-    /// Predicts when `request` would be sent if enqueued now.
-    pub fn predict(&self, now: Nanos, request: &Request) -> Result<Prediction, Error> { let _ = (now, request); todo!() }
-    /// Requests queued (not yet sent).
-    pub fn queued(&self) -> usize { todo!() }
+
+    /// The configuration this limiter runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Requests queued and not yet sent.
+    pub fn queued(&self) -> usize {
+        self.requests.len() - self.in_flight_total
+    }
+
     /// Requests sent and not yet answered.
-    pub fn in_flight(&self) -> usize { todo!() }
+    pub fn in_flight(&self) -> usize {
+        self.in_flight_total
+    }
+
+    /// Buckets (queues) currently held in memory.
+    pub fn buckets(&self) -> usize {
+        self.queue_index.len()
+    }
+
+    /// Whether [`Limiter::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    // ------------------------------------------------------------------ inputs
+
+    /// Queues `request` and returns its id. The request ends in exactly one outcome: sent and
+    /// answered ([`Disposition::Complete`] from [`Limiter::handle_response`]), an
+    /// [`Output::Fail`], or the caller's [`Limiter::cancel`].
+    ///
+    /// A request whose predicted wait exceeds its deadline or `max_wait` fails at once (the
+    /// [`Output::Fail`] carries the prediction).
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] for a malformed method or path, [`Error::Closed`] after
+    /// [`Limiter::close`].
+    pub fn enqueue(&mut self, now: Nanos, request: Request) -> Result<RequestId, Error> {
+        let now = self.advance(now);
+        if self.closed {
+            return Err(Error::Closed);
+        }
+        let route = self.validate_request(&request)?;
+        let method = request.method.to_ascii_uppercase();
+        let iid = self.identity(&request.identity);
+        let id = self.next_id;
+        self.next_id += 1;
+        let seq = self.next_seq;
+        self.next_seq += 1;
+
+        if self.identities[iid].unauthorized {
+            self.outputs.push_back(Output::Fail(id, FailReason::Unauthorized));
+            self.pump(now);
+            return Ok(id);
+        }
+
+        let exempt = request.global_exempt.unwrap_or(route.global_exempt);
+        let key = self.queue_key_for(iid, &route.key, &route.major);
+        let qid = self.queue_for(key);
+        let max_wait_deadline = self.config.max_wait.map(|w| now.saturating_add(w));
+        let (deadline, is_max_wait) = match (request.deadline, max_wait_deadline) {
+            (Some(d), Some(m)) if m < d => (Some(m), true),
+            (Some(d), _) => (Some(d), false),
+            (None, Some(m)) => (Some(m), true),
+            (None, None) => (None, false),
+        };
+
+        let predicted = match deadline {
+            Some(_) => {
+                let position = self.queue(qid).pending.len();
+                self.predict_position(now, qid, position, exempt)
+            }
+            None => now,
+        };
+        if let Some(d) = deadline
+            && predicted > d
+        {
+            let reason = if is_max_wait {
+                FailReason::MaxWaitExceeded { predicted_wait: predicted - now }
+            } else {
+                FailReason::DeadlineExceeded { predicted_send_at: Some(predicted) }
+            };
+            self.outputs.push_back(Output::Fail(id, reason));
+            self.note_idle(qid);
+            self.pump(now);
+            return Ok(id);
+        }
+
+        self.requests.insert(
+            id,
+            Req {
+                route_key: route.key,
+                major: route.major,
+                identity: iid,
+                deadline,
+                deadline_is_max_wait: is_max_wait,
+                enqueued_at: now,
+                priority: request.priority,
+                idempotent: request.idempotent.unwrap_or_else(|| is_idempotent_method(&method)),
+                exempt,
+                seq,
+                qid,
+                state: ReqState::Queued,
+                not_before: 0,
+                sends: 0,
+                rate_limit_retries: 0,
+                error_retries: 0,
+            },
+        );
+        if !exempt {
+            self.identities[iid].queued += 1;
+        }
+        self.queue_mut(qid).pending.push_back(id);
+        if let Some(d) = deadline {
+            self.timers.push(Reverse((d, Timer::Deadline(id))));
+        }
+        self.mark_dirty(qid);
+        self.pump(now);
+        Ok(id)
+    }
+
+    /// A response arrived for the sent request `id`. Returns what the driver should do with it.
+    ///
+    /// # Errors
+    /// [`Error::UnknownRequest`] or [`Error::InvalidState`] if `id` is not in flight.
+    pub fn handle_response(
+        &mut self,
+        now: Nanos,
+        id: RequestId,
+        response: &Response<'_>,
+    ) -> Result<Disposition, Error> {
+        let now = self.advance(now);
+        let sent_at = self.take_in_flight(id)?;
+        let info = headers::parse(self.config.profile, response);
+        self.learn_latency(now.saturating_sub(sent_at.sent_at));
+
+        // Learn the bucket first: the request may move to another queue.
+        let qid = self.learn_bucket(now, id, info.bucket.as_deref());
+        let status = response.status;
+        if (200..300).contains(&status) {
+            self.edge_strikes = 0;
+        }
+        self.apply_headers(now, qid, sent_at, &info, status);
+
+        let disposition = match status {
+            429 => self.on_rate_limited(now, id, qid, &info, response),
+            401 => {
+                self.record_invalid(now);
+                if self.config.stop_on_unauthorized {
+                    let iid = self.req(id).identity;
+                    self.mark_unauthorized(iid);
+                }
+                Disposition::Complete
+            }
+            403 => {
+                self.record_invalid(now);
+                Disposition::Complete
+            }
+            500..=599 if self.req(id).idempotent => self.retry_after_error(now, id, false),
+            _ => Disposition::Complete,
+        };
+        if disposition == Disposition::Complete {
+            self.finish(id);
+        }
+        self.mark_dirty(qid);
+        self.pump(now);
+        Ok(disposition)
+    }
+
+    /// The transport failed for the sent request `id`.
+    ///
+    /// With [`Failure::NotSent`] the request's global token and bucket slot are given back and
+    /// it is re-sent after a backoff (bounded by `max_error_retries`). With
+    /// [`Failure::MaybeSent`] it is re-sent only if it is idempotent; otherwise it fails with
+    /// [`FailReason::MaybeSent`].
+    ///
+    /// # Errors
+    /// [`Error::UnknownRequest`] or [`Error::InvalidState`] if `id` is not in flight.
+    pub fn handle_failure(
+        &mut self,
+        now: Nanos,
+        id: RequestId,
+        failure: Failure,
+    ) -> Result<Disposition, Error> {
+        let now = self.advance(now);
+        let flight = self.take_in_flight(id)?;
+        let qid = self.req(id).qid;
+        let disposition = match failure {
+            Failure::NotSent => {
+                self.refund(qid, id, flight);
+                self.retry_after_error(now, id, true)
+            }
+            Failure::MaybeSent => {
+                if self.req(id).idempotent {
+                    self.retry_after_error(now, id, true)
+                } else {
+                    self.fail(id, FailReason::MaybeSent);
+                    Disposition::Failed
+                }
+            }
+        };
+        self.mark_dirty(qid);
+        self.pump(now);
+        Ok(disposition)
+    }
+
+    /// The caller gave up on `id`. A queued request leaves the queue (it consumed nothing);
+    /// an in-flight one stops being waited for, and what it consumed stays consumed, since it
+    /// may have reached the server. No output is emitted for it: cancellation is its outcome.
+    ///
+    /// # Errors
+    /// [`Error::UnknownRequest`] if `id` is not queued or in flight.
+    pub fn cancel(&mut self, now: Nanos, id: RequestId) -> Result<(), Error> {
+        let now = self.advance(now);
+        let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
+        let qid = req.qid;
+        match req.state {
+            ReqState::Queued => self.unqueue(id),
+            ReqState::InFlight { .. } => {
+                self.take_in_flight(id)?;
+            }
+            ReqState::Answered => return Err(Error::UnknownRequest(id)),
+        }
+        self.finish(id);
+        self.mark_dirty(qid);
+        self.pump(now);
+        Ok(())
+    }
+
+    /// Time passed: fires due deadlines, resets and retries. Harmless when called early or twice.
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        let now = self.advance(now);
+        self.pump(now);
+    }
+
+    /// Closes the limiter: every queued request fails with [`FailReason::Closed`], in the order
+    /// they were enqueued, and [`Limiter::enqueue`] refuses new ones. Requests in flight still
+    /// take their responses, but are not re-sent.
+    pub fn close(&mut self, now: Nanos) {
+        let now = self.advance(now);
+        self.closed = true;
+        let mut queued: Vec<(u64, RequestId)> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| r.state == ReqState::Queued)
+            .map(|(id, r)| (r.seq, *id))
+            .collect();
+        queued.sort_unstable();
+        for (_, id) in queued {
+            self.unqueue(id);
+            self.fail(id, FailReason::Closed);
+        }
+        self.pump(now);
+    }
+
+    /// The next output. Call until it returns [`Output::WaitUntil`] or [`Output::Idle`].
+    #[must_use]
+    pub fn poll_output(&mut self) -> Output {
+        if let Some(out) = self.outputs.pop_front() {
+            return out;
+        }
+        self.discard_stale_timers();
+        match self.timers.peek() {
+            Some(Reverse((t, _))) => Output::WaitUntil(*t),
+            None => Output::Idle,
+        }
+    }
+
+    /// Predicts when `request` would be sent if it were enqueued at `now`, from what the
+    /// limiter knows (an unknown bucket is assumed open). Callers use it to show an ETA or to
+    /// shed load; [`Limiter::enqueue`] uses the same prediction for deadlines and `max_wait`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidRequest`] for a malformed method or path.
+    pub fn predict(&self, now: Nanos, request: &Request) -> Result<Prediction, Error> {
+        let now = now.max(self.now);
+        let route = self.validate_request(request)?;
+        let exempt = request.global_exempt.unwrap_or(route.global_exempt);
+        let Some(&iid) = self.identity_index.get(&request.identity) else {
+            return Ok(Prediction { send_at: now.max(self.edge_until) });
+        };
+        let key = self.queue_key_for(iid, &route.key, &route.major);
+        let send_at = match self.queue_index.get(&key) {
+            Some(&qid) => {
+                let position = self.queue(qid).pending.len();
+                self.predict_position(now, qid, position, exempt)
+            }
+            None => {
+                let mut t = now.max(self.edge_until);
+                if !exempt {
+                    t = t.max(self.global_estimate(now, iid, 0));
+                }
+                t
+            }
+        };
+        Ok(Prediction { send_at })
+    }
+
+    // ------------------------------------------------------------------ helpers: bookkeeping
+
+    fn advance(&mut self, now: Nanos) -> Nanos {
+        if now > self.now {
+            self.now = now;
+        }
+        self.now
+    }
+
+    fn validate_request(&self, request: &Request) -> Result<Route, Error> {
+        let method = request.method.to_ascii_uppercase();
+        if !valid_method(&method) {
+            return Err(Error::InvalidRequest(format!(
+                "method {:?} is not an HTTP method token",
+                request.method
+            )));
+        }
+        if !request.path.starts_with('/') {
+            return Err(Error::InvalidRequest(format!(
+                "path {:?} must start with '/'",
+                request.path
+            )));
+        }
+        if request.path.len() > 8192 || request.identity.len() > 1024 {
+            return Err(Error::InvalidRequest("path or identity is too long".into()));
+        }
+        Ok(match &request.major {
+            Some(major) => Route {
+                key: format!("{method} {}", request.path),
+                major: major.clone(),
+                global_exempt: false,
+            },
+            None => route_for(self.config.profile, &method, &request.path),
+        })
+    }
+
+    fn identity(&mut self, name: &str) -> Iid {
+        if let Some(&iid) = self.identity_index.get(name) {
+            return iid;
+        }
+        let iid = self.identities.len();
+        self.identities.push(Identity {
+            sends: VecDeque::new(),
+            paused_until: 0,
+            blocked: BTreeSet::new(),
+            wake_at: None,
+            unauthorized: false,
+            queued: 0,
+        });
+        self.identity_index.insert(name.to_string(), iid);
+        iid
+    }
+
+    fn queue_key_for(&self, iid: Iid, route_key: &str, major: &str) -> QueueKey {
+        let route_queue =
+            QueueKey { identity: iid, bucket: BucketId::Route(route_key.to_string()), major: major.to_string() };
+        let Some(hash) = self.routes.get(route_key) else { return route_queue };
+        // A route queue still waiting for its pioneer keeps taking the route's requests until
+        // the pioneer's answer merges it into the bucket's queue: two queues never probe one
+        // bucket at once.
+        if let Some(&qid) = self.queue_index.get(&route_queue) {
+            let q = self.queue(qid);
+            if !q.pending.is_empty() || !q.in_flight.is_empty() {
+                return route_queue;
+            }
+        }
+        QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.to_string() }
+    }
+
+    fn queue_for(&mut self, key: QueueKey) -> Qid {
+        if let Some(&qid) = self.queue_index.get(&key) {
+            return qid;
+        }
+        let uid = self.next_queue_uid;
+        self.next_queue_uid += 1;
+        let queue = Queue {
+            key: key.clone(),
+            uid,
+            pending: VecDeque::new(),
+            in_flight: Vec::new(),
+            bucket: Bucket::default(),
+            sub_limits: Vec::new(),
+            shared_until: 0,
+            wake_at: None,
+            slot: Slot::None,
+            last_active: 0,
+            idle_listed: false,
+            checked_wait: 0,
+        };
+        let qid = match self.free_queues.pop() {
+            Some(qid) => {
+                self.queues[qid] = Some(queue);
+                qid
+            }
+            None => {
+                self.queues.push(Some(queue));
+                self.queues.len() - 1
+            }
+        };
+        self.queue_index.insert(key, qid);
+        qid
+    }
+
+    fn queue(&self, qid: Qid) -> &Queue {
+        self.queues[qid].as_ref().expect("live queue")
+    }
+
+    fn queue_mut(&mut self, qid: Qid) -> &mut Queue {
+        self.queues[qid].as_mut().expect("live queue")
+    }
+
+    fn req(&self, id: RequestId) -> &Req {
+        &self.requests[&id]
+    }
+
+    fn req_mut(&mut self, id: RequestId) -> &mut Req {
+        self.requests.get_mut(&id).expect("live request")
+    }
+
+    fn mark_dirty(&mut self, qid: Qid) {
+        self.dirty.push(qid);
+    }
+
+    /// Removes a queued request from its queue.
+    fn unqueue(&mut self, id: RequestId) {
+        let (qid, exempt, iid) = {
+            let r = self.req(id);
+            (r.qid, r.exempt, r.identity)
+        };
+        let q = self.queue_mut(qid);
+        if let Some(pos) = q.pending.iter().position(|&p| p == id) {
+            q.pending.remove(pos);
+        }
+        if let Slot::Ready(_, head) | Slot::Blocked(_, head) = q.slot
+            && head == id
+        {
+            self.clear_slot(qid);
+        }
+        if !exempt {
+            self.identities[iid].queued -= 1;
+        }
+        self.mark_dirty(qid);
+    }
+
+    /// Takes `id` out of the in-flight set, returning how it was sent.
+    fn take_in_flight(&mut self, id: RequestId) -> Result<Flight, Error> {
+        let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
+        let ReqState::InFlight { sent_at, window_seq, window_epoch, global_counted } = req.state
+        else {
+            return Err(Error::InvalidState { id, expected: "in flight" });
+        };
+        let qid = req.qid;
+        let q = self.queue_mut(qid);
+        if let Some(pos) = q.in_flight.iter().position(|&p| p == id) {
+            q.in_flight.swap_remove(pos);
+        }
+        self.in_flight_total -= 1;
+        self.req_mut(id).state = ReqState::Answered;
+        Ok(Flight { sent_at, window_seq, window_epoch, global_counted })
+    }
+
+    /// Forgets a request that reached its outcome.
+    fn finish(&mut self, id: RequestId) {
+        if let Some(req) = self.requests.remove(&id) {
+            self.note_idle(req.qid);
+        }
+    }
+
+    fn fail(&mut self, id: RequestId, reason: FailReason) {
+        self.outputs.push_back(Output::Fail(id, reason));
+        self.finish(id);
+    }
+
+    fn note_idle(&mut self, qid: Qid) {
+        let now = self.now;
+        let q = self.queue_mut(qid);
+        q.last_active = now;
+        if q.pending.is_empty() && q.in_flight.is_empty() && !q.idle_listed {
+            q.idle_listed = true;
+            let uid = q.uid;
+            self.idle_candidates.push_back((qid, uid));
+        }
+    }
+
+    // ------------------------------------------------------------------ learning
+
+    /// Maps the request's route to `bucket` and moves its queue when the mapping is new or
+    /// changed. Returns the queue the request now belongs to.
+    fn learn_bucket(&mut self, now: Nanos, id: RequestId, bucket: Option<&str>) -> Qid {
+        let (qid, iid, route_key, major) = {
+            let r = self.req(id);
+            (r.qid, r.identity, r.route_key.clone(), r.major.clone())
+        };
+        let Some(hash) = bucket else { return qid };
+        let target_bucket = BucketId::Hash(hash.to_string());
+        if self.queue(qid).key.bucket == target_bucket {
+            return qid;
+        }
+        let previous = self.routes.insert(route_key.clone(), hash.to_string());
+        if previous.is_none() {
+            self.route_order.push_back(route_key.clone());
+            while self.routes.len() > self.config.max_routes {
+                match self.route_order.pop_front() {
+                    Some(old) => {
+                        self.routes.remove(&old);
+                    }
+                    None => break,
+                }
+            }
+        }
+        if previous.as_deref() != Some(hash) {
+            self.outputs.push_back(Output::Observe(Observation::BucketLearned {
+                route: route_key.clone(),
+                bucket: hash.to_string(),
+            }));
+        }
+        let target_key = QueueKey { identity: iid, bucket: target_bucket, major };
+        let whole_queue = matches!(self.queue(qid).key.bucket, BucketId::Route(_));
+        match self.queue_index.get(&target_key).copied() {
+            None if whole_queue => {
+                // Rename: the route's queue becomes the bucket's queue, state and all.
+                let old_key = self.queue(qid).key.clone();
+                self.queue_index.remove(&old_key);
+                self.queue_index.insert(target_key.clone(), qid);
+                self.queue_mut(qid).key = target_key;
+                qid
+            }
+            _ => {
+                let target = self.queue_for(target_key);
+                self.move_route(now, qid, target, if whole_queue { None } else { Some(&route_key) });
+                // The answered request is in neither list that moved; it follows its route.
+                self.req_mut(id).qid = target;
+                target
+            }
+        }
+    }
+
+    /// Moves the requests of `route` (all of them when `None`) from queue `from` to `to`,
+    /// merging the pending lists by enqueue order.
+    fn move_route(&mut self, _now: Nanos, from: Qid, to: Qid, route: Option<&str>) {
+        if from == to {
+            return;
+        }
+        self.clear_slot(from);
+        self.clear_slot(to);
+        let moves = |r: &Req| route.is_none_or(|k| r.route_key == k);
+        let src = self.queue_mut(from);
+        let pending: Vec<RequestId> = src.pending.drain(..).collect();
+        let in_flight: Vec<RequestId> = src.in_flight.drain(..).collect();
+        let (mut moved_pending, mut kept_pending) = (Vec::new(), VecDeque::new());
+        for id in pending {
+            if moves(&self.requests[&id]) {
+                moved_pending.push(id);
+            } else {
+                kept_pending.push_back(id);
+            }
+        }
+        let (mut moved_flight, mut kept_flight) = (Vec::new(), Vec::new());
+        for id in in_flight {
+            if moves(&self.requests[&id]) {
+                moved_flight.push(id);
+            } else {
+                kept_flight.push(id);
+            }
+        }
+        let src = self.queue_mut(from);
+        src.pending = kept_pending;
+        src.in_flight = kept_flight;
+        for &id in moved_pending.iter().chain(moved_flight.iter()) {
+            self.req_mut(id).qid = to;
+        }
+        // Merge by enqueue order.
+        let mut merged: Vec<RequestId> = self.queue_mut(to).pending.drain(..).collect();
+        merged.extend(moved_pending);
+        merged.sort_by_key(|id| self.requests[id].seq);
+        let dst = self.queue_mut(to);
+        dst.pending = merged.into();
+        dst.in_flight.extend(moved_flight);
+        if route.is_none() {
+            // The whole unknown-route queue joins a bucket that already has state: its
+            // sends count against that bucket.
+            let src_bucket = std::mem::take(&mut self.queue_mut(from).bucket);
+            let dst = self.queue_mut(to);
+            if !dst.bucket.known {
+                dst.bucket = src_bucket;
+            }
+        }
+        self.mark_dirty(from);
+        self.mark_dirty(to);
+        self.note_idle(from);
+    }
+
+    fn apply_headers(
+        &mut self,
+        now: Nanos,
+        qid: Qid,
+        flight: Flight,
+        info: &RateLimitInfo,
+        status: u16,
+    ) {
+        let max_wait = self.config.max_server_wait;
+        let has_bucket_info =
+            info.limit.is_some() || info.remaining.is_some() || info.reset_after.is_some();
+        let mut detected_sliding = false;
+        let q = self.queue_mut(qid);
+        let others = q.in_flight.len() as u32;
+        let b = &mut q.bucket;
+        if !has_bucket_info {
+            // 2xx without headers: the route has only the global limit (until headers appear).
+            if (200..300).contains(&status) && !b.known {
+                b.known = true;
+                b.unlimited = true;
+            }
+            return;
+        }
+        let fresh = !b.known || b.unlimited;
+        b.known = true;
+        b.unlimited = false;
+        if let Some(limit) = info.limit.filter(|&l| l > 0) {
+            b.limit = limit;
+        }
+        if b.limit == 0 {
+            // No limit given yet: assume what we can see.
+            b.limit = info.remaining.map_or(1, |r| r.saturating_add(1)).max(1);
+        }
+        if flight.window_epoch < b.epoch && !fresh {
+            // Sent before the last local reset: it describes the old window, which says
+            // nothing about the current one.
+            return;
+        }
+        if let (200..=299, Some(reset_after)) = (status, info.reset_after)
+            && info.remaining.is_some_and(|r| r.saturating_add(1) >= b.limit)
+        {
+            // First request of a window: its reset is the window length (an upper bound).
+            let length = reset_after.saturating_add(now.saturating_sub(flight.sent_at));
+            b.period = Some(b.period.map_or(length, |p| p.max(length)).min(max_wait));
+        }
+        if let Some(rem) = info.remaining {
+            let estimate = rem.saturating_sub(others);
+            // Evidence of a sliding window: the server counts more requests in this window
+            // than were sent since the window was reset locally.
+            if !fresh
+                && !b.sliding
+                && b.epoch > 0
+                && flight.window_epoch == b.epoch
+                && rem.saturating_add(flight.window_seq).saturating_add(b.carried) < b.limit
+                && b.limit <= SLIDING_LOG_CAP
+            {
+                b.sliding = true;
+                detected_sliding = true;
+            }
+            b.remaining = if fresh || b.reset_at.is_none() { estimate } else { b.remaining.min(estimate) };
+        }
+        if detected_sliding {
+            // Seed the send log with what is still out there and this request.
+            let mut log: Vec<Nanos> = self
+                .queue(qid)
+                .in_flight
+                .iter()
+                .filter_map(|id| match self.requests[id].state {
+                    ReqState::InFlight { sent_at, .. } => Some(sent_at),
+                    _ => None,
+                })
+                .collect();
+            log.push(flight.sent_at);
+            log.sort_unstable();
+            self.queue_mut(qid).bucket.send_log = log.into();
+        }
+        let b = &mut self.queue_mut(qid).bucket;
+        if let Some(reset_after) = info.reset_after {
+            let reset_after = reset_after.min(max_wait);
+            let at = now.saturating_add(reset_after);
+            b.reset_at = Some(match b.reset_at {
+                Some(old) if !fresh => old.max(at),
+                _ => at,
+            });
+        }
+    }
+
+    fn on_rate_limited(
+        &mut self,
+        now: Nanos,
+        id: RequestId,
+        qid: Qid,
+        info: &RateLimitInfo,
+        response: &Response<'_>,
+    ) -> Disposition {
+        let global = info.scope == Some(Scope::Global) || response.body.global == Some(true);
+        let scope = if global {
+            RateLimitScope::Global
+        } else if info.scope == Some(Scope::Shared) {
+            RateLimitScope::Shared
+        } else if !info.has_rate_limit_headers {
+            RateLimitScope::Edge
+        } else if info.remaining.is_some_and(|r| r > 0) {
+            RateLimitScope::SubLimit
+        } else {
+            RateLimitScope::Bucket
+        };
+        let hint = info.retry_after.or(if info.remaining == Some(0) { info.reset_after } else { None });
+        let clamp = |w: Nanos, c: &Config| w.clamp(c.min_rate_limit_wait, c.max_server_wait);
+        let wait = match scope {
+            RateLimitScope::Edge => {
+                self.edge_strikes = self.edge_strikes.saturating_add(1);
+                let backoff = self
+                    .config
+                    .edge_backoff_base
+                    .saturating_mul(1u64 << (self.edge_strikes - 1).min(20))
+                    .min(self.config.edge_backoff_max);
+                clamp(hint.unwrap_or(backoff), &self.config)
+            }
+            _ => clamp(hint.unwrap_or(self.config.backoff_base), &self.config),
+        };
+        let until = now.saturating_add(wait);
+        let (iid, route_key) = {
+            let r = self.req(id);
+            (r.identity, r.route_key.clone())
+        };
+        match scope {
+            RateLimitScope::Global => {
+                let ident = &mut self.identities[iid];
+                ident.paused_until = ident.paused_until.max(until);
+                self.wake_identity_at(iid, until);
+            }
+            RateLimitScope::Shared => {
+                let q = self.queue_mut(qid);
+                q.shared_until = q.shared_until.max(until);
+            }
+            RateLimitScope::Edge => {
+                self.edge_until = self.edge_until.max(until);
+            }
+            RateLimitScope::SubLimit => {
+                let q = self.queue_mut(qid);
+                match q.sub_limits.iter_mut().find(|(k, _)| *k == route_key) {
+                    Some((_, t)) => *t = (*t).max(until),
+                    None => q.sub_limits.push((route_key, until)),
+                }
+            }
+            RateLimitScope::Bucket => {
+                let b = &mut self.queue_mut(qid).bucket;
+                b.known = true;
+                b.unlimited = false;
+                b.remaining = 0;
+                if b.limit == 0 {
+                    b.limit = 1;
+                }
+                b.reset_at = Some(b.reset_at.map_or(until, |r| r.max(until)));
+            }
+        }
+        if scope != RateLimitScope::Shared {
+            self.record_invalid(now);
+        }
+        self.outputs.push_back(Output::Observe(Observation::RateLimited {
+            id,
+            scope,
+            retry_after: wait,
+        }));
+        let max_retries = self.config.max_rate_limit_retries;
+        let req = self.req_mut(id);
+        req.rate_limit_retries += 1;
+        if req.rate_limit_retries > max_retries {
+            let attempts = req.sends;
+            self.fail(id, FailReason::RetriesExhausted { attempts });
+            return Disposition::Failed;
+        }
+        self.requeue(id)
+    }
+
+    /// Puts a request that will be re-sent back at its place in its queue.
+    fn requeue(&mut self, id: RequestId) -> Disposition {
+        if self.closed {
+            self.fail(id, FailReason::Closed);
+            return Disposition::Failed;
+        }
+        let (qid, seq, exempt, iid) = {
+            let r = self.req(id);
+            (r.qid, r.seq, r.exempt, r.identity)
+        };
+        let pos = {
+            let q = self.queue(qid);
+            q.pending.iter().position(|p| self.requests[p].seq > seq).unwrap_or(q.pending.len())
+        };
+        self.queue_mut(qid).pending.insert(pos, id);
+        self.req_mut(id).state = ReqState::Queued;
+        if !exempt {
+            self.identities[iid].queued += 1;
+        }
+        if let Some(d) = self.req(id).deadline {
+            self.timers.push(Reverse((d, Timer::Deadline(id))));
+        }
+        self.clear_slot(qid);
+        self.mark_dirty(qid);
+        Disposition::Retry
+    }
+
+    /// A 5xx (for an idempotent request) or a transport failure: back off and re-send, or give up.
+    fn retry_after_error(&mut self, now: Nanos, id: RequestId, transport: bool) -> Disposition {
+        let max = self.config.max_error_retries;
+        let req = self.req_mut(id);
+        req.error_retries += 1;
+        if req.error_retries > max {
+            if transport {
+                let attempts = req.sends;
+                self.fail(id, FailReason::NetworkError { attempts });
+                return Disposition::Failed;
+            }
+            return Disposition::Complete;
+        }
+        let n = req.error_retries;
+        let backoff = self
+            .config
+            .backoff_base
+            .saturating_mul(1u64 << (n - 1).min(30))
+            .min(self.config.backoff_max);
+        let jitter = self.next_random() % (backoff / 2 + 1);
+        let until = now.saturating_add(backoff / 2 + jitter);
+        self.req_mut(id).not_before = until;
+        self.requeue(id)
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // splitmix64: small, fast, and reproducible from the configured seed.
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Gives back the global token and bucket slot of a request that never left.
+    fn refund(&mut self, qid: Qid, id: RequestId, flight: Flight) {
+        let iid = self.req(id).identity;
+        if flight.global_counted {
+            let sends = &mut self.identities[iid].sends;
+            if let Some(pos) = sends.iter().rposition(|&t| t == flight.sent_at) {
+                sends.remove(pos);
+            }
+            self.mark_identity_ready(iid);
+        }
+        let b = &mut self.queue_mut(qid).bucket;
+        if flight.window_epoch == b.epoch && b.known && !b.unlimited {
+            b.remaining = b.remaining.saturating_add(1).min(b.limit);
+            b.sends_in_window = b.sends_in_window.saturating_sub(1);
+            if let Some(pos) = b.send_log.iter().rposition(|&t| t == flight.sent_at) {
+                b.send_log.remove(pos);
+            }
+        }
+    }
+
+    fn record_invalid(&mut self, now: Nanos) {
+        if self.config.invalid_request_limit == 0 {
+            return;
+        }
+        self.expire_invalid(now);
+        self.invalid.push_back(now);
+        let count = self.invalid.len() as u32;
+        if count >= self.config.invalid_request_warn_at && !self.invalid_warned {
+            self.invalid_warned = true;
+            self.outputs.push_back(Output::Observe(Observation::InvalidRequestWarning {
+                count,
+                limit: self.config.invalid_request_limit,
+            }));
+        }
+    }
+
+    fn expire_invalid(&mut self, now: Nanos) {
+        let window = self.config.invalid_request_window;
+        while self.invalid.front().is_some_and(|&t| t.saturating_add(window) <= now) {
+            self.invalid.pop_front();
+        }
+        if (self.invalid.len() as u32) < self.config.invalid_request_warn_at / 2 {
+            self.invalid_warned = false;
+        }
+    }
+
+    fn mark_unauthorized(&mut self, iid: Iid) {
+        self.identities[iid].unauthorized = true;
+        let mut queued: Vec<(u64, RequestId)> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| r.identity == iid && r.state == ReqState::Queued)
+            .map(|(id, r)| (r.seq, *id))
+            .collect();
+        queued.sort_unstable();
+        for (_, id) in queued {
+            self.unqueue(id);
+            self.fail(id, FailReason::Unauthorized);
+        }
+    }
+
+    fn learn_latency(&mut self, latency: Nanos) {
+        self.latencies.push_back(latency);
+        if self.latencies.len() > 64 {
+            self.latencies.pop_front();
+        }
+        if self.latencies.len() >= 8 {
+            let min = self.latencies.iter().copied().min().unwrap_or(0);
+            let max = self.latencies.iter().copied().max().unwrap_or(0);
+            self.global_margin = (max - min).min(self.config.global_margin_max);
+        }
+    }
+
+    // ------------------------------------------------------------------ scheduling
+
+    /// Fires timers, re-evaluates changed queues, sends what may be sent, evicts idle state.
+    fn pump(&mut self, now: Nanos) {
+        self.fire_timers(now);
+        loop {
+            while let Some(qid) = self.dirty.pop() {
+                if self.queues.get(qid).is_some_and(Option::is_some) {
+                    self.evaluate(now, qid);
+                }
+            }
+            if !self.dispatch(now) {
+                break;
+            }
+        }
+        self.evict_idle(now, 2);
+    }
+
+    fn fire_timers(&mut self, now: Nanos) {
+        while let Some(&Reverse((t, timer))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            match timer {
+                Timer::Queue(qid, uid) => {
+                    if let Some(Some(q)) = self.queues.get_mut(qid)
+                        && q.uid == uid
+                        && q.wake_at == Some(t)
+                    {
+                        q.wake_at = None;
+                        self.dirty.push(qid);
+                    }
+                }
+                Timer::Identity(iid) => {
+                    if self.identities[iid].wake_at == Some(t) {
+                        self.identities[iid].wake_at = None;
+                        self.mark_identity_ready(iid);
+                    }
+                }
+                Timer::Deadline(id) => {
+                    let Some(req) = self.requests.get(&id) else { continue };
+                    if req.state != ReqState::Queued || req.deadline != Some(t) {
+                        continue;
+                    }
+                    let reason = if req.deadline_is_max_wait {
+                        FailReason::MaxWaitExceeded { predicted_wait: t - req.enqueued_at }
+                    } else {
+                        FailReason::DeadlineExceeded { predicted_send_at: None }
+                    };
+                    self.unqueue(id);
+                    self.fail(id, reason);
+                }
+                Timer::Gate => {
+                    if self.gate_wake == Some(t) {
+                        self.gate_wake = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves every queue waiting on an identity's global budget back to `ready`.
+    fn mark_identity_ready(&mut self, iid: Iid) {
+        let blocked = std::mem::take(&mut self.identities[iid].blocked);
+        for key in blocked {
+            let qid = key.2;
+            if let Some(Some(q)) = self.queues.get_mut(qid)
+                && let Slot::Blocked(k, head) = q.slot
+                && k == key
+            {
+                q.slot = Slot::Ready(key, head);
+                self.ready.insert(key);
+            }
+        }
+    }
+
+    fn clear_slot(&mut self, qid: Qid) {
+        let q = self.queues[qid].as_mut().expect("live queue");
+        match std::mem::replace(&mut q.slot, Slot::None) {
+            Slot::None => {}
+            Slot::Ready(key, _) => {
+                self.ready.remove(&key);
+            }
+            Slot::Blocked(key, _) => {
+                let iid = q.key.identity;
+                self.identities[iid].blocked.remove(&key);
+            }
+        }
+    }
+
+    /// Decides whether queue `qid`'s head may go as far as its bucket is concerned, and files
+    /// the queue in `ready` or arms its wake-up.
+    fn evaluate(&mut self, now: Nanos, qid: Qid) {
+        self.clear_slot(qid);
+        let q = self.queues[qid].as_mut().expect("live queue");
+        if q.pending.is_empty() {
+            return;
+        }
+        // Refresh the bucket window.
+        let b = &mut q.bucket;
+        if b.known && !b.unlimited {
+            if let Some(reset) = b.reset_at
+                && reset <= now
+            {
+                b.reset_at = None;
+                b.epoch += 1;
+                b.sends_in_window = 0;
+                b.carried = q.in_flight.len() as u32;
+                b.remaining = b.limit.saturating_sub(b.carried);
+            }
+            if b.sliding
+                && let Some(period) = b.period
+            {
+                while b.send_log.front().is_some_and(|&t| t.saturating_add(period) <= now) {
+                    b.send_log.pop_front();
+                }
+            }
+        }
+        let bucket_wait = bucket_gate(&q.bucket, q.in_flight.len(), now);
+        let mut wait = match bucket_wait {
+            Gate::Open => None,
+            Gate::Until(t) => Some(t),
+            Gate::UntilResponse => {
+                return;
+            }
+        };
+        if q.shared_until > now {
+            wait = Some(wait.map_or(q.shared_until, |w| w.max(q.shared_until)));
+        }
+        if wait.is_none() {
+            // Find the first request not held by its own backoff or a sub-limit.
+            q.sub_limits.retain(|(_, t)| *t > now);
+            let mut earliest: Option<Nanos> = None;
+            let mut head = None;
+            for (scanned, &id) in q.pending.iter().enumerate() {
+                if scanned >= 256 {
+                    break;
+                }
+                let r = &self.requests[&id];
+                let mut hold = r.not_before;
+                if let Some((_, t)) = q.sub_limits.iter().find(|(k, _)| *k == r.route_key) {
+                    hold = hold.max(*t);
+                }
+                if hold <= now {
+                    head = Some(id);
+                    break;
+                }
+                earliest = Some(earliest.map_or(hold, |e| e.min(hold)));
+            }
+            match head {
+                Some(id) => {
+                    let r = &self.requests[&id];
+                    let key = (Reverse(r.priority), r.seq, qid);
+                    q.slot = Slot::Ready(key, id);
+                    self.ready.insert(key);
+                    return;
+                }
+                None => wait = earliest,
+            }
+        }
+        if let Some(t) = wait {
+            let uid = q.uid;
+            if q.wake_at != Some(t) {
+                q.wake_at = Some(t);
+                self.timers.push(Reverse((t, Timer::Queue(qid, uid))));
+            }
+            if t > q.checked_wait {
+                q.checked_wait = t;
+                self.fail_hopeless(now, qid);
+            }
+        }
+    }
+
+    /// Fails at once the queued requests of `qid` whose deadline falls before their predicted
+    /// send time.
+    fn fail_hopeless(&mut self, now: Nanos, qid: Qid) {
+        let pending: Vec<RequestId> = self.queue(qid).pending.iter().copied().collect();
+        let mut position = 0;
+        let mut doomed = Vec::new();
+        for id in pending {
+            let r = &self.requests[&id];
+            let Some(deadline) = r.deadline else {
+                position += 1;
+                continue;
+            };
+            let predicted = self.predict_position(now, qid, position, r.exempt).max(r.not_before);
+            if predicted > deadline {
+                let reason = if r.deadline_is_max_wait {
+                    FailReason::MaxWaitExceeded { predicted_wait: predicted - r.enqueued_at }
+                } else {
+                    FailReason::DeadlineExceeded { predicted_send_at: Some(predicted) }
+                };
+                doomed.push((id, reason));
+            } else {
+                position += 1;
+            }
+        }
+        for (id, reason) in doomed {
+            self.unqueue(id);
+            self.fail(id, reason);
+        }
+    }
+
+    /// Sends ready heads in priority order while the gates allow. Returns whether anything was
+    /// sent (queues then need re-evaluation).
+    fn dispatch(&mut self, now: Nanos) -> bool {
+        let mut sent = false;
+        while let Some(&key) = self.ready.first() {
+            // Host-wide gates.
+            if self.edge_until > now {
+                break;
+            }
+            match self.invalid_gate(now) {
+                Gate::Open => {}
+                Gate::Until(t) => {
+                    self.arm_gate(t);
+                    break;
+                }
+                Gate::UntilResponse => break,
+            }
+            let qid = key.2;
+            let Slot::Ready(_, id) = self.queue(qid).slot else {
+                self.ready.remove(&key);
+                continue;
+            };
+            let (exempt, iid) = {
+                let r = &self.requests[&id];
+                (r.exempt, r.identity)
+            };
+            if !exempt && let Some(t) = self.global_wait(now, iid) {
+                self.ready.remove(&key);
+                self.queue_mut(qid).slot = Slot::Blocked(key, id);
+                self.identities[iid].blocked.insert(key);
+                self.wake_identity_at(iid, t);
+                continue;
+            }
+            self.ready.remove(&key);
+            self.queue_mut(qid).slot = Slot::None;
+            self.send(now, qid, id);
+            sent = true;
+            // The queue's next head may go too: evaluate it right away.
+            self.evaluate(now, qid);
+        }
+        if self.edge_until > now && !self.ready.is_empty() {
+            self.arm_gate(self.edge_until);
+        }
+        sent
+    }
+
+    fn send(&mut self, now: Nanos, qid: Qid, id: RequestId) {
+        let (exempt, iid) = {
+            let r = &self.requests[&id];
+            (r.exempt, r.identity)
+        };
+        let global_counted = !exempt && self.config.global_limit > 0;
+        if global_counted {
+            self.identities[iid].sends.push_back(now);
+        }
+        if !exempt {
+            self.identities[iid].queued -= 1;
+        }
+        let q = self.queue_mut(qid);
+        if let Some(pos) = q.pending.iter().position(|&p| p == id) {
+            q.pending.remove(pos);
+        }
+        q.in_flight.push(id);
+        q.last_active = now;
+        let b = &mut q.bucket;
+        b.remaining = b.remaining.saturating_sub(1);
+        b.sends_in_window = b.sends_in_window.saturating_add(1);
+        if b.sliding {
+            b.send_log.push_back(now);
+            while b.send_log.len() > SLIDING_LOG_CAP as usize {
+                b.send_log.pop_front();
+            }
+        }
+        let state = ReqState::InFlight {
+            sent_at: now,
+            window_seq: b.sends_in_window,
+            window_epoch: b.epoch,
+            global_counted,
+        };
+        let r = self.req_mut(id);
+        r.state = state;
+        r.sends += 1;
+        self.in_flight_total += 1;
+        self.outputs.push_back(Output::Send(id));
+    }
+
+    fn arm_gate(&mut self, t: Nanos) {
+        if self.gate_wake != Some(t) {
+            self.gate_wake = Some(t);
+            self.timers.push(Reverse((t, Timer::Gate)));
+        }
+    }
+
+    fn wake_identity_at(&mut self, iid: Iid, t: Nanos) {
+        let ident = &mut self.identities[iid];
+        if ident.wake_at.is_none_or(|w| w != t) {
+            ident.wake_at = Some(t);
+            self.timers.push(Reverse((t, Timer::Identity(iid))));
+        }
+    }
+
+    /// When the identity's global budget has room again, or `None` if it has room now.
+    fn global_wait(&mut self, now: Nanos, iid: Iid) -> Option<Nanos> {
+        let limit = self.config.global_limit as usize;
+        let span = self.config.global_window.saturating_add(self.global_margin);
+        let ident = &mut self.identities[iid];
+        if ident.paused_until > now {
+            return Some(ident.paused_until);
+        }
+        if limit == 0 {
+            return None;
+        }
+        while ident.sends.front().is_some_and(|&t| t.saturating_add(span) <= now) {
+            ident.sends.pop_front();
+        }
+        if ident.sends.len() < limit {
+            return None;
+        }
+        // The send that must leave the window before another may enter.
+        let oldest = ident.sends[ident.sends.len() - limit];
+        Some(oldest.saturating_add(span))
+    }
+
+    fn invalid_gate(&mut self, now: Nanos) -> Gate {
+        if self.config.invalid_request_limit == 0 {
+            return Gate::Open;
+        }
+        self.expire_invalid(now);
+        let used = self.invalid.len() + self.in_flight_total;
+        if used < self.config.invalid_request_stop_at as usize {
+            return Gate::Open;
+        }
+        match self.invalid.front() {
+            Some(&t) if self.invalid.len() >= self.config.invalid_request_stop_at as usize => {
+                Gate::Until(t.saturating_add(self.config.invalid_request_window))
+            }
+            _ => Gate::UntilResponse,
+        }
+    }
+
+    // ------------------------------------------------------------------ prediction
+
+    /// When the request at `position` in queue `qid` is expected to be sent.
+    fn predict_position(&self, now: Nanos, qid: Qid, position: usize, exempt: bool) -> Nanos {
+        let q = self.queue(qid);
+        let mut t = now.max(self.edge_until).max(q.shared_until);
+        if self.config.invalid_request_limit > 0
+            && self.invalid.len() >= self.config.invalid_request_stop_at as usize
+            && let Some(&first) = self.invalid.front()
+        {
+            t = t.max(first.saturating_add(self.config.invalid_request_window));
+        }
+        let b = &q.bucket;
+        if b.known && !b.unlimited && b.limit > 0 {
+            let limit = b.limit as usize;
+            let (available, next_reset) = match b.reset_at {
+                Some(r) if r > now => (b.remaining as usize, Some(r)),
+                _ => (limit.saturating_sub(q.in_flight.len()), None),
+            };
+            if position >= available {
+                let period = b.period.unwrap_or_else(|| {
+                    next_reset.map_or(self.config.global_window, |r| r.saturating_sub(now).max(1))
+                });
+                let first_reset = next_reset.unwrap_or_else(|| now.saturating_add(period));
+                let windows = ((position - available) / limit) as u64;
+                t = t.max(first_reset.saturating_add(period.saturating_mul(windows)));
+            }
+        }
+        if !exempt {
+            t = t.max(self.global_estimate(now, q.key.identity, position));
+        }
+        t
+    }
+
+    /// A lower bound on when the identity's global budget lets one more request through, with
+    /// `extra` requests of the same identity ahead of it.
+    fn global_estimate(&self, now: Nanos, iid: Iid, extra: usize) -> Nanos {
+        let ident = &self.identities[iid];
+        let mut t = now.max(ident.paused_until);
+        let limit = self.config.global_limit as usize;
+        if limit == 0 {
+            return t;
+        }
+        let span = self.config.global_window.saturating_add(self.global_margin);
+        // `sends` is in send order, so the recent ones are a suffix.
+        let old = ident.sends.iter().take_while(|&&s| s.saturating_add(span) <= now).count();
+        let recent = ident.sends.len() - old;
+        let ahead = recent + ident.queued.max(extra);
+        if ahead >= limit {
+            // The earliest the window can next open, then one more window per `limit` ahead.
+            let first = if recent >= limit {
+                ident.sends[ident.sends.len() - limit].saturating_add(span)
+            } else {
+                now
+            };
+            let windows = (ahead / limit) as u64 - 1;
+            t = t.max(first.saturating_add(span.saturating_mul(windows)));
+        }
+        t
+    }
+
+    // ------------------------------------------------------------------ cleanup
+
+    fn discard_stale_timers(&mut self) {
+        while let Some(&Reverse((t, timer))) = self.timers.peek() {
+            let live = match timer {
+                Timer::Queue(qid, uid) => self
+                    .queues
+                    .get(qid)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|q| q.uid == uid && q.wake_at == Some(t)),
+                Timer::Identity(iid) => self.identities[iid].wake_at == Some(t),
+                Timer::Deadline(id) => self
+                    .requests
+                    .get(&id)
+                    .is_some_and(|r| r.state == ReqState::Queued && r.deadline == Some(t)),
+                Timer::Gate => self.gate_wake == Some(t),
+            };
+            if live {
+                break;
+            }
+            self.timers.pop();
+        }
+    }
+
+    /// Forgets up to `budget` idle queues whose window has passed and that have been idle for
+    /// `bucket_idle_ttl`. Amortised: called on every input, no sweeper.
+    fn evict_idle(&mut self, now: Nanos, budget: usize) {
+        // Candidates are in the order they went idle, so the head expires first: look at it
+        // without taking it, and stop at the first one that is not due.
+        for _ in 0..budget {
+            let Some(&(qid, uid)) = self.idle_candidates.front() else { return };
+            let Some(Some(q)) = self.queues.get_mut(qid) else {
+                self.idle_candidates.pop_front();
+                continue;
+            };
+            if q.uid != uid {
+                self.idle_candidates.pop_front();
+                continue;
+            }
+            if !q.pending.is_empty() || !q.in_flight.is_empty() {
+                q.idle_listed = false;
+                self.idle_candidates.pop_front();
+                continue;
+            }
+            let sub_limits = q.sub_limits.iter().map(|(_, t)| *t).max().unwrap_or(0);
+            let quiet_since =
+                q.bucket.reset_at.unwrap_or(0).max(q.shared_until).max(sub_limits).max(q.last_active);
+            let expires = quiet_since.saturating_add(self.config.bucket_idle_ttl);
+            if expires > now {
+                return;
+            }
+            self.idle_candidates.pop_front();
+            let key = q.key.clone();
+            self.clear_slot(qid);
+            self.queue_index.remove(&key);
+            self.queues[qid] = None;
+            self.free_queues.push(qid);
+        }
+    }
+}
+
+/// How a request was sent, returned when it leaves the in-flight set.
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    sent_at: Nanos,
+    window_seq: u32,
+    window_epoch: u64,
+    global_counted: bool,
+}
+
+/// Whether a bucket lets one more request go now.
+fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos) -> Gate {
+    if !b.known {
+        // The pioneer: one request learns the bucket, the rest wait for its headers.
+        return if in_flight == 0 { Gate::Open } else { Gate::UntilResponse };
+    }
+    if b.unlimited {
+        return Gate::Open;
+    }
+    if in_flight >= b.limit as usize {
+        return Gate::UntilResponse;
+    }
+    if b.sliding
+        && let Some(period) = b.period
+        && b.send_log.len() >= b.limit as usize
+    {
+        let oldest = b.send_log[b.send_log.len() - b.limit as usize];
+        return Gate::Until(oldest.saturating_add(period).max(now + 1));
+    }
+    if b.remaining > 0 {
+        return Gate::Open;
+    }
+    match b.reset_at {
+        Some(t) => Gate::Until(t.max(now + 1)),
+        // Exhausted and no reset known: wait for an in-flight answer, or probe with one.
+        None if in_flight > 0 => Gate::UntilResponse,
+        None => Gate::Open,
+    }
 }

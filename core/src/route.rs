@@ -1,6 +1,7 @@
 //! Turning a concrete path into a route key and a major parameter.
 //!
-//! Filled in by the header-parsing work; see `route_for`.
+//! Requests whose [`Route::key`] and [`Route::major`] are equal are assumed to share a
+//! rate-limit bucket until the server names the bucket.
 
 use crate::types::HeaderProfile;
 
@@ -17,7 +18,447 @@ pub struct Route {
 }
 
 /// Derives the route of `method path` under `profile`.
+///
+/// Common to all profiles: the method is trimmed and ASCII-uppercased; a scheme and host
+/// (`https://host`), a query string and a fragment are dropped; a path that does not start
+/// with `/` gets one. Nothing is validated (the engine validates its input), and no input
+/// panics.
+///
+/// [`HeaderProfile::Discord`] follows discord.js's `generateRouteData`:
+///
+/// - an optional `/api` and then an optional `/v{N}` prefix are stripped;
+/// - the major parameter is `{id}/{token}` for `/webhooks/{id}/{token}...`, the id for
+///   `/channels/{id}...`, `/guilds/{id}...` and `/webhooks/{id}`, and `""` otherwise;
+/// - in the key, every all-digit segment and every run of 17 to 20 digits inside a segment
+///   becomes `:id`, the webhook token becomes `:token`, and everything after `/reactions/`
+///   collapses to `/reactions/:reaction`;
+/// - `POST /interactions/{id}/{token}/callback` and every `/webhooks/{id}/{token}...` route
+///   are exempt from the global limit. An interaction callback's major parameter is
+///   `{id}/{token}` (each interaction has its own limit, so callbacks for different
+///   interactions never queue behind each other), and its token becomes `:token`.
+///
+/// Not done: discord.js gives `DELETE /channels/:id/messages/:id` a separate bucket when
+/// the message is older than 14 days (its snowflake tells). That needs the current time,
+/// which this function does not have (the core reads no clock); such deletes share the
+/// normal delete route until the server's bucket header separates them.
+///
+/// Other profiles: the key is `METHOD /template` with all-digit segments and UUID-looking
+/// segments (8-4-4-4-12 hex digits, or 32 hex digits) replaced by `:id`; the major
+/// parameter is `""` and nothing is exempt.
 pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
-    let _ = profile;
-    Route { key: format!("{} {}", method.to_ascii_uppercase(), path), major: String::new(), global_exempt: false }
+    let method = method.trim().to_ascii_uppercase();
+    let path = clean_path(path);
+    let segments: Vec<&str> = path.split('/').collect();
+    match profile {
+        HeaderProfile::Discord => discord(method, &segments),
+        HeaderProfile::Ietf | HeaderProfile::GitHub | HeaderProfile::RetryAfterOnly => {
+            let template: Vec<&str> = segments
+                .iter()
+                .map(|s| if is_digits(s) || is_uuid(s) { ":id" } else { s })
+                .collect();
+            Route {
+                key: key(&method, &template),
+                major: String::new(),
+                global_exempt: false,
+            }
+        }
+    }
+}
+
+/// The path without scheme, host, query and fragment, and without its leading `/`.
+fn clean_path(path: &str) -> &str {
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    let path = match path.split_once("://") {
+        Some((_, rest)) => rest.find('/').map_or("", |i| rest.get(i..).unwrap_or("")),
+        None => path,
+    };
+    path.strip_prefix('/').unwrap_or(path)
+}
+
+fn key(method: &str, template: &[impl AsRef<str>]) -> String {
+    let mut k = String::with_capacity(
+        method.len() + 2 + template.iter().map(|s| s.as_ref().len() + 1).sum::<usize>(),
+    );
+    k.push_str(method);
+    k.push(' ');
+    for seg in template {
+        k.push('/');
+        k.push_str(seg.as_ref());
+    }
+    if template.is_empty() {
+        k.push('/');
+    }
+    k
+}
+
+fn is_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())
+}
+
+fn is_uuid(s: &str) -> bool {
+    let b = s.as_bytes();
+    match b.len() {
+        32 => b.iter().all(u8::is_ascii_hexdigit),
+        36 => b.iter().enumerate().all(|(i, c)| {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                *c == b'-'
+            } else {
+                c.is_ascii_hexdigit()
+            }
+        }),
+        _ => false,
+    }
+}
+
+/// A segment with all-digit content, or any run of 17..=20 digits (a snowflake), as `:id`.
+fn template_segment(seg: &str) -> String {
+    if is_digits(seg) {
+        return ":id".into();
+    }
+    let mut out = String::with_capacity(seg.len());
+    let mut rest = seg;
+    while !rest.is_empty() {
+        let run = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if run > 0 {
+            // ASCII digits: `run` is a char boundary.
+            let (digits, tail) = rest.split_at(run);
+            out.push_str(if (17..=20).contains(&run) {
+                ":id"
+            } else {
+                digits
+            });
+            rest = tail;
+        } else {
+            let next = rest
+                .find(|c: char| c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            let (text, tail) = rest.split_at(next);
+            out.push_str(text);
+            rest = tail;
+        }
+    }
+    out
+}
+
+fn discord(method: String, segments: &[&str]) -> Route {
+    let mut segs = segments;
+    if segs.first() == Some(&"api") {
+        segs = &segs[1..];
+    }
+    if segs
+        .first()
+        .and_then(|v| v.strip_prefix('v'))
+        .is_some_and(is_digits)
+    {
+        segs = &segs[1..];
+    }
+
+    let mut major = String::new();
+    let mut global_exempt = false;
+    // Index of a token segment (to become `:token`), if any.
+    let mut token_at: Option<usize> = None;
+    match segs {
+        ["webhooks", id, token, ..] if is_digits(id) && !token.is_empty() => {
+            major = format!("{id}/{token}");
+            global_exempt = true;
+            token_at = Some(2);
+        }
+        ["interactions", id, token, "callback"] if is_digits(id) && !token.is_empty() => {
+            major = format!("{id}/{token}");
+            global_exempt = true;
+            token_at = Some(2);
+        }
+        ["channels" | "guilds" | "webhooks", id, ..] if is_digits(id) => major = (*id).to_owned(),
+        _ => {}
+    }
+
+    let mut template: Vec<String> = Vec::with_capacity(segs.len());
+    for (i, seg) in segs.iter().enumerate() {
+        if token_at == Some(i) {
+            template.push(":token".into());
+        } else {
+            template.push(template_segment(seg));
+        }
+        if *seg == "reactions" && i + 1 < segs.len() {
+            template.push(":reaction".into());
+            break;
+        }
+    }
+    Route {
+        key: key(&method, &template),
+        major,
+        global_exempt,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const C: &str = "872712139712913438";
+    const M: &str = "872712150509047809";
+    const G: &str = "103039963636301824";
+    const TOKEN: &str = "VSOzAqY1OZFF5WJVtbIzFtmjGupk-84Hn0A_ZzToF_CHsPIeCk0Q9Uok_mjxR0dNtApI";
+
+    fn d(method: &str, path: &str) -> (String, String, bool) {
+        let r = route_for(HeaderProfile::Discord, method, path);
+        (r.key, r.major, r.global_exempt)
+    }
+
+    fn check(method: &str, path: &str, key: &str, major: &str, exempt: bool) {
+        assert_eq!(
+            d(method, path),
+            (key.to_owned(), major.to_owned(), exempt),
+            "{method} {path}"
+        );
+    }
+
+    #[test]
+    fn discord_majors_and_prefixes() {
+        check(
+            "GET",
+            &format!("/api/v9/guilds/{G}"),
+            "GET /guilds/:id",
+            G,
+            false,
+        );
+        check(
+            "get",
+            &format!("/api/v10/channels/{C}"),
+            "GET /channels/:id",
+            C,
+            false,
+        );
+        check(
+            "GET",
+            &format!("/api/v7/channels/{C}/pins"),
+            "GET /channels/:id/pins",
+            C,
+            false,
+        );
+        check(
+            "POST",
+            &format!("/channels/{C}/messages"),
+            "POST /channels/:id/messages",
+            C,
+            false,
+        );
+        check(
+            "POST",
+            &format!("/api/channels/{C}/messages"),
+            "POST /channels/:id/messages",
+            C,
+            false,
+        );
+        check(
+            "POST",
+            &format!("/v10/channels/{C}/messages"),
+            "POST /channels/:id/messages",
+            C,
+            false,
+        );
+        check(
+            " patch ",
+            &format!("/guilds/{G}/members/{M}"),
+            "PATCH /guilds/:id/members/:id",
+            G,
+            false,
+        );
+        check(
+            "GET",
+            &format!("/api/v9/guilds/{G}/channels"),
+            "GET /guilds/:id/channels",
+            G,
+            false,
+        );
+        check(
+            "GET",
+            "/api/v9/guilds/templates/abcDEF",
+            "GET /guilds/templates/abcDEF",
+            "",
+            false,
+        );
+        check(
+            "GET",
+            &format!("/api/v9/invalid/{G}"),
+            "GET /invalid/:id",
+            "",
+            false,
+        );
+        check(
+            "GET",
+            "/api/v9/invites/dyno",
+            "GET /invites/dyno",
+            "",
+            false,
+        );
+        check(
+            "GET",
+            "/users/@me/guilds",
+            "GET /users/@me/guilds",
+            "",
+            false,
+        );
+        check("GET", "/gateway/bot", "GET /gateway/bot", "", false);
+    }
+
+    #[test]
+    fn discord_reactions() {
+        let base = format!("/api/v10/channels/{C}/messages/{M}/reactions");
+        let key_get = "GET /channels/:id/messages/:id/reactions/:reaction";
+        check("GET", &format!("{base}/%F0%9F%98%8B"), key_get, C, false);
+        check(
+            "GET",
+            &format!("{base}/PandaOhShit:863985751205085195"),
+            key_get,
+            C,
+            false,
+        );
+        check(
+            "PUT",
+            &format!("{base}/PandaOhShit:863985751205085195/@me"),
+            "PUT /channels/:id/messages/:id/reactions/:reaction",
+            C,
+            false,
+        );
+        check(
+            "DELETE",
+            &format!("{base}/x/{G}"),
+            "DELETE /channels/:id/messages/:id/reactions/:reaction",
+            C,
+            false,
+        );
+        check(
+            "DELETE",
+            &base,
+            "DELETE /channels/:id/messages/:id/reactions",
+            C,
+            false,
+        );
+    }
+
+    #[test]
+    fn discord_webhooks_and_interactions() {
+        check(
+            "GET",
+            &format!("/api/v9/webhooks/{G}"),
+            "GET /webhooks/:id",
+            G,
+            false,
+        );
+        check(
+            "POST",
+            &format!("/api/v9/webhooks/{G}/{TOKEN}"),
+            "POST /webhooks/:id/:token",
+            &format!("{G}/{TOKEN}"),
+            true,
+        );
+        check(
+            "POST",
+            &format!("/api/webhooks/{G}/{TOKEN}?wait=true"),
+            "POST /webhooks/:id/:token",
+            &format!("{G}/{TOKEN}"),
+            true,
+        );
+        check(
+            "PATCH",
+            &format!("/webhooks/{G}/{TOKEN}/messages/@original"),
+            "PATCH /webhooks/:id/:token/messages/@original",
+            &format!("{G}/{TOKEN}"),
+            true,
+        );
+        check(
+            "DELETE",
+            &format!("/webhooks/{G}/{TOKEN}/messages/{M}"),
+            "DELETE /webhooks/:id/:token/messages/:id",
+            &format!("{G}/{TOKEN}"),
+            true,
+        );
+        // A token made only of digits is still the token.
+        check(
+            "POST",
+            &format!("/webhooks/{G}/12345"),
+            "POST /webhooks/:id/:token",
+            &format!("{G}/12345"),
+            true,
+        );
+        check(
+            "POST",
+            &format!("/api/v10/interactions/{G}/aW50ZXJhY3Rpb246ODg3NTU5/callback"),
+            "POST /interactions/:id/:token/callback",
+            &format!("{G}/aW50ZXJhY3Rpb246ODg3NTU5"),
+            true,
+        );
+        check(
+            "GET",
+            "/interactions/abc/def/callback",
+            "GET /interactions/abc/def/callback",
+            "",
+            false,
+        );
+    }
+
+    #[test]
+    fn discord_bearer_and_odd_inputs() {
+        check(
+            "PUT",
+            &format!("applications/{G}/guilds/{G}/commands/{G}/permissions"),
+            "PUT /applications/:id/guilds/:id/commands/:id/permissions",
+            "",
+            false,
+        );
+        check(
+            "GET",
+            &format!("https://discord.com/api/v10/channels/{C}#frag"),
+            "GET /channels/:id",
+            C,
+            false,
+        );
+        check("GET", "", "GET /", "", false);
+        check("", "/", " /", "", false);
+        check("GET", "/api", "GET /", "", false);
+        check("GET", "/api/v", "GET /v", "", false);
+        check(
+            "GET",
+            &format!("/emojis/name{G}x"),
+            "GET /emojis/name:idx",
+            "",
+            false,
+        );
+        check("GET", "/stickers/1234", "GET /stickers/:id", "", false);
+        check("GET", "/é/ü/日本/123", "GET /é/ü/日本/:id", "", false);
+        check("GET", "//channels", "GET //channels", "", false);
+    }
+
+    #[test]
+    fn other_profiles() {
+        for p in [
+            HeaderProfile::GitHub,
+            HeaderProfile::Ietf,
+            HeaderProfile::RetryAfterOnly,
+        ] {
+            let r = route_for(p, "get", "/repos/o/r/issues/1347?per_page=100");
+            assert_eq!(
+                r,
+                Route {
+                    key: "GET /repos/o/r/issues/:id".into(),
+                    major: String::new(),
+                    global_exempt: false
+                }
+            );
+            let r = route_for(
+                p,
+                "DELETE",
+                "/api/v1/items/123e4567-e89b-12d3-a456-426614174000/x",
+            );
+            assert_eq!(r.key, "DELETE /api/v1/items/:id/x");
+            let r = route_for(p, "GET", "/blobs/0123456789abcdef0123456789ABCDEF");
+            assert_eq!(r.key, "GET /blobs/:id");
+            let r = route_for(p, "GET", "/webhooks/1/tok");
+            assert_eq!(
+                (r.key.as_str(), r.major.as_str(), r.global_exempt),
+                ("GET /webhooks/:id/tok", "", false)
+            );
+        }
+    }
 }

@@ -1,0 +1,530 @@
+//! Header parsing: one strict grammar per profile, normalised into [`RateLimitInfo`].
+//!
+//! Everything here is total: any input (any header names, any values, any number of lines)
+//! gives a result, never a panic. A malformed field is ignored on its own; the others
+//! still count.
+//!
+//! Rules shared by every profile:
+//!
+//! - Header names match case-insensitively and every line of a name is read. Singleton
+//!   fields that arrive several times, or comma-joined (`991, 98`), give the most
+//!   conservative value: the least `limit`/`remaining`, the longest reset and retry wait.
+//! - Legacy (non-Structured-Field) numbers use one hand-written grammar:
+//!   `OWS 1*DIGIT [ "." 1*DIGIT ] OWS`. Signs, exponents, hex, underscores, `inf`/`nan`
+//!   and everything else fail. Counts round DOWN and saturate at `u32::MAX`; waits round
+//!   UP to the next whole millisecond.
+//! - Every duration in the result is at most [`MAX_DURATION`] (30 days).
+//! - Absolute times (Discord `X-RateLimit-Reset`, GitHub `x-ratelimit-reset`, HTTP-date
+//!   `Retry-After`) need "now": [`Response::wall_clock_ms`], else the response's `Date`
+//!   header (the earliest, if several). Without either they are ignored. A time in the past
+//!   gives 0.
+//! - `Retry-After` ([`parse_retry_after`]) is read in every profile; body
+//!   [`BodyHints::retry_after`](crate::BodyHints) too. The larger wait wins. A zero wait is
+//!   returned as `Some(0)`: the engine enforces its own minimum.
+//! - A response with an `Age` header above 0 came from a cache: its `limit`, `remaining`,
+//!   `reset_after`, `window` and `bucket` are ignored (IETF draft §Caching). `retry_after`
+//!   and `scope` are still read.
+//! - [`RateLimitInfo::has_rate_limit_headers`] is true iff a header of the profile's family
+//!   is present, even if malformed. `Retry-After`, `Date` and `Age` do not count, so under
+//!   [`HeaderProfile::RetryAfterOnly`] it is always false.
+
+pub mod httpdate;
+mod num;
+pub mod sf;
+
+use crate::types::{BodyHints, HeaderProfile, Nanos, RateLimitInfo, Response, SECOND, Scope};
+
+use num::{Decimal, f64_secs_to_wait, ms_to_wait, parse_decimal, secs_to_wait, trim_ows};
+
+/// The longest duration any field of [`RateLimitInfo`] can hold: 30 days. Longer values
+/// (including epochs mistaken for deltas) are clamped to it; the engine clamps further.
+pub const MAX_DURATION: Nanos = 30 * 24 * 60 * 60 * SECOND;
+
+/// The longest bucket identifier accepted, in bytes. A longer one is ignored.
+pub const MAX_BUCKET_LEN: usize = 128;
+
+/// Reads what `response` says about rate limits under `profile`. Never fails: malformed
+/// fields are ignored one by one.
+///
+/// - [`HeaderProfile::Discord`] (API v8+, all units seconds): `X-RateLimit-Limit`,
+///   `-Remaining`, `-Reset-After` (preferred), `-Reset` (epoch seconds; only when
+///   `-Reset-After` is absent or invalid), `-Bucket`, `-Global` (`true`/`1`, any case),
+///   `-Scope` (`user`/`global`/`shared`; anything else reads as [`Scope::User`], the
+///   strictest plausible), `Retry-After`, and the body's `retry_after` and `global`.
+///   `-Global` or body `global: true` make the scope [`Scope::Global`].
+/// - [`HeaderProfile::Ietf`]: `RateLimit` and `RateLimit-Policy` (drafts -08 to -10:
+///   Structured-Field Lists; draft -07: `RateLimit` as a Dictionary
+///   `limit=, remaining=, reset=`), and the older `RateLimit-Limit`, `-Remaining`,
+///   `-Reset` (delta seconds). Of several service-limit items the most restrictive is
+///   taken: the lowest `r`, then the longest `t`. See the module docs of [`sf`] for the
+///   Structured-Field rules.
+/// - [`HeaderProfile::GitHub`]: `x-ratelimit-limit`, `-remaining`, `-used`, `-reset`
+///   (epoch seconds), `-resource` (the bucket), `retry-after`.
+/// - [`HeaderProfile::RetryAfterOnly`]: `Retry-After` and the body's `retry_after` only.
+pub fn parse(profile: HeaderProfile, response: &Response<'_>) -> RateLimitInfo {
+    let ctx = Ctx::new(response);
+    let mut info = RateLimitInfo::default();
+    match profile {
+        HeaderProfile::Discord => discord(&ctx, &mut info),
+        HeaderProfile::Ietf => ietf(&ctx, &mut info),
+        HeaderProfile::GitHub => github(&ctx, &mut info),
+        HeaderProfile::RetryAfterOnly => {}
+    }
+    let header = ctx
+        .lines("retry-after")
+        .filter_map(|v| parse_retry_after(v, ctx.now_ms))
+        .max();
+    let body = body_retry_after(&response.body);
+    info.retry_after = header.max(body);
+    info
+}
+
+/// Reads one `Retry-After` field value as a wait: delay-seconds (a decimal is accepted
+/// and rounded UP to the millisecond) or an HTTP-date in any RFC 9110 format, converted
+/// with `now_unix_ms` (a date in the past gives `Some(0)`; without `now_unix_ms` a date
+/// gives `None`). A comma-joined value (`120, 120`) gives the largest parsable part.
+/// Empty, negative, `NaN`, `inf`, `1e3`, `0x10`, `+5`, `1_000` and other garbage give
+/// `None`. The result is at most [`MAX_DURATION`].
+pub fn parse_retry_after(value: &str, now_unix_ms: Option<u64>) -> Option<Nanos> {
+    let now_secs = now_unix_ms.and_then(|ms| i64::try_from(ms / 1000).ok());
+    let date_wait = |s: &str| {
+        let t = httpdate::parse_http_date(s, now_secs)?;
+        let now = i128::from(now_unix_ms?);
+        let delay_ms = (i128::from(t) * 1000 - now).max(0);
+        Some(ms_to_wait(u64::try_from(delay_ms).unwrap_or(u64::MAX)))
+    };
+    if let Some(w) = date_wait(value) {
+        return Some(w);
+    }
+    // Comma-separated parts: numbers, or dates (IMF-fixdate and RFC 850 contain one comma,
+    // so a date spans two parts).
+    let parts: Vec<&str> = value.split(',').collect();
+    let mut best: Option<Nanos> = None;
+    let mut i = 0;
+    while let Some(part) = parts.get(i) {
+        let mut wait = parse_decimal(part).map(Decimal::to_wait);
+        if let (None, Some(next)) = (wait, parts.get(i + 1)) {
+            wait = date_wait(&format!("{part},{next}"));
+            if wait.is_some() {
+                i += 1;
+            }
+        }
+        best = best.max(wait);
+        i += 1;
+    }
+    best
+}
+
+/// Whether `v` is acceptable as a bucket identifier: trimmed, non-empty, at most
+/// [`MAX_BUCKET_LEN`] bytes, no control characters.
+fn valid_bucket(v: &str) -> Option<String> {
+    let v = trim_ows(v);
+    if v.is_empty() || v.len() > MAX_BUCKET_LEN || v.chars().any(char::is_control) {
+        return None;
+    }
+    Some(v.to_owned())
+}
+
+fn body_retry_after(body: &BodyHints) -> Option<Nanos> {
+    body.retry_after.and_then(f64_secs_to_wait)
+}
+
+/// What every profile needs from a response.
+struct Ctx<'r, 'a> {
+    resp: &'r Response<'a>,
+    /// "Now" on the wall clock, in Unix milliseconds, if known.
+    now_ms: Option<u64>,
+    /// The response came from a cache (`Age` > 0).
+    cached: bool,
+}
+
+impl<'r, 'a> Ctx<'r, 'a> {
+    fn new(resp: &'r Response<'a>) -> Self {
+        let mut ctx = Ctx {
+            resp,
+            now_ms: None,
+            cached: false,
+        };
+        ctx.now_ms = resp.wall_clock_ms.or_else(|| {
+            ctx.lines("date")
+                .filter_map(|v| httpdate::parse_http_date(v, None))
+                .filter_map(|t| u64::try_from(t).ok())
+                .min()
+                .map(|t| t.saturating_mul(1000))
+        });
+        ctx.cached = ctx
+            .lines("age")
+            .flat_map(|v| v.split(','))
+            .filter_map(parse_decimal)
+            .any(Decimal::is_positive);
+        ctx
+    }
+
+    /// Every value of header `name` (case-insensitive), in order.
+    fn lines(&self, name: &'static str) -> impl Iterator<Item = &'a str> + 'a {
+        let headers: &'a [(&'a str, &'a str)] = self.resp.headers;
+        headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    }
+
+    fn has_any(&self, names: &[&'static str]) -> bool {
+        self.resp
+            .headers
+            .iter()
+            .any(|(n, _)| names.iter().any(|m| n.eq_ignore_ascii_case(m)))
+    }
+
+    /// Every comma-separated part of every line of `name` that parses as a legacy number.
+    /// With `strip_params`, `;...` after a value is dropped first (IETF -06: "parameters
+    /// MUST be ignored").
+    fn numbers(
+        &self,
+        name: &'static str,
+        strip_params: bool,
+    ) -> impl Iterator<Item = Decimal> + 'a {
+        self.lines(name)
+            .flat_map(|v| v.split(','))
+            .filter_map(move |p| {
+                let p = if strip_params {
+                    p.split(';').next().unwrap_or(p)
+                } else {
+                    p
+                };
+                parse_decimal(p)
+            })
+    }
+
+    fn min_count(&self, name: &'static str, strip_params: bool) -> Option<u32> {
+        self.numbers(name, strip_params)
+            .map(Decimal::to_count)
+            .min()
+    }
+
+    fn max_count(&self, name: &'static str) -> Option<u32> {
+        self.numbers(name, false).map(Decimal::to_count).max()
+    }
+
+    fn max_wait(&self, name: &'static str, strip_params: bool) -> Option<Nanos> {
+        self.numbers(name, strip_params).map(Decimal::to_wait).max()
+    }
+
+    /// The latest epoch-seconds value of `name`, as a wait from now (0 if past).
+    fn max_epoch_wait(&self, name: &'static str) -> Option<Nanos> {
+        let now = self.now_ms?;
+        let reset = self
+            .numbers(name, false)
+            .map(Decimal::to_epoch_ms_ceil)
+            .max()?;
+        Some(ms_to_wait(reset.saturating_sub(now)))
+    }
+
+    /// The first valid bucket identifier among the lines of `name`.
+    fn bucket(&self, name: &'static str) -> Option<String> {
+        self.lines(name).find_map(valid_bucket)
+    }
+
+    /// The lines of a Structured Field joined with ", " (empty lines skipped), or `None`
+    /// when absent, empty or longer than [`sf::MAX_FIELD_BYTES`].
+    fn sf_field(&self, name: &'static str) -> Option<String> {
+        let mut out = String::new();
+        for v in self.lines(name) {
+            let v = trim_ows(v);
+            if v.is_empty() {
+                continue;
+            }
+            if !out.is_empty() {
+                out.push_str(", ");
+            }
+            if out.len() + v.len() > sf::MAX_FIELD_BYTES {
+                return None;
+            }
+            out.push_str(v);
+        }
+        (!out.is_empty()).then_some(out)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Discord
+
+const DISCORD_FAMILY: &[&str] = &[
+    "x-ratelimit-limit",
+    "x-ratelimit-remaining",
+    "x-ratelimit-reset",
+    "x-ratelimit-reset-after",
+    "x-ratelimit-bucket",
+    "x-ratelimit-global",
+    "x-ratelimit-scope",
+];
+
+fn discord(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
+    info.has_rate_limit_headers = ctx.has_any(DISCORD_FAMILY);
+    if !ctx.cached {
+        info.limit = ctx.min_count("x-ratelimit-limit", false);
+        info.remaining = ctx.min_count("x-ratelimit-remaining", false);
+        info.reset_after = ctx
+            .max_wait("x-ratelimit-reset-after", false)
+            .or_else(|| ctx.max_epoch_wait("x-ratelimit-reset"));
+        info.bucket = ctx.bucket("x-ratelimit-bucket");
+    }
+    // Several or comma-joined scopes: the strictest (global, then user, then shared).
+    let rank = |s: Scope| match s {
+        Scope::Shared => 0,
+        Scope::User => 1,
+        Scope::Global => 2,
+    };
+    let mut scope: Option<Scope> = None;
+    for part in ctx.lines("x-ratelimit-scope").flat_map(|v| v.split(',')) {
+        let part = trim_ows(part);
+        let s = if part.eq_ignore_ascii_case("global") {
+            Scope::Global
+        } else if part.eq_ignore_ascii_case("shared") {
+            Scope::Shared
+        } else {
+            Scope::User
+        };
+        if scope.is_none_or(|old| rank(s) > rank(old)) {
+            scope = Some(s);
+        }
+    }
+    let global_header = ctx
+        .lines("x-ratelimit-global")
+        .flat_map(|v| v.split(','))
+        .any(|p| {
+            let p = trim_ows(p);
+            p.eq_ignore_ascii_case("true") || p == "1"
+        });
+    if global_header || ctx.resp.body.global == Some(true) {
+        scope = Some(Scope::Global);
+    }
+    info.scope = scope;
+}
+
+// ---------------------------------------------------------------------------------------
+// GitHub
+
+const GITHUB_FAMILY: &[&str] = &[
+    "x-ratelimit-limit",
+    "x-ratelimit-remaining",
+    "x-ratelimit-used",
+    "x-ratelimit-reset",
+    "x-ratelimit-resource",
+];
+
+fn github(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
+    info.has_rate_limit_headers = ctx.has_any(GITHUB_FAMILY);
+    if ctx.cached {
+        return;
+    }
+    info.limit = ctx.min_count("x-ratelimit-limit", false);
+    info.remaining = ctx.min_count("x-ratelimit-remaining", false).or_else(|| {
+        let used = ctx.max_count("x-ratelimit-used")?;
+        Some(info.limit?.saturating_sub(used))
+    });
+    info.reset_after = ctx.max_epoch_wait("x-ratelimit-reset");
+    info.bucket = ctx.bucket("x-ratelimit-resource");
+}
+
+// ---------------------------------------------------------------------------------------
+// IETF
+
+const IETF_FAMILY: &[&str] = &[
+    "ratelimit",
+    "ratelimit-policy",
+    "ratelimit-limit",
+    "ratelimit-remaining",
+    "ratelimit-reset",
+];
+
+/// One quota policy of `RateLimit-Policy`.
+#[derive(Debug)]
+struct Policy {
+    /// The policy name (-08+), or `None` for a -05..-07 policy whose item is its quota.
+    name: Option<String>,
+    quota: u64,
+    window: Option<u64>,
+    pk: Option<Vec<u8>>,
+}
+
+/// One service-limit item of a -08+ `RateLimit`.
+#[derive(Debug)]
+struct Limit {
+    name: String,
+    remaining: u64,
+    reset: Option<u64>,
+    pk: Option<Vec<u8>>,
+}
+
+fn non_negative(item: Option<&sf::BareItem>) -> Option<u64> {
+    item.and_then(sf::BareItem::as_integer)
+        .and_then(|i| u64::try_from(i).ok())
+}
+
+/// `Some(None)` when absent, `Some(Some(v))` when valid, `None` when present and invalid.
+fn optional<T>(
+    item: Option<&sf::BareItem>,
+    read: impl FnOnce(&sf::BareItem) -> Option<T>,
+) -> Option<Option<T>> {
+    match item {
+        None => Some(None),
+        Some(v) => read(v).map(Some),
+    }
+}
+
+fn pk_of(v: &sf::BareItem) -> Option<Vec<u8>> {
+    match v {
+        sf::BareItem::ByteSequence(b) => Some(b.clone()),
+        _ => None,
+    }
+}
+
+/// A policy item; `None` if semantically malformed (the item alone is then ignored).
+fn policy_of(member: &sf::Member) -> Option<Policy> {
+    let sf::Member::Item(item) = member else {
+        return None;
+    };
+    let p = &item.params;
+    let (name, quota) = match &item.bare {
+        sf::BareItem::Integer(q) => (None, u64::try_from(*q).ok()?),
+        bare => (
+            Some(bare.as_name()?.to_owned()),
+            non_negative(sf::param(p, "q"))?,
+        ),
+    };
+    let window = optional(sf::param(p, "w"), |v| {
+        non_negative(Some(v)).filter(|w| *w > 0)
+    })?;
+    optional(sf::param(p, "qu"), |v| {
+        matches!(v, sf::BareItem::String(_)).then_some(())
+    })?;
+    let pk = optional(sf::param(p, "pk"), pk_of)?;
+    Some(Policy {
+        name,
+        quota,
+        window,
+        pk,
+    })
+}
+
+/// A -08+ service-limit item; `None` if semantically malformed (e.g. `t=1.5`).
+fn limit_of(member: &sf::Member) -> Option<Limit> {
+    let sf::Member::Item(item) = member else {
+        return None;
+    };
+    let p = &item.params;
+    let name = item.bare.as_name()?.to_owned();
+    let remaining = non_negative(sf::param(p, "r"))?;
+    let reset = optional(sf::param(p, "t"), |v| non_negative(Some(v)))?;
+    let pk = optional(sf::param(p, "pk"), pk_of)?;
+    Some(Limit {
+        name,
+        remaining,
+        reset,
+        pk,
+    })
+}
+
+fn count(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+fn ietf(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
+    info.has_rate_limit_headers = ctx.has_any(IETF_FAMILY);
+    if ctx.cached {
+        return;
+    }
+    let policies: Vec<Policy> = ctx
+        .sf_field("ratelimit-policy")
+        .and_then(|s| sf::parse_list(&s))
+        .map(|l| l.iter().filter_map(policy_of).collect())
+        .unwrap_or_default();
+
+    let mut from_item = false;
+    if let Some(field) = ctx.sf_field("ratelimit") {
+        if let Some(list) = sf::parse_list(&field) {
+            // -08 / -09 / -10: the most restrictive item (lowest r, then longest t).
+            let mut best: Option<Limit> = None;
+            for l in list.iter().filter_map(limit_of) {
+                let better = best.as_ref().is_none_or(|b| {
+                    l.remaining < b.remaining || (l.remaining == b.remaining && l.reset > b.reset)
+                });
+                if better {
+                    best = Some(l);
+                }
+            }
+            if let Some(l) = best {
+                from_item = true;
+                info.remaining = Some(count(l.remaining));
+                info.reset_after = l.reset.map(secs_to_wait);
+                info.bucket = valid_bucket(&l.name);
+                let same_name = |p: &&Policy| p.name.as_deref() == Some(l.name.as_str());
+                let policy = policies
+                    .iter()
+                    .filter(same_name)
+                    .find(|p| l.pk.is_some() && p.pk == l.pk)
+                    .or_else(|| policies.iter().find(same_name));
+                if let Some(p) = policy {
+                    info.limit = Some(count(p.quota));
+                    info.window = p.window.map(secs_to_wait);
+                }
+            }
+        } else if let Some(dict) = sf::parse_dictionary(&field) {
+            // -07: `limit=100, remaining=50, reset=5`.
+            let get = |key: &str| {
+                dict.iter()
+                    .find(|(k, _)| k == key)
+                    .and_then(|(_, m)| match m {
+                        sf::Member::Item(i) => non_negative(Some(&i.bare)),
+                        sf::Member::InnerList(_) => None,
+                    })
+            };
+            info.limit = get("limit").map(count);
+            info.remaining = get("remaining").map(count);
+            info.reset_after = get("reset").map(secs_to_wait);
+        }
+    }
+
+    // -06 and earlier: fill what the RateLimit field did not give.
+    if info.limit.is_none() {
+        info.limit = ctx.min_count("ratelimit-limit", true);
+    }
+    if info.remaining.is_none() {
+        info.remaining = ctx.min_count("ratelimit-remaining", true);
+    }
+    if info.reset_after.is_none() {
+        info.reset_after = ctx.max_wait("ratelimit-reset", true);
+    }
+
+    if !from_item {
+        if let Some(limit) = info.limit {
+            // -05..-07: the window of the (unnamed) policy whose quota is the current limit.
+            info.window = policies
+                .iter()
+                .find(|p| p.name.is_none() && p.quota == u64::from(limit))
+                .and_then(|p| p.window.map(secs_to_wait));
+        } else if info.remaining.is_none() {
+            // Only RateLimit-Policy: describe the slowest policy (least q/w; ties: longest w).
+            let rate_lt = |a: &Policy, b: &Policy| {
+                let (aw, bw) = (
+                    u128::from(a.window.unwrap_or(1)),
+                    u128::from(b.window.unwrap_or(1)),
+                );
+                let (l, r) = (u128::from(a.quota) * bw, u128::from(b.quota) * aw);
+                l < r || (l == r && aw > bw)
+            };
+            let mut best: Option<&Policy> = None;
+            for p in &policies {
+                if best.is_none_or(|b| rate_lt(p, b)) {
+                    best = Some(p);
+                }
+            }
+            if let Some(p) = best {
+                info.limit = Some(count(p.quota));
+                info.window = p.window.map(secs_to_wait);
+                info.bucket = p.name.as_deref().and_then(valid_bucket);
+            }
+        }
+    }
+}

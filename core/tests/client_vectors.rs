@@ -1,0 +1,433 @@
+//! Shared vectors for the client-side engine: `tests/vectors/client_*.json`.
+//!
+//! Each scenario below is a script of timed inputs. Running it through the reference
+//! implementation fills in the exact outputs; the result is the vector file that every binding
+//! replays. Two tests:
+//!
+//! * `vectors_are_fresh`: regenerates every file in memory and fails if a checked-in file
+//!   differs (set `RATELANE_BLESS=1` to rewrite them after an intended behaviour change);
+//! * `vectors_replay`: reads the checked-in files alone (config, inputs, expected outputs) and
+//!   replays them, the way the Python, Node and wasm bindings do.
+//!
+//! The format is documented in `tests/vectors/README.md`.
+
+use std::path::PathBuf;
+
+use ratelane::{
+    BodyHints, Config, Disposition, Failure, HeaderProfile, Limiter, Observation, Output, Request,
+    Response,
+};
+use serde_json::{Value, json};
+
+const MS: u64 = 1_000_000;
+const S: u64 = 1_000_000_000;
+
+fn vectors_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors")
+}
+
+// ---------------------------------------------------------------- config <-> JSON
+
+fn profile_name(p: HeaderProfile) -> &'static str {
+    match p {
+        HeaderProfile::Discord => "discord",
+        HeaderProfile::Ietf => "ietf",
+        HeaderProfile::GitHub => "github",
+        HeaderProfile::RetryAfterOnly => "retry_after_only",
+        _ => unreachable!("new profile: name it here"),
+    }
+}
+
+fn profile_from(name: &str) -> HeaderProfile {
+    match name {
+        "discord" => HeaderProfile::Discord,
+        "ietf" => HeaderProfile::Ietf,
+        "github" => HeaderProfile::GitHub,
+        "retry_after_only" => HeaderProfile::RetryAfterOnly,
+        other => panic!("unknown profile {other}"),
+    }
+}
+
+fn config_json(c: &Config) -> Value {
+    json!({
+        "profile": profile_name(c.profile),
+        "global_limit": c.global_limit,
+        "global_window_ns": c.global_window,
+        "global_margin_max_ns": c.global_margin_max,
+        "max_wait_ns": c.max_wait,
+        "max_rate_limit_retries": c.max_rate_limit_retries,
+        "max_error_retries": c.max_error_retries,
+        "backoff_base_ns": c.backoff_base,
+        "backoff_max_ns": c.backoff_max,
+        "min_rate_limit_wait_ns": c.min_rate_limit_wait,
+        "max_server_wait_ns": c.max_server_wait,
+        "invalid_request_limit": c.invalid_request_limit,
+        "invalid_request_window_ns": c.invalid_request_window,
+        "invalid_request_stop_at": c.invalid_request_stop_at,
+        "invalid_request_warn_at": c.invalid_request_warn_at,
+        "edge_backoff_base_ns": c.edge_backoff_base,
+        "edge_backoff_max_ns": c.edge_backoff_max,
+        "stop_on_unauthorized": c.stop_on_unauthorized,
+        "jitter_seed": c.jitter_seed,
+        "max_routes": c.max_routes,
+        "bucket_idle_ttl_ns": c.bucket_idle_ttl,
+    })
+}
+
+fn config_from(v: &Value) -> Config {
+    let u = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("config.{k} missing"));
+    let mut c = Config::default();
+    c.profile = profile_from(v["profile"].as_str().expect("profile"));
+    c.global_limit = u("global_limit") as u32;
+    c.global_window = u("global_window_ns");
+    c.global_margin_max = u("global_margin_max_ns");
+    c.max_wait = v["max_wait_ns"].as_u64();
+    c.max_rate_limit_retries = u("max_rate_limit_retries") as u32;
+    c.max_error_retries = u("max_error_retries") as u32;
+    c.backoff_base = u("backoff_base_ns");
+    c.backoff_max = u("backoff_max_ns");
+    c.min_rate_limit_wait = u("min_rate_limit_wait_ns");
+    c.max_server_wait = u("max_server_wait_ns");
+    c.invalid_request_limit = u("invalid_request_limit") as u32;
+    c.invalid_request_window = u("invalid_request_window_ns");
+    c.invalid_request_stop_at = u("invalid_request_stop_at") as u32;
+    c.invalid_request_warn_at = u("invalid_request_warn_at") as u32;
+    c.edge_backoff_base = u("edge_backoff_base_ns");
+    c.edge_backoff_max = u("edge_backoff_max_ns");
+    c.stop_on_unauthorized = v["stop_on_unauthorized"].as_bool().expect("stop_on_unauthorized");
+    c.jitter_seed = u("jitter_seed");
+    c.max_routes = u("max_routes") as usize;
+    c.bucket_idle_ttl = u("bucket_idle_ttl_ns");
+    c
+}
+
+// ---------------------------------------------------------------- running a script
+
+fn request_from(v: &Value) -> Request {
+    let mut r = Request::new(
+        v["method"].as_str().expect("method"),
+        v["path"].as_str().expect("path"),
+    );
+    if let Some(m) = v.get("major").and_then(Value::as_str) {
+        r.major = Some(m.to_string());
+    }
+    if let Some(i) = v.get("identity").and_then(Value::as_str) {
+        r.identity = i.to_string();
+    }
+    r.deadline = v.get("deadline_ns").and_then(Value::as_u64);
+    r.priority = v.get("priority").and_then(Value::as_i64).unwrap_or(0) as i32;
+    r.idempotent = v.get("idempotent").and_then(Value::as_bool);
+    r.global_exempt = v.get("global_exempt").and_then(Value::as_bool);
+    r
+}
+
+fn output_json(o: &Output) -> Value {
+    match o {
+        Output::Send(id) => json!({"send": id}),
+        Output::Fail(id, reason) => {
+            let mut v = json!({"fail": id, "code": reason.code()});
+            match reason {
+                ratelane::FailReason::DeadlineExceeded { predicted_send_at } => {
+                    v["predicted_send_at_ns"] = json!(predicted_send_at)
+                }
+                ratelane::FailReason::MaxWaitExceeded { predicted_wait } => {
+                    v["predicted_wait_ns"] = json!(predicted_wait)
+                }
+                ratelane::FailReason::RetriesExhausted { attempts }
+                | ratelane::FailReason::NetworkError { attempts } => {
+                    v["attempts"] = json!(attempts)
+                }
+                _ => {}
+            }
+            v
+        }
+        Output::Observe(Observation::RateLimited { id, scope, retry_after }) => json!({
+            "observe": "rate_limited", "id": id, "scope": scope.as_str(), "retry_after_ns": retry_after
+        }),
+        Output::Observe(Observation::BucketLearned { route, bucket }) => json!({
+            "observe": "bucket_learned", "route": route, "bucket": bucket
+        }),
+        Output::Observe(Observation::InvalidRequestWarning { count, limit }) => json!({
+            "observe": "invalid_request_warning", "count": count, "limit": limit
+        }),
+        Output::Observe(other) => panic!("new observation {other:?}: encode it"),
+        Output::WaitUntil(t) => json!({"wait_until_ns": t}),
+        Output::Idle => json!({"idle": true}),
+    }
+}
+
+fn drain(l: &mut Limiter) -> Vec<Value> {
+    let mut out = Vec::new();
+    for _ in 0..100_000 {
+        let o = l.poll_output();
+        let end = matches!(o, Output::WaitUntil(_) | Output::Idle);
+        out.push(output_json(&o));
+        if end {
+            return out;
+        }
+    }
+    panic!("poll_output never drained");
+}
+
+fn disposition_name(d: Disposition) -> &'static str {
+    match d {
+        Disposition::Complete => "complete",
+        Disposition::Retry => "retry",
+        Disposition::Failed => "failed",
+    }
+}
+
+/// Runs one scenario's steps; returns the steps with `result` and `outputs` filled in.
+fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
+    let mut l = Limiter::new(config.clone()).expect("valid config");
+    let mut done = Vec::new();
+    for step in steps {
+        let at = step["at_ns"].as_u64().expect("at_ns");
+        let op = step["op"].as_str().expect("op");
+        let result: Value = match op {
+            "enqueue" => match l.enqueue(at, request_from(&step["request"])) {
+                Ok(id) => json!({"id": id}),
+                Err(e) => json!({"error": e.code()}),
+            },
+            "response" => {
+                let owned: Vec<(String, String)> = step["headers"]
+                    .as_array()
+                    .map(|hs| {
+                        hs.iter()
+                            .map(|h| {
+                                (h[0].as_str().unwrap().to_string(), h[1].as_str().unwrap().to_string())
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let headers: Vec<(&str, &str)> =
+                    owned.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+                let body = step.get("body").cloned().unwrap_or(Value::Null);
+                let response = Response {
+                    status: step["status"].as_u64().expect("status") as u16,
+                    headers: &headers,
+                    body: BodyHints {
+                        retry_after: body.get("retry_after").and_then(Value::as_f64),
+                        global: body.get("global").and_then(Value::as_bool),
+                    },
+                    wall_clock_ms: step.get("wall_clock_ms").and_then(Value::as_u64),
+                };
+                match l.handle_response(at, step["id"].as_u64().expect("id"), &response) {
+                    Ok(d) => json!({"disposition": disposition_name(d)}),
+                    Err(e) => json!({"error": e.code()}),
+                }
+            }
+            "failure" => {
+                let failure = match step["failure"].as_str().expect("failure") {
+                    "not_sent" => Failure::NotSent,
+                    "maybe_sent" => Failure::MaybeSent,
+                    other => panic!("unknown failure {other}"),
+                };
+                match l.handle_failure(at, step["id"].as_u64().expect("id"), failure) {
+                    Ok(d) => json!({"disposition": disposition_name(d)}),
+                    Err(e) => json!({"error": e.code()}),
+                }
+            }
+            "cancel" => match l.cancel(at, step["id"].as_u64().expect("id")) {
+                Ok(()) => json!({"ok": true}),
+                Err(e) => json!({"error": e.code()}),
+            },
+            "timeout" => {
+                l.handle_timeout(at);
+                json!({"ok": true})
+            }
+            "close" => {
+                l.close(at);
+                json!({"ok": true})
+            }
+            "predict" => match l.predict(at, &request_from(&step["request"])) {
+                Ok(p) => json!({"send_at_ns": p.send_at}),
+                Err(e) => json!({"error": e.code()}),
+            },
+            other => panic!("unknown op {other}"),
+        };
+        let mut s = step.clone();
+        s["result"] = result;
+        s["outputs"] = Value::Array(if op == "predict" { Vec::new() } else { drain(&mut l) });
+        s["queued"] = json!(l.queued());
+        s["in_flight"] = json!(l.in_flight());
+        done.push(s);
+    }
+    done
+}
+
+// ---------------------------------------------------------------- scenario building
+
+struct Script {
+    steps: Vec<Value>,
+}
+
+impl Script {
+    fn new() -> Self {
+        Script { steps: Vec::new() }
+    }
+    fn enqueue(mut self, at: u64, method: &str, path: &str) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "enqueue", "request": {"method": method, "path": path}}));
+        self
+    }
+    fn enqueue_with(mut self, at: u64, request: Value) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "enqueue", "request": request}));
+        self
+    }
+    fn respond(mut self, at: u64, id: u64, status: u16, headers: &[(&str, &str)]) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "response", "id": id, "status": status, "headers": headers}));
+        self
+    }
+    fn respond_body(mut self, at: u64, id: u64, status: u16, headers: &[(&str, &str)], body: Value) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "response", "id": id, "status": status, "headers": headers, "body": body}));
+        self
+    }
+    fn respond_wall(mut self, at: u64, id: u64, status: u16, headers: &[(&str, &str)], wall_ms: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "response", "id": id, "status": status, "headers": headers, "wall_clock_ms": wall_ms}));
+        self
+    }
+    fn fail(mut self, at: u64, id: u64, failure: &str) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "failure", "id": id, "failure": failure}));
+        self
+    }
+    fn cancel(mut self, at: u64, id: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "cancel", "id": id}));
+        self
+    }
+    fn timeout(mut self, at: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "timeout"}));
+        self
+    }
+    fn close(mut self, at: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "close"}));
+        self
+    }
+    fn predict(mut self, at: u64, method: &str, path: &str) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "predict", "request": {"method": method, "path": path}}));
+        self
+    }
+}
+
+/// Discord bucket headers for a success.
+fn discord(limit: u32, remaining: u32, reset_after: &str, bucket: &str) -> Vec<(String, String)> {
+    vec![
+        ("X-RateLimit-Limit".into(), limit.to_string()),
+        ("X-RateLimit-Remaining".into(), remaining.to_string()),
+        ("X-RateLimit-Reset-After".into(), reset_after.into()),
+        ("X-RateLimit-Bucket".into(), bucket.into()),
+    ]
+}
+
+fn refs(v: &[(String, String)]) -> Vec<(&str, &str)> {
+    v.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect()
+}
+
+struct Case {
+    file: &'static str,
+    comment: &'static str,
+    config: Config,
+    script: Script,
+}
+
+fn discord_config() -> Config {
+    Config::default()
+}
+
+fn cases() -> Vec<Case> {
+    include!("support/client_cases.rs")
+}
+
+fn render(case: &Case) -> Value {
+    let steps = run_steps(&case.config, &case.script.steps);
+    json!({
+        "_comment": case.comment,
+        "kind": "client",
+        "config": config_json(&case.config),
+        "steps": steps,
+    })
+}
+
+fn pretty(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).expect("json");
+    s.push('\n');
+    s
+}
+
+#[test]
+fn vectors_are_fresh() {
+    let bless = std::env::var("RATELANE_BLESS").is_ok_and(|v| v == "1");
+    let mut stale = Vec::new();
+    let mut names = std::collections::BTreeSet::new();
+    for case in cases() {
+        assert!(names.insert(case.file), "duplicate vector file {}", case.file);
+        let path = vectors_dir().join(format!("client_{}.json", case.file));
+        let text = pretty(&render(&case));
+        let current = std::fs::read_to_string(&path).unwrap_or_default();
+        if current != text {
+            if bless {
+                std::fs::write(&path, &text).expect("write vector");
+            } else {
+                stale.push(path.display().to_string());
+            }
+        }
+    }
+    // Files no scenario produces any more are stale too.
+    for entry in std::fs::read_dir(vectors_dir()).expect("tests/vectors") {
+        let name = entry.expect("entry").file_name().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_prefix("client_").and_then(|n| n.strip_suffix(".json"))
+            && !names.contains(stem)
+        {
+            if bless {
+                std::fs::remove_file(vectors_dir().join(&name)).expect("remove");
+            } else {
+                stale.push(name);
+            }
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "these vector files do not match the reference implementation: {stale:?}\n\
+         If the behaviour change is intended, regenerate them with \
+         `RATELANE_BLESS=1 cargo test -p ratelane --test client_vectors` and say why in the commit."
+    );
+}
+
+#[test]
+fn vectors_replay() {
+    let mut count = 0;
+    for entry in std::fs::read_dir(vectors_dir()).expect("tests/vectors") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.starts_with("client_") && name.ends_with(".json")) {
+            continue;
+        }
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(file["_comment"].as_str().is_some_and(|c| !c.is_empty()), "{name}: _comment");
+        let config = config_from(&file["config"]);
+        let expected = file["steps"].as_array().expect("steps");
+        let inputs: Vec<Value> = expected
+            .iter()
+            .map(|s| {
+                let mut s = s.clone();
+                let o = s.as_object_mut().unwrap();
+                o.remove("result");
+                o.remove("outputs");
+                o.remove("queued");
+                o.remove("in_flight");
+                s
+            })
+            .collect();
+        let actual = run_steps(&config, &inputs);
+        for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
+            assert_eq!(a, e, "{name}: step {i} differs");
+        }
+        count += 1;
+    }
+    assert!(count > 0, "no client vectors found");
+}
+
+#[allow(dead_code)]
+fn unused() -> (u64, u64) {
+    (MS, S)
+}

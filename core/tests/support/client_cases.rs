@@ -1,0 +1,567 @@
+// The client-engine scenarios behind tests/vectors/client_*.json (included by client_vectors.rs).
+{
+    let ch1 = "/channels/100000000000000001/messages";
+    let ch2 = "/channels/100000000000000002/messages";
+    let ch3 = "/channels/100000000000000003/messages";
+    let h = |limit: u32, remaining: u32, reset_after: &str, bucket: &str| discord(limit, remaining, reset_after, bucket);
+    let mut v = Vec::new();
+
+    // 1. The pioneer rule and pipelining up to `remaining`.
+    let a = h(5, 4, "5", "abcd");
+    v.push(Case {
+        file: "pioneer_pipeline",
+        comment: "Unknown bucket: one pioneer goes, the rest wait for its headers; then the engine pipelines up to \
+                  `remaining` (4), and the 6th request waits for the reset at 5 s after the pioneer's answer.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1).enqueue(0, "POST", ch1).enqueue(0, "POST", ch1)
+            .enqueue(0, "POST", ch1).enqueue(0, "POST", ch1).enqueue(0, "POST", ch1)
+            .respond(100 * MS, 1, 200, &refs(&a))
+            .respond(200 * MS, 2, 200, &refs(&h(5, 3, "4.9", "abcd")))
+            .respond(210 * MS, 3, 200, &refs(&h(5, 2, "4.89", "abcd")))
+            .respond(220 * MS, 4, 200, &refs(&h(5, 1, "4.88", "abcd")))
+            .respond(230 * MS, 5, 200, &refs(&h(5, 0, "4.87", "abcd")))
+            .timeout(5_100 * MS - 1)
+            .timeout(5_100 * MS)
+            .respond(5_200 * MS, 6, 200, &refs(&h(5, 4, "5", "abcd"))),
+    });
+
+    // 2. Major parameters: different channels never wait on each other's pioneer.
+    v.push(Case {
+        file: "major_parameters",
+        comment: "Requests to different channels are separate buckets: each gets its own pioneer at once; \
+                  a second request to channel 1 waits for channel 1's pioneer only.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1).enqueue(0, "POST", ch2).enqueue(0, "POST", ch1).enqueue(0, "POST", ch3)
+            .respond(50 * MS, 2, 200, &refs(&h(5, 4, "5", "abcd")))
+            .respond(60 * MS, 1, 200, &refs(&h(5, 4, "5", "abcd"))),
+    });
+
+    // 3. A request that takes the bucket's last slot goes at once; only the next one waits.
+    v.push(Case {
+        file: "last_slot",
+        comment: "With remaining 1 the next request is sent at once (it takes the last slot); the one after \
+                  waits for the reset.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .respond(100 * MS, 1, 200, &refs(&h(2, 1, "2", "b1")))
+            .enqueue(150 * MS, "POST", ch1)
+            .enqueue(160 * MS, "POST", ch1)
+            .respond(250 * MS, 2, 200, &refs(&h(2, 0, "1.85", "b1")))
+            .timeout(2_100 * MS),
+    });
+
+    // 4. Two routes that share a bucket hash merge into one queue.
+    let edit = "/channels/100000000000000001/messages/200000000000000001";
+    v.push(Case {
+        file: "shared_hash_routes",
+        comment: "POST and PATCH on channel messages turn out to share bucket 'shared': once both are learned \
+                  their requests queue together and never send more than the bucket allows.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1).enqueue(0, "PATCH", edit)
+            .respond(100 * MS, 1, 200, &refs(&h(3, 1, "3", "shared")))
+            .respond(110 * MS, 2, 200, &refs(&h(3, 0, "2.99", "shared")))
+            .enqueue(120 * MS, "POST", ch1).enqueue(120 * MS, "PATCH", edit)
+            .timeout(3_200 * MS),
+    });
+
+    // 5. Global limit per identity, with exempt interaction routes.
+    let mut c = discord_config();
+    c.global_limit = 3;
+    v.push(Case {
+        file: "global_limit",
+        comment: "global_limit 3 per second: five requests to five channels send three, the fourth and fifth \
+                  wait for the window (plus the latency margin); an interaction callback is exempt and goes at once.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000002/messages")
+            .enqueue(0, "POST", "/channels/100000000000000003/messages")
+            .enqueue(0, "POST", "/channels/100000000000000004/messages")
+            .enqueue(0, "POST", "/channels/100000000000000005/messages")
+            .enqueue(10 * MS, "POST", "/interactions/300000000000000001/aW50ZXJhY3Rpb24tdG9rZW4/callback")
+            .respond(80 * MS, 1, 200, &[])
+            .respond(90 * MS, 2, 200, &[])
+            .respond(95 * MS, 3, 200, &[])
+            .timeout(1_125 * MS)
+            .timeout(1_200 * MS),
+    });
+
+    // 6. Priorities share the scarce global budget.
+    let mut c = discord_config();
+    c.global_limit = 1;
+    v.push(Case {
+        file: "priority",
+        comment: "global_limit 1: while the budget is scarce the highest priority among eligible requests goes \
+                  first (3, then 2, then 1), whatever the enqueue order; equal priorities keep FIFO.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "GET", "/guilds/100000000000000001")
+            .enqueue_with(1 * MS, json!({"method": "GET", "path": "/guilds/100000000000000002", "priority": 1}))
+            .enqueue_with(2 * MS, json!({"method": "GET", "path": "/guilds/100000000000000003", "priority": 5}))
+            .enqueue_with(3 * MS, json!({"method": "GET", "path": "/guilds/100000000000000004", "priority": 1}))
+            .respond(50 * MS, 1, 200, &[])
+            .timeout(1_125 * MS)
+            .respond(1_200 * MS, 3, 200, &[])
+            .timeout(2_250 * MS)
+            .timeout(3_375 * MS),
+    });
+
+    // 7. The three 429s of Discord's documentation.
+    let user_429 = [
+        ("Retry-After", "65"), ("X-RateLimit-Limit", "10"), ("X-RateLimit-Remaining", "0"),
+        ("X-RateLimit-Reset", "1470173023.123"), ("X-RateLimit-Reset-After", "64.57"),
+        ("X-RateLimit-Bucket", "abcd1234"), ("X-RateLimit-Scope", "user"),
+    ];
+    let shared_429 = [
+        ("Retry-After", "1337"), ("X-RateLimit-Limit", "10"), ("X-RateLimit-Remaining", "9"),
+        ("X-RateLimit-Reset", "1470173023.123"), ("X-RateLimit-Reset-After", "64.57"),
+        ("X-RateLimit-Bucket", "abcd1234"), ("X-RateLimit-Scope", "shared"),
+    ];
+    let global_429 = [("Retry-After", "65"), ("X-RateLimit-Global", "true"), ("X-RateLimit-Scope", "global")];
+    v.push(Case {
+        file: "discord_429_user",
+        comment: "Discord's documented user-scope 429: the bucket is held for retry_after (body 64.57 s beats the \
+                  header's ceiling only when larger; here the header's 65 s wins), the request is re-sent after it, \
+                  and the 429 counts as an invalid request.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1).enqueue(0, "POST", ch1)
+            .respond_body(100 * MS, 1, 429, &user_429, json!({"retry_after": 64.57, "global": false}))
+            .timeout(65_100 * MS),
+    });
+    v.push(Case {
+        file: "discord_429_shared",
+        comment: "Discord's documented shared-scope 429 (remaining 9, Retry-After 1337 s far beyond Reset-After): \
+                  the resource is held for 1337 s, the bucket is not zeroed, and it does not count as invalid.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .respond_body(100 * MS, 1, 429, &shared_429, json!({"retry_after": 1336.57, "global": false}))
+            .enqueue(200 * MS, "POST", ch2)
+            .predict(300 * MS, "POST", ch1)
+            .timeout(1_337_100 * MS),
+    });
+    v.push(Case {
+        file: "discord_429_global",
+        comment: "Discord's documented global 429: every non-exempt request of the token is paused for 65 s \
+                  (no bucket state is touched); an exempt interaction callback still goes.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .respond_body(100 * MS, 1, 429, &global_429, json!({"retry_after": 64.57, "global": true}))
+            .enqueue(200 * MS, "POST", ch2)
+            .enqueue(300 * MS, "POST", "/interactions/300000000000000001/aW50ZXJhY3Rpb24tdG9rZW4/callback")
+            .timeout(65_100 * MS),
+    });
+
+    // 8. Sub-limit: a 429 while remaining > 0 holds only that route + major parameter.
+    let topic = "/channels/100000000000000001";
+    v.push(Case {
+        file: "sub_limit",
+        comment: "A 429 without scope while the bucket still shows remaining 1 is a hidden sub-limit (channel \
+                  rename): only PATCH on that channel is held for retry_after; a message to the same channel and a \
+                  rename of another channel go on.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "PATCH", topic)
+            .respond(100 * MS, 1, 200, &refs(&h(5, 4, "600", "rename")))
+            .enqueue(200 * MS, "PATCH", topic)
+            .respond(300 * MS, 2, 429, &[
+                ("Retry-After", "300"), ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "3"),
+                ("X-RateLimit-Reset-After", "599.8"), ("X-RateLimit-Bucket", "rename"),
+            ])
+            .enqueue(400 * MS, "PATCH", "/channels/100000000000000002")
+            .enqueue(400 * MS, "POST", ch1)
+            .timeout(300_300 * MS),
+    });
+
+    // 9. Out-of-order responses never raise `remaining`.
+    v.push(Case {
+        file: "out_of_order",
+        comment: "Pipelined responses arrive in reverse order (remaining 0 before remaining 2): the engine keeps the \
+                  most conservative remaining and sends nothing more before the reset.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .respond(100 * MS, 1, 200, &refs(&h(4, 3, "4", "oo")))
+            .enqueue(110 * MS, "POST", ch1).enqueue(110 * MS, "POST", ch1).enqueue(110 * MS, "POST", ch1)
+            .enqueue(120 * MS, "POST", ch1)
+            .respond(200 * MS, 4, 200, &refs(&h(4, 0, "3.8", "oo")))
+            .respond(210 * MS, 3, 200, &refs(&h(4, 1, "3.81", "oo")))
+            .respond(220 * MS, 2, 200, &refs(&h(4, 2, "3.82", "oo")))
+            .timeout(4_100 * MS),
+    });
+
+    // 10. Invalid-request budget, enforced.
+    let mut c = discord_config();
+    c.invalid_request_limit = 10;
+    c.invalid_request_stop_at = 3;
+    c.invalid_request_warn_at = 2;
+    c.invalid_request_window = 60 * S;
+    v.push(Case {
+        file: "invalid_request_budget",
+        comment: "Budget of 10 invalid requests per 60 s, stopping at 3 (in flight counts as possibly invalid): \
+                  after two 403s a warning is emitted; with a third 403 sending stops until the first ages out.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "GET", "/guilds/100000000000000001")
+            .respond(10 * MS, 1, 403, &[])
+            .enqueue(20 * MS, "GET", "/guilds/100000000000000002")
+            .respond(30 * MS, 2, 403, &[])
+            .enqueue(40 * MS, "GET", "/guilds/100000000000000003")
+            .respond(50 * MS, 3, 403, &[])
+            .enqueue(60 * MS, "GET", "/guilds/100000000000000004")
+            .timeout(60_010 * MS),
+    });
+
+    // 11. Deadlines and max_wait fail fast with the prediction.
+    v.push(Case {
+        file: "deadline",
+        comment: "A request whose predicted send time (the bucket reset at ~5.1 s) is after its deadline (2 s) fails \
+                  at once with the prediction; one with a later deadline waits; one whose deadline passes while a \
+                  pioneer is out fails at the deadline.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .respond(100 * MS, 1, 200, &refs(&h(1, 0, "5", "d")))
+            .enqueue_with(200 * MS, json!({"method": "POST", "path": ch1, "deadline_ns": 2 * S}))
+            .enqueue_with(200 * MS, json!({"method": "POST", "path": ch1, "deadline_ns": 10 * S}))
+            .enqueue(300 * MS, "POST", ch2)
+            .enqueue_with(300 * MS, json!({"method": "POST", "path": ch2, "deadline_ns": 1 * S}))
+            .timeout(1 * S),
+    });
+    let mut c = discord_config();
+    c.max_wait = Some(3 * S);
+    v.push(Case {
+        file: "max_wait",
+        comment: "max_wait 3 s: with the bucket exhausted for 5 s a new request fails at once with \
+                  max_wait_exceeded and the predicted wait; after a later 429 extends the wait, queued requests whose \
+                  wait now exceeds max_wait fail immediately.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .respond(100 * MS, 1, 200, &refs(&h(1, 0, "5", "m")))
+            .enqueue(200 * MS, "POST", ch1)
+            .enqueue(300 * MS, "POST", ch2)
+            .enqueue(300 * MS, "POST", ch2)
+            .respond_body(400 * MS, 3, 429, &[("Retry-After", "10"), ("X-RateLimit-Limit", "1"),
+                ("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset-After", "10"), ("X-RateLimit-Bucket", "m2"),
+                ("X-RateLimit-Scope", "user")], json!({"retry_after": 10.0})),
+    });
+
+    // 12. 5xx and transport failures.
+    v.push(Case {
+        file: "server_errors",
+        comment: "A 500 on an idempotent GET is retried with exponential backoff and jitter (seeded), then delivered \
+                  once retries are used up; a 500 on a POST is delivered at once (it reached the server).",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "GET", "/guilds/100000000000000001")
+            .enqueue(0, "POST", ch1)
+            .respond(50 * MS, 1, 500, &[])
+            .respond(60 * MS, 2, 500, &[])
+            .timeout(1 * S)
+            .respond(1_050 * MS, 1, 502, &[])
+            .timeout(3 * S)
+            .respond(3_050 * MS, 1, 503, &[])
+            .timeout(8 * S)
+            .respond(8_050 * MS, 1, 500, &[]),
+    });
+    v.push(Case {
+        file: "network_failures",
+        comment: "A POST that may have reached the server is not re-sent (maybe_sent); a GET is; a request that \
+                  certainly was not sent gives back its global token and slot and is retried, until \
+                  max_error_retries is used up (network_error).",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .enqueue(0, "GET", "/guilds/100000000000000001")
+            .fail(30 * MS, 1, "maybe_sent")
+            .fail(30 * MS, 2, "maybe_sent")
+            .timeout(1 * S)
+            .fail(1_010 * MS, 2, "not_sent")
+            .timeout(3 * S)
+            .fail(3_010 * MS, 2, "not_sent")
+            .timeout(8 * S)
+            .fail(8_010 * MS, 2, "not_sent"),
+    });
+    let explicit_post = json!({"method": "POST", "path": ch2, "idempotent": true});
+    v.push(Case {
+        file: "idempotent_override",
+        comment: "A POST the caller declares idempotent (it carries its own nonce) is re-sent after maybe_sent.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue_with(0, explicit_post)
+            .fail(30 * MS, 1, "maybe_sent")
+            .timeout(1 * S),
+    });
+
+    // 13. Cancellation and close.
+    v.push(Case {
+        file: "cancel",
+        comment: "Cancelling a queued request removes it (the next one moves up); cancelling the in-flight pioneer \
+                  frees the pioneer slot so the next request probes the bucket.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1).enqueue(0, "POST", ch1).enqueue(0, "POST", ch1)
+            .cancel(10 * MS, 2)
+            .cancel(20 * MS, 1)
+            .cancel(30 * MS, 2)
+            .respond(100 * MS, 3, 200, &refs(&h(5, 4, "5", "c"))),
+    });
+    v.push(Case {
+        file: "close",
+        comment: "close() fails every queued request with `closed` in enqueue order; the in-flight one still takes its \
+                  response; enqueue afterwards is an error with code limiter_closed.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1).enqueue(0, "POST", ch1).enqueue(0, "POST", ch1)
+            .close(10 * MS)
+            .respond(100 * MS, 1, 200, &refs(&h(5, 4, "5", "c")))
+            .enqueue(200 * MS, "POST", ch1),
+    });
+
+    // 14. Cloudflare-style 429 without rate-limit headers.
+    v.push(Case {
+        file: "edge_ban",
+        comment: "A 429 with no rate-limit headers (a Cloudflare HTML page) holds every request to the host for the \
+                  edge backoff (60 s, doubling on repeats), counts as invalid, and is re-sent afterwards.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "GET", "/guilds/100000000000000001")
+            .respond(100 * MS, 1, 429, &[("Content-Type", "text/html")])
+            .enqueue(200 * MS, "GET", "/guilds/100000000000000002")
+            .timeout(60_100 * MS)
+            .respond(60_200 * MS, 1, 429, &[("Content-Type", "text/html")])
+            .respond(60_210 * MS, 2, 200, &[])
+            .timeout(180_200 * MS),
+    });
+
+    // 15. A pioneer that gets a 5xx with no headers does not stall its queue.
+    v.push(Case {
+        file: "pioneer_5xx",
+        comment: "The pioneer POST gets a 502 with no headers: it is delivered (not re-sent) and the next request \
+                  becomes the pioneer at once instead of the queue waiting forever.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1).enqueue(0, "POST", ch1)
+            .respond(100 * MS, 1, 502, &[])
+            .respond(200 * MS, 2, 200, &refs(&h(5, 4, "5", "p"))),
+    });
+
+    // 16. The bucket hash changes between responses.
+    v.push(Case {
+        file: "hash_change",
+        comment: "A route's X-RateLimit-Bucket changes from 'old' to 'new': the route is re-mapped (an observation is \
+                  emitted) and its queued requests move to the new bucket.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .respond(100 * MS, 1, 200, &refs(&h(2, 1, "2", "old")))
+            .enqueue(150 * MS, "POST", ch1).enqueue(150 * MS, "POST", ch1)
+            .respond(250 * MS, 2, 200, &refs(&h(2, 1, "2", "new")))
+            .respond(350 * MS, 3, 200, &refs(&h(2, 0, "1.9", "new")))
+            .timeout(2_300 * MS),
+    });
+
+    // 17. Hostile headers: tolerated, never an error.
+    let hostile: Vec<(&str, &[(&str, &str)])> = vec![
+        ("negative", &[("X-RateLimit-Limit", "-5"), ("X-RateLimit-Remaining", "-1"), ("X-RateLimit-Reset-After", "-3")]),
+        ("nan", &[("X-RateLimit-Limit", "NaN"), ("X-RateLimit-Remaining", "nan"), ("X-RateLimit-Reset-After", "inf")]),
+        ("huge", &[("X-RateLimit-Limit", "99999999999999999999"), ("X-RateLimit-Remaining", "99999999999999999999"),
+                   ("X-RateLimit-Reset-After", "1e309")]),
+        ("garbage", &[("X-RateLimit-Limit", "ten"), ("X-RateLimit-Remaining", ""), ("X-RateLimit-Reset-After", "0x10"),
+                      ("X-RateLimit-Bucket", "")]),
+        ("duplicated", &[("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "4, 0"), ("X-RateLimit-Remaining", "3"),
+                         ("X-RateLimit-Reset-After", "1.5"), ("x-ratelimit-reset-after", "2.5")]),
+    ];
+    let mut s = Script::new();
+    let mut id = 0;
+    for (i, (_, hs)) in hostile.iter().enumerate() {
+        let path = format!("/channels/10000000000000001{i}/messages");
+        s = s.enqueue(i as u64 * S, "POST", &path).enqueue(i as u64 * S, "POST", &path);
+        id += 1;
+        s = s.respond(i as u64 * S + 100 * MS, id, 200, hs);
+        id += 1;
+    }
+    v.push(Case {
+        file: "hostile_headers",
+        comment: "Negative, NaN/inf, huge, non-numeric and duplicated rate-limit headers on five buckets: nothing \
+                  panics or errors; malformed fields are ignored one by one, duplicates take the most conservative \
+                  value (min remaining, max reset).",
+        config: discord_config(),
+        script: s.timeout(10 * S),
+    });
+    v.push(Case {
+        file: "html_429_body",
+        comment: "A 429 whose body is an HTML page but which carries Retry-After: 5 and no rate-limit headers: an \
+                  edge hold of 5 s (the header wins over the 60 s default backoff).",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "GET", "/guilds/100000000000000001")
+            .respond(100 * MS, 1, 429, &[("Retry-After", "5"), ("Content-Type", "application/json")])
+            .timeout(5_100 * MS),
+    });
+    v.push(Case {
+        file: "tiny_retry_after",
+        comment: "A 429 with Retry-After 0 and Reset-After 0.000 still waits the minimum post-429 delay (50 ms): \
+                  never a hot retry loop.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "GET", "/guilds/100000000000000001")
+            .respond(100 * MS, 1, 429, &[("Retry-After", "0"), ("X-RateLimit-Limit", "1"),
+                ("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset-After", "0.000"), ("X-RateLimit-Bucket", "t")])
+            .timeout(150 * MS),
+    });
+
+    // 18. Retries on 429 are bounded.
+    let mut c = discord_config();
+    c.max_rate_limit_retries = 2;
+    let r429 = [("Retry-After", "1"), ("X-RateLimit-Limit", "1"), ("X-RateLimit-Remaining", "0"),
+        ("X-RateLimit-Reset-After", "1"), ("X-RateLimit-Bucket", "r"), ("X-RateLimit-Scope", "user")];
+    v.push(Case {
+        file: "retries_exhausted",
+        comment: "max_rate_limit_retries 2: the third 429 in a row fails the request with retries_exhausted \
+                  (attempts 3).",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "GET", "/guilds/100000000000000001")
+            .respond(100 * MS, 1, 429, &r429)
+            .timeout(1_100 * MS)
+            .respond(1_200 * MS, 1, 429, &r429)
+            .timeout(2_200 * MS)
+            .respond(2_300 * MS, 1, 429, &r429),
+    });
+
+    // 19. 401 stops the token.
+    v.push(Case {
+        file: "unauthorized",
+        comment: "A 401 is delivered, counts as invalid, and fails the token's queued and future requests with \
+                  `unauthorized`; another identity is unaffected.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "GET", "/users/@me")
+            .enqueue(0, "GET", "/users/@me")
+            .respond(100 * MS, 1, 401, &[])
+            .enqueue(200 * MS, "GET", "/guilds/100000000000000001")
+            .enqueue_with(200 * MS, json!({"method": "GET", "path": "/users/@me", "identity": "other-bot"})),
+    });
+
+    // 20. Caller errors carry stable codes.
+    v.push(Case {
+        file: "caller_errors",
+        comment: "Misuse is an error with a stable code and changes nothing: a bad method, a relative path, an unknown \
+                  id, a response for a request that was never sent.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "GET POST", "/users/@me")
+            .enqueue(0, "GET", "users/@me")
+            .respond(10 * MS, 42, 200, &[])
+            .enqueue(20 * MS, "POST", ch1).enqueue(20 * MS, "POST", ch1)
+            .respond(30 * MS, 2, 200, &[])
+            .cancel(40 * MS, 42)
+            .fail(50 * MS, 2, "not_sent"),
+    });
+
+    // 21. Header profiles for other APIs.
+    let mut c = Config::for_profile(HeaderProfile::Ietf);
+    c.jitter_seed = 7;
+    v.push(Case {
+        file: "ietf_ratelimit",
+        comment: "IETF draft-10 headers: RateLimit-Policy \"default\";q=3;w=10 with RateLimit \"default\";r=1;t=8 \
+                  pipelines one more request, then waits 8 s; the older RateLimit-Remaining/Reset form works too.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "GET", "/v1/items").enqueue(0, "GET", "/v1/items").enqueue(0, "GET", "/v1/items")
+            .respond(100 * MS, 1, 200, &[("RateLimit-Policy", "\"default\";q=3;w=10"), ("RateLimit", "\"default\";r=1;t=8")])
+            .respond(200 * MS, 2, 200, &[("RateLimit-Policy", "\"default\";q=3;w=10"), ("RateLimit", "\"default\";r=0;t=8")])
+            .timeout(8_200 * MS)
+            .enqueue(8_300 * MS, "GET", "/v1/other")
+            .respond(8_400 * MS, 4, 200, &[("RateLimit-Limit", "2"), ("RateLimit-Remaining", "0"), ("RateLimit-Reset", "3")])
+            .enqueue(8_500 * MS, "GET", "/v1/other"),
+    });
+    let c = Config::for_profile(HeaderProfile::GitHub);
+    v.push(Case {
+        file: "github_epoch_reset",
+        comment: "GitHub x-ratelimit-* with an epoch reset: remaining 0 and reset 30 s after the response's wall clock \
+                  holds the resource 'core' for 30 s; the epoch is never mistaken for a delay.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "GET", "/repos/octo/hello/issues")
+            .enqueue(0, "GET", "/repos/octo/hello/issues")
+            .respond_wall(100 * MS, 1, 200, &[("x-ratelimit-limit", "5000"), ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-used", "5000"), ("x-ratelimit-reset", "1790000030"), ("x-ratelimit-resource", "core")],
+                1_790_000_000_000)
+            .timeout(30_200 * MS),
+    });
+    let c = Config::for_profile(HeaderProfile::RetryAfterOnly);
+    v.push(Case {
+        file: "retry_after_date",
+        comment: "Retry-After as an HTTP date 20 s after the Date header holds the host 20 s; a date in the past \
+                  still waits the minimum 50 ms.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "GET", "/api/thing")
+            .respond(100 * MS, 1, 429, &[("Date", "Sun, 06 Nov 1994 08:49:37 GMT"), ("Retry-After", "Sun, 06 Nov 1994 08:49:57 GMT")])
+            .timeout(20_100 * MS)
+            .respond(20_200 * MS, 1, 429, &[("Date", "Sun, 06 Nov 1994 08:49:37 GMT"), ("Retry-After", "Sun, 06 Nov 1994 08:40:00 GMT")])
+            .timeout(20_250 * MS),
+    });
+
+    // 22. Prediction.
+    v.push(Case {
+        file: "predict",
+        comment: "predict() for an unknown bucket is now; with the bucket exhausted it is the reset; with 7 queued \
+                  behind a limit of 5 per 5 s the next one is two windows out.",
+        config: discord_config(),
+        script: Script::new()
+            .predict(0, "POST", ch1)
+            .enqueue(0, "POST", ch1)
+            .respond(100 * MS, 1, 200, &refs(&h(5, 0, "5", "pr")))
+            .predict(200 * MS, "POST", ch1)
+            .enqueue(200 * MS, "POST", ch1).enqueue(200 * MS, "POST", ch1).enqueue(200 * MS, "POST", ch1)
+            .enqueue(200 * MS, "POST", ch1).enqueue(200 * MS, "POST", ch1).enqueue(200 * MS, "POST", ch1)
+            .enqueue(200 * MS, "POST", ch1)
+            .predict(300 * MS, "POST", ch1),
+    });
+
+    // 23. Sliding windows.
+    v.push(Case {
+        file: "sliding_window",
+        comment: "After a local reset the server reports fewer remaining than the engine sent since the reset: the \
+                  window slides. From then on slots come back one by one, a window length after each send.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .respond(100 * MS, 1, 200, &refs(&h(2, 1, "2", "sl")))
+            .enqueue(1_000 * MS, "POST", ch1)
+            .respond(1_100 * MS, 2, 200, &refs(&h(2, 0, "1", "sl")))
+            .enqueue(1_200 * MS, "POST", ch1).enqueue(1_200 * MS, "POST", ch1).enqueue(1_200 * MS, "POST", ch1)
+            .timeout(2_100 * MS)
+            .respond(2_200 * MS, 3, 200, &refs(&h(2, 0, "0.9", "sl")))
+            .timeout(3_100 * MS)
+            .respond(3_200 * MS, 4, 200, &refs(&h(2, 0, "1", "sl")))
+            .timeout(4_300 * MS),
+    });
+
+    // 24. Eviction of idle buckets without a sweeper.
+    let mut c = discord_config();
+    c.bucket_idle_ttl = 10 * S;
+    v.push(Case {
+        file: "idle_eviction",
+        comment: "bucket_idle_ttl 10 s: a bucket idle past its reset + ttl is forgotten on a later input (no timer is \
+                  armed for it, so the limiter reports Idle); the route -> bucket mapping survives.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .respond(100 * MS, 1, 200, &refs(&h(5, 4, "5", "ev")))
+            .timeout(20 * S)
+            .enqueue(20 * S, "POST", ch1),
+    });
+
+    v
+}
