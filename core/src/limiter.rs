@@ -94,6 +94,9 @@ pub struct Limiter {
     next_queue_uid: u64,
     /// `METHOD /template` -> bucket id, learned from responses.
     routes: HashMap<String, String>,
+    /// Route -> the bucket id it had before the server changed it: until that old bucket's
+    /// queue learns the new id itself, the route's requests keep going to it.
+    renamed: HashMap<String, String>,
     /// Learning order of `routes`, for the size bound.
     route_order: VecDeque<String>,
     identity_index: HashMap<String, Iid>,
@@ -225,10 +228,19 @@ struct Bucket {
     /// A success came back without rate-limit headers: only the global limit applies.
     unlimited: bool,
     limit: u32,
-    remaining: u32,
+    /// The lowest `remaining` the server reported in the current window (`None` until a
+    /// response from this window arrives). What may still be sent is this minus what is in
+    /// flight: the lowest report is the server's latest state, and anything it did not count
+    /// yet is either still in flight or came back with a lower report.
+    reported: Option<u32>,
+    /// Requests that may have reached the server without an answer (cancelled in flight, or
+    /// failed after maybe reaching it): they count as in flight until the window resets.
+    ghosts: u32,
     /// End of the current window as the client sees it; `None` after a local reset until the
-    /// next response tells.
+    /// next response tells (or a provisional end from the learned window length).
     reset_at: Option<Nanos>,
+    /// `reset_at` is an estimate from the window length, not yet confirmed by a response.
+    reset_provisional: bool,
     /// Counts local resets; responses to requests sent before the last one are stale.
     epoch: u64,
     sends_in_window: u32,
@@ -236,13 +248,46 @@ struct Bucket {
     carried: u32,
     /// The server's window appears to slide: slots come back one by one.
     sliding: bool,
-    /// Longest `reset_after` seen on a success: an estimate of the window length.
+    /// Window length, learned from the first answer of a window (an upper bound).
     period: Option<Nanos>,
+    /// The longest `reset_after` any answer gave: a fallback window estimate.
+    longest_reset: Nanos,
+    /// When the last request of this bucket was sent.
+    last_send: Nanos,
+    /// When the first request since the last local reset was sent.
+    window_first_send: Option<Nanos>,
+    /// An upper bound on the window length: a reported window end minus the first send of
+    /// the local window (that send arrived at or after the server's window start).
+    window_upper: Nanos,
     /// Send times, kept while `sliding` (at most `limit`, capped).
     send_log: VecDeque<Nanos>,
 }
 
 const SLIDING_LOG_CAP: u32 = 4096;
+
+impl Bucket {
+    /// The window length as well as it is known (1 s when nothing is known).
+    fn window_estimate(&self) -> Nanos {
+        self.period.unwrap_or_else(|| {
+            let seen = self.longest_reset.max(self.window_upper);
+            if seen > 0 { seen } else { SECOND }
+        })
+    }
+
+    /// Requests counted as in flight for this bucket.
+    fn outstanding(&self, in_flight: usize) -> u32 {
+        (in_flight as u32).saturating_add(self.ghosts)
+    }
+
+    /// How many more requests the window allows, given `in_flight` answers outstanding.
+    fn available(&self, in_flight: usize) -> u32 {
+        let outstanding = self.outstanding(in_flight);
+        match self.reported {
+            Some(r) => r.saturating_sub(outstanding),
+            None => self.limit.saturating_sub(self.carried).saturating_sub(self.sends_in_window),
+        }
+    }
+}
 
 #[derive(Debug)]
 struct Identity {
@@ -295,6 +340,7 @@ impl Limiter {
             free_queues: Vec::new(),
             next_queue_uid: 0,
             routes: HashMap::default(),
+            renamed: HashMap::default(),
             route_order: VecDeque::new(),
             identity_index: HashMap::default(),
             identities: Vec::new(),
@@ -452,6 +498,14 @@ impl Limiter {
         let info = headers::parse(self.config.profile, response);
         self.learn_latency(now.saturating_sub(sent_at.sent_at));
 
+        {
+            // An answer from before the last local reset may have been counted in the new
+            // window after its lowest report: keep its slot until the next reset.
+            let b = &mut self.queue_mut(self.requests[&id].qid).bucket;
+            if sent_at.window_epoch < b.epoch && b.reported.is_some() {
+                b.ghosts += 1;
+            }
+        }
         // Learn the bucket first: the request may move to another queue.
         let qid = self.learn_bucket(now, id, info.bucket.as_deref());
         let status = response.status;
@@ -509,6 +563,7 @@ impl Limiter {
                 self.retry_after_error(now, id, true)
             }
             Failure::MaybeSent => {
+                self.queue_mut(qid).bucket.ghosts += 1;
                 if self.req(id).idempotent {
                     self.retry_after_error(now, id, true)
                 } else {
@@ -536,6 +591,8 @@ impl Limiter {
             ReqState::Queued => self.unqueue(id),
             ReqState::InFlight { .. } => {
                 self.take_in_flight(id)?;
+                // It may have reached the server: it keeps its slot until the window resets.
+                self.queue_mut(qid).bucket.ghosts += 1;
             }
             ReqState::Answered => return Err(Error::UnknownRequest(id)),
         }
@@ -680,7 +737,16 @@ impl Limiter {
                 return route_queue;
             }
         }
-        QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.to_string() }
+        let key = QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.to_string() };
+        if !self.queue_index.contains_key(&key)
+            && let Some(old) = self.renamed.get(route_key)
+        {
+            let old_key = QueueKey { identity: iid, bucket: BucketId::Hash(old.clone()), major: major.to_string() };
+            if self.queue_index.contains_key(&old_key) {
+                return old_key;
+            }
+        }
+        key
     }
 
     fn queue_for(&mut self, key: QueueKey) -> Qid {
@@ -819,6 +885,7 @@ impl Limiter {
                 match self.route_order.pop_front() {
                     Some(old) => {
                         self.routes.remove(&old);
+                        self.renamed.remove(&old);
                     }
                     None => break,
                 }
@@ -831,7 +898,16 @@ impl Limiter {
             }));
         }
         let target_key = QueueKey { identity: iid, bucket: target_bucket, major };
-        let whole_queue = matches!(self.queue(qid).key.bucket, BucketId::Route(_));
+        // The whole queue moves (state and all) when it is an unknown route's queue, or when
+        // every request in it is of this route (a bucket renamed by the server).
+        let whole_queue = {
+            let q = self.queue(qid);
+            matches!(q.key.bucket, BucketId::Route(_))
+                || q.pending.iter().chain(q.in_flight.iter()).all(|r| self.requests[r].route_key == route_key)
+        };
+        if let Some(old) = previous.filter(|old| old != hash) {
+            self.renamed.insert(route_key.clone(), old);
+        }
         match self.queue_index.get(&target_key).copied() {
             None if whole_queue => {
                 // Rename: the route's queue becomes the bucket's queue, state and all.
@@ -919,8 +995,12 @@ impl Limiter {
             info.limit.is_some() || info.remaining.is_some() || info.reset_after.is_some();
         let mut detected_sliding = false;
         let q = self.queue_mut(qid);
-        let others = q.in_flight.len() as u32;
         let b = &mut q.bucket;
+        if info.remaining.is_none() && b.known && !b.unlimited && flight.window_epoch == b.epoch {
+            // An answer that reports nothing (a 5xx, a header-less 429) may still have been
+            // counted by the server: it keeps its slot until the window resets.
+            b.ghosts += 1;
+        }
         if !has_bucket_info {
             // 2xx without headers: the route has only the global limit (until headers appear).
             if (200..300).contains(&status) && !b.known {
@@ -951,8 +1031,8 @@ impl Limiter {
             let length = reset_after.saturating_add(now.saturating_sub(flight.sent_at));
             b.period = Some(b.period.map_or(length, |p| p.max(length)).min(max_wait));
         }
+        let first_of_window = fresh || b.reported.is_none();
         if let Some(rem) = info.remaining {
-            let estimate = rem.saturating_sub(others);
             // Evidence of a sliding window: the server counts more requests in this window
             // than were sent since the window was reset locally.
             if !fresh
@@ -965,7 +1045,10 @@ impl Limiter {
                 b.sliding = true;
                 detected_sliding = true;
             }
-            b.remaining = if fresh || b.reset_at.is_none() { estimate } else { b.remaining.min(estimate) };
+            b.reported = Some(match b.reported {
+                Some(old) if !fresh => old.min(rem),
+                _ => rem,
+            });
         }
         if detected_sliding {
             // Seed the send log with what is still out there and this request.
@@ -985,11 +1068,20 @@ impl Limiter {
         let b = &mut self.queue_mut(qid).bucket;
         if let Some(reset_after) = info.reset_after {
             let reset_after = reset_after.min(max_wait);
+            if (200..300).contains(&status) {
+                b.longest_reset = b.longest_reset.max(reset_after);
+            }
             let at = now.saturating_add(reset_after);
+            if flight.window_epoch == b.epoch
+                && let Some(first) = b.window_first_send
+            {
+                b.window_upper = b.window_upper.max(at.saturating_sub(first).min(max_wait));
+            }
             b.reset_at = Some(match b.reset_at {
-                Some(old) if !fresh => old.max(at),
+                Some(old) if !first_of_window && !b.reset_provisional => old.max(at),
                 _ => at,
             });
+            b.reset_provisional = false;
         }
     }
 
@@ -1056,7 +1148,8 @@ impl Limiter {
                 let b = &mut self.queue_mut(qid).bucket;
                 b.known = true;
                 b.unlimited = false;
-                b.remaining = 0;
+                b.reported = Some(0);
+                b.reset_provisional = false;
                 if b.limit == 0 {
                     b.limit = 1;
                 }
@@ -1155,7 +1248,6 @@ impl Limiter {
         }
         let b = &mut self.queue_mut(qid).bucket;
         if flight.window_epoch == b.epoch && b.known && !b.unlimited {
-            b.remaining = b.remaining.saturating_add(1).min(b.limit);
             b.sends_in_window = b.sends_in_window.saturating_sub(1);
             if let Some(pos) = b.send_log.iter().rposition(|&t| t == flight.sent_at) {
                 b.send_log.remove(pos);
@@ -1204,15 +1296,22 @@ impl Limiter {
         }
     }
 
+    /// Widens the global window by the spread of observed round trips: arrivals at the server
+    /// are at most that much more bunched than sends. A sample's range underestimates the true
+    /// range, so the margin is 1.5x the observed spread plus a 5 ms floor, capped by
+    /// `global_margin_max`; until 16 samples are in, it stays at half the cap.
     fn learn_latency(&mut self, latency: Nanos) {
+        const SAMPLES: usize = 256;
         self.latencies.push_back(latency);
-        if self.latencies.len() > 64 {
+        if self.latencies.len() > SAMPLES {
             self.latencies.pop_front();
         }
-        if self.latencies.len() >= 8 {
+        if self.latencies.len() >= 16 {
             let min = self.latencies.iter().copied().min().unwrap_or(0);
             let max = self.latencies.iter().copied().max().unwrap_or(0);
-            self.global_margin = (max - min).min(self.config.global_margin_max);
+            let spread = max - min;
+            let margin = spread.saturating_add(spread / 2).saturating_add(5 * MILLISECOND);
+            self.global_margin = margin.min(self.config.global_margin_max);
         }
     }
 
@@ -1324,8 +1423,11 @@ impl Limiter {
                 b.reset_at = None;
                 b.epoch += 1;
                 b.sends_in_window = 0;
-                b.carried = q.in_flight.len() as u32;
-                b.remaining = b.limit.saturating_sub(b.carried);
+                b.carried = b.outstanding(q.in_flight.len());
+                b.ghosts = 0;
+                b.reported = None;
+                b.reset_provisional = false;
+                b.window_first_send = None;
             }
             if b.sliding
                 && let Some(period) = b.period
@@ -1446,7 +1548,18 @@ impl Limiter {
                 let r = &self.requests[&id];
                 (r.exempt, r.identity)
             };
-            if !exempt && let Some(t) = self.global_wait(now, iid) {
+            let wait = if exempt { None } else { self.global_wait(now, iid) };
+            if wait.is_none()
+                && !exempt
+                && self.identities[iid].blocked.first().is_some_and(|blocked| *blocked < key)
+            {
+                // Someone ahead (higher priority, or older) waits for this identity's global
+                // budget, which has room now (its wake-up was computed with a wider margin):
+                // it gets the token, not this head.
+                self.mark_identity_ready(iid);
+                continue;
+            }
+            if let Some(t) = wait {
                 self.ready.remove(&key);
                 self.queue_mut(qid).slot = Slot::Blocked(key, id);
                 self.identities[iid].blocked.insert(key);
@@ -1485,8 +1598,17 @@ impl Limiter {
         q.in_flight.push(id);
         q.last_active = now;
         let b = &mut q.bucket;
-        b.remaining = b.remaining.saturating_sub(1);
         b.sends_in_window = b.sends_in_window.saturating_add(1);
+        b.last_send = now;
+        if b.window_first_send.is_none() {
+            b.window_first_send = Some(now);
+        }
+        if b.known && !b.unlimited && b.reset_at.is_none() && b.sends_in_window == 1 {
+            // A new window opens with this send; until a response says when it ends, assume
+            // the learned window length, so lost answers never leave the bucket without a reset.
+            b.reset_at = Some(now.saturating_add(b.window_estimate()));
+            b.reset_provisional = true;
+        }
         if b.sliding {
             b.send_log.push_back(now);
             while b.send_log.len() > SLIDING_LOG_CAP as usize {
@@ -1576,7 +1698,7 @@ impl Limiter {
         if b.known && !b.unlimited && b.limit > 0 {
             let limit = b.limit as usize;
             let (available, next_reset) = match b.reset_at {
-                Some(r) if r > now => (b.remaining as usize, Some(r)),
+                Some(r) if r > now => (b.available(q.in_flight.len()) as usize, Some(r)),
                 _ => (limit.saturating_sub(q.in_flight.len()), None),
             };
             if position >= available {
@@ -1700,8 +1822,18 @@ fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos) -> Gate {
     if b.unlimited {
         return Gate::Open;
     }
-    if in_flight >= b.limit as usize {
-        return Gate::UntilResponse;
+    // Exhausted: wait for the reset if one is known; otherwise for an answer still in flight;
+    // with nothing in flight either, for one window length after the last send, then probe.
+    let exhausted = || match b.reset_at {
+        Some(t) => Gate::Until(t.max(now + 1)),
+        None if in_flight > 0 => Gate::UntilResponse,
+        None => {
+            let t = b.last_send.saturating_add(b.window_estimate());
+            if t > now { Gate::Until(t) } else { Gate::Open }
+        }
+    };
+    if b.outstanding(in_flight) >= b.limit {
+        return exhausted();
     }
     if b.sliding
         && let Some(period) = b.period
@@ -1710,13 +1842,8 @@ fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos) -> Gate {
         let oldest = b.send_log[b.send_log.len() - b.limit as usize];
         return Gate::Until(oldest.saturating_add(period).max(now + 1));
     }
-    if b.remaining > 0 {
+    if b.available(in_flight) > 0 {
         return Gate::Open;
     }
-    match b.reset_at {
-        Some(t) => Gate::Until(t.max(now + 1)),
-        // Exhausted and no reset known: wait for an in-flight answer, or probe with one.
-        None if in_flight > 0 => Gate::UntilResponse,
-        None => Gate::Open,
-    }
+    exhausted()
 }

@@ -1,4 +1,5 @@
 //! Shared vectors for the client-side engine: `tests/vectors/client_*.json`.
+
 //!
 //! Each scenario below is a script of timed inputs. Running it through the reference
 //! implementation fills in the exact outputs; the result is the vector file that every binding
@@ -10,6 +11,7 @@
 //!   replays them, the way the Python, Node and wasm bindings do.
 //!
 //! The format is documented in `tests/vectors/README.md`.
+#![allow(clippy::identity_op)] // scenario times read better as `1 * S`
 
 use std::path::PathBuf;
 
@@ -425,9 +427,4 @@ fn vectors_replay() {
         count += 1;
     }
     assert!(count > 0, "no client vectors found");
-}
-
-#[allow(dead_code)]
-fn unused() -> (u64, u64) {
-    (MS, S)
 }

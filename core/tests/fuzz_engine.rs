@@ -198,7 +198,7 @@ fn run(ops: Vec<Op>) {
                     // Honour the wake-up the engine asked for (as a driver would).
                     if w <= now {
                         l.handle_timeout(w.max(now - ms as u64 * 1_000_000));
-                        wake = drain(&mut l, &mut book);
+                        drain(&mut l, &mut book);
                     }
                 }
                 l.handle_timeout(now);
