@@ -16,10 +16,21 @@ fi
 step "lint (clippy, warnings are errors; the core may not read a clock)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "benchmarks and examples compile (run them with the commands in BENCHMARKS.md / README.md)"
+cargo bench --workspace --locked --no-run
+cargo build --workspace --locked --examples
+
 step "Rust tests: unit, integration, vectors, simulator, property tests, doctests"
 # Property tests and proptest fuzzers use a fixed seed here so a CI run is reproducible; run
 # them locally without it (or with PROPTEST_CASES=5000) to explore new cases.
-PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261122}" cargo test --workspace --locked
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+set +e
+PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261122}" cargo test --workspace --locked 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
 
-step "benchmarks compile (run them with the commands in BENCHMARKS.md)"
-cargo bench --workspace --locked --no-run
+# One closing line for the whole run (cargo prints one per test binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
+     END { printf "\ntests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
+exit "$status"
