@@ -235,7 +235,8 @@ struct Bucket {
     reported: Option<u32>,
     /// Requests that may have reached the server without an answer (cancelled in flight, or
     /// failed after maybe reaching it): they count as in flight until the window resets.
-    ghosts: u32,
+    /// (Listed by route, so they follow their route if it moves to another bucket.)
+    ghosts: Vec<String>,
     /// End of the current window as the client sees it; `None` after a local reset until the
     /// next response tells (or a provisional end from the learned window length).
     reset_at: Option<Nanos>,
@@ -276,7 +277,7 @@ impl Bucket {
 
     /// Requests counted as in flight for this bucket.
     fn outstanding(&self, in_flight: usize) -> u32 {
-        (in_flight as u32).saturating_add(self.ghosts)
+        (in_flight as u32).saturating_add(self.ghosts.len() as u32)
     }
 
     /// How many more requests the window allows, given `in_flight` answers outstanding.
@@ -501,9 +502,10 @@ impl Limiter {
         {
             // An answer from before the last local reset may have been counted in the new
             // window after its lowest report: keep its slot until the next reset.
-            let b = &mut self.queue_mut(self.requests[&id].qid).bucket;
+            let qid = self.requests[&id].qid;
+            let b = &self.queue(qid).bucket;
             if sent_at.window_epoch < b.epoch && b.reported.is_some() {
-                b.ghosts += 1;
+                self.add_ghost(qid, id);
             }
         }
         // Learn the bucket first: the request may move to another queue.
@@ -512,7 +514,7 @@ impl Limiter {
         if (200..300).contains(&status) {
             self.edge_strikes = 0;
         }
-        self.apply_headers(now, qid, sent_at, &info, status);
+        self.apply_headers(now, id, qid, sent_at, &info, status);
 
         let disposition = match status {
             429 => self.on_rate_limited(now, id, qid, &info, response),
@@ -563,7 +565,7 @@ impl Limiter {
                 self.retry_after_error(now, id, true)
             }
             Failure::MaybeSent => {
-                self.queue_mut(qid).bucket.ghosts += 1;
+                self.add_ghost(qid, id);
                 if self.req(id).idempotent {
                     self.retry_after_error(now, id, true)
                 } else {
@@ -592,7 +594,7 @@ impl Limiter {
             ReqState::InFlight { .. } => {
                 self.take_in_flight(id)?;
                 // It may have reached the server: it keeps its slot until the window resets.
-                self.queue_mut(qid).bucket.ghosts += 1;
+                self.add_ghost(qid, id);
             }
             ReqState::Answered => return Err(Error::UnknownRequest(id)),
         }
@@ -958,6 +960,12 @@ impl Limiter {
         let src = self.queue_mut(from);
         src.pending = kept_pending;
         src.in_flight = kept_flight;
+        // Ghosts follow their route: they may have been counted by the bucket it moves to.
+        let (moved_ghosts, kept_ghosts): (Vec<String>, Vec<String>) = std::mem::take(&mut src.bucket.ghosts)
+            .into_iter()
+            .partition(|g| route.is_none_or(|k| g == k));
+        src.bucket.ghosts = kept_ghosts;
+        self.queue_mut(to).bucket.ghosts.extend(moved_ghosts);
         for &id in moved_pending.iter().chain(moved_flight.iter()) {
             self.req_mut(id).qid = to;
         }
@@ -977,6 +985,14 @@ impl Limiter {
                 dst.bucket = src_bucket;
             }
         }
+        // Requests in flight now belong to the destination's current window (window epochs
+        // are per bucket, so the old numbers mean nothing there).
+        let epoch = self.queue(to).bucket.epoch;
+        for id in self.queue(to).in_flight.clone() {
+            if let ReqState::InFlight { window_epoch, .. } = &mut self.req_mut(id).state {
+                *window_epoch = epoch;
+            }
+        }
         self.mark_dirty(from);
         self.mark_dirty(to);
         self.note_idle(from);
@@ -985,6 +1001,7 @@ impl Limiter {
     fn apply_headers(
         &mut self,
         now: Nanos,
+        id: RequestId,
         qid: Qid,
         flight: Flight,
         info: &RateLimitInfo,
@@ -994,13 +1011,14 @@ impl Limiter {
         let has_bucket_info =
             info.limit.is_some() || info.remaining.is_some() || info.reset_after.is_some();
         let mut detected_sliding = false;
-        let q = self.queue_mut(qid);
-        let b = &mut q.bucket;
+        let b = &self.queue(qid).bucket;
         if info.remaining.is_none() && b.known && !b.unlimited && flight.window_epoch == b.epoch {
             // An answer that reports nothing (a 5xx, a header-less 429) may still have been
             // counted by the server: it keeps its slot until the window resets.
-            b.ghosts += 1;
+            self.add_ghost(qid, id);
         }
+        let q = self.queue_mut(qid);
+        let b = &mut q.bucket;
         if !has_bucket_info {
             // 2xx without headers: the route has only the global limit (until headers appear).
             if (200..300).contains(&status) && !b.known {
@@ -1255,6 +1273,13 @@ impl Limiter {
         }
     }
 
+    /// Counts request `id` (which left the in-flight set) against its bucket until the
+    /// window resets: it may have been counted by the server without the client knowing.
+    fn add_ghost(&mut self, qid: Qid, id: RequestId) {
+        let route = self.requests[&id].route_key.clone();
+        self.queue_mut(qid).bucket.ghosts.push(route);
+    }
+
     fn record_invalid(&mut self, now: Nanos) {
         if self.config.invalid_request_limit == 0 {
             return;
@@ -1424,7 +1449,7 @@ impl Limiter {
                 b.epoch += 1;
                 b.sends_in_window = 0;
                 b.carried = b.outstanding(q.in_flight.len());
-                b.ghosts = 0;
+                b.ghosts.clear();
                 b.reported = None;
                 b.reset_provisional = false;
                 b.window_first_send = None;
