@@ -179,6 +179,37 @@ fn asctime(b: &[u8]) -> Option<i64> {
     to_unix(y, m, d, tod)
 }
 
+/// Formats Unix second `t` as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form
+/// RFC 9110 requires senders to generate (for `Date`, and for anyone who must send an HTTP date).
+pub fn format_imf_fixdate(t: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = t / 86_400;
+    let sod = t % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
+        DAYS[(days % 7) as usize],
+        d,
+        MONTHS[(m - 1) as usize],
+        y,
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,35 +299,4 @@ mod tests {
             assert_eq!(year_of(days_from_civil(y, m, d) * 86_400 + 86_399), y);
         }
     }
-}
-
-/// Formats Unix second `t` as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form
-/// RFC 9110 requires senders to generate (for `Date`, and for anyone who must send an HTTP date).
-pub fn format_imf_fixdate(t: u64) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let days = t / 86_400;
-    let sod = t % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
-        DAYS[(days % 7) as usize],
-        d,
-        MONTHS[(m - 1) as usize],
-        y,
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60
-    )
 }
