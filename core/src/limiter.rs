@@ -94,6 +94,8 @@ pub struct Limiter {
     next_queue_uid: u64,
     /// `METHOD /template` -> bucket id, learned from responses.
     routes: HashMap<String, String>,
+    /// Route -> how many queues keyed by that (not yet learned) route exist.
+    route_queues: HashMap<String, u32>,
     /// Route -> the bucket id it had before the server changed it: until that old bucket's
     /// queue learns the new id itself, the route's requests keep going to it.
     renamed: HashMap<String, String>,
@@ -119,6 +121,8 @@ pub struct Limiter {
     gate_wake: Option<Nanos>,
     /// Round-trip latencies of recent responses, for the global margin.
     latencies: VecDeque<Nanos>,
+    /// Round trips seen so far (for recomputing the margin every few samples).
+    latency_samples: u64,
     global_margin: Nanos,
     rng: u64,
     /// Queues that went empty, checked a few at a time for eviction.
@@ -342,6 +346,7 @@ impl Limiter {
             next_queue_uid: 0,
             routes: HashMap::default(),
             renamed: HashMap::default(),
+            route_queues: HashMap::default(),
             route_order: VecDeque::new(),
             identity_index: HashMap::default(),
             identities: Vec::new(),
@@ -356,6 +361,7 @@ impl Limiter {
             edge_strikes: 0,
             gate_wake: None,
             latencies: VecDeque::new(),
+            latency_samples: 0,
             global_margin: margin,
             rng,
             idle_candidates: VecDeque::new(),
@@ -727,20 +733,27 @@ impl Limiter {
     }
 
     fn queue_key_for(&self, iid: Iid, route_key: &str, major: &str) -> QueueKey {
-        let route_queue =
-            QueueKey { identity: iid, bucket: BucketId::Route(route_key.to_string()), major: major.to_string() };
-        let Some(hash) = self.routes.get(route_key) else { return route_queue };
+        let route_queue = || QueueKey {
+            identity: iid,
+            bucket: BucketId::Route(route_key.to_string()),
+            major: major.to_string(),
+        };
+        let Some(hash) = self.routes.get(route_key) else { return route_queue() };
         // A route queue still waiting for its pioneer keeps taking the route's requests until
         // the pioneer's answer merges it into the bucket's queue: two queues never probe one
-        // bucket at once.
-        if let Some(&qid) = self.queue_index.get(&route_queue) {
-            let q = self.queue(qid);
-            if !q.pending.is_empty() || !q.in_flight.is_empty() {
-                return route_queue;
+        // bucket at once. (Looked up only while such queues exist for this route.)
+        if self.route_queues.get(route_key).is_some_and(|&n| n > 0) {
+            let key = route_queue();
+            if let Some(&qid) = self.queue_index.get(&key) {
+                let q = self.queue(qid);
+                if !q.pending.is_empty() || !q.in_flight.is_empty() {
+                    return key;
+                }
             }
         }
         let key = QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.to_string() };
-        if !self.queue_index.contains_key(&key)
+        if !self.renamed.is_empty()
+            && !self.queue_index.contains_key(&key)
             && let Some(old) = self.renamed.get(route_key)
         {
             let old_key = QueueKey { identity: iid, bucket: BucketId::Hash(old.clone()), major: major.to_string() };
@@ -749,6 +762,18 @@ impl Limiter {
             }
         }
         key
+    }
+
+    /// Bookkeeping for `route_queues` when a queue keyed by an unknown route goes away.
+    fn forget_route_queue(&mut self, key: &QueueKey) {
+        if let BucketId::Route(route) = &key.bucket
+            && let Some(n) = self.route_queues.get_mut(route)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.route_queues.remove(route);
+            }
+        }
     }
 
     fn queue_for(&mut self, key: QueueKey) -> Qid {
@@ -781,6 +806,9 @@ impl Limiter {
                 self.queues.len() - 1
             }
         };
+        if let BucketId::Route(route) = &key.bucket {
+            *self.route_queues.entry(route.clone()).or_insert(0) += 1;
+        }
         self.queue_index.insert(key, qid);
         qid
     }
@@ -871,15 +899,16 @@ impl Limiter {
     /// Maps the request's route to `bucket` and moves its queue when the mapping is new or
     /// changed. Returns the queue the request now belongs to.
     fn learn_bucket(&mut self, now: Nanos, id: RequestId, bucket: Option<&str>) -> Qid {
-        let (qid, iid, route_key, major) = {
-            let r = self.req(id);
-            (r.qid, r.identity, r.route_key.clone(), r.major.clone())
-        };
+        let qid = self.req(id).qid;
         let Some(hash) = bucket else { return qid };
-        let target_bucket = BucketId::Hash(hash.to_string());
-        if self.queue(qid).key.bucket == target_bucket {
-            return qid;
+        if matches!(&self.queue(qid).key.bucket, BucketId::Hash(h) if h == hash) {
+            return qid; // the common case: nothing new, nothing to allocate
         }
+        let (iid, route_key, major) = {
+            let r = self.req(id);
+            (r.identity, r.route_key.clone(), r.major.clone())
+        };
+        let target_bucket = BucketId::Hash(hash.to_string());
         let previous = self.routes.insert(route_key.clone(), hash.to_string());
         if previous.is_none() {
             self.route_order.push_back(route_key.clone());
@@ -915,6 +944,7 @@ impl Limiter {
                 // Rename: the route's queue becomes the bucket's queue, state and all.
                 let old_key = self.queue(qid).key.clone();
                 self.queue_index.remove(&old_key);
+                self.forget_route_queue(&old_key);
                 self.queue_index.insert(target_key.clone(), qid);
                 self.queue_mut(qid).key = target_key;
                 qid
@@ -1331,7 +1361,9 @@ impl Limiter {
         if self.latencies.len() > SAMPLES {
             self.latencies.pop_front();
         }
-        if self.latencies.len() >= 16 {
+        self.latency_samples = self.latency_samples.wrapping_add(1);
+        // The spread is recomputed every 16 samples: it moves slowly, and the scan is 256 long.
+        if self.latencies.len() >= 16 && self.latency_samples % 16 == 0 {
             let min = self.latencies.iter().copied().min().unwrap_or(0);
             let max = self.latencies.iter().copied().max().unwrap_or(0);
             let spread = max - min;
@@ -1823,6 +1855,7 @@ impl Limiter {
             let key = q.key.clone();
             self.clear_slot(qid);
             self.queue_index.remove(&key);
+            self.forget_route_queue(&key);
             self.queues[qid] = None;
             self.free_queues.push(qid);
         }
