@@ -1363,7 +1363,7 @@ impl Limiter {
         }
         self.latency_samples = self.latency_samples.wrapping_add(1);
         // The spread is recomputed every 16 samples: it moves slowly, and the scan is 256 long.
-        if self.latencies.len() >= 16 && self.latency_samples % 16 == 0 {
+        if self.latencies.len() >= 16 && self.latency_samples.is_multiple_of(16) {
             let min = self.latencies.iter().copied().min().unwrap_or(0);
             let max = self.latencies.iter().copied().max().unwrap_or(0);
             let spread = max - min;
