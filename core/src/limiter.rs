@@ -515,7 +515,7 @@ impl Limiter {
             }
         }
         // Learn the bucket first: the request may move to another queue.
-        let qid = self.learn_bucket(now, id, info.bucket.as_deref());
+        let qid = self.learn_bucket(id, info.bucket.as_deref());
         let status = response.status;
         if (200..300).contains(&status) {
             self.edge_strikes = 0;
@@ -898,7 +898,7 @@ impl Limiter {
 
     /// Maps the request's route to `bucket` and moves its queue when the mapping is new or
     /// changed. Returns the queue the request now belongs to.
-    fn learn_bucket(&mut self, now: Nanos, id: RequestId, bucket: Option<&str>) -> Qid {
+    fn learn_bucket(&mut self, id: RequestId, bucket: Option<&str>) -> Qid {
         let qid = self.req(id).qid;
         let Some(hash) = bucket else { return qid };
         if matches!(&self.queue(qid).key.bucket, BucketId::Hash(h) if h == hash) {
@@ -951,7 +951,7 @@ impl Limiter {
             }
             _ => {
                 let target = self.queue_for(target_key);
-                self.move_route(now, qid, target, if whole_queue { None } else { Some(&route_key) });
+                self.move_route(qid, target, if whole_queue { None } else { Some(&route_key) });
                 // The answered request is in neither list that moved; it follows its route.
                 self.req_mut(id).qid = target;
                 target
@@ -961,7 +961,7 @@ impl Limiter {
 
     /// Moves the requests of `route` (all of them when `None`) from queue `from` to `to`,
     /// merging the pending lists by enqueue order.
-    fn move_route(&mut self, _now: Nanos, from: Qid, to: Qid, route: Option<&str>) {
+    fn move_route(&mut self, from: Qid, to: Qid, route: Option<&str>) {
         if from == to {
             return;
         }
