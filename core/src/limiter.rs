@@ -85,8 +85,8 @@ type ReadyKey = (Reverse<i32>, u64, Qid);
 pub struct Limiter {
     config: Config,
     now: Nanos,
+    /// Ids are issued in enqueue order, so comparing ids compares enqueue order.
     next_id: RequestId,
-    next_seq: u64,
     requests: HashMap<RequestId, Req>,
     queue_index: HashMap<QueueKey, Qid>,
     queues: Vec<Option<Queue>>,
@@ -170,7 +170,6 @@ struct Req {
     priority: i32,
     idempotent: bool,
     exempt: bool,
-    seq: u64,
     qid: Qid,
     state: ReqState,
     /// Not sent before this (retry backoff).
@@ -338,7 +337,6 @@ impl Limiter {
             config,
             now: 0,
             next_id: 1,
-            next_seq: 0,
             requests: HashMap::default(),
             queue_index: HashMap::default(),
             queues: Vec::new(),
@@ -416,8 +414,6 @@ impl Limiter {
         let iid = self.identity(&request.identity);
         let id = self.next_id;
         self.next_id += 1;
-        let seq = self.next_seq;
-        self.next_seq += 1;
 
         if self.identities[iid].unauthorized {
             self.outputs.push_back(Output::Fail(id, FailReason::Unauthorized));
@@ -469,7 +465,6 @@ impl Limiter {
                 priority: request.priority,
                 idempotent: request.idempotent.unwrap_or_else(|| is_idempotent_method(&method)),
                 exempt,
-                seq,
                 qid,
                 state: ReqState::Queued,
                 not_before: 0,
@@ -622,17 +617,7 @@ impl Limiter {
     pub fn close(&mut self, now: Nanos) {
         let now = self.advance(now);
         self.closed = true;
-        let mut queued: Vec<(u64, RequestId)> = self
-            .requests
-            .iter()
-            .filter(|(_, r)| r.state == ReqState::Queued)
-            .map(|(id, r)| (r.seq, *id))
-            .collect();
-        queued.sort_unstable();
-        for (_, id) in queued {
-            self.unqueue(id);
-            self.fail(id, FailReason::Closed);
-        }
+        self.fail_queued(|_| true, FailReason::Closed);
         self.pump(now);
     }
 
@@ -1002,7 +987,7 @@ impl Limiter {
         // Merge by enqueue order.
         let mut merged: Vec<RequestId> = self.queue_mut(to).pending.drain(..).collect();
         merged.extend(moved_pending);
-        merged.sort_by_key(|id| self.requests[id].seq);
+        merged.sort_unstable();
         let dst = self.queue_mut(to);
         dst.pending = merged.into();
         dst.in_flight.extend(moved_flight);
@@ -1229,14 +1214,12 @@ impl Limiter {
             self.fail(id, FailReason::Closed);
             return Disposition::Failed;
         }
-        let (qid, seq, exempt, iid) = {
+        let (qid, exempt, iid) = {
             let r = self.req(id);
-            (r.qid, r.seq, r.exempt, r.identity)
+            (r.qid, r.exempt, r.identity)
         };
-        let pos = {
-            let q = self.queue(qid);
-            q.pending.iter().position(|p| self.requests[p].seq > seq).unwrap_or(q.pending.len())
-        };
+        // Pending lists are in enqueue (= id) order.
+        let pos = self.queue(qid).pending.partition_point(|&p| p < id);
         self.queue_mut(qid).pending.insert(pos, id);
         self.req_mut(id).state = ReqState::Queued;
         if !exempt {
@@ -1338,16 +1321,21 @@ impl Limiter {
 
     fn mark_unauthorized(&mut self, iid: Iid) {
         self.identities[iid].unauthorized = true;
-        let mut queued: Vec<(u64, RequestId)> = self
+        self.fail_queued(|r| r.identity == iid, FailReason::Unauthorized);
+    }
+
+    /// Fails every queued request that `which` selects, in enqueue order.
+    fn fail_queued(&mut self, which: impl Fn(&Req) -> bool, reason: FailReason) {
+        let mut queued: Vec<RequestId> = self
             .requests
             .iter()
-            .filter(|(_, r)| r.identity == iid && r.state == ReqState::Queued)
-            .map(|(id, r)| (r.seq, *id))
+            .filter(|(_, r)| r.state == ReqState::Queued && which(r))
+            .map(|(id, _)| *id)
             .collect();
         queued.sort_unstable();
-        for (_, id) in queued {
+        for id in queued {
             self.unqueue(id);
-            self.fail(id, FailReason::Unauthorized);
+            self.fail(id, reason.clone());
         }
     }
 
@@ -1528,7 +1516,7 @@ impl Limiter {
             match head {
                 Some(id) => {
                     let r = &self.requests[&id];
-                    let key = (Reverse(r.priority), r.seq, qid);
+                    let key = (Reverse(r.priority), id, qid);
                     q.slot = Slot::Ready(key, id);
                     self.ready.insert(key);
                     return;
