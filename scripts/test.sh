@@ -30,7 +30,16 @@ PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261122}" cargo test --workspace --lock
 status=${PIPESTATUS[0]}
 set -e
 
-# One closing line for the whole run (cargo prints one per test binary).
+# One closing line for the Rust run (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) s += $i } }
-     END { printf "\ntests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
-exit "$status"
+     END { printf "\nrust tests: %d passed, %d failed, %d skipped\n", p, f, s }' "$log"
+[ "$status" -eq 0 ] || exit "$status"
+
+# Every other language: one script each in scripts/tests.d/, run in name order. Each installs
+# what it needs (idempotently), runs its suite and prints its own closing line.
+for part in scripts/tests.d/*.sh; do
+  [ -e "$part" ] || continue
+  step "$(basename "$part" .sh)"
+  bash "$part"
+done
+step "all tests passed"
