@@ -93,6 +93,8 @@
 pub mod config;
 pub mod error;
 pub mod headers;
+#[cfg(feature = "json")]
+pub mod json;
 pub mod limiter;
 pub mod route;
 pub mod server;

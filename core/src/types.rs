@@ -28,6 +28,7 @@ pub enum HeaderProfile {
     /// `RateLimit-Limit` / `RateLimit-Remaining` / `RateLimit-Reset` form.
     Ietf,
     /// GitHub-style `x-ratelimit-limit/remaining/reset/resource`, with `reset` in epoch seconds.
+    #[cfg_attr(feature = "serde", serde(rename = "github"))]
     GitHub,
     /// Only `Retry-After` (seconds or an HTTP date) is read.
     RetryAfterOnly,
