@@ -175,7 +175,9 @@ fn arg_priority(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
 
 fn arg_str(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     match obj.cast::<PyString>() {
-        Ok(s) => utf8::text(s).map(str::to_owned),
+        Ok(s) => utf8::text(s).map(str::to_owned).map_err(|e| {
+            invalid_argument(obj.py(), format!("{}: {}", repr(obj), e.value(obj.py())))
+        }),
         Err(_) => Err(invalid_argument(obj.py(), format!("expected a str, got {}", repr(obj)))),
     }
 }
@@ -199,6 +201,12 @@ fn arg_opt_f64(obj: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
     }
     obj.extract::<f64>().map(Some).map_err(|_| {
         invalid_argument(obj.py(), format!("retry_after must be a number of seconds or None, got {}", repr(obj)))
+    })
+}
+
+fn header_text<'a>(s: &'a Bound<'_, PyString>) -> PyResult<&'a str> {
+    utf8::text(s).map_err(|e| {
+        invalid_argument(s.py(), format!("header {}: {}", repr(s.as_any()), e.value(s.py())))
     })
 }
 
@@ -570,7 +578,7 @@ impl Limiter {
         };
         let pairs = owned
             .iter()
-            .map(|(n, v)| Ok((utf8::text(n)?, utf8::text(v)?)))
+            .map(|(n, v)| Ok((header_text(n)?, header_text(v)?)))
             .collect::<PyResult<Vec<(&str, &str)>>>()?;
         let response = Response {
             status,
