@@ -89,7 +89,9 @@ def run(coro: Awaitable[Any], limit: float = 30.0) -> Any:
 def json_response(status: int, body: Dict[str, Any], headers: Optional[Dict[str, str]] = None) -> web.Response:
     import json
 
-    return web.Response(status=status, text=json.dumps(body), content_type="application/json", headers=headers)
+    return web.Response(
+        status=status, body=json.dumps(body).encode(), content_type="application/json", headers=headers
+    )
 
 
 def messages_bucket(limit: int, window_s: float, **extra: Any) -> Dict[str, Any]:
