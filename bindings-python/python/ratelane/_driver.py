@@ -18,6 +18,7 @@ from typing import (
     Callable,
     Dict,
     Iterable,
+    List,
     Mapping,
     Optional,
     Tuple,
@@ -374,7 +375,8 @@ class RateLimiter:
 
     def _pump(self) -> None:
         """Drains the core's outputs (the drain invariant) and acts on each."""
-        for output in self._core.drain():
+        outputs: List[Any] = self._core.drain()  # Any: dispatched on the exact type below
+        for output in outputs:
             kind = type(output)
             if kind is Send:
                 waiter = self._waiters.get(output.id)

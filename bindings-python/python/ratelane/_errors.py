@@ -28,7 +28,7 @@ has its class here (checked when ``ratelane`` is imported).
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from typing import Dict, List, Optional, Type
 
 __all__ = [
     "RatelaneError",
@@ -196,7 +196,7 @@ class SimulationContractError(RatelaneError, AssertionError):
 
     code = "simulation_contract"
 
-    def __init__(self, message: str, *, at_ns: int = 0, trace: Optional[list] = None) -> None:
+    def __init__(self, message: str, *, at_ns: int = 0, trace: Optional[List[str]] = None) -> None:
         super().__init__(message)
         self.at_ns = at_ns
         self.trace = list(trace or [])
