@@ -143,10 +143,30 @@ class RateLimiter:
             Whatever ``send`` raises that is not a transport failure (the request is
             cancelled in the limiter first).
         """
-        waiter = self._enqueue(
-            method, path, major, identity, deadline, timeout, priority, idempotent, global_exempt
-        )
         core = self._core
+        loop = self._loop
+        if (
+            loop is not None
+            and major is None
+            and identity is None
+            and deadline is None
+            and timeout is None
+            and not priority
+            and idempotent is None
+            and global_exempt is None
+        ):
+            # The common call: no keyword arguments cross to the native module (with the
+            # abi3-py39 ABI each one costs a dict).
+            rid = core.enqueue(int(loop.time() * 1e9), method, path)
+            waiter = _Waiter(rid)
+            self._waiters[rid] = waiter
+            self._pump()
+        else:
+            waiter = self._enqueue(
+                method, path, major, identity, deadline, timeout, priority, idempotent, global_exempt
+            )
+            loop = self._loop
+        assert loop is not None
         try:
             while True:
                 if waiter.state != _SENDABLE:
@@ -165,19 +185,24 @@ class RateLimiter:
                     if disposition == "retry":
                         continue
                     raise self._failure(waiter) from exc
-                status = status_of(response)
+                status = getattr(response, "status", None)
+                if status is None:
+                    status = status_of(response)
+                headers = getattr(response, "headers", None)
+                if type(headers) is not dict:
+                    headers = headers_of(headers)
                 if status == 429:
                     retry_after, global_ = await body_hints(response)
+                    disposition = core.handle_response(
+                        int(loop.time() * 1e9),
+                        waiter.id,
+                        status,
+                        headers,
+                        retry_after=retry_after,
+                        global_=global_,
+                    )
                 else:
-                    retry_after = global_ = None
-                disposition = core.handle_response(
-                    self._now(),
-                    waiter.id,
-                    status,
-                    headers_of(response),
-                    retry_after=retry_after,
-                    global_=global_,
-                )
+                    disposition = core.handle_response(int(loop.time() * 1e9), waiter.id, status, headers)
                 self._pump()
                 if disposition == "complete":
                     waiter.state = _DONE
@@ -186,7 +211,10 @@ class RateLimiter:
                 if disposition == "failed":
                     raise self._failure(waiter)
         finally:
-            self._forget(waiter)
+            if waiter.state == _DONE:
+                self._waiters.pop(waiter.id, None)
+            else:
+                self._forget(waiter)
 
     def acquire(
         self,
@@ -321,17 +349,20 @@ class RateLimiter:
             if not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or not deadline >= 0:
                 raise InvalidArgumentError(f"deadline must be a loop.time() value, got {deadline!r}")
             deadline_ns = int(deadline * 1e9)
-        rid = self._core.enqueue(
-            now,
-            method,
-            path,
-            major=major,
-            identity=identity,
-            deadline_ns=deadline_ns,
-            priority=priority,
-            idempotent=idempotent,
-            global_exempt=global_exempt,
-        )
+        options: Dict[str, Any] = {}
+        if major is not None:
+            options["major"] = major
+        if identity is not None:
+            options["identity"] = identity
+        if deadline_ns is not None:
+            options["deadline_ns"] = deadline_ns
+        if priority:
+            options["priority"] = priority
+        if idempotent is not None:
+            options["idempotent"] = idempotent
+        if global_exempt is not None:
+            options["global_exempt"] = global_exempt
+        rid = self._core.enqueue(now, method, path, **options)
         waiter = _Waiter(rid)
         self._waiters[rid] = waiter
         self._pump()
@@ -488,14 +519,14 @@ class Permit:
         if waiter.state == _DONE or waiter.state == _FAILED:
             raise RuntimeError("this request already has its outcome")
         limiter = self._limiter
-        disposition: str = limiter._core.handle_response(
-            limiter._now(),
-            waiter.id,
-            status,
-            headers_of(headers),
-            retry_after=retry_after,
-            global_=global_,
-        )
+        if type(headers) is not dict:
+            headers = headers_of(headers)
+        if retry_after is None and global_ is None:
+            disposition: str = limiter._core.handle_response(limiter._now(), waiter.id, status, headers)
+        else:
+            disposition = limiter._core.handle_response(
+                limiter._now(), waiter.id, status, headers, retry_after=retry_after, global_=global_
+            )
         limiter._pump()
         if disposition == "complete":
             waiter.state = _DONE
