@@ -48,6 +48,9 @@ if [ -n "$py39" ]; then
   (cd tests && "$old/bin/python" -m pytest -q -p no:cacheprovider test_vectors.py test_sans_io.py | tail -1)
 fi
 
+echo "demo: examples/python/discord_bot.py"
+"../$VENV/bin/python" ../examples/python/discord_bot.py | tail -1
+
 echo "pytest"
 cd tests
 exec "../../$VENV/bin/python" -m pytest -q -p no:cacheprovider

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from types import TracebackType
 from typing import (
+    TYPE_CHECKING,
     Any,
     Awaitable,
     Callable,
@@ -23,9 +24,13 @@ from typing import (
     Optional,
     Tuple,
     Type,
+    TypedDict,
     TypeVar,
     Union,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 from . import _core
 from ._core import Fail, Idle, Send, WaitUntil
@@ -39,7 +44,30 @@ from ._errors import (
 from ._responses import body_hints, discard, failure_kind, headers_of, status_of
 from ._settings import config_json, seconds_settings
 
-__all__ = ["RateLimiter", "Permit"]
+__all__ = ["RateLimiter", "Permit", "RequestOptions"]
+
+
+class RequestOptions(TypedDict, total=False):
+    """Per-request options of ``RateLimiter.run`` and ``RateLimiter.acquire``."""
+
+    major: Optional[str]
+    """When given, ``path`` is a route template and this its major parameter (channel id...)."""
+    identity: Optional[str]
+    """Key of the token the request is sent with (a hash or the bot id, never the token)."""
+    deadline: Optional[float]
+    """A ``loop.time()`` instant: fail at once if the request could not be sent before it."""
+    timeout: Optional[float]
+    """Seconds from now; the same as ``deadline`` relative to now."""
+    priority: int
+    """Higher goes first when requests compete for the global limit (default 0)."""
+    idempotent: Optional[bool]
+    """Whether re-sending is harmless (default: by method)."""
+    global_exempt: Optional[bool]
+    """Whether the route is exempt from the global limit (default: by route)."""
+
+
+_OPTION_NAMES = frozenset(RequestOptions.__annotations__)
+_IDLE = Idle()
 
 R = TypeVar("R")
 
@@ -109,14 +137,7 @@ class RateLimiter:
         method: str,
         path: str,
         send: Callable[[], Awaitable[R]],
-        *,
-        major: Optional[str] = None,
-        identity: Optional[str] = None,
-        deadline: Optional[float] = None,
-        timeout: Optional[float] = None,
-        priority: int = 0,
-        idempotent: Optional[bool] = None,
-        global_exempt: Optional[bool] = None,
+        **options: Unpack[RequestOptions],
     ) -> R:
         """Sends one request through the limiter and returns ``send()``'s response.
 
@@ -127,12 +148,14 @@ class RateLimiter:
         ``retry_after``/``global`` from it. A response that is retried is released.
 
         ``path`` is the concrete path or URL (the route and major parameter are derived from
-        it), or a route template when ``major`` is given. ``identity`` keys the token (a hash
-        or the bot id, never the token). ``deadline`` is a ``loop.time()`` instant and
-        ``timeout`` a number of seconds from now: the request fails at once if it could not
-        be sent before then. Transport exceptions from ``send`` are classified (connection
-        refused: never sent; reset or timeout: maybe sent); a non-idempotent request that may
-        have been sent is not re-sent.
+        it), or a route template when ``major`` is given. Options (``RequestOptions``):
+        ``identity`` keys the token (a hash or the bot id, never the token); ``deadline`` is a
+        ``loop.time()`` instant and ``timeout`` a number of seconds from now: the request
+        fails at once if it could not be sent before then; ``priority`` (higher first when
+        the global limit is scarce); ``idempotent`` and ``global_exempt`` override what the
+        method and route imply. Transport exceptions from ``send`` are classified
+        (connection refused: never sent; reset or timeout: maybe sent); a non-idempotent
+        request that may have been sent is not re-sent.
 
         Raises:
             RateLimitError: a subclass per reason (``MaxWaitExceededError`` with
@@ -145,28 +168,24 @@ class RateLimiter:
         """
         core = self._core
         loop = self._loop
-        if (
-            loop is not None
-            and major is None
-            and identity is None
-            and deadline is None
-            and timeout is None
-            and not priority
-            and idempotent is None
-            and global_exempt is None
-        ):
-            # The common call: no keyword arguments cross to the native module (with the
-            # abi3-py39 ABI each one costs a dict).
+        outputs: List[Any]  # drained outputs, dispatched on their exact type
+        if loop is None or options:
+            waiter = self._enqueue(method, path, options)
+            loop = self._loop
+            assert loop is not None
+        else:
+            # The common call, inlined: no keyword arguments cross to the native module (with
+            # the abi3-py39 ABI each one costs a dict), and the usual drain, [Send(it), Idle],
+            # needs no dispatch.
             rid = core.enqueue(int(loop.time() * 1e9), method, path)
             waiter = _Waiter(rid)
             self._waiters[rid] = waiter
-            self._pump()
-        else:
-            waiter = self._enqueue(
-                method, path, major, identity, deadline, timeout, priority, idempotent, global_exempt
-            )
-            loop = self._loop
-        assert loop is not None
+            outputs = core.drain()
+            first = outputs[0]
+            if len(outputs) == 2 and outputs[1] is _IDLE and type(first) is Send and first.id == rid:
+                waiter.state = _SENDABLE
+            else:
+                self._dispatch(outputs)
         try:
             while True:
                 if waiter.state != _SENDABLE:
@@ -203,7 +222,13 @@ class RateLimiter:
                     )
                 else:
                     disposition = core.handle_response(int(loop.time() * 1e9), waiter.id, status, headers)
-                self._pump()
+                outputs = core.drain()
+                if len(outputs) == 1:  # only the closing WaitUntil / Idle
+                    last: Any = outputs[0]
+                    if last is not _IDLE and (self._timer is None or last.at_ns < self._timer_at):
+                        self._arm(last.at_ns)
+                else:
+                    self._dispatch(outputs)
                 if disposition == "complete":
                     waiter.state = _DONE
                     return response
@@ -212,23 +237,11 @@ class RateLimiter:
                     raise self._failure(waiter)
         finally:
             if waiter.state == _DONE:
-                self._waiters.pop(waiter.id, None)
+                del self._waiters[waiter.id]
             else:
                 self._forget(waiter)
 
-    def acquire(
-        self,
-        method: str,
-        path: str,
-        *,
-        major: Optional[str] = None,
-        identity: Optional[str] = None,
-        deadline: Optional[float] = None,
-        timeout: Optional[float] = None,
-        priority: int = 0,
-        idempotent: Optional[bool] = None,
-        global_exempt: Optional[bool] = None,
-    ) -> "Permit":
+    def acquire(self, method: str, path: str, **options: Unpack[RequestOptions]) -> "Permit":
         """A permit for code that makes the request itself::
 
             async with limiter.acquire("POST", "/channels/123/messages") as permit:
@@ -242,10 +255,7 @@ class RateLimiter:
         the limiter (what it used stays used until its window resets). See ``Permit`` for
         retrying in place.
         """
-        return Permit(
-            self,
-            (method, path, major, identity, deadline, timeout, priority, idempotent, global_exempt),
-        )
+        return Permit(self, method, path, options)
 
     def predict(
         self,
@@ -323,18 +333,17 @@ class RateLimiter:
             loop = self._bind()
         return int(loop.time() * 1e9)
 
-    def _enqueue(
-        self,
-        method: str,
-        path: str,
-        major: Optional[str],
-        identity: Optional[str],
-        deadline: Optional[float],
-        timeout: Optional[float],
-        priority: int,
-        idempotent: Optional[bool],
-        global_exempt: Optional[bool],
-    ) -> _Waiter:
+    def _enqueue(self, method: str, path: str, options: RequestOptions) -> _Waiter:
+        unknown = set(options) - _OPTION_NAMES
+        if unknown:
+            raise InvalidArgumentError(f"unknown request options {sorted(unknown)}; expected {sorted(_OPTION_NAMES)}")
+        major = options.get("major")
+        identity = options.get("identity")
+        deadline = options.get("deadline")
+        timeout = options.get("timeout")
+        priority = options.get("priority", 0)
+        idempotent = options.get("idempotent")
+        global_exempt = options.get("global_exempt")
         if self._loop is None:
             self._bind()
         now = self._now()
@@ -349,20 +358,20 @@ class RateLimiter:
             if not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or not deadline >= 0:
                 raise InvalidArgumentError(f"deadline must be a loop.time() value, got {deadline!r}")
             deadline_ns = int(deadline * 1e9)
-        options: Dict[str, Any] = {}
+        native: Dict[str, Any] = {}  # only what is set: each keyword costs a dict entry
         if major is not None:
-            options["major"] = major
+            native["major"] = major
         if identity is not None:
-            options["identity"] = identity
+            native["identity"] = identity
         if deadline_ns is not None:
-            options["deadline_ns"] = deadline_ns
+            native["deadline_ns"] = deadline_ns
         if priority:
-            options["priority"] = priority
+            native["priority"] = priority
         if idempotent is not None:
-            options["idempotent"] = idempotent
+            native["idempotent"] = idempotent
         if global_exempt is not None:
-            options["global_exempt"] = global_exempt
-        rid = self._core.enqueue(now, method, path, **options)
+            native["global_exempt"] = global_exempt
+        rid = self._core.enqueue(now, method, path, **native)
         waiter = _Waiter(rid)
         self._waiters[rid] = waiter
         self._pump()
@@ -406,7 +415,10 @@ class RateLimiter:
 
     def _pump(self) -> None:
         """Drains the core's outputs (the drain invariant) and acts on each."""
-        outputs: List[Any] = self._core.drain()  # Any: dispatched on the exact type below
+        self._dispatch(self._core.drain())
+
+    def _dispatch(self, outputs: List[Any]) -> None:
+        """Acts on drained outputs (``Any``: dispatched on their exact type)."""
         for output in outputs:
             kind = type(output)
             if kind is Send:
@@ -461,11 +473,13 @@ class Permit:
     send and report again. Or just leave the block: the retry is cancelled.
     """
 
-    __slots__ = ("_limiter", "_args", "_waiter", "disposition")
+    __slots__ = ("_limiter", "_method", "_path", "_options", "_waiter", "disposition")
 
-    def __init__(self, limiter: RateLimiter, args: Tuple[Any, ...]) -> None:
+    def __init__(self, limiter: RateLimiter, method: str, path: str, options: RequestOptions) -> None:
         self._limiter = limiter
-        self._args = args
+        self._method = method
+        self._path = path
+        self._options = options
         self._waiter: Optional[_Waiter] = None
         self.disposition: Optional[str] = None
         """The last answer's disposition: ``"complete"``, ``"retry"``, ``"failed"`` or None."""
@@ -483,7 +497,7 @@ class Permit:
     async def __aenter__(self) -> "Permit":
         if self._waiter is not None:
             raise RuntimeError("a permit is entered once")
-        waiter = self._limiter._enqueue(*self._args)
+        waiter = self._limiter._enqueue(self._method, self._path, self._options)
         self._waiter = waiter
         try:
             await self._limiter._wait(waiter)
