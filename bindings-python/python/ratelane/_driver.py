@@ -37,7 +37,6 @@ from ._core import Fail, Idle, Send, WaitUntil
 from ._errors import (
     DeadlineExceededError,
     InvalidArgumentError,
-    LimiterClosedError,
     RatelaneError,
     RateLimitError,
 )
@@ -334,6 +333,13 @@ class RateLimiter:
         return int(loop.time() * 1e9)
 
     def _enqueue(self, method: str, path: str, options: RequestOptions) -> _Waiter:
+        loop = self._loop
+        if not options and loop is not None:
+            rid = self._core.enqueue(int(loop.time() * 1e9), method, path)
+            waiter = _Waiter(rid)
+            self._waiters[rid] = waiter
+            self._pump()
+            return waiter
         unknown = set(options) - _OPTION_NAMES
         if unknown:
             raise InvalidArgumentError(f"unknown request options {sorted(unknown)}; expected {sorted(_OPTION_NAMES)}")
@@ -499,11 +505,12 @@ class Permit:
             raise RuntimeError("a permit is entered once")
         waiter = self._limiter._enqueue(self._method, self._path, self._options)
         self._waiter = waiter
-        try:
-            await self._limiter._wait(waiter)
-        except BaseException:
-            self._limiter._forget(waiter)
-            raise
+        if waiter.state != _SENDABLE:
+            try:
+                await self._limiter._wait(waiter)
+            except BaseException:
+                self._limiter._forget(waiter)
+                raise
         waiter.state = _WAITING
         return self
 

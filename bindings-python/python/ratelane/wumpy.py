@@ -29,8 +29,7 @@ from types import TracebackType
 from typing import Any, Awaitable, Callable, Mapping, Optional, Type
 from urllib.parse import quote
 
-from wumpy.rest import RateLimited
-from wumpy.rest._config import RatelimiterContext
+from wumpy.rest import RateLimited, RatelimiterContext
 
 from ._driver import Permit, RateLimiter
 from ._errors import DeadlineExceededError
