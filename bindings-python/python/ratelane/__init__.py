@@ -6,6 +6,8 @@
   ``Send``, ``Fail``, ``WaitUntil``, ``Idle`` and the observations ``RateLimited``,
   ``BucketLearned``, ``InvalidRequestWarning``.
 * ``ratelane.sim``: the Discord simulator, to test code in virtual time.
+* ``ratelane.server``: server-side limiters (GCRA, leaky bucket, fixed window) that render
+  ``X-RateLimit-*`` and IETF ``RateLimit`` headers, for your own API.
 * Adapters: ``ratelane.httpx`` (a transport), ``ratelane.aiohttp`` (a session wrapper),
   ``ratelane.wumpy`` (wumpy-rest's ``Ratelimiter`` protocol), ``ratelane.hikari`` (a bucket
   manager for hikari's ``RESTClientImpl``).
@@ -32,6 +34,7 @@ from ._errors import (
     ClosedError,
     DeadlineExceededError,
     InvalidArgumentError,
+    InsufficientCapacityError,
     InvalidConfigError,
     InvalidRequestError,
     InvalidStateError,
@@ -91,6 +94,7 @@ __all__ = [
     "InvalidRequestError",
     "LimiterClosedError",
     "InvalidArgumentError",
+    "InsufficientCapacityError",
     "SimulationContractError",
     "NotSentError",
     "FAIL_CODES",

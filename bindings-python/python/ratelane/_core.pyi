@@ -16,6 +16,11 @@ __all__ = [
     "Idle",
     "Server",
     "Simulation",
+    "Decision",
+    "Scheduled",
+    "GcraStore",
+    "LeakyBucketStore",
+    "FixedWindowStore",
     "FAIL_CODES",
     "ERROR_CODES",
     "CORE_VERSION",
@@ -220,3 +225,97 @@ class Simulation:
     def run_until(self, until_ns: int) -> str: ...
     @property
     def now_ns(self) -> int: ...
+
+@final
+class Decision:
+    """What a server-side check decided for one key."""
+
+    @property
+    def allowed(self) -> bool: ...
+    @property
+    def limit(self) -> int: ...
+    @property
+    def remaining(self) -> int: ...
+    @property
+    def reset_after_ns(self) -> int: ...
+    @property
+    def clear_after_ns(self) -> int: ...
+    @property
+    def replenish_after_ns(self) -> Optional[int]: ...
+    @property
+    def window_ns(self) -> int: ...
+    @property
+    def retry_after_s(self) -> Optional[int]: ...
+    def x_ratelimit_headers(self) -> list[tuple[str, str]]:
+        """X-RateLimit-Remaining, X-RateLimit-Clear (and X-RateLimit-Reset, Retry-After when blocked)."""
+    def ietf_headers(self, policy: str) -> list[tuple[str, str]]:
+        """RateLimit-Policy and RateLimit for ``policy`` (and Retry-After when blocked)."""
+
+@final
+class Scheduled:
+    """When a scheduled job may start."""
+
+    @property
+    def run_now(self) -> bool: ...
+    @property
+    def release_at_ns(self) -> int: ...
+    @property
+    def waiting(self) -> int: ...
+
+@final
+class GcraStore:
+    """GCRA per key: one request per ``interval_ns``, ``burst`` back to back."""
+
+    def __new__(cls, interval_ns: int, burst: int, max_keys: int = 100000) -> GcraStore: ...
+    @staticmethod
+    def per_window(quota: int, window_ns: int, max_keys: int = 100000) -> GcraStore: ...
+    def check(self, key: str, now_ns: int) -> Decision: ...
+    def check_n(self, key: str, now_ns: int, n: int) -> Decision:
+        """Raises InsufficientCapacityError when ``n`` exceeds the burst."""
+    def __len__(self) -> int: ...
+    @property
+    def untracked(self) -> int: ...
+    @property
+    def max_keys(self) -> int: ...
+
+@final
+class LeakyBucketStore:
+    """A leaky bucket per key."""
+
+    def __new__(
+        cls,
+        size: int,
+        drip_rate_ns: int,
+        drip_size: int = 1,
+        max_keys: int = 100000,
+        *,
+        min_interval_ns: Optional[int] = None,
+    ) -> LeakyBucketStore: ...
+    @staticmethod
+    def from_legacy(
+        *,
+        max: Optional[int] = None,
+        duration_ns: Optional[int] = None,
+        min_interval_ns: Optional[int] = None,
+        max_keys: int = 100000,
+    ) -> LeakyBucketStore: ...
+    def check(self, key: str, now_ns: int, factor: Optional[float] = None) -> Decision: ...
+    def __len__(self) -> int: ...
+    @property
+    def untracked(self) -> int: ...
+    @property
+    def max_keys(self) -> int: ...
+
+@final
+class FixedWindowStore:
+    """A fixed window per key, with release-time estimates for delayed jobs."""
+
+    def __new__(cls, quota: int, window_ns: int, max_keys: int = 100000) -> FixedWindowStore: ...
+    def check(self, key: str, now_ns: int) -> Decision: ...
+    def schedule(self, key: str, now_ns: int) -> Scheduled: ...
+    def release(self, key: str, now_ns: int) -> bool: ...
+    def __len__(self) -> int: ...
+    @property
+    def untracked(self) -> int: ...
+    @property
+    def max_keys(self) -> int: ...

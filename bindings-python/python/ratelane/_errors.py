@@ -17,6 +17,7 @@ Hierarchy (every class carries a stable ``code`` string, the same in every ratel
     ├── InvalidRequestError           invalid_request    (also ValueError)
     ├── LimiterClosedError            limiter_closed     (also RuntimeError)
     ├── InvalidArgumentError          invalid_argument   (also TypeError and ValueError)
+    ├── InsufficientCapacityError     insufficient_capacity (also ValueError; server side)
     └── SimulationContractError       simulation_contract (also AssertionError)
 
 ``RateLimitError`` subclasses are request outcomes: the core decided a request cannot be
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidRequestError",
     "LimiterClosedError",
     "InvalidArgumentError",
+    "InsufficientCapacityError",
     "SimulationContractError",
     "FAIL_CLASSES",
     "ERROR_CLASSES",
@@ -186,6 +188,18 @@ class InvalidArgumentError(RatelaneError, TypeError, ValueError):
     """A value of the wrong Python type or range, caught by the binding itself."""
 
     code = "invalid_argument"
+
+
+class InsufficientCapacityError(RatelaneError, ValueError):
+    """Server side: a request heavier than the whole burst can never be admitted
+    (``GcraStore.check_n``); ``requested`` and ``capacity`` say by how much."""
+
+    code = "insufficient_capacity"
+
+    def __init__(self, message: str, *, requested: int = 0, capacity: int = 0) -> None:
+        super().__init__(message)
+        self.requested = requested
+        self.capacity = capacity
 
 
 class SimulationContractError(RatelaneError, AssertionError):
