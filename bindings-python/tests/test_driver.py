@@ -189,6 +189,49 @@ def test_a_cancelled_task_gives_back_its_slot() -> None:
     assert len(imitation.log) == 2
 
 
+def test_a_task_cancelled_after_its_turn_came_gives_the_slot_back() -> None:
+    release = asyncio.Event()
+
+    async def override(request: web.Request) -> Any:
+        if request.query.get("slow"):
+            await release.wait()
+        return None
+
+    imitation = DiscordImitation(override, **messages_bucket(2, 60.0))
+    tasks: List[Any] = []
+
+    def cancel_the_second(event: Any) -> None:
+        # Runs while the driver dispatches the pioneer's outputs, just before the Send that
+        # gives the second request its turn: its task is cancelled before it can send.
+        if isinstance(event, ratelane.BucketLearned):
+            tasks[0].cancel()
+
+    async def main() -> None:
+        async with serve(imitation) as base, aiohttp.ClientSession() as session:
+            async with ratelane.RateLimiter(on_observation=cancel_the_second) as limiter:
+                pioneer = asyncio.ensure_future(
+                    limiter.run("POST", CHANNEL, lambda: session.post(base + CHANNEL + "?slow=1"))
+                )
+                await asyncio.sleep(0.05)
+                tasks.append(
+                    asyncio.ensure_future(limiter.run("POST", CHANNEL, lambda: session.post(base + CHANNEL)))
+                )
+                await asyncio.sleep(0.05)
+                assert limiter.queued == 1  # waits for the pioneer's headers
+                release.set()
+                (await pioneer).release()
+                with pytest.raises(asyncio.CancelledError):
+                    await tasks[0]
+                # It never left, so its slot (1 of 2 left) came back: the next one goes at once.
+                assert (limiter.queued, limiter.in_flight) == (0, 0)
+                assert limiter.predict("POST", CHANNEL) == 0.0
+                third = await limiter.run("POST", CHANNEL, lambda: session.post(base + CHANNEL))
+                third.release()
+
+    run(main())
+    assert [status for _, _, status in imitation.log] == [200, 200]
+
+
 def test_aclose_fails_every_queued_request() -> None:
     imitation = DiscordImitation(**messages_bucket(1, 60.0))
 

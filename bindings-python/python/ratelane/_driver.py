@@ -410,13 +410,20 @@ class RateLimiter:
         """The request's outcome is known to the caller: cancel it in the core if it is
         still live there (the task was cancelled, or ``send`` raised)."""
         self._waiters.pop(waiter.id, None)
-        if waiter.state == _DONE or waiter.state == _FAILED:
+        state = waiter.state
+        if state == _DONE or state == _FAILED:
             return
         waiter.state = _DONE
         try:
+            if state == _SENDABLE:
+                # The core said Send, but the task was cancelled before the request left:
+                # "not sent" gives its global token and bucket slot back (a plain cancel
+                # would keep them used until the window resets).
+                self._core.handle_failure(self._now(), waiter.id, "not_sent")
+                self._pump()
             self._core.cancel(self._now(), waiter.id)
         except RatelaneError:
-            return  # already ended in the core (e.g. closed while in flight)
+            return  # already ended in the core (failed, or closed while in flight)
         self._pump()
 
     def _pump(self) -> None:
