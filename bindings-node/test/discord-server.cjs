@@ -11,7 +11,7 @@ const { SimServer } = require('..')
 /**
  * @param {object} options
  *   config: the simulator's server settings (ratelane::json::server_config_from_json);
- *   latencyMs: delay before each answer (default 0);
+ *   latencyMs: delay before each answer (default 0), plus up to jitterMs more at random;
  *   hold: (method, path) => true to never answer (the client must abort);
  *   dropOnce: (method, path, count) => true to destroy the socket instead of answering;
  *   lifetimeMs: the server closes itself after this long.
@@ -22,12 +22,18 @@ async function startDiscordServer(options = {}) {
   const sim = new SimServer(JSON.stringify(config))
   const stats = { arrivals: 0, byStatus: {}, aborted: 0, dropped: 0 }
   const latency = options.latencyMs || 0
+  const jitter = options.jitterMs || 0
   const sockets = new Set()
 
   const server = http.createServer((req, res) => {
     const url = new URL(req.url, 'http://127.0.0.1')
     const path = url.pathname
     const method = req.method
+    if (path === '/__stats') {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ ...stats, count429: sim.count429() }))
+      return
+    }
     req.resume()
     req.on('end', () => {
       if (options.hold && options.hold(method, path)) {
@@ -49,7 +55,8 @@ async function startDiscordServer(options = {}) {
         res.writeHead(r.status, headers)
         res.end(r.status === 200 ? JSON.stringify({ id: String(stats.arrivals), ok: true }) : r.bodyText)
       }
-      if (latency > 0) setTimeout(answer, latency)
+      const delay = latency + (jitter > 0 ? Math.random() * jitter : 0)
+      if (delay > 0) setTimeout(answer, delay)
       else answer()
     })
   })
