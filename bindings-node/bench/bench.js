@@ -103,6 +103,7 @@ function workloads() {
   return [
     ['burst: 100 messages to 4 channels (bucket 5/s per channel)', { config: bucketConfig, latencyMs: 5, jitterMs: 20 }, burst],
     ['spread: 150 messages to 150 channels (global 50/s)', { config: bucketConfig, latencyMs: 5, jitterMs: 20 }, spread],
+    ['spread, uneven latency: 150 messages to 150 channels (global 50/s)', { config: bucketConfig, latencyMs: 10, jitterMs: 150 }, spread],
   ]
 }
 
@@ -183,7 +184,7 @@ async function main() {
         await server.stop()
       }
     }
-    console.log(`\n${name}; server latency 5-25 ms:`)
+    console.log(`\n${name}; server latency ${options.latencyMs}-${options.latencyMs + options.jitterMs} ms:`)
     console.table(rows)
   }
 }
