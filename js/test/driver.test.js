@@ -324,6 +324,8 @@ test('misuse rejects with typed errors and leaves nothing behind', async () => {
   await assert.rejects(limiter.run('GET POST', '/x', () => ok()), (e) => e instanceof InvalidRequestError && e.code === 'invalid_request')
   await assert.rejects(limiter.run('GET', '/x', () => ok(), { signal: {} }), InvalidArgumentError)
   await assert.rejects(limiter.run('GET', '/users/@me', () => ({ nope: true })), InvalidArgumentError)
+  const hostile = { get forEach() { throw new Error('boom') }, get: () => null }
+  await assert.rejects(limiter.run('GET', '/users/@me', () => ({ status: 200, headers: hostile })), InvalidArgumentError)
   assert.throws(() => limiter.on('rateLimited', 5), InvalidArgumentError)
   assert.equal(limiter.queued + limiter.inFlight, 0)
   await limiter.close()
