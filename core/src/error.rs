@@ -7,8 +7,10 @@
 use core::fmt;
 
 /// What the caller did wrong. Stable codes come from [`Error::code`].
+///
+/// Exhaustive for the same reason as [`crate::FailReason`]: bindings map every error to an
+/// exception class without a wildcard arm.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Error {
     /// The request id is not known to this limiter (never issued, or already finished).
     UnknownRequest(u64),

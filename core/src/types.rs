@@ -120,10 +120,13 @@ pub struct RateLimitInfo {
 }
 
 /// Why a request ended without being answered. Stable codes come from [`FailReason::code`].
+///
+/// Deliberately exhaustive (not `#[non_exhaustive]`): bindings map every reason to an
+/// exception class with a `match` that has no wildcard arm, so a new reason breaks their
+/// build instead of reaching users as a generic error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(tag = "code", rename_all = "snake_case"))]
-#[non_exhaustive]
 pub enum FailReason {
     /// The request's deadline would pass (or passed) before it could be sent.
     DeadlineExceeded {
@@ -236,8 +239,9 @@ pub enum Disposition {
 }
 
 /// Something worth a metric or a log line. Emitted as [`Output::Observe`].
+///
+/// Exhaustive for the same reason as [`FailReason`]: bindings convert every observation.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub enum Observation {
     /// A 429 was received.
     RateLimited {

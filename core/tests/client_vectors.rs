@@ -152,7 +152,6 @@ fn output_json(o: &Output) -> Value {
         Output::Observe(Observation::InvalidRequestWarning { count, limit }) => json!({
             "observe": "invalid_request_warning", "count": count, "limit": limit
         }),
-        Output::Observe(other) => panic!("new observation {other:?}: encode it"),
         Output::WaitUntil(t) => json!({"wait_until_ns": t}),
         Output::Idle => json!({"idle": true}),
     }

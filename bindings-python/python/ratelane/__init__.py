@@ -1,0 +1,104 @@
+"""ratelane: a native rate limiter for Discord bots and clients of rate-limited HTTP APIs.
+
+* ``RateLimiter``: the asyncio driver (``await limiter.run(method, path, send)``,
+  ``async with limiter.acquire(method, path) as permit``).
+* ``Limiter``: the sans-IO engine for frameworks that run their own loop, with its outputs
+  ``Send``, ``Fail``, ``WaitUntil``, ``Idle`` and the observations ``RateLimited``,
+  ``BucketLearned``, ``InvalidRequestWarning``.
+* ``ratelane.sim``: the Discord simulator, to test code in virtual time.
+* ``ratelane.server``: server-side limiters (GCRA, leaky bucket, fixed window) that render
+  ``X-RateLimit-*`` and IETF ``RateLimit`` headers, for your own API.
+* Adapters: ``ratelane.httpx`` (a transport), ``ratelane.aiohttp`` (a session wrapper),
+  ``ratelane.wumpy`` (wumpy-rest's ``Ratelimiter`` protocol), ``ratelane.hikari`` (a bucket
+  manager for hikari's ``RESTClientImpl``).
+* Exceptions: ``RatelaneError`` > ``RateLimitError`` > one class per failure code, and one
+  class per caller-error code (see ``ratelane._errors``).
+"""
+
+from __future__ import annotations
+
+from . import _core
+from ._core import (
+    BucketLearned,
+    Fail,
+    Idle,
+    InvalidRequestWarning,
+    RateLimited,
+    Send,
+    WaitUntil,
+)
+from ._driver import Permit, RateLimiter
+from ._errors import (
+    ERROR_CLASSES,
+    FAIL_CLASSES,
+    ClosedError,
+    DeadlineExceededError,
+    InvalidArgumentError,
+    InsufficientCapacityError,
+    InvalidConfigError,
+    InvalidRequestError,
+    InvalidStateError,
+    LimiterClosedError,
+    MaxWaitExceededError,
+    MaybeSentError,
+    NetworkError,
+    RateLimitError,
+    RatelaneError,
+    RetriesExhaustedError,
+    SimulationContractError,
+    UnauthorizedError,
+    UnknownRequestError,
+)
+from ._limiter import Limiter
+from ._responses import NotSentError
+
+FAIL_CODES: "tuple[str, ...]" = tuple(_core.FAIL_CODES)
+"""Every failure code the core can emit (``Fail.code``, ``RateLimitError.code``)."""
+ERROR_CODES: "tuple[str, ...]" = tuple(_core.ERROR_CODES)
+"""Every caller-error code of the core (``InvalidArgumentError`` adds ``invalid_argument``)."""
+
+# Every code the core knows has its class: a core that grew a code this package does not
+# know fails here, at import, rather than later with a wrong exception.
+_missing = [c for c in FAIL_CODES if c not in FAIL_CLASSES] + [
+    c for c in ERROR_CODES if c not in ERROR_CLASSES
+]
+if _missing:  # pragma: no cover
+    raise ImportError(f"ratelane's Python package lacks exception classes for {_missing}")
+del _missing
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "RateLimiter",
+    "Permit",
+    "Limiter",
+    "Send",
+    "Fail",
+    "WaitUntil",
+    "Idle",
+    "RateLimited",
+    "BucketLearned",
+    "InvalidRequestWarning",
+    "RatelaneError",
+    "RateLimitError",
+    "DeadlineExceededError",
+    "MaxWaitExceededError",
+    "RetriesExhaustedError",
+    "MaybeSentError",
+    "NetworkError",
+    "UnauthorizedError",
+    "ClosedError",
+    "UnknownRequestError",
+    "InvalidStateError",
+    "InvalidConfigError",
+    "InvalidRequestError",
+    "LimiterClosedError",
+    "InvalidArgumentError",
+    "InsufficientCapacityError",
+    "SimulationContractError",
+    "NotSentError",
+    "FAIL_CODES",
+    "ERROR_CODES",
+    "FAIL_CLASSES",
+    "ERROR_CLASSES",
+]

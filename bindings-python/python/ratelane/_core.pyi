@@ -1,0 +1,321 @@
+# Types of the native module ratelane._core (checked against the module with mypy.stubtest).
+from typing import Any, ClassVar, Final, Iterable, Literal, Mapping, Optional, Tuple, Union, final
+
+from typing_extensions import Self, TypeAlias, disjoint_base
+
+from ._errors import RateLimitError
+
+__all__ = [
+    "Limiter",
+    "Send",
+    "Fail",
+    "RateLimited",
+    "BucketLearned",
+    "InvalidRequestWarning",
+    "WaitUntil",
+    "Idle",
+    "Server",
+    "Simulation",
+    "Decision",
+    "Scheduled",
+    "GcraStore",
+    "LeakyBucketStore",
+    "FixedWindowStore",
+    "FAIL_CODES",
+    "ERROR_CODES",
+    "CORE_VERSION",
+]
+
+_Headers: TypeAlias = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
+_Disposition: TypeAlias = Literal["complete", "retry", "failed"]
+
+FAIL_CODES: Final[list[str]]
+ERROR_CODES: Final[list[str]]
+CORE_VERSION: Final[str]
+
+@final
+class Send:
+    """``Send(id)``: send request ``id`` now."""
+
+    __match_args__: ClassVar[Tuple[str]]
+    def __new__(cls, id: int) -> Send: ...
+    @property
+    def id(self) -> int: ...
+
+@final
+class Fail:
+    """``Fail(id, code)``: request ``id`` ended without being answered."""
+
+    __match_args__: ClassVar[Tuple[str, str]]
+    @property
+    def id(self) -> int: ...
+    @property
+    def code(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def predicted_send_at_ns(self) -> Optional[int]: ...
+    @property
+    def predicted_wait_ns(self) -> Optional[int]: ...
+    @property
+    def attempts(self) -> Optional[int]: ...
+    def exception(self) -> RateLimitError: ...
+
+@final
+class RateLimited:
+    """An observation: request ``id`` got a 429 (``scope``: bucket, global, shared, sub_limit, edge)."""
+
+    __match_args__: ClassVar[Tuple[str, str, str]]
+    @property
+    def id(self) -> int: ...
+    @property
+    def scope(self) -> str: ...
+    @property
+    def retry_after_ns(self) -> int: ...
+
+@final
+class BucketLearned:
+    """An observation: ``route`` (``METHOD /template``) maps to ``bucket``."""
+
+    __match_args__: ClassVar[Tuple[str, str]]
+    @property
+    def route(self) -> str: ...
+    @property
+    def bucket(self) -> str: ...
+
+@final
+class InvalidRequestWarning:
+    """An observation: ``count`` invalid requests of the ``limit`` allowed in the window."""
+
+    __match_args__: ClassVar[Tuple[str, str]]
+    @property
+    def count(self) -> int: ...
+    @property
+    def limit(self) -> int: ...
+
+@final
+class WaitUntil:
+    """``WaitUntil(at_ns)``: drained; call ``handle_timeout`` at ``at_ns``."""
+
+    __match_args__: ClassVar[Tuple[str]]
+    def __new__(cls, at_ns: int) -> WaitUntil: ...
+    @property
+    def at_ns(self) -> int: ...
+
+@final
+class Idle:
+    """``Idle()``: drained, and nothing waits on time (one shared instance)."""
+
+    def __new__(cls) -> Idle: ...
+
+_Output: TypeAlias = Union[Send, Fail, RateLimited, BucketLearned, InvalidRequestWarning, WaitUntil, Idle]
+
+@disjoint_base
+class Limiter:
+    """The sans-IO rate limiter (see ``ratelane.Limiter``)."""
+
+    def __new__(cls, config_json: Optional[str] = None) -> Self: ...
+    def enqueue(
+        self,
+        now_ns: int,
+        method: str,
+        path: str,
+        *,
+        major: Optional[str] = None,
+        identity: Optional[str] = None,
+        deadline_ns: Optional[int] = None,
+        priority: int = 0,
+        idempotent: Optional[bool] = None,
+        global_exempt: Optional[bool] = None,
+    ) -> int:
+        """Queues a request; returns its id. Raises InvalidRequestError, LimiterClosedError."""
+    def handle_response(
+        self,
+        now_ns: int,
+        id: int,
+        status: int,
+        headers: Optional[_Headers] = None,
+        *,
+        retry_after: Optional[float] = None,
+        global_: Optional[bool] = None,
+        wall_clock_ms: Optional[int] = None,
+    ) -> _Disposition:
+        """A response arrived for sent request ``id``. Raises UnknownRequestError, InvalidStateError."""
+    def handle_failure(self, now_ns: int, id: int, failure: str) -> _Disposition:
+        """The transport failed for sent request ``id``: ``failure`` is "not_sent" or "maybe_sent"."""
+    def cancel(self, now_ns: int, id: int) -> None:
+        """The caller gave up on ``id``. Raises UnknownRequestError."""
+    def handle_timeout(self, now_ns: int) -> None:
+        """Time passed (harmless when early or repeated)."""
+    def close(self, now_ns: int) -> None:
+        """Fails every queued request with ``closed``; refuses new ones."""
+    def poll_output(self) -> _Output:
+        """The next output."""
+    def drain(self) -> list[_Output]:
+        """Every output up to and including the first ``WaitUntil`` or ``Idle``."""
+    def predict(
+        self,
+        now_ns: int,
+        method: str,
+        path: str,
+        *,
+        major: Optional[str] = None,
+        identity: Optional[str] = None,
+        deadline_ns: Optional[int] = None,
+        priority: int = 0,
+        idempotent: Optional[bool] = None,
+        global_exempt: Optional[bool] = None,
+    ) -> int:
+        """When a request enqueued at ``now_ns`` would be sent."""
+    @property
+    def queued(self) -> int: ...
+    @property
+    def in_flight(self) -> int: ...
+    @property
+    def buckets(self) -> int: ...
+    @property
+    def is_closed(self) -> bool: ...
+    def config_json(self) -> str:
+        """Every setting, in the JSON form the constructor reads."""
+
+@final
+class Server:
+    """The simulator's model of Discord's server."""
+
+    def __new__(cls, server_config_json: Optional[str] = None) -> Server: ...
+    def handle(
+        self,
+        now_ns: int,
+        method: str,
+        path: str,
+        *,
+        major: Optional[str] = None,
+        identity: Optional[str] = None,
+        global_exempt: Optional[bool] = None,
+    ) -> dict[str, Any]: ...
+    def count_429(self) -> int: ...
+
+@final
+class Simulation:
+    """A limiter, a simulated server and a network in virtual time."""
+
+    def __new__(
+        cls,
+        config_json: Optional[str] = None,
+        server_config_json: Optional[str] = None,
+        sim_config_json: Optional[str] = None,
+    ) -> Simulation: ...
+    def enqueue_at(
+        self,
+        at_ns: int,
+        method: str,
+        path: str,
+        *,
+        major: Optional[str] = None,
+        identity: Optional[str] = None,
+        deadline_ns: Optional[int] = None,
+        priority: int = 0,
+        idempotent: Optional[bool] = None,
+        global_exempt: Optional[bool] = None,
+    ) -> int: ...
+    def cancel_at(self, at_ns: int, ticket: int) -> None: ...
+    def close_at(self, at_ns: int) -> None: ...
+    def script_send(self, ticket: int, attempt: int, fate: str) -> None: ...
+    def run(self) -> str: ...
+    def run_until(self, until_ns: int) -> str: ...
+    @property
+    def now_ns(self) -> int: ...
+
+@final
+class Decision:
+    """What a server-side check decided for one key."""
+
+    @property
+    def allowed(self) -> bool: ...
+    @property
+    def limit(self) -> int: ...
+    @property
+    def remaining(self) -> int: ...
+    @property
+    def reset_after_ns(self) -> int: ...
+    @property
+    def clear_after_ns(self) -> int: ...
+    @property
+    def replenish_after_ns(self) -> Optional[int]: ...
+    @property
+    def window_ns(self) -> int: ...
+    @property
+    def retry_after_s(self) -> Optional[int]: ...
+    def x_ratelimit_headers(self) -> list[tuple[str, str]]:
+        """X-RateLimit-Remaining, X-RateLimit-Clear (and X-RateLimit-Reset, Retry-After when blocked)."""
+    def ietf_headers(self, policy: str) -> list[tuple[str, str]]:
+        """RateLimit-Policy and RateLimit for ``policy`` (and Retry-After when blocked)."""
+
+@final
+class Scheduled:
+    """When a scheduled job may start."""
+
+    @property
+    def run_now(self) -> bool: ...
+    @property
+    def release_at_ns(self) -> int: ...
+    @property
+    def waiting(self) -> int: ...
+
+@final
+class GcraStore:
+    """GCRA per key: one request per ``interval_ns``, ``burst`` back to back."""
+
+    def __new__(cls, interval_ns: int, burst: int, max_keys: int = 100000) -> GcraStore: ...
+    @staticmethod
+    def per_window(quota: int, window_ns: int, max_keys: int = 100000) -> GcraStore: ...
+    def check(self, key: str, now_ns: int) -> Decision: ...
+    def check_n(self, key: str, now_ns: int, n: int) -> Decision:
+        """Raises InsufficientCapacityError when ``n`` exceeds the burst."""
+    def __len__(self) -> int: ...
+    @property
+    def untracked(self) -> int: ...
+    @property
+    def max_keys(self) -> int: ...
+
+@final
+class LeakyBucketStore:
+    """A leaky bucket per key."""
+
+    def __new__(
+        cls,
+        size: int,
+        drip_rate_ns: int,
+        drip_size: int = 1,
+        max_keys: int = 100000,
+        *,
+        min_interval_ns: Optional[int] = None,
+    ) -> LeakyBucketStore: ...
+    @staticmethod
+    def from_legacy(
+        *,
+        max: Optional[int] = None,
+        duration_ns: Optional[int] = None,
+        min_interval_ns: Optional[int] = None,
+        max_keys: int = 100000,
+    ) -> LeakyBucketStore: ...
+    def check(self, key: str, now_ns: int, factor: Optional[float] = None) -> Decision: ...
+    def __len__(self) -> int: ...
+    @property
+    def untracked(self) -> int: ...
+    @property
+    def max_keys(self) -> int: ...
+
+@final
+class FixedWindowStore:
+    """A fixed window per key, with release-time estimates for delayed jobs."""
+
+    def __new__(cls, quota: int, window_ns: int, max_keys: int = 100000) -> FixedWindowStore: ...
+    def check(self, key: str, now_ns: int) -> Decision: ...
+    def schedule(self, key: str, now_ns: int) -> Scheduled: ...
+    def release(self, key: str, now_ns: int) -> bool: ...
+    def __len__(self) -> int: ...
+    @property
+    def untracked(self) -> int: ...
+    @property
+    def max_keys(self) -> int: ...

@@ -1,0 +1,244 @@
+"""The exceptions of ratelane.
+
+Hierarchy (every class carries a stable ``code`` string, the same in every ratelane binding)::
+
+    RatelaneError                                   anything ratelane raises
+    ├── RateLimitError                              a request ended without being answered
+    │   ├── DeadlineExceededError     deadline_exceeded
+    │   ├── MaxWaitExceededError      max_wait_exceeded
+    │   ├── RetriesExhaustedError     retries_exhausted
+    │   ├── MaybeSentError            maybe_sent
+    │   ├── NetworkError              network_error
+    │   ├── UnauthorizedError         unauthorized
+    │   └── ClosedError               closed
+    ├── UnknownRequestError           unknown_request    (also LookupError)
+    ├── InvalidStateError             invalid_state      (also RuntimeError)
+    ├── InvalidConfigError            invalid_config     (also ValueError)
+    ├── InvalidRequestError           invalid_request    (also ValueError)
+    ├── LimiterClosedError            limiter_closed     (also RuntimeError)
+    ├── InvalidArgumentError          invalid_argument   (also TypeError and ValueError)
+    ├── InsufficientCapacityError     insufficient_capacity (also ValueError; server side)
+    └── SimulationContractError       simulation_contract (also AssertionError)
+
+``RateLimitError`` subclasses are request outcomes: the core decided a request cannot be
+served (``Fail`` outputs of the sans-IO API; raised by the asyncio driver). The others are
+caller mistakes. The native module picks the class with an exhaustive ``match`` over the
+core's reasons, so every code listed in ``ratelane.FAIL_CODES`` and ``ratelane.ERROR_CODES``
+has its class here (checked when ``ratelane`` is imported).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Type
+
+__all__ = [
+    "RatelaneError",
+    "RateLimitError",
+    "DeadlineExceededError",
+    "MaxWaitExceededError",
+    "RetriesExhaustedError",
+    "MaybeSentError",
+    "NetworkError",
+    "UnauthorizedError",
+    "ClosedError",
+    "UnknownRequestError",
+    "InvalidStateError",
+    "InvalidConfigError",
+    "InvalidRequestError",
+    "LimiterClosedError",
+    "InvalidArgumentError",
+    "InsufficientCapacityError",
+    "SimulationContractError",
+    "FAIL_CLASSES",
+    "ERROR_CLASSES",
+]
+
+
+class RatelaneError(Exception):
+    """Base of every exception ratelane raises.
+
+    Attributes:
+        code: the stable machine-readable code (``"max_wait_exceeded"``, ``"invalid_config"``...).
+        message: the human-readable description.
+        request_id: the sans-IO request id concerned, when there is one.
+    """
+
+    code: str = "ratelane_error"
+
+    def __init__(self, message: str, *, request_id: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.request_id = request_id
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class RateLimitError(RatelaneError):
+    """A request ended without being answered: the limiter decided it cannot be served.
+
+    Raised by ``RateLimiter.run`` / ``RateLimiter.acquire``; in the sans-IO API the same
+    outcome is a ``Fail`` output, whose ``exception()`` builds this.
+    """
+
+    code = "rate_limit_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request_id: Optional[int] = None,
+        predicted_send_at_ns: Optional[int] = None,
+        predicted_wait_ns: Optional[int] = None,
+        attempts: Optional[int] = None,
+    ) -> None:
+        super().__init__(message, request_id=request_id)
+        self.predicted_send_at_ns = predicted_send_at_ns
+        self.predicted_wait_ns = predicted_wait_ns
+        self.attempts = attempts
+
+    @property
+    def predicted_wait(self) -> Optional[float]:
+        """The predicted wait in seconds (``MaxWaitExceededError``), else ``None``."""
+        if self.predicted_wait_ns is None:
+            return None
+        return self.predicted_wait_ns / 1e9
+
+
+class DeadlineExceededError(RateLimitError):
+    """The request's deadline would pass (or passed) before it could be sent.
+
+    ``predicted_send_at_ns`` is when the core expected it could go (``None`` if unknown); the
+    asyncio driver also sets ``predicted_send_at`` in ``loop.time()`` seconds.
+    """
+
+    code = "deadline_exceeded"
+    predicted_send_at: Optional[float] = None
+
+
+class MaxWaitExceededError(RateLimitError):
+    """The predicted wait exceeds ``max_wait``; ``predicted_wait`` (seconds) tells how long."""
+
+    code = "max_wait_exceeded"
+
+
+class RetriesExhaustedError(RateLimitError):
+    """The request kept getting 429s; ``attempts`` is how many times it was sent."""
+
+    code = "retries_exhausted"
+
+
+class MaybeSentError(RateLimitError):
+    """The transport failed after the request may have reached the server, and it is not
+    idempotent, so it was not re-sent (pass ``idempotent=True`` to allow it)."""
+
+    code = "maybe_sent"
+
+
+class NetworkError(RateLimitError):
+    """The request failed to reach the server ``attempts`` times."""
+
+    code = "network_error"
+
+
+class UnauthorizedError(RateLimitError):
+    """The token was rejected with 401 earlier; its requests are no longer sent."""
+
+    code = "unauthorized"
+
+
+class ClosedError(RateLimitError):
+    """The limiter was closed (``aclose()``/``close()``) before the request was sent."""
+
+    code = "closed"
+
+
+class UnknownRequestError(RatelaneError, LookupError):
+    """The request id is not known to the limiter (never issued, or already finished)."""
+
+    code = "unknown_request"
+
+
+class InvalidStateError(RatelaneError, RuntimeError):
+    """The request is not in a state where this input makes sense (e.g. a response for a
+    request that was not sent)."""
+
+    code = "invalid_state"
+
+
+class InvalidConfigError(RatelaneError, ValueError):
+    """A setting is unknown, of the wrong type or out of range; the message names it."""
+
+    code = "invalid_config"
+
+
+class InvalidRequestError(RatelaneError, ValueError):
+    """A request description is malformed (empty method, bad path...)."""
+
+    code = "invalid_request"
+
+
+class LimiterClosedError(RatelaneError, RuntimeError):
+    """The limiter was closed and accepts no new requests."""
+
+    code = "limiter_closed"
+
+
+class InvalidArgumentError(RatelaneError, TypeError, ValueError):
+    """A value of the wrong Python type or range, caught by the binding itself."""
+
+    code = "invalid_argument"
+
+
+class InsufficientCapacityError(RatelaneError, ValueError):
+    """Server side: a request heavier than the whole burst can never be admitted
+    (``GcraStore.check_n``); ``requested`` and ``capacity`` say by how much."""
+
+    code = "insufficient_capacity"
+
+    def __init__(self, message: str, *, requested: int = 0, capacity: int = 0) -> None:
+        super().__init__(message)
+        self.requested = requested
+        self.capacity = capacity
+
+
+class SimulationContractError(RatelaneError, AssertionError):
+    """The simulator caught the limiter breaking the driver contract (a bug in ratelane).
+
+    ``at_ns`` is the virtual time, ``trace`` the last trace lines (if tracing was on).
+    """
+
+    code = "simulation_contract"
+
+    def __init__(self, message: str, *, at_ns: int = 0, trace: Optional[List[str]] = None) -> None:
+        super().__init__(message)
+        self.at_ns = at_ns
+        self.trace = list(trace or [])
+
+
+FAIL_CLASSES: Dict[str, Type[RateLimitError]] = {
+    cls.code: cls
+    for cls in (
+        DeadlineExceededError,
+        MaxWaitExceededError,
+        RetriesExhaustedError,
+        MaybeSentError,
+        NetworkError,
+        UnauthorizedError,
+        ClosedError,
+    )
+}
+"""Failure code -> exception class."""
+
+ERROR_CLASSES: Dict[str, Type[RatelaneError]] = {
+    cls.code: cls
+    for cls in (
+        UnknownRequestError,
+        InvalidStateError,
+        InvalidConfigError,
+        InvalidRequestError,
+        LimiterClosedError,
+        InvalidArgumentError,
+    )
+}
+"""Caller-error code -> exception class."""

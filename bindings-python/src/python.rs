@@ -1,0 +1,1232 @@
+//! The pyo3 classes of `ratelane._core`: the sans-IO `Limiter`, its output classes and the
+//! simulator. Conversions only; errors become the classes of `ratelane._errors`.
+//!
+//! Hot-path choices (measured in `bench/`): no JSON on `enqueue`/`handle_response`/`drain`;
+//! outputs are small frozen classes; `Idle` is one shared instance; dispositions are interned
+//! strings; headers are borrowed from the Python strings where the stable ABI allows it.
+
+use std::panic::AssertUnwindSafe;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+
+use ratelane::server::{
+    Decision as CoreDecision, FixedWindow, FixedWindowStore as CoreFixedWindowStore, Gcra,
+    GcraStore as CoreGcraStore, LeakyBucket, LeakyBucketStore as CoreLeakyBucketStore,
+    LegacyLimit, Scheduled as CoreScheduled, Store,
+};
+use ratelane::sim::{self, Fate};
+use ratelane::{
+    BodyHints, Disposition, Error, FailReason, Failure, Observation, Output, Request, Response,
+};
+
+use crate::{error_class_name, fail_class_name, observation_class_name};
+
+// ------------------------------------------------------------------------------ errors
+
+static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+fn errors_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    ERRORS
+        .get_or_try_init(py, || py.import("ratelane._errors").map(Bound::unbind))
+        .map(|m| m.bind(py))
+}
+
+/// An instance of `ratelane._errors.<class>(message, **kwargs)`.
+fn exception_value<'py>(
+    py: Python<'py>,
+    class: &str,
+    message: String,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    errors_module(py)?.getattr(class)?.call((message,), kwargs)
+}
+
+fn exception(py: Python<'_>, class: &str, message: String, kwargs: Option<&Bound<'_, PyDict>>) -> PyErr {
+    match exception_value(py, class, message, kwargs) {
+        Ok(value) => PyErr::from_value(value),
+        Err(e) => e,
+    }
+}
+
+/// A caller error of the core, as its `ratelane` exception class.
+fn core_error(py: Python<'_>, error: Error) -> PyErr {
+    let kwargs = PyDict::new(py);
+    let id = match &error {
+        Error::UnknownRequest(id) | Error::InvalidState { id, .. } => Some(*id),
+        Error::InvalidConfig(_) | Error::InvalidRequest(_) | Error::Closed => None,
+    };
+    if let Some(id) = id
+        && let Err(e) = kwargs.set_item("request_id", id)
+    {
+        return e;
+    }
+    exception(py, error_class_name(&error), error.to_string(), Some(&kwargs))
+}
+
+/// A wrong Python type or value caught by the binding itself (code `invalid_argument`).
+fn invalid_argument(py: Python<'_>, message: String) -> PyErr {
+    exception(py, "InvalidArgumentError", message, None)
+}
+
+/// The exception a request that ended with `reason` raises in the driver.
+fn fail_exception<'py>(py: Python<'py>, id: u64, reason: &FailReason) -> PyResult<Bound<'py, PyAny>> {
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("request_id", id)?;
+    match reason {
+        FailReason::DeadlineExceeded { predicted_send_at } => {
+            kwargs.set_item("predicted_send_at_ns", *predicted_send_at)?
+        }
+        FailReason::MaxWaitExceeded { predicted_wait } => {
+            kwargs.set_item("predicted_wait_ns", *predicted_wait)?
+        }
+        FailReason::RetriesExhausted { attempts } | FailReason::NetworkError { attempts } => {
+            kwargs.set_item("attempts", *attempts)?
+        }
+        FailReason::MaybeSent | FailReason::Unauthorized | FailReason::Closed => {}
+    }
+    exception_value(py, fail_class_name(reason), reason.to_string(), Some(&kwargs))
+}
+
+fn repr(obj: &Bound<'_, PyAny>) -> String {
+    obj.repr().map(|r| r.to_string()).unwrap_or_else(|_| "<object>".to_string())
+}
+
+// ------------------------------------------------------------------------------ strings
+
+/// Borrowing a Python `str`'s UTF-8 text without copying it.
+///
+/// `PyUnicode_AsUTF8AndSize` joined the limited API in Python 3.10, so pyo3 hides it from an
+/// `abi3-py39` build, which then copies every string through a new `bytes` object (a third
+/// of the binding's cost per header, measured). The function itself has been exported by
+/// every CPython since 3.3, 3.9 included, with the same signature and meaning, so this
+/// module declares it and uses it; the wheel still imports and runs on 3.9 (the test script
+/// checks it there).
+#[allow(unsafe_code)]
+mod utf8 {
+    use std::os::raw::c_char;
+
+    use pyo3::prelude::*;
+    use pyo3::types::PyString;
+    use pyo3::{PyErr, ffi};
+
+    unsafe extern "C" {
+        fn PyUnicode_AsUTF8AndSize(unicode: *mut ffi::PyObject, size: *mut ffi::Py_ssize_t) -> *const c_char;
+    }
+
+    /// The text of `s`, borrowed from it.
+    pub fn text<'a>(s: &'a Bound<'_, PyString>) -> PyResult<&'a str> {
+        let mut size: ffi::Py_ssize_t = 0;
+        // SAFETY: `s` is a live `str` (the `Bound` holds a reference) and the thread is
+        // attached to the interpreter (a `Bound` proves it). CPython returns a buffer it owns,
+        // caches in the object and never changes, or NULL with an exception set.
+        let data = unsafe { PyUnicode_AsUTF8AndSize(s.as_ptr(), &mut size) };
+        if data.is_null() {
+            return Err(PyErr::fetch(s.py()));
+        }
+        let len = usize::try_from(size).unwrap_or(0);
+        // SAFETY: `data` points to `len` bytes that live as long as `s`, which the returned
+        // slice borrows; CPython guarantees they are UTF-8 (a string with lone surrogates
+        // gives NULL above instead).
+        Ok(unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(data.cast::<u8>(), len)) })
+    }
+}
+
+// ------------------------------------------------------------------------------ arguments
+
+fn arg_ns(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    obj.extract::<u64>().map_err(|_| {
+        invalid_argument(
+            obj.py(),
+            format!("a time or duration must be an int of nanoseconds >= 0, got {}", repr(obj)),
+        )
+    })
+}
+
+fn arg_opt_ns(obj: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+    if obj.is_none() { Ok(None) } else { arg_ns(obj).map(Some) }
+}
+
+fn arg_id(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    obj.extract::<u64>().map_err(|_| {
+        invalid_argument(obj.py(), format!("a request id must be an int >= 0, got {}", repr(obj)))
+    })
+}
+
+fn arg_ticket(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    obj.extract::<usize>().map_err(|_| {
+        invalid_argument(obj.py(), format!("a ticket must be an int >= 0, got {}", repr(obj)))
+    })
+}
+
+fn arg_status(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
+    match obj.extract::<u16>() {
+        Ok(s) if (100..=999).contains(&s) => Ok(s),
+        _ => Err(invalid_argument(
+            obj.py(),
+            format!("status must be an int HTTP status in 100..=999, got {}", repr(obj)),
+        )),
+    }
+}
+
+fn arg_priority(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
+    obj.extract::<i32>().map_err(|_| {
+        invalid_argument(obj.py(), format!("priority must be a 32-bit int, got {}", repr(obj)))
+    })
+}
+
+fn arg_str(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    match obj.cast::<PyString>() {
+        Ok(s) => utf8::text(s).map(str::to_owned).map_err(|e| {
+            invalid_argument(obj.py(), format!("{}: {}", repr(obj), e.value(obj.py())))
+        }),
+        Err(_) => Err(invalid_argument(obj.py(), format!("expected a str, got {}", repr(obj)))),
+    }
+}
+
+fn arg_opt_str(obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    if obj.is_none() { Ok(None) } else { arg_str(obj).map(Some) }
+}
+
+fn arg_opt_bool(obj: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    obj.extract::<bool>().map(Some).map_err(|_| {
+        invalid_argument(obj.py(), format!("expected a bool or None, got {}", repr(obj)))
+    })
+}
+
+fn arg_opt_f64(obj: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    obj.extract::<f64>().map(Some).map_err(|_| {
+        invalid_argument(obj.py(), format!("retry_after must be a number of seconds or None, got {}", repr(obj)))
+    })
+}
+
+fn header_text<'a>(s: &'a Bound<'_, PyString>) -> PyResult<&'a str> {
+    utf8::text(s).map_err(|e| {
+        invalid_argument(s.py(), format!("header {}: {}", repr(s.as_any()), e.value(s.py())))
+    })
+}
+
+type HeaderItems<'py> = Vec<(Bound<'py, PyString>, Bound<'py, PyString>)>;
+
+fn header_str<'py>(obj: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+    obj.cast_into::<PyString>().map_err(|e| {
+        let obj = e.into_inner();
+        invalid_argument(obj.py(), format!("header names and values must be str, got {}", repr(&obj)))
+    })
+}
+
+fn header_pair<'py>(item: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyString>, Bound<'py, PyString>)> {
+    if let Ok(t) = item.cast::<PyTuple>()
+        && t.len() == 2
+    {
+        return Ok((header_str(t.get_item(0)?)?, header_str(t.get_item(1)?)?));
+    }
+    if let Ok(l) = item.cast::<PyList>()
+        && l.len() == 2
+    {
+        return Ok((header_str(l.get_item(0)?)?, header_str(l.get_item(1)?)?));
+    }
+    let (name, value): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item.extract().map_err(|_| {
+        invalid_argument(item.py(), format!("a header must be a (name, value) pair, got {}", repr(item)))
+    })?;
+    Ok((header_str(name)?, header_str(value)?))
+}
+
+/// Headers as a list or tuple of `(name, value)` pairs, a dict, or any iterable of pairs.
+/// The `str` objects are kept so their text can be borrowed without a copy.
+fn arg_headers<'py>(obj: &Bound<'py, PyAny>) -> PyResult<HeaderItems<'py>> {
+    let mut out = Vec::new();
+    if let Ok(list) = obj.cast::<PyList>() {
+        out.reserve(list.len());
+        for item in list.iter() {
+            out.push(header_pair(&item)?);
+        }
+    } else if let Ok(tuple) = obj.cast::<PyTuple>() {
+        out.reserve(tuple.len());
+        for item in tuple.iter() {
+            out.push(header_pair(&item)?);
+        }
+    } else if let Ok(dict) = obj.cast::<PyDict>() {
+        out.reserve(dict.len());
+        for (name, value) in dict.iter() {
+            out.push((header_str(name)?, header_str(value)?));
+        }
+    } else {
+        let iter = obj.try_iter().map_err(|_| {
+            invalid_argument(
+                obj.py(),
+                format!("headers must be an iterable of (name, value) pairs, got {}", repr(obj)),
+            )
+        })?;
+        for item in iter {
+            out.push(header_pair(&item?)?);
+        }
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn request(
+    method: String,
+    path: String,
+    major: Option<String>,
+    identity: Option<String>,
+    deadline_ns: Option<u64>,
+    priority: i32,
+    idempotent: Option<bool>,
+    global_exempt: Option<bool>,
+) -> Request {
+    Request {
+        method,
+        path,
+        major,
+        identity: identity.unwrap_or_default(),
+        deadline: deadline_ns,
+        priority,
+        idempotent,
+        global_exempt,
+    }
+}
+
+// ------------------------------------------------------------------------------ outputs
+
+/// `Send(id)`: send request `id` now.
+#[pyclass(module = "ratelane", frozen, eq)]
+#[derive(Debug, PartialEq)]
+pub struct Send {
+    /// The request id.
+    #[pyo3(get)]
+    id: u64,
+}
+
+#[pymethods]
+impl Send {
+    #[new]
+    fn new(id: u64) -> Self {
+        Send { id }
+    }
+    #[classattr]
+    fn __match_args__() -> (&'static str,) {
+        ("id",)
+    }
+    fn __repr__(&self) -> String {
+        format!("Send(id={})", self.id)
+    }
+}
+
+/// `Fail(id, ...)`: request `id` ended without being answered.
+#[pyclass(module = "ratelane", frozen, eq)]
+#[derive(Debug, PartialEq)]
+pub struct Fail {
+    #[pyo3(get)]
+    id: u64,
+    reason: FailReason,
+}
+
+#[pymethods]
+impl Fail {
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str) {
+        ("id", "code")
+    }
+    /// The stable failure code (`deadline_exceeded`, `max_wait_exceeded`, ...).
+    #[getter]
+    fn code(&self) -> &'static str {
+        self.reason.code()
+    }
+    /// The core's description of the failure.
+    #[getter]
+    fn message(&self) -> String {
+        self.reason.to_string()
+    }
+    /// `deadline_exceeded`: when the core predicted the request could be sent, if it could.
+    #[getter]
+    fn predicted_send_at_ns(&self) -> Option<u64> {
+        match self.reason {
+            FailReason::DeadlineExceeded { predicted_send_at } => predicted_send_at,
+            _ => None,
+        }
+    }
+    /// `max_wait_exceeded`: the predicted wait.
+    #[getter]
+    fn predicted_wait_ns(&self) -> Option<u64> {
+        match self.reason {
+            FailReason::MaxWaitExceeded { predicted_wait } => Some(predicted_wait),
+            _ => None,
+        }
+    }
+    /// `retries_exhausted`, `network_error`: how many times the request was tried.
+    #[getter]
+    fn attempts(&self) -> Option<u32> {
+        match self.reason {
+            FailReason::RetriesExhausted { attempts } | FailReason::NetworkError { attempts } => {
+                Some(attempts)
+            }
+            _ => None,
+        }
+    }
+    /// The `ratelane.RateLimitError` subclass instance for this failure (not raised).
+    fn exception<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        fail_exception(py, self.id, &self.reason)
+    }
+    fn __repr__(&self) -> String {
+        format!("Fail(id={}, code={:?})", self.id, self.reason.code())
+    }
+}
+
+/// `RateLimited(id, scope, retry_after_ns)`: a 429 was received (an observation).
+#[pyclass(module = "ratelane", frozen, eq, get_all)]
+#[derive(Debug, PartialEq)]
+pub struct RateLimited {
+    id: u64,
+    scope: &'static str,
+    retry_after_ns: u64,
+}
+
+#[pymethods]
+impl RateLimited {
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str, &'static str) {
+        ("id", "scope", "retry_after_ns")
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "RateLimited(id={}, scope={:?}, retry_after_ns={})",
+            self.id, self.scope, self.retry_after_ns
+        )
+    }
+}
+
+/// `BucketLearned(route, bucket)`: a route was mapped to a bucket (an observation).
+#[pyclass(module = "ratelane", frozen, eq, get_all)]
+#[derive(Debug, PartialEq)]
+pub struct BucketLearned {
+    route: String,
+    bucket: String,
+}
+
+#[pymethods]
+impl BucketLearned {
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str) {
+        ("route", "bucket")
+    }
+    fn __repr__(&self) -> String {
+        format!("BucketLearned(route={:?}, bucket={:?})", self.route, self.bucket)
+    }
+}
+
+/// `InvalidRequestWarning(count, limit)`: the invalid-request count crossed the warning level.
+#[pyclass(module = "ratelane", frozen, eq, get_all)]
+#[derive(Debug, PartialEq)]
+pub struct InvalidRequestWarning {
+    count: u32,
+    limit: u32,
+}
+
+#[pymethods]
+impl InvalidRequestWarning {
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str) {
+        ("count", "limit")
+    }
+    fn __repr__(&self) -> String {
+        format!("InvalidRequestWarning(count={}, limit={})", self.count, self.limit)
+    }
+}
+
+/// `WaitUntil(at_ns)`: drained; call `handle_timeout` at `at_ns` (earlier is harmless).
+#[pyclass(module = "ratelane", frozen, eq)]
+#[derive(Debug, PartialEq)]
+pub struct WaitUntil {
+    #[pyo3(get)]
+    at_ns: u64,
+}
+
+#[pymethods]
+impl WaitUntil {
+    #[new]
+    fn new(at_ns: u64) -> Self {
+        WaitUntil { at_ns }
+    }
+    #[classattr]
+    fn __match_args__() -> (&'static str,) {
+        ("at_ns",)
+    }
+    fn __repr__(&self) -> String {
+        format!("WaitUntil(at_ns={})", self.at_ns)
+    }
+}
+
+/// `Idle()`: drained, and nothing waits on time. One shared instance.
+#[pyclass(module = "ratelane", frozen, eq)]
+#[derive(Debug, PartialEq)]
+pub struct Idle;
+
+#[pymethods]
+impl Idle {
+    #[new]
+    fn new(py: Python<'_>) -> Py<Idle> {
+        idle(py).clone_ref(py)
+    }
+    fn __repr__(&self) -> &'static str {
+        "Idle()"
+    }
+}
+
+static IDLE: PyOnceLock<Py<Idle>> = PyOnceLock::new();
+
+fn idle(py: Python<'_>) -> &Py<Idle> {
+    IDLE.get_or_init(py, || Py::new(py, Idle).expect("allocating the Idle output"))
+}
+
+fn output_object(py: Python<'_>, output: Output) -> PyResult<Py<PyAny>> {
+    Ok(match output {
+        Output::Send(id) => Py::new(py, Send { id })?.into_any(),
+        Output::Fail(id, reason) => Py::new(py, Fail { id, reason })?.into_any(),
+        Output::Observe(observation) => {
+            debug_assert!(!observation_class_name(&observation).is_empty());
+            match observation {
+                Observation::RateLimited { id, scope, retry_after } => Py::new(
+                    py,
+                    RateLimited { id, scope: scope.as_str(), retry_after_ns: retry_after },
+                )?
+                .into_any(),
+                Observation::BucketLearned { route, bucket } => {
+                    Py::new(py, BucketLearned { route, bucket })?.into_any()
+                }
+                Observation::InvalidRequestWarning { count, limit } => {
+                    Py::new(py, InvalidRequestWarning { count, limit })?.into_any()
+                }
+            }
+        }
+        Output::WaitUntil(at_ns) => Py::new(py, WaitUntil { at_ns })?.into_any(),
+        Output::Idle => idle(py).clone_ref(py).into_any(),
+    })
+}
+
+fn disposition<'py>(py: Python<'py>, d: Disposition) -> &'py Bound<'py, PyString> {
+    match d {
+        Disposition::Complete => intern!(py, "complete"),
+        Disposition::Retry => intern!(py, "retry"),
+        Disposition::Failed => intern!(py, "failed"),
+    }
+}
+
+// ------------------------------------------------------------------------------ Limiter
+
+/// The sans-IO rate limiter, one to one with `ratelane::Limiter`. Times are integer
+/// nanoseconds from an epoch of the caller's choice (`time.monotonic_ns()`).
+#[pyclass(module = "ratelane", subclass)]
+#[derive(Debug)]
+pub struct Limiter {
+    inner: ratelane::Limiter,
+}
+
+#[pymethods]
+impl Limiter {
+    #[new]
+    #[pyo3(signature = (config_json = None))]
+    fn new(py: Python<'_>, config_json: Option<&str>) -> PyResult<Self> {
+        let config = ratelane::json::config_from_json(config_json.unwrap_or("{}"))
+            .map_err(|e| core_error(py, e))?;
+        let inner = ratelane::Limiter::new(config).map_err(|e| core_error(py, e))?;
+        Ok(Limiter { inner })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, deadline_ns = None,
+                        priority = 0, idempotent = None, global_exempt = None))]
+    fn enqueue(
+        &mut self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        #[pyo3(from_py_with = arg_str)] method: String,
+        #[pyo3(from_py_with = arg_str)] path: String,
+        #[pyo3(from_py_with = arg_opt_str)] major: Option<String>,
+        #[pyo3(from_py_with = arg_opt_str)] identity: Option<String>,
+        #[pyo3(from_py_with = arg_opt_ns)] deadline_ns: Option<u64>,
+        #[pyo3(from_py_with = arg_priority)] priority: i32,
+        #[pyo3(from_py_with = arg_opt_bool)] idempotent: Option<bool>,
+        #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
+    ) -> PyResult<u64> {
+        let r = request(method, path, major, identity, deadline_ns, priority, idempotent, global_exempt);
+        self.inner.enqueue(now_ns, r).map_err(|e| core_error(py, e))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (now_ns, id, status, headers = None, *, retry_after = None, global_ = None,
+                        wall_clock_ms = None))]
+    fn handle_response<'py>(
+        &mut self,
+        py: Python<'py>,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        #[pyo3(from_py_with = arg_id)] id: u64,
+        #[pyo3(from_py_with = arg_status)] status: u16,
+        headers: Option<&Bound<'py, PyAny>>,
+        #[pyo3(from_py_with = arg_opt_f64)] retry_after: Option<f64>,
+        #[pyo3(from_py_with = arg_opt_bool)] global_: Option<bool>,
+        #[pyo3(from_py_with = arg_opt_ns)] wall_clock_ms: Option<u64>,
+    ) -> PyResult<Bound<'py, PyString>> {
+        let owned = match headers {
+            Some(h) if !h.is_none() => arg_headers(h)?,
+            _ => Vec::new(),
+        };
+        let pairs = owned
+            .iter()
+            .map(|(n, v)| Ok((header_text(n)?, header_text(v)?)))
+            .collect::<PyResult<Vec<(&str, &str)>>>()?;
+        let response = Response {
+            status,
+            headers: &pairs,
+            body: BodyHints { retry_after, global: global_ },
+            wall_clock_ms,
+        };
+        let d = self.inner.handle_response(now_ns, id, &response).map_err(|e| core_error(py, e))?;
+        Ok(disposition(py, d).clone())
+    }
+
+    fn handle_failure<'py>(
+        &mut self,
+        py: Python<'py>,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        #[pyo3(from_py_with = arg_id)] id: u64,
+        failure: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyString>> {
+        let text = failure.cast::<PyString>().ok().and_then(|s| utf8::text(s).ok());
+        let failure = match text {
+            Some("not_sent") => Failure::NotSent,
+            Some("maybe_sent") => Failure::MaybeSent,
+            _ => {
+                return Err(invalid_argument(
+                    py,
+                    format!("failure must be 'not_sent' or 'maybe_sent', got {}", repr(failure)),
+                ));
+            }
+        };
+        let d = self.inner.handle_failure(now_ns, id, failure).map_err(|e| core_error(py, e))?;
+        Ok(disposition(py, d).clone())
+    }
+
+    fn cancel(
+        &mut self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        #[pyo3(from_py_with = arg_id)] id: u64,
+    ) -> PyResult<()> {
+        self.inner.cancel(now_ns, id).map_err(|e| core_error(py, e))
+    }
+
+    fn handle_timeout(&mut self, #[pyo3(from_py_with = arg_ns)] now_ns: u64) {
+        self.inner.handle_timeout(now_ns)
+    }
+
+    fn close(&mut self, #[pyo3(from_py_with = arg_ns)] now_ns: u64) {
+        self.inner.close(now_ns)
+    }
+
+    fn poll_output(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        output_object(py, self.inner.poll_output())
+    }
+
+    /// Every output up to and including the first `WaitUntil` or `Idle`.
+    fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        loop {
+            let output = self.inner.poll_output();
+            let last = matches!(output, Output::WaitUntil(_) | Output::Idle);
+            list.append(output_object(py, output)?)?;
+            if last {
+                return Ok(list);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, deadline_ns = None,
+                        priority = 0, idempotent = None, global_exempt = None))]
+    fn predict(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        #[pyo3(from_py_with = arg_str)] method: String,
+        #[pyo3(from_py_with = arg_str)] path: String,
+        #[pyo3(from_py_with = arg_opt_str)] major: Option<String>,
+        #[pyo3(from_py_with = arg_opt_str)] identity: Option<String>,
+        #[pyo3(from_py_with = arg_opt_ns)] deadline_ns: Option<u64>,
+        #[pyo3(from_py_with = arg_priority)] priority: i32,
+        #[pyo3(from_py_with = arg_opt_bool)] idempotent: Option<bool>,
+        #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
+    ) -> PyResult<u64> {
+        let r = request(method, path, major, identity, deadline_ns, priority, idempotent, global_exempt);
+        self.inner.predict(now_ns, &r).map(|p| p.send_at).map_err(|e| core_error(py, e))
+    }
+
+    #[getter]
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+
+    #[getter]
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+
+    #[getter]
+    fn buckets(&self) -> usize {
+        self.inner.buckets()
+    }
+
+    #[getter]
+    fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// Every setting, in the JSON form the constructor reads.
+    fn config_json(&self) -> String {
+        ratelane::json::config_to_json(self.inner.config())
+    }
+}
+
+// ------------------------------------------------------------------------------ simulator
+
+fn server_from_json(py: Python<'_>, text: Option<&str>) -> PyResult<sim::Server> {
+    let config = ratelane::json::server_config_from_json(text.unwrap_or("{}"))
+        .map_err(|e| core_error(py, e))?;
+    for (key, route) in &config.routes {
+        if let Some(hash) = &route.bucket
+            && !config.buckets.contains_key(hash)
+        {
+            return Err(core_error(
+                py,
+                Error::InvalidConfig(format!("route {key:?} names unknown bucket {hash:?}")),
+            ));
+        }
+    }
+    // Server::new asserts what remains (zero windows are already rejected by the parser).
+    std::panic::catch_unwind(AssertUnwindSafe(|| sim::Server::new(config))).map_err(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "the simulator rejected its configuration".to_string());
+        core_error(py, Error::InvalidConfig(message))
+    })
+}
+
+/// The simulator's model of Discord's server (`ratelane::sim::Server`).
+#[pyclass(module = "ratelane.sim", name = "Server")]
+#[derive(Debug)]
+pub struct SimServer {
+    inner: sim::Server,
+    next_tag: u64,
+}
+
+#[pymethods]
+impl SimServer {
+    #[new]
+    #[pyo3(signature = (server_config_json = None))]
+    fn new(py: Python<'_>, server_config_json: Option<&str>) -> PyResult<Self> {
+        Ok(SimServer { inner: server_from_json(py, server_config_json)?, next_tag: 0 })
+    }
+
+    /// The server's answer to a request arriving at `now_ns`.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, global_exempt = None))]
+    fn handle<'py>(
+        &mut self,
+        py: Python<'py>,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        #[pyo3(from_py_with = arg_str)] method: String,
+        #[pyo3(from_py_with = arg_str)] path: String,
+        #[pyo3(from_py_with = arg_opt_str)] major: Option<String>,
+        #[pyo3(from_py_with = arg_opt_str)] identity: Option<String>,
+        #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let r = request(method, path, major, identity, None, 0, None, global_exempt);
+        self.next_tag += 1;
+        let answer = self.inner.handle(now_ns, self.next_tag, &r);
+        let dict = PyDict::new(py);
+        dict.set_item("status", answer.status)?;
+        dict.set_item("headers", answer.headers)?;
+        dict.set_item("retry_after", answer.body.retry_after)?;
+        dict.set_item("global_", answer.body.global)?;
+        dict.set_item("body_text", answer.body_text)?;
+        Ok(dict)
+    }
+
+    /// How many answers were 429s.
+    fn count_429(&self) -> usize {
+        self.inner.count_429()
+    }
+}
+
+/// A limiter, a simulated server and a network in virtual time (`ratelane::sim::Simulation`).
+#[pyclass(module = "ratelane.sim", name = "Simulation")]
+#[derive(Debug)]
+pub struct Simulation {
+    inner: sim::Simulation,
+    scheduled: usize,
+}
+
+#[pymethods]
+impl Simulation {
+    #[new]
+    #[pyo3(signature = (config_json = None, server_config_json = None, sim_config_json = None))]
+    fn new(
+        py: Python<'_>,
+        config_json: Option<&str>,
+        server_config_json: Option<&str>,
+        sim_config_json: Option<&str>,
+    ) -> PyResult<Self> {
+        let config = ratelane::json::config_from_json(config_json.unwrap_or("{}"))
+            .map_err(|e| core_error(py, e))?;
+        let limiter = ratelane::Limiter::new(config).map_err(|e| core_error(py, e))?;
+        let server = server_from_json(py, server_config_json)?;
+        let net = ratelane::json::sim_config_from_json(sim_config_json.unwrap_or("{}"))
+            .map_err(|e| core_error(py, e))?;
+        Ok(Simulation { inner: sim::Simulation::new(limiter, server, net), scheduled: 0 })
+    }
+
+    /// Schedules a request to be enqueued at `at_ns`; returns its ticket.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (at_ns, method, path, *, major = None, identity = None, deadline_ns = None,
+                        priority = 0, idempotent = None, global_exempt = None))]
+    fn enqueue_at(
+        &mut self,
+        #[pyo3(from_py_with = arg_ns)] at_ns: u64,
+        #[pyo3(from_py_with = arg_str)] method: String,
+        #[pyo3(from_py_with = arg_str)] path: String,
+        #[pyo3(from_py_with = arg_opt_str)] major: Option<String>,
+        #[pyo3(from_py_with = arg_opt_str)] identity: Option<String>,
+        #[pyo3(from_py_with = arg_opt_ns)] deadline_ns: Option<u64>,
+        #[pyo3(from_py_with = arg_priority)] priority: i32,
+        #[pyo3(from_py_with = arg_opt_bool)] idempotent: Option<bool>,
+        #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
+    ) -> usize {
+        let r = request(method, path, major, identity, deadline_ns, priority, idempotent, global_exempt);
+        self.scheduled += 1;
+        self.inner.enqueue_at(at_ns, r).0
+    }
+
+    fn cancel_at(
+        &mut self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg_ns)] at_ns: u64,
+        #[pyo3(from_py_with = arg_ticket)] ticket: usize,
+    ) -> PyResult<()> {
+        self.check_ticket(py, ticket)?;
+        self.inner.cancel_at(at_ns, sim::Ticket(ticket));
+        Ok(())
+    }
+
+    fn close_at(&mut self, #[pyo3(from_py_with = arg_ns)] at_ns: u64) {
+        self.inner.close_at(at_ns)
+    }
+
+    /// Decides the network's fate for send number `attempt` (0 first) of `ticket`:
+    /// `"deliver"`, `"not_sent"`, `"maybe_sent_arrived"` or `"maybe_sent_lost"`.
+    fn script_send(
+        &mut self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg_ticket)] ticket: usize,
+        #[pyo3(from_py_with = arg_ticket)] attempt: usize,
+        fate: &str,
+    ) -> PyResult<()> {
+        self.check_ticket(py, ticket)?;
+        let fate = match fate {
+            "deliver" => Fate::Deliver,
+            "not_sent" => Fate::NotSent,
+            "maybe_sent_arrived" => Fate::MaybeSent { arrives: true },
+            "maybe_sent_lost" => Fate::MaybeSent { arrives: false },
+            other => {
+                return Err(invalid_argument(
+                    py,
+                    format!(
+                        "fate must be 'deliver', 'not_sent', 'maybe_sent_arrived' or \
+                         'maybe_sent_lost', got {other:?}"
+                    ),
+                ));
+            }
+        };
+        self.inner.script_send(sim::Ticket(ticket), attempt, fate);
+        Ok(())
+    }
+
+    /// Runs until everything ended (or a limit); returns the report as JSON text.
+    fn run(&mut self, py: Python<'_>) -> PyResult<String> {
+        self.run_until(py, u64::MAX)
+    }
+
+    /// Runs until virtual time `until_ns`; returns the report as JSON text.
+    fn run_until(&mut self, py: Python<'_>, #[pyo3(from_py_with = arg_ns)] until_ns: u64) -> PyResult<String> {
+        match self.inner.run_until(until_ns) {
+            Ok(report) => Ok(ratelane::json::report_to_json(&report)),
+            Err(e) => {
+                let kwargs = PyDict::new(py);
+                kwargs.set_item("at_ns", e.at)?;
+                kwargs.set_item("trace", e.trace.clone())?;
+                Err(exception(py, "SimulationContractError", e.to_string(), Some(&kwargs)))
+            }
+        }
+    }
+
+    /// The current virtual time.
+    #[getter]
+    fn now_ns(&self) -> u64 {
+        self.inner.now()
+    }
+}
+
+impl Simulation {
+    fn check_ticket(&self, py: Python<'_>, ticket: usize) -> PyResult<()> {
+        if ticket < self.scheduled {
+            Ok(())
+        } else {
+            Err(invalid_argument(py, format!("unknown ticket {ticket}")))
+        }
+    }
+}
+
+
+// ------------------------------------------------------------------------------ server side
+
+/// What a server-side check decided for one key (`ratelane::server::Decision`).
+#[pyclass(module = "ratelane.server", name = "Decision", frozen, eq)]
+#[derive(Debug, PartialEq)]
+pub struct PyDecision {
+    inner: CoreDecision,
+}
+
+#[pymethods]
+impl PyDecision {
+    /// True when the request was admitted (and counted).
+    #[getter]
+    fn allowed(&self) -> bool {
+        self.inner.allowed
+    }
+    /// The policy's quota.
+    #[getter]
+    fn limit(&self) -> u32 {
+        self.inner.limit
+    }
+    /// Requests that could be admitted right now after this decision.
+    #[getter]
+    fn remaining(&self) -> u32 {
+        self.inner.remaining
+    }
+    /// Until the next request is allowed (never zero when blocked).
+    #[getter]
+    fn reset_after_ns(&self) -> u64 {
+        self.inner.reset_after
+    }
+    /// Until the key is back to empty.
+    #[getter]
+    fn clear_after_ns(&self) -> u64 {
+        self.inner.clear_after
+    }
+    /// Until `remaining` next grows, or None when nothing is used.
+    #[getter]
+    fn replenish_after_ns(&self) -> Option<u64> {
+        self.inner.replenish_after
+    }
+    /// The time a full quota takes to come back.
+    #[getter]
+    fn window_ns(&self) -> u64 {
+        self.inner.window
+    }
+    /// `Retry-After` in whole seconds (rounded up, at least 1) when blocked, else None.
+    #[getter]
+    fn retry_after_s(&self) -> Option<u64> {
+        self.inner.retry_after_secs()
+    }
+    /// `X-RateLimit-Remaining`, `X-RateLimit-Clear` and, when blocked, `X-RateLimit-Reset`
+    /// and `Retry-After`, as `(name, value)` pairs.
+    fn x_ratelimit_headers(&self) -> Vec<(&'static str, String)> {
+        self.inner.x_ratelimit_headers()
+    }
+    /// The IETF `RateLimit-Policy` and `RateLimit` fields for `policy` (and `Retry-After` when
+    /// blocked), as `(name, value)` pairs.
+    fn ietf_headers(&self, policy: &str) -> Vec<(&'static str, String)> {
+        self.inner.ietf_headers(policy)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Decision(allowed={}, limit={}, remaining={}, reset_after_ns={})",
+            if self.inner.allowed { "True" } else { "False" },
+            self.inner.limit,
+            self.inner.remaining,
+            self.inner.reset_after
+        )
+    }
+}
+
+fn decision(d: CoreDecision) -> PyDecision {
+    PyDecision { inner: d }
+}
+
+/// When a scheduled job may start (`ratelane::server::Scheduled`).
+#[pyclass(module = "ratelane.server", name = "Scheduled", frozen, eq)]
+#[derive(Debug, PartialEq)]
+pub struct PyScheduled {
+    inner: CoreScheduled,
+}
+
+#[pymethods]
+impl PyScheduled {
+    /// True when the job runs now; it needs no release.
+    #[getter]
+    fn run_now(&self) -> bool {
+        self.inner.run_now
+    }
+    /// When to start (and release) the job.
+    #[getter]
+    fn release_at_ns(&self) -> u64 {
+        self.inner.release_at
+    }
+    /// The group's delayed jobs not released yet.
+    #[getter]
+    fn waiting(&self) -> u64 {
+        self.inner.waiting
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Scheduled(run_now={}, release_at_ns={}, waiting={})",
+            if self.inner.run_now { "True" } else { "False" },
+            self.inner.release_at,
+            self.inner.waiting
+        )
+    }
+}
+
+fn store<A: ratelane::server::Algorithm>(py: Python<'_>, algorithm: Result<A, Error>, max_keys: usize) -> PyResult<Store<A>> {
+    algorithm.and_then(|a| Store::new(a, max_keys)).map_err(|e| core_error(py, e))
+}
+
+/// GCRA per key (`ratelane::server::GcraStore`): one request per `interval_ns`, `burst` back
+/// to back.
+#[pyclass(module = "ratelane.server", name = "GcraStore")]
+#[derive(Debug)]
+pub struct PyGcraStore {
+    inner: CoreGcraStore,
+}
+
+#[pymethods]
+impl PyGcraStore {
+    #[new]
+    #[pyo3(signature = (interval_ns, burst, max_keys = 100_000))]
+    fn new(
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg_ns)] interval_ns: u64,
+        burst: u32,
+        max_keys: usize,
+    ) -> PyResult<Self> {
+        Ok(PyGcraStore { inner: store(py, Gcra::new(interval_ns, burst), max_keys)? })
+    }
+
+    /// `quota` requests per `window_ns`, all allowed back to back.
+    #[staticmethod]
+    #[pyo3(signature = (quota, window_ns, max_keys = 100_000))]
+    fn per_window(
+        py: Python<'_>,
+        quota: u32,
+        #[pyo3(from_py_with = arg_ns)] window_ns: u64,
+        max_keys: usize,
+    ) -> PyResult<Self> {
+        Ok(PyGcraStore { inner: store(py, Gcra::per_window(quota, window_ns), max_keys)? })
+    }
+
+    /// Checks one request for `key` at `now_ns`, and counts it if admitted.
+    fn check(&mut self, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyDecision {
+        decision(self.inner.check(key, now_ns))
+    }
+
+    /// Checks a request of weight `n`. Raises InsufficientCapacityError when `n` exceeds the
+    /// burst (nothing is counted).
+    fn check_n(
+        &mut self,
+        py: Python<'_>,
+        key: &str,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        n: u32,
+    ) -> PyResult<PyDecision> {
+        match self.inner.check_n(key, now_ns, n) {
+            Ok(d) => Ok(decision(d)),
+            Err(e) => {
+                let kwargs = PyDict::new(py);
+                kwargs.set_item("requested", e.requested)?;
+                kwargs.set_item("capacity", e.capacity)?;
+                Err(exception(py, "InsufficientCapacityError", e.to_string(), Some(&kwargs)))
+            }
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+    /// New keys answered without being stored because the store was full of live keys.
+    #[getter]
+    fn untracked(&self) -> u64 {
+        self.inner.untracked()
+    }
+    #[getter]
+    fn max_keys(&self) -> usize {
+        self.inner.max_keys()
+    }
+}
+
+/// A leaky bucket per key (`ratelane::server::LeakyBucketStore`): `size` requests, draining
+/// `drip_size` every `drip_rate_ns`, optionally at most one per `min_interval_ns`.
+#[pyclass(module = "ratelane.server", name = "LeakyBucketStore")]
+#[derive(Debug)]
+pub struct PyLeakyBucketStore {
+    inner: CoreLeakyBucketStore,
+}
+
+#[pymethods]
+impl PyLeakyBucketStore {
+    #[new]
+    #[pyo3(signature = (size, drip_rate_ns, drip_size = 1, max_keys = 100_000, *, min_interval_ns = None))]
+    fn new(
+        py: Python<'_>,
+        size: u32,
+        #[pyo3(from_py_with = arg_ns)] drip_rate_ns: u64,
+        drip_size: u32,
+        max_keys: usize,
+        #[pyo3(from_py_with = arg_opt_ns)] min_interval_ns: Option<u64>,
+    ) -> PyResult<Self> {
+        let bucket = LeakyBucket::new(size, drip_rate_ns, drip_size).and_then(|b| match min_interval_ns {
+            Some(m) => b.with_min_interval(m),
+            None => Ok(b),
+        });
+        Ok(PyLeakyBucketStore { inner: store(py, bucket, max_keys)? })
+    }
+
+    /// From a legacy `{max, duration, min_interval}` limit (Misskey/Sharkey).
+    #[staticmethod]
+    #[pyo3(signature = (*, max = None, duration_ns = None, min_interval_ns = None, max_keys = 100_000))]
+    fn from_legacy(
+        py: Python<'_>,
+        max: Option<u32>,
+        #[pyo3(from_py_with = arg_opt_ns)] duration_ns: Option<u64>,
+        #[pyo3(from_py_with = arg_opt_ns)] min_interval_ns: Option<u64>,
+        max_keys: usize,
+    ) -> PyResult<Self> {
+        let limit = LegacyLimit { max, duration: duration_ns, min_interval: min_interval_ns };
+        Ok(PyLeakyBucketStore { inner: store(py, LeakyBucket::from_legacy(limit), max_keys)? })
+    }
+
+    /// Checks one request for `key` at `now_ns`; with `factor` (in (0, 1]) the bucket is
+    /// scaled for this subject.
+    #[pyo3(signature = (key, now_ns, factor = None))]
+    fn check(
+        &mut self,
+        py: Python<'_>,
+        key: &str,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        factor: Option<f64>,
+    ) -> PyResult<PyDecision> {
+        match factor {
+            None => Ok(decision(self.inner.check(key, now_ns))),
+            Some(f) => self.inner.check_scaled(key, now_ns, f).map(decision).map_err(|e| core_error(py, e)),
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+    #[getter]
+    fn untracked(&self) -> u64 {
+        self.inner.untracked()
+    }
+    #[getter]
+    fn max_keys(&self) -> usize {
+        self.inner.max_keys()
+    }
+}
+
+/// A fixed window per key (`ratelane::server::FixedWindowStore`): `quota` per `window_ns`,
+/// with a release-time estimate for delayed jobs.
+#[pyclass(module = "ratelane.server", name = "FixedWindowStore")]
+#[derive(Debug)]
+pub struct PyFixedWindowStore {
+    inner: CoreFixedWindowStore,
+}
+
+#[pymethods]
+impl PyFixedWindowStore {
+    #[new]
+    #[pyo3(signature = (quota, window_ns, max_keys = 100_000))]
+    fn new(
+        py: Python<'_>,
+        quota: u32,
+        #[pyo3(from_py_with = arg_ns)] window_ns: u64,
+        max_keys: usize,
+    ) -> PyResult<Self> {
+        Ok(PyFixedWindowStore { inner: store(py, FixedWindow::new(quota, window_ns), max_keys)? })
+    }
+
+    /// Checks one request for `key` at `now_ns`.
+    fn check(&mut self, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyDecision {
+        decision(self.inner.check(key, now_ns))
+    }
+
+    /// Books a slot for one job of group `key`.
+    fn schedule(&mut self, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyScheduled {
+        PyScheduled { inner: self.inner.schedule(key, now_ns) }
+    }
+
+    /// Records that one delayed job of `key` was released (or dropped); False if none waits.
+    fn release(&mut self, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> bool {
+        self.inner.release(key, now_ns)
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+    #[getter]
+    fn untracked(&self) -> u64 {
+        self.inner.untracked()
+    }
+    #[getter]
+    fn max_keys(&self) -> usize {
+        self.inner.max_keys()
+    }
+}
+
+// ------------------------------------------------------------------------------ module
+
+#[pymodule(name = "_core")]
+fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Limiter>()?;
+    m.add_class::<Send>()?;
+    m.add_class::<Fail>()?;
+    m.add_class::<RateLimited>()?;
+    m.add_class::<BucketLearned>()?;
+    m.add_class::<InvalidRequestWarning>()?;
+    m.add_class::<WaitUntil>()?;
+    m.add_class::<Idle>()?;
+    m.add_class::<SimServer>()?;
+    m.add_class::<Simulation>()?;
+    m.add_class::<PyDecision>()?;
+    m.add_class::<PyScheduled>()?;
+    m.add_class::<PyGcraStore>()?;
+    m.add_class::<PyLeakyBucketStore>()?;
+    m.add_class::<PyFixedWindowStore>()?;
+    m.add("FAIL_CODES", FailReason::ALL_CODES.to_vec())?;
+    m.add("ERROR_CODES", Error::ALL_CODES.to_vec())?;
+    m.add("CORE_VERSION", env!("CARGO_PKG_VERSION"))?;
+    if m.py().version_info() < (3, 9) {
+        return Err(PyRuntimeError::new_err("ratelane needs CPython 3.9 or newer"));
+    }
+    Ok(())
+}

@@ -1,0 +1,49 @@
+"""Shared helpers for the ratelane test suite."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any, Dict
+
+import ratelane
+
+VECTORS = pathlib.Path(__file__).resolve().parents[2] / "tests" / "vectors"
+
+
+def output_json(output: Any) -> Dict[str, Any]:
+    """An output in the vector files' JSON form (tests/vectors/README.md)."""
+    if isinstance(output, ratelane.Send):
+        return {"send": output.id}
+    if isinstance(output, ratelane.Fail):
+        d: Dict[str, Any] = {"fail": output.id, "code": output.code}
+        if output.code == "deadline_exceeded":
+            d["predicted_send_at_ns"] = output.predicted_send_at_ns
+        elif output.code == "max_wait_exceeded":
+            d["predicted_wait_ns"] = output.predicted_wait_ns
+        elif output.code in ("retries_exhausted", "network_error"):
+            d["attempts"] = output.attempts
+        return d
+    if isinstance(output, ratelane.RateLimited):
+        return {
+            "observe": "rate_limited",
+            "id": output.id,
+            "scope": output.scope,
+            "retry_after_ns": output.retry_after_ns,
+        }
+    if isinstance(output, ratelane.BucketLearned):
+        return {"observe": "bucket_learned", "route": output.route, "bucket": output.bucket}
+    if isinstance(output, ratelane.InvalidRequestWarning):
+        return {"observe": "invalid_request_warning", "count": output.count, "limit": output.limit}
+    if isinstance(output, ratelane.WaitUntil):
+        return {"wait_until_ns": output.at_ns}
+    if isinstance(output, ratelane.Idle):
+        return {"idle": True}
+    raise AssertionError(f"unknown output {output!r}")
+
+
+def request_kwargs(request: Dict[str, Any]) -> Dict[str, Any]:
+    """A vector's request object as keyword arguments of enqueue/predict."""
+    kwargs = {k: request[k] for k in ("major", "identity", "priority", "idempotent", "global_exempt") if k in request}
+    if "deadline_ns" in request:
+        kwargs["deadline_ns"] = request["deadline_ns"]
+    return kwargs

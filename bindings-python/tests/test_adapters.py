@@ -1,0 +1,309 @@
+"""The adapters, each against the real library (installed from PyPI) and the local server
+that imitates Discord."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, List
+
+import aiohttp
+import httpx
+import pytest
+from aiohttp import web
+
+import ratelane
+import ratelane.aiohttp
+import ratelane.httpx
+from discord_server import DiscordImitation, json_response, messages_bucket, run, serve
+
+CHANNEL = "/api/v10/channels/100000000000000001/messages"
+
+
+def once_429(retry_after: float = 0.1, scope: str = "user", **extra: str) -> Any:
+    """An override answering the first request with a Discord 429, the rest normally."""
+    calls: List[str] = []
+
+    async def override(request: web.Request) -> Any:
+        calls.append(request.path)
+        if len(calls) == 1:
+            headers = {"X-RateLimit-Scope": scope, "Retry-After": "1", **extra}
+            if scope == "global":
+                headers["X-RateLimit-Global"] = "true"
+            return json_response(
+                429,
+                {"message": "You are being rate limited.", "retry_after": retry_after, "global": scope == "global"},
+                headers,
+            )
+        return None
+
+    override.calls = calls  # type: ignore[attr-defined]
+    return override
+
+
+# ---------------------------------------------------------------------------- httpx
+
+
+def test_httpx_transport_rate_limits_every_request() -> None:
+    imitation = DiscordImitation(**messages_bucket(2, 0.3))
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            transport = ratelane.httpx.RateLimitedTransport(max_wait=10.0)
+            async with httpx.AsyncClient(base_url=base, transport=transport, headers={"Authorization": "Bot a"}) as client:
+                responses = await asyncio.gather(*(client.post(CHANNEL, json={"n": n}) for n in range(6)))
+                assert [r.status_code for r in responses] == [200] * 6
+                assert transport.limiter.closed is False
+            assert transport.limiter.closed  # it owned its limiter
+
+    run(main())
+    assert imitation.count(429) == 0 and len(imitation.log) == 6
+
+
+def test_httpx_transport_retries_a_429_and_raises_rate_limit_errors() -> None:
+    override = once_429(0.1)
+    imitation = DiscordImitation(override)
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            limiter = ratelane.RateLimiter(max_rate_limit_retries=0)
+            transport = ratelane.httpx.RateLimitedTransport(limiter)
+            async with httpx.AsyncClient(base_url=base, transport=transport) as client:
+                with pytest.raises(ratelane.RetriesExhaustedError):
+                    await client.get("/api/v10/users/@me")
+            assert not limiter.closed  # shared limiters stay open
+            await limiter.aclose()
+            transport = ratelane.httpx.RateLimitedTransport()
+            async with httpx.AsyncClient(base_url=base, transport=transport) as client:
+                response = await client.get("/api/v10/users/@me")
+                assert response.status_code == 200
+
+    run(main())
+    assert len(override.calls) == 2
+
+
+# ---------------------------------------------------------------------------- aiohttp
+
+
+def test_aiohttp_middleware_rate_limits_every_request() -> None:
+    imitation = DiscordImitation(**messages_bucket(3, 0.3))
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            async with ratelane.RateLimiter() as limiter:
+                async with aiohttp.ClientSession(base, middlewares=[ratelane.aiohttp.middleware(limiter)]) as session:
+                    async def post(n: int) -> int:
+                        async with session.post(CHANNEL, json={"n": n}) as response:
+                            return response.status
+
+                    assert await asyncio.gather(*(post(n) for n in range(7))) == [200] * 7
+
+    run(main())
+    assert imitation.count(429) == 0 and len(imitation.log) == 7
+
+
+def test_aiohttp_middleware_retries_a_global_429() -> None:
+    override = once_429(0.1, scope="global")
+    imitation = DiscordImitation(override)
+    seen: List[Any] = []
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            async with ratelane.RateLimiter(on_observation=seen.append) as limiter:
+                async with aiohttp.ClientSession(base, middlewares=[ratelane.aiohttp.middleware(limiter)]) as session:
+                    async with session.get("/api/v10/users/@me") as response:
+                        assert response.status == 200
+
+    run(main())
+    assert len(override.calls) == 2
+    assert [o.scope for o in seen if isinstance(o, ratelane.RateLimited)] == ["global"]
+
+
+# ---------------------------------------------------------------------------- wumpy
+
+
+def wumpy_requester(base: str, ratelimiter: Any) -> Any:
+    from wumpy.rest import HTTPXRequester, Route
+
+    Route.BASE = base + "/api/v10"  # the local imitation instead of discord.com
+    return HTTPXRequester("token", ratelimiter=ratelimiter)
+
+
+def test_wumpy_requester_with_ratelane() -> None:
+    from wumpy.rest import Route
+
+    from ratelane.wumpy import WumpyRatelimiter
+
+    imitation = DiscordImitation(**messages_bucket(2, 0.3))
+    original = Route.BASE
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            ratelimiter = WumpyRatelimiter(max_wait=10.0)
+            async with wumpy_requester(base, ratelimiter) as api:
+                results = await asyncio.gather(
+                    *(
+                        api.request(
+                            Route("POST", "/channels/{channel_id}/messages", channel_id=100000000000000001),
+                            json={"content": str(n)},
+                        )
+                        for n in range(6)
+                    )
+                )
+                assert results == [{}] * 6
+            assert ratelimiter.limiter.closed
+
+    try:
+        run(main())
+    finally:
+        Route.BASE = original
+    assert imitation.count(429) == 0 and len(imitation.log) == 6
+
+
+def test_wumpy_429_is_retried_by_wumpy_after_the_engine_wait() -> None:
+    from wumpy.rest import Route
+
+    from ratelane.wumpy import WumpyRatelimiter
+
+    override = once_429(0.1)
+    imitation = DiscordImitation(override)
+    original = Route.BASE
+    seen: List[Any] = []
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            limiter = ratelane.RateLimiter(on_observation=seen.append)
+            async with wumpy_requester(base, WumpyRatelimiter(limiter)) as api:
+                route = Route("GET", "/channels/{channel_id}", channel_id=100000000000000001)
+                assert await api.request(route) == {}
+            assert not limiter.closed  # a shared limiter stays open
+            await limiter.aclose()
+
+    try:
+        run(main())
+    finally:
+        Route.BASE = original
+    assert [o.scope for o in seen if isinstance(o, ratelane.RateLimited)] == ["bucket"]
+    assert [status for _, _, status in imitation.log] == [429, 200]
+
+
+def test_wumpy_abort_if_ratelimited_skips_requests_that_would_wait() -> None:
+    from wumpy.rest import Route, abort_if_ratelimited
+
+    from ratelane.wumpy import WumpyRatelimiter
+
+    async def override(request: web.Request) -> Any:
+        return json_response(
+            429, {"message": "slow down", "retry_after": 30.0, "global": False},
+            {"X-RateLimit-Scope": "user", "Retry-After": "30", "X-RateLimit-Limit": "5",
+             "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "30", "X-RateLimit-Bucket": "b"},
+        )
+
+    imitation = DiscordImitation(override)
+    original = Route.BASE
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            async with wumpy_requester(base, WumpyRatelimiter()) as api:
+                route = Route("GET", "/channels/{channel_id}", channel_id=100000000000000001)
+                with abort_if_ratelimited() as first:
+                    await api.request(route)  # sent, answered 429: not retried
+                assert first.aborted
+                with abort_if_ratelimited() as second:
+                    await api.request(route)  # the bucket is held for 30 s: not sent at all
+                assert second.aborted
+
+    try:
+        run(main())
+    finally:
+        Route.BASE = original
+    assert len(imitation.log) == 1
+
+
+# ---------------------------------------------------------------------------- hikari
+
+
+def hikari_rest(base: str, manager: Any) -> Any:
+    from hikari.impl import config as config_impl
+    from hikari.impl import rest as rest_impl
+
+    return rest_impl.RESTClientImpl(
+        cache=None,
+        entity_factory=None,  # type: ignore[arg-type]  # not used by the calls below
+        executor=None,
+        http_settings=config_impl.HTTPSettings(),
+        proxy_settings=config_impl.ProxySettings(),
+        token="token",
+        token_type="Bot",
+        rest_url=base + "/api/v10",
+        bucket_manager=manager,
+        bucket_manager_owner=True,
+        max_retries=0,
+    )
+
+
+def test_hikari_rest_client_takes_the_bucket_manager() -> None:
+    from ratelane.hikari import BucketManager
+
+    imitation = DiscordImitation(
+        buckets={"del": {"limit": 2, "window_ns": 300_000_000}},
+        routes={"DELETE /channels/:id/messages/:id": {"bucket": "del"}},
+    )
+    manager = BucketManager(max_rate_limit=10.0)
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            rest = hikari_rest(base, manager)
+            rest.start()
+            try:
+                await asyncio.gather(*(rest.delete_message(100000000000000001, 200 + n) for n in range(6)))
+            finally:
+                await rest.close()
+        assert not manager.is_alive and manager.limiter.closed
+
+    run(main())
+    assert imitation.count(429) == 0 and len(imitation.log) == 6
+
+
+def test_hikari_global_429_and_max_rate_limit() -> None:
+    import hikari
+
+    from ratelane.hikari import BucketManager
+
+    calls: List[str] = []
+
+    async def override(request: web.Request) -> Any:
+        calls.append(request.path)
+        if len(calls) == 1:  # a global 429
+            return json_response(
+                429, {"message": "You are being rate limited.", "retry_after": 0.1, "global": True},
+                {"X-RateLimit-Scope": "global", "X-RateLimit-Global": "true", "Retry-After": "1"},
+            )
+        if request.path.endswith("/7"):  # a bucket held for 30 s
+            return json_response(
+                429, {"message": "You are being rate limited.", "retry_after": 30.0, "global": False},
+                {"X-RateLimit-Scope": "user", "Retry-After": "30", "X-RateLimit-Bucket": "d",
+                 "X-RateLimit-Limit": "1", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "30"},
+            )
+        return None
+
+    imitation = DiscordImitation(override)
+    seen: List[Any] = []
+    manager = BucketManager(max_rate_limit=1.0, on_observation=seen.append)
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            rest = hikari_rest(base, manager)
+            rest.start()
+            try:
+                await rest.delete_message(100000000000000001, 5)
+                assert [o.scope for o in seen if isinstance(o, ratelane.RateLimited)] == ["global"]
+                # hikari retries the user-scope 429 at once; the engine knows the bucket is
+                # held for 30 s, longer than max_rate_limit: hikari's own error.
+                with pytest.raises(hikari.errors.RateLimitTooLongError) as info:
+                    await rest.delete_message(100000000000000001, 7)
+                assert info.value.retry_after > 1.0
+            finally:
+                await rest.close()
+
+    run(main())
+    assert [p.rsplit("/", 1)[-1] for p in calls] == ["5", "5", "7"]

@@ -1,0 +1,264 @@
+"""The sans-IO API: construction, outputs, errors and their codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+import ratelane
+
+CHANNEL = "/channels/100000000000000001/messages"
+HEADERS = [
+    ("X-RateLimit-Limit", "2"),
+    ("X-RateLimit-Remaining", "1"),
+    ("X-RateLimit-Reset-After", "1.000"),
+    ("X-RateLimit-Bucket", "abc"),
+]
+
+
+def test_settings_are_the_core_json_keys() -> None:
+    limiter = ratelane.Limiter(global_limit=40, max_wait_ns=5_000_000_000)
+    config = json.loads(limiter.config_json())
+    assert config["global_limit"] == 40
+    assert config["max_wait_ns"] == 5_000_000_000
+    # A mapping and keywords merge; keywords win.
+    limiter = ratelane.Limiter({"global_limit": 10, "profile": "github"}, global_limit=11)
+    config = json.loads(limiter.config_json())
+    assert (config["global_limit"], config["profile"]) == (11, "github")
+
+
+@pytest.mark.parametrize(
+    "settings, needle",
+    [
+        ({"globl_limit": 1}, "globl_limit"),
+        ({"global_limit": -1}, "global_limit"),
+        ({"global_limit": "50"}, "global_limit"),
+        ({"profile": "slack"}, "slack"),
+        ({"backoff_base_ns": 0}, "backoff_base"),
+        ({"max_wait_ns": float("nan")}, "JSON"),
+    ],
+)
+def test_bad_settings_raise_invalid_config(settings: dict, needle: str) -> None:
+    with pytest.raises(ratelane.InvalidConfigError) as info:
+        ratelane.Limiter(**settings)
+    assert info.value.code == "invalid_config"
+    assert needle in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_request_life_and_outputs() -> None:
+    limiter = ratelane.Limiter()
+    rid = limiter.enqueue(0, "POST", CHANNEL)
+    assert limiter.drain() == [ratelane.Send(rid), ratelane.Idle()]
+    assert limiter.poll_output() is ratelane.Idle()  # one shared instance
+    second = limiter.enqueue(0, "POST", CHANNEL)
+    assert limiter.drain() == [ratelane.Idle()]  # waits for the pioneer's headers
+    assert (limiter.queued, limiter.in_flight) == (1, 1)
+    assert limiter.handle_response(50_000_000, rid, 200, HEADERS) == "complete"
+    outputs = limiter.drain()
+    assert isinstance(outputs[0], ratelane.BucketLearned)
+    assert (outputs[0].route, outputs[0].bucket) == ("POST /channels/:id/messages", "abc")
+    assert ratelane.Send(second) in outputs
+    assert isinstance(outputs[-1], (ratelane.WaitUntil, ratelane.Idle))
+    assert limiter.buckets >= 1 and not limiter.is_closed
+
+
+def test_outputs_support_match() -> None:
+    if sys.version_info < (3, 10):
+        pytest.skip("match needs Python 3.10")
+    namespace: dict = {}
+    exec(
+        "def kind(o):\n"
+        "    match o:\n"
+        "        case ratelane.Send(i): return ('send', i)\n"
+        "        case ratelane.WaitUntil(t): return ('wait', t)\n"
+        "        case ratelane.Idle(): return ('idle',)\n"
+        "        case ratelane.Fail(i, code): return ('fail', i, code)\n",
+        {"ratelane": ratelane},
+        namespace,
+    )
+    kind = namespace["kind"]
+    assert kind(ratelane.Send(3)) == ("send", 3)
+    assert kind(ratelane.WaitUntil(7)) == ("wait", 7)
+    assert kind(ratelane.Idle()) == ("idle",)
+    limiter = ratelane.Limiter()
+    limiter.close(0)
+    limiter = ratelane.Limiter(max_wait_ns=1)
+    first = limiter.enqueue(0, "POST", CHANNEL)
+    limiter.drain()
+    limiter.handle_response(0, first, 429, [("Retry-After", "5"), ("X-RateLimit-Scope", "user")] + HEADERS)
+    limiter.drain()
+    rid = limiter.enqueue(1, "POST", CHANNEL)
+    fails = [o for o in limiter.drain() if isinstance(o, ratelane.Fail) and o.id == rid]
+    assert [kind(f) for f in fails] == [("fail", rid, "max_wait_exceeded")]
+
+
+def test_fail_outputs_carry_their_exception() -> None:
+    limiter = ratelane.Limiter(max_wait_ns=1_000_000)
+    first = limiter.enqueue(0, "POST", CHANNEL)
+    limiter.drain()
+    limiter.handle_response(
+        10, first, 429, HEADERS + [("Retry-After", "3"), ("X-RateLimit-Scope", "user")], retry_after=2.5
+    )
+    limiter.drain()
+    rid = limiter.enqueue(20, "POST", CHANNEL)
+    (fail,) = [o for o in limiter.drain() if isinstance(o, ratelane.Fail) and o.id == rid]
+    assert (fail.id, fail.code) == (rid, "max_wait_exceeded")
+    assert fail.predicted_wait_ns and fail.predicted_wait_ns > 1_000_000
+    assert "max_wait" in fail.message
+    exc = fail.exception()
+    assert type(exc) is ratelane.MaxWaitExceededError
+    assert isinstance(exc, ratelane.RateLimitError) and isinstance(exc, ratelane.RatelaneError)
+    assert (exc.code, exc.request_id, exc.predicted_wait_ns) == ("max_wait_exceeded", rid, fail.predicted_wait_ns)
+    assert exc.predicted_wait == pytest.approx(fail.predicted_wait_ns / 1e9)
+
+
+def test_close_fails_queued_requests_with_closed() -> None:
+    limiter = ratelane.Limiter()
+    first = limiter.enqueue(0, "POST", CHANNEL)
+    queued = [limiter.enqueue(0, "POST", CHANNEL) for _ in range(3)]
+    limiter.drain()
+    limiter.close(1)
+    fails = [o for o in limiter.drain() if isinstance(o, ratelane.Fail)]
+    assert [f.id for f in fails] == queued and {f.code for f in fails} == {"closed"}
+    assert all(type(f.exception()) is ratelane.ClosedError for f in fails)
+    with pytest.raises(ratelane.LimiterClosedError) as info:
+        limiter.enqueue(2, "GET", "/users/@me")
+    assert info.value.code == "limiter_closed" and isinstance(info.value, RuntimeError)
+    # The request in flight still takes its answer.
+    assert limiter.handle_response(3, first, 200, HEADERS) == "complete"
+
+
+def test_caller_errors_have_codes_and_classes() -> None:
+    limiter = ratelane.Limiter()
+    with pytest.raises(ratelane.UnknownRequestError) as unknown:
+        limiter.cancel(0, 42)
+    assert (unknown.value.code, unknown.value.request_id) == ("unknown_request", 42)
+    assert isinstance(unknown.value, LookupError)
+    rid = limiter.enqueue(0, "POST", CHANNEL)
+    limiter.enqueue(0, "POST", CHANNEL)
+    second = rid + 1
+    limiter.drain()
+    with pytest.raises(ratelane.InvalidStateError) as state:
+        limiter.handle_response(0, second, 200, [])
+    assert state.value.code == "invalid_state" and state.value.request_id == second
+    with pytest.raises(ratelane.InvalidRequestError) as bad:
+        limiter.enqueue(0, "", CHANNEL)
+    assert bad.value.code == "invalid_request" and isinstance(bad.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda l: l.enqueue(-1, "GET", "/x"),
+        lambda l: l.enqueue(1.5, "GET", "/x"),
+        lambda l: l.enqueue(0, 3, "/x"),
+        lambda l: l.enqueue(0, "GET", "/x", priority=2**40),
+        lambda l: l.enqueue(0, "GET", "/x", idempotent="yes"),
+        lambda l: l.handle_response(0, 1, 99, []),
+        lambda l: l.handle_response(0, 1, 200, [("a", 1)]),
+        lambda l: l.handle_response(0, 1, 200, [("a",)]),
+        lambda l: l.handle_response(0, 1, 200, 5),
+        lambda l: l.handle_response(0, 1, 200, [], retry_after="soon"),
+        lambda l: l.handle_failure(0, 1, "lost"),
+        lambda l: l.cancel(0, -3),
+    ],
+)
+def test_wrong_python_values_raise_invalid_argument(call) -> None:  # type: ignore[no-untyped-def]
+    limiter = ratelane.Limiter()
+    limiter.enqueue(0, "GET", "/users/@me")
+    limiter.drain()
+    with pytest.raises(ratelane.InvalidArgumentError) as info:
+        call(limiter)
+    assert info.value.code == "invalid_argument"
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
+
+
+def test_headers_in_every_shape() -> None:
+    for shape in (
+        HEADERS,
+        tuple(HEADERS),
+        dict(HEADERS),
+        [list(h) for h in HEADERS],
+        iter(HEADERS),
+        (h for h in HEADERS),
+    ):
+        limiter = ratelane.Limiter()
+        rid = limiter.enqueue(0, "POST", CHANNEL)
+        limiter.drain()
+        assert limiter.handle_response(1, rid, 200, shape) == "complete"
+        assert any(isinstance(o, ratelane.BucketLearned) for o in limiter.drain())
+
+
+def test_non_ascii_header_values_are_tolerated() -> None:
+    limiter = ratelane.Limiter()
+    rid = limiter.enqueue(0, "POST", CHANNEL)
+    limiter.drain()
+    headers = [("X-RateLimit-Bucket", "bücket-✓"), ("X-RateLimit-Remaining", "ünf")]
+    assert limiter.handle_response(1, rid, 200, headers) == "complete"
+    with pytest.raises(ratelane.InvalidArgumentError):
+        limiter.handle_response(1, rid, 200, [("X-RateLimit-Bucket", "\ud800")])
+
+
+def test_predict_and_profiles() -> None:
+    limiter = ratelane.Limiter(profile="ietf")
+    assert limiter.predict(5, "GET", "/repos/1/issues") == 5
+    assert json.loads(limiter.config_json())["global_limit"] == 0
+
+
+def test_every_code_has_a_class() -> None:
+    assert set(ratelane.FAIL_CODES) == set(ratelane.FAIL_CLASSES)
+    assert set(ratelane.ERROR_CODES) <= set(ratelane.ERROR_CLASSES)
+    for code, cls in {**ratelane.FAIL_CLASSES, **ratelane.ERROR_CLASSES}.items():
+        assert cls.code == code
+        assert issubclass(cls, ratelane.RatelaneError)
+    for cls in ratelane.FAIL_CLASSES.values():
+        assert issubclass(cls, ratelane.RateLimitError)
+
+
+def test_simulator_runs_in_virtual_time() -> None:
+    from ratelane.sim import Simulation
+
+    sim = Simulation(
+        {},
+        {
+            "buckets": {"msg": {"limit": 5, "window_ns": 5_000_000_000}},
+            "routes": {"POST /channels/:id/messages": {"bucket": "msg"}},
+        },
+        {"seed": 7},
+    )
+    tickets = [sim.enqueue_at(0, "POST", "/channels/:id/messages", major="1") for _ in range(40)]
+    report = sim.run()
+    assert report["stop"] == "finished"
+    assert report["succeeded"] == len(tickets)
+    assert report["count_429"] == 0
+    assert report["makespan_ns"] > 30_000_000_000  # 8 windows of 5 s, in milliseconds of real time
+    assert report["known_limit_violations"] == 0 and report["fifo_violations"] == 0
+
+
+def test_simulator_settings_are_checked() -> None:
+    from ratelane.sim import Server, Simulation
+
+    with pytest.raises(ratelane.InvalidConfigError, match="unknown bucket"):
+        Server({"routes": {"GET /x": {"bucket": "nope"}}})
+    with pytest.raises(ratelane.InvalidConfigError):
+        Simulation(network={"latency": 3})
+    with pytest.raises(ratelane.InvalidArgumentError):
+        Simulation().script_send(0, 0, "deliver")
+
+
+def test_sim_server_answers_like_discord() -> None:
+    from ratelane.sim import Server
+
+    server = Server(
+        buckets={"msg": {"limit": 1, "window_ns": 1_000_000_000}},
+        routes={"POST /channels/:id/messages": {"bucket": "msg"}},
+    )
+    ok = server.handle(0, "POST", CHANNEL)
+    assert ok.status == 200 and ok.header("x-ratelimit-bucket") == "msg"
+    limited = server.handle(1, "POST", CHANNEL)
+    assert limited.status == 429 and limited.retry_after and limited.global_ is False
+    assert json.loads(limited.body_text)["retry_after"] == pytest.approx(limited.retry_after)
+    assert server.count_429() == 1

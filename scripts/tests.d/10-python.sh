@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Python: lint the pyo3 module, install the package as a user does (`pip install
+# ./bindings-python`: a PEP 517 build through maturin from PyPI) into a virtualenv, check the
+# stubs (mypy.stubtest) and types (mypy --strict), run the whole pytest suite, and check that
+# the same abi3 wheel imports and passes the sans-IO tests on the oldest supported CPython.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+PY="${RATELANE_PYTHON:-python3}"
+VENV=.venv-py-test
+REQS=bindings-python/tests/requirements.txt
+# Reuse the workspace's target/ for the extension build (pip builds in-tree).
+export CARGO_TARGET_DIR="$PWD/target"
+
+echo "lint: the pyo3 module (the workspace lint builds the crate without its 'python' feature)"
+cargo clippy -p ratelane-python --features python --all-targets --locked -q -- -D warnings
+
+# The virtualenv is recreated when the interpreter or the pinned test dependencies change,
+# and ratelane itself is reinstalled from source on every run.
+stamp="$("$PY" -c 'import sys; print(sys.version)') $(sha256sum "$REQS" | cut -c1-16)"
+if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.stamp" 2>/dev/null)" != "$stamp" ]; then
+  rm -rf "$VENV"
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/pip" install -q -r "$REQS"
+  echo "$stamp" > "$VENV/.stamp"
+fi
+"$VENV/bin/pip" uninstall -q -y ratelane >/dev/null 2>&1 || true
+echo "pip install ./bindings-python"
+"$VENV/bin/pip" install -q ./bindings-python
+
+cd bindings-python
+# Run against the installed package, never the source folder next to the tests.
+export PYTHONSAFEPATH=1
+echo "stubs and types"
+"../$VENV/bin/python" -m mypy.stubtest ratelane
+"../$VENV/bin/python" -m mypy --strict -p ratelane --no-incremental 2>&1 | tail -1
+
+# The abi3 wheel on CPython 3.9 (the oldest supported), when the machine has one (pyenv).
+py39="$(ls "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.9*/bin/python3.9 2>/dev/null | tail -1 || true)"
+if [ -n "$py39" ]; then
+  echo "abi3: the same wheel on $("$py39" --version)"
+  old="$PWD/../$VENV/py39"
+  [ -x "$old/bin/python" ] || { "$py39" -m venv "$old" && "$old/bin/pip" install -q pytest==8.4.2; }
+  wheels="$(mktemp -d)"
+  trap 'rm -rf "$wheels"' EXIT
+  "../$VENV/bin/pip" wheel -q --no-deps -w "$wheels" .
+  "$old/bin/pip" install -q --force-reinstall --no-deps "$wheels"/ratelane-*-cp39-abi3-*.whl
+  (cd tests && "$old/bin/python" -m pytest -q -p no:cacheprovider test_vectors.py test_sans_io.py | tail -1)
+fi
+
+echo "demo: examples/python/discord_bot.py"
+"../$VENV/bin/python" ../examples/python/discord_bot.py | tail -1
+
+echo "pytest"
+cd tests
+exec "../../$VENV/bin/python" -m pytest -q -p no:cacheprovider
