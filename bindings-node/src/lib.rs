@@ -1,3 +1,566 @@
-//! Placeholder for the node binding of ratelane. It builds and re-exports nothing
-//! of its own yet; the binding's issue replaces this crate's contents.
-//! It exists so the workspace layout of DESIGN.md is in place from the start.
+//! Node binding of ratelane (napi-rs): the core surface described in `js/CONTRACT.md`.
+//!
+//! This crate converts and maps errors, nothing else; every rate-limit decision is the core's.
+//! The Promise driver (`RateLimiter`, the error classes, events) is JavaScript, written once in
+//! `js/driver.js` for this package and the wasm one, on top of what this crate exports:
+//!
+//! * [`Limiter`]: `ratelane::Limiter` one to one (times and ids are JS numbers, outputs plain
+//!   objects);
+//! * [`SimServer`] and [`Simulation`]: `ratelane::sim`;
+//! * `FAIL_CODES` and `ERROR_CODES`: the core's stable codes, so the driver can check at load
+//!   time that it maps each to an error class.
+//!
+//! Caller misuse throws a JS `Error` whose `code` is the core's stable code
+//! ([`ratelane::Error::code`]), or `invalid_argument` for a JS value of the wrong type or range.
+
+use napi::bindgen_prelude::{Either, Null, Object, Unknown};
+use napi_derive::napi;
+use ratelane::sim::{Server, SimError};
+use ratelane::{BodyHints, Disposition, FailReason, Failure, Observation, Output, Request, Response};
+
+mod convert;
+
+use convert::{FailView, fail_view};
+
+/// A JS error with a stable `code`.
+type JsError = napi::Error<String>;
+type Result<T> = std::result::Result<T, JsError>;
+
+fn js_error(code: &str, message: impl Into<String>) -> JsError {
+    napi::Error::new(code.to_string(), message.into())
+}
+
+fn invalid_argument(message: impl Into<String>) -> JsError {
+    js_error("invalid_argument", message)
+}
+
+/// The core's misuse error, with its stable code and its `Display` text.
+fn core_error(e: ratelane::Error) -> JsError {
+    js_error(e.code(), e.to_string())
+}
+
+/// A napi conversion failure (wrong JS type) on `what`.
+fn wrong_type(what: &str) -> impl FnOnce(napi::Error) -> JsError + '_ {
+    move |e| invalid_argument(format!("{what}: {}", e.reason))
+}
+
+/// The largest integer a JS number holds exactly.
+const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+
+/// A non-negative integer (nanoseconds, ids, tickets) from a JS number: finite, `>= 0`,
+/// `<= Number.MAX_SAFE_INTEGER`; a fractional part is dropped.
+fn whole(value: f64, what: &str) -> Result<u64> {
+    if value.is_finite() && (0.0..=MAX_SAFE).contains(&value) {
+        Ok(value as u64)
+    } else {
+        Err(invalid_argument(format!(
+            "{what} must be a finite number in 0..=Number.MAX_SAFE_INTEGER, got {value}"
+        )))
+    }
+}
+
+/// A number argument that napi has not type-checked (so a wrong type maps to our code).
+type NumArg<'a> = Either<f64, Unknown<'a>>;
+
+fn whole_arg(value: NumArg<'_>, what: &str) -> Result<u64> {
+    match value {
+        Either::A(v) => whole(v, what),
+        Either::B(_) => Err(invalid_argument(format!("{what} must be a number"))),
+    }
+}
+
+fn to_js_number(value: u64) -> f64 {
+    value as f64
+}
+
+/// An optional property of a JS object: absent, `undefined` and `null` are `None`.
+fn opt<T: napi::bindgen_prelude::FromNapiValue>(obj: &Object, key: &str, what: &str) -> Result<Option<T>> {
+    let value: Option<Option<T>> = obj.get(key).map_err(wrong_type(what))?;
+    Ok(value.flatten())
+}
+
+fn required<T: napi::bindgen_prelude::FromNapiValue>(obj: &Object, key: &str, what: &str) -> Result<T> {
+    opt(obj, key, what)?.ok_or_else(|| invalid_argument(format!("{what} is required")))
+}
+
+fn object_arg<'a>(value: Either<Object<'a>, Unknown<'a>>, what: &str) -> Result<Object<'a>> {
+    match value {
+        Either::A(o) => Ok(o),
+        Either::B(_) => Err(invalid_argument(format!("{what} must be an object"))),
+    }
+}
+
+/// A `RequestSpec` (see `js/CONTRACT.md`) as a core [`Request`].
+fn request_from(obj: &Object) -> Result<Request> {
+    let method: String = required(obj, "method", "request.method (a string)")?;
+    let path: String = required(obj, "path", "request.path (a string)")?;
+    let mut request = Request::new(method, path);
+    request.major = opt(obj, "major", "request.major (a string)")?;
+    if let Some(identity) = opt::<String>(obj, "identity", "request.identity (a string)")? {
+        request.identity = identity;
+    }
+    if let Some(deadline) = opt::<f64>(obj, "deadlineNs", "request.deadlineNs (a number)")? {
+        request.deadline = Some(whole(deadline, "request.deadlineNs")?);
+    }
+    if let Some(priority) = opt::<f64>(obj, "priority", "request.priority (a number)")? {
+        if priority.fract() != 0.0 || !(f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&priority) {
+            return Err(invalid_argument(format!(
+                "request.priority must be an integer in the i32 range, got {priority}"
+            )));
+        }
+        request.priority = priority as i32;
+    }
+    request.idempotent = opt(obj, "idempotent", "request.idempotent (a boolean)")?;
+    request.global_exempt = opt(obj, "globalExempt", "request.globalExempt (a boolean)")?;
+    Ok(request)
+}
+
+fn request_arg(value: Either<Object<'_>, Unknown<'_>>) -> Result<Request> {
+    request_from(&object_arg(value, "request")?)
+}
+
+/// A `ResponseSpec`'s parts, owned.
+struct OwnedResponse {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: BodyHints,
+    wall_clock_ms: Option<u64>,
+}
+
+fn response_from(obj: &Object) -> Result<OwnedResponse> {
+    let status: f64 = required(obj, "status", "response.status (a number)")?;
+    if status.fract() != 0.0 || !(100.0..=999.0).contains(&status) {
+        return Err(invalid_argument(format!(
+            "response.status must be an integer in 100..=999, got {status}"
+        )));
+    }
+    let headers: Vec<Vec<String>> = opt(obj, "headers", "response.headers (an array of [name, value])")?
+        .unwrap_or_default();
+    let mut pairs = Vec::with_capacity(headers.len());
+    for pair in headers {
+        let [name, value]: [String; 2] = pair.try_into().map_err(|_| {
+            invalid_argument("response.headers must be an array of [name, value] pairs")
+        })?;
+        pairs.push((name, value));
+    }
+    let mut body = BodyHints::default();
+    if let Some(hints) = opt::<Object>(obj, "body", "response.body (an object)")? {
+        body.retry_after = opt(&hints, "retryAfter", "response.body.retryAfter (a number)")?;
+        body.global = opt(&hints, "global", "response.body.global (a boolean)")?;
+    }
+    let wall_clock_ms = opt::<f64>(obj, "wallClockMs", "response.wallClockMs (a number)")?
+        .map(|ms| whole(ms, "response.wallClockMs"))
+        .transpose()?;
+    Ok(OwnedResponse { status: status as u16, headers: pairs, body, wall_clock_ms })
+}
+
+fn disposition_name(d: Disposition) -> &'static str {
+    match d {
+        Disposition::Complete => "complete",
+        Disposition::Retry => "retry",
+        Disposition::Failed => "failed",
+    }
+}
+
+/// One output as a plain JS object (`js/CONTRACT.md`, `Output`). Absent fields are not set.
+#[napi(object, object_from_js = false)]
+#[derive(Debug)]
+pub struct JsOutput {
+    #[napi(js_name = "type")]
+    pub kind: String,
+    pub id: Option<f64>,
+    pub code: Option<String>,
+    pub message: Option<String>,
+    pub predicted_send_at_ns: Option<Either<f64, Null>>,
+    pub predicted_wait_ns: Option<f64>,
+    pub attempts: Option<u32>,
+    pub scope: Option<String>,
+    pub retry_after_ns: Option<f64>,
+    pub route: Option<String>,
+    pub bucket: Option<String>,
+    pub count: Option<u32>,
+    pub limit: Option<u32>,
+    pub at_ns: Option<f64>,
+}
+
+impl JsOutput {
+    fn of(kind: &str) -> Self {
+        JsOutput {
+            kind: kind.to_string(),
+            id: None,
+            code: None,
+            message: None,
+            predicted_send_at_ns: None,
+            predicted_wait_ns: None,
+            attempts: None,
+            scope: None,
+            retry_after_ns: None,
+            route: None,
+            bucket: None,
+            count: None,
+            limit: None,
+            at_ns: None,
+        }
+    }
+}
+
+fn output_to_js(output: Output) -> JsOutput {
+    match output {
+        Output::Send(id) => JsOutput { id: Some(to_js_number(id)), ..JsOutput::of("send") },
+        Output::Fail(id, reason) => fail_to_js(id, &reason),
+        Output::Observe(observation) => observation_to_js(observation),
+        Output::WaitUntil(t) => JsOutput { at_ns: Some(to_js_number(t)), ..JsOutput::of("wait_until") },
+        Output::Idle => JsOutput::of("idle"),
+    }
+}
+
+fn fail_to_js(id: u64, reason: &FailReason) -> JsOutput {
+    let FailView { code, predicted_send_at, predicted_wait, attempts } = fail_view(reason);
+    JsOutput {
+        id: Some(to_js_number(id)),
+        code: Some(code.to_string()),
+        message: Some(reason.to_string()),
+        predicted_send_at_ns: predicted_send_at
+            .map(|t| t.map_or(Either::B(Null), |t| Either::A(to_js_number(t)))),
+        predicted_wait_ns: predicted_wait.map(to_js_number),
+        attempts,
+        ..JsOutput::of("fail")
+    }
+}
+
+fn observation_to_js(observation: Observation) -> JsOutput {
+    match observation {
+        Observation::RateLimited { id, scope, retry_after } => JsOutput {
+            id: Some(to_js_number(id)),
+            scope: Some(scope.as_str().to_string()),
+            retry_after_ns: Some(to_js_number(retry_after)),
+            ..JsOutput::of("rate_limited")
+        },
+        Observation::BucketLearned { route, bucket } => JsOutput {
+            route: Some(route),
+            bucket: Some(bucket),
+            ..JsOutput::of("bucket_learned")
+        },
+        Observation::InvalidRequestWarning { count, limit } => JsOutput {
+            count: Some(count),
+            limit: Some(limit),
+            ..JsOutput::of("invalid_request_warning")
+        },
+        // `Observation` is `#[non_exhaustive]`, so this arm is required. A new observation
+        // reaches JS under a type no driver knows, which the driver reports loudly.
+        other => JsOutput {
+            message: Some(format!("{other:?}")),
+            ..JsOutput::of("unknown_observation")
+        },
+    }
+}
+
+fn json_arg(value: Option<String>) -> String {
+    value.unwrap_or_else(|| "{}".to_string())
+}
+
+// ------------------------------------------------------------------------------ Limiter
+
+/// The sans-IO client-side engine: `ratelane::Limiter` one to one. After every input, drain
+/// `pollOutput()` (or call `drain()`) until it returns `wait_until` or `idle`.
+#[napi]
+#[derive(Debug)]
+pub struct Limiter {
+    inner: ratelane::Limiter,
+}
+
+#[napi]
+impl Limiter {
+    /// A limiter from the core's JSON configuration (`{}` or omitted: Discord defaults).
+    /// Throws `invalid_config`.
+    #[napi(constructor)]
+    pub fn new(config_json: Option<String>) -> Result<Self> {
+        let config = ratelane::json::config_from_json(&json_arg(config_json)).map_err(core_error)?;
+        let inner = ratelane::Limiter::new(config).map_err(core_error)?;
+        Ok(Limiter { inner })
+    }
+
+    /// Queues a request and returns its id. Throws `invalid_request` or `limiter_closed`.
+    #[napi(ts_args_type = "nowNs: number, request: RequestSpec")]
+    pub fn enqueue(&mut self, now_ns: NumArg<'_>, request: Either<Object<'_>, Unknown<'_>>) -> Result<f64> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let request = request_arg(request)?;
+        let id = self.inner.enqueue(now, request).map_err(core_error)?;
+        Ok(to_js_number(id))
+    }
+
+    /// A response arrived for the sent request `id`.
+    #[napi(
+        ts_args_type = "nowNs: number, id: number, response: ResponseSpec",
+        ts_return_type = "'complete' | 'retry' | 'failed'"
+    )]
+    pub fn handle_response(
+        &mut self,
+        now_ns: NumArg<'_>,
+        id: NumArg<'_>,
+        response: Either<Object<'_>, Unknown<'_>>,
+    ) -> Result<&'static str> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let id = whole_arg(id, "id")?;
+        let owned = response_from(&object_arg(response, "response")?)?;
+        let pairs: Vec<(&str, &str)> =
+            owned.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let response = Response {
+            status: owned.status,
+            headers: &pairs,
+            body: owned.body,
+            wall_clock_ms: owned.wall_clock_ms,
+        };
+        let disposition = self.inner.handle_response(now, id, &response).map_err(core_error)?;
+        Ok(disposition_name(disposition))
+    }
+
+    /// The transport failed for the sent request `id`: `'not_sent'` when it certainly did not
+    /// reach the server, `'maybe_sent'` otherwise.
+    #[napi(
+        ts_args_type = "nowNs: number, id: number, failure: 'not_sent' | 'maybe_sent'",
+        ts_return_type = "'complete' | 'retry' | 'failed'"
+    )]
+    pub fn handle_failure(&mut self, now_ns: NumArg<'_>, id: NumArg<'_>, failure: Either<String, Unknown<'_>>) -> Result<&'static str> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let id = whole_arg(id, "id")?;
+        let failure = match &failure {
+            Either::A(s) if s == "not_sent" => Failure::NotSent,
+            Either::A(s) if s == "maybe_sent" => Failure::MaybeSent,
+            _ => return Err(invalid_argument("failure must be 'not_sent' or 'maybe_sent'")),
+        };
+        let disposition = self.inner.handle_failure(now, id, failure).map_err(core_error)?;
+        Ok(disposition_name(disposition))
+    }
+
+    /// The caller gave up on `id` (queued or in flight). Throws `unknown_request`.
+    #[napi(ts_args_type = "nowNs: number, id: number")]
+    pub fn cancel(&mut self, now_ns: NumArg<'_>, id: NumArg<'_>) -> Result<()> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let id = whole_arg(id, "id")?;
+        self.inner.cancel(now, id).map_err(core_error)
+    }
+
+    /// Time passed. Harmless when called early or twice.
+    #[napi(ts_args_type = "nowNs: number")]
+    pub fn handle_timeout(&mut self, now_ns: NumArg<'_>) -> Result<()> {
+        self.inner.handle_timeout(whole_arg(now_ns, "nowNs")?);
+        Ok(())
+    }
+
+    /// Fails every queued request with `closed` and refuses new ones.
+    #[napi(ts_args_type = "nowNs: number")]
+    pub fn close(&mut self, now_ns: NumArg<'_>) -> Result<()> {
+        self.inner.close(whole_arg(now_ns, "nowNs")?);
+        Ok(())
+    }
+
+    /// The next output; call until it returns `wait_until` or `idle`.
+    #[napi(ts_return_type = "Output")]
+    pub fn poll_output(&mut self) -> JsOutput {
+        output_to_js(self.inner.poll_output())
+    }
+
+    /// Every output up to and including the `wait_until` or `idle` that ends the drain.
+    #[napi(ts_return_type = "Output[]")]
+    pub fn drain(&mut self) -> Vec<JsOutput> {
+        let mut outputs = Vec::new();
+        loop {
+            let output = self.inner.poll_output();
+            let last = matches!(output, Output::WaitUntil(_) | Output::Idle);
+            outputs.push(output_to_js(output));
+            if last {
+                return outputs;
+            }
+        }
+    }
+
+    /// When `request` would be sent if it were enqueued at `nowNs` (ns). Throws
+    /// `invalid_request`.
+    #[napi(ts_args_type = "nowNs: number, request: RequestSpec")]
+    pub fn predict(&self, now_ns: NumArg<'_>, request: Either<Object<'_>, Unknown<'_>>) -> Result<f64> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let request = request_arg(request)?;
+        let prediction = self.inner.predict(now, &request).map_err(core_error)?;
+        Ok(to_js_number(prediction.send_at))
+    }
+
+    /// Requests queued and not yet sent.
+    #[napi(getter)]
+    pub fn queued(&self) -> u32 {
+        saturate(self.inner.queued())
+    }
+
+    /// Requests sent and not yet answered.
+    #[napi(getter)]
+    pub fn in_flight(&self) -> u32 {
+        saturate(self.inner.in_flight())
+    }
+
+    /// Buckets (queues) held in memory.
+    #[napi(getter)]
+    pub fn buckets(&self) -> u32 {
+        saturate(self.inner.buckets())
+    }
+
+    /// Whether `close` was called.
+    #[napi(getter)]
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// The configuration in the core's JSON form (every key).
+    #[napi]
+    pub fn config_json(&self) -> String {
+        ratelane::json::config_to_json(self.inner.config())
+    }
+}
+
+fn saturate(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+// ------------------------------------------------------------------------------ simulator
+
+/// A response of the simulated Discord server.
+#[napi(object, object_from_js = false)]
+#[derive(Debug)]
+pub struct SimResponse {
+    pub status: u32,
+    #[napi(ts_type = "Array<[string, string]>")]
+    pub headers: Vec<Vec<String>>,
+    pub body: SimBody,
+    pub body_text: String,
+}
+
+/// What a driver would parse from a simulated 429 body.
+#[napi(object, object_from_js = false)]
+#[derive(Debug)]
+pub struct SimBody {
+    pub retry_after: Either<f64, Null>,
+    pub global: Either<bool, Null>,
+}
+
+/// A model of Discord's REST rate limiting (`ratelane::sim::Server`).
+#[napi]
+#[derive(Debug)]
+pub struct SimServer {
+    inner: Server,
+    next_tag: u64,
+}
+
+#[napi]
+impl SimServer {
+    /// A server from the simulator's JSON settings (`{}` or omitted: Discord's defaults).
+    /// Throws `invalid_config`.
+    #[napi(constructor)]
+    pub fn new(server_config_json: Option<String>) -> Result<Self> {
+        let config = ratelane::json::server_config_from_json(&json_arg(server_config_json))
+            .map_err(core_error)?;
+        Ok(SimServer { inner: Server::new(config), next_tag: 0 })
+    }
+
+    /// Answers `request` arriving at `nowNs`.
+    #[napi(ts_args_type = "nowNs: number, request: RequestSpec")]
+    pub fn handle(&mut self, now_ns: NumArg<'_>, request: Either<Object<'_>, Unknown<'_>>) -> Result<SimResponse> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let request = request_arg(request)?;
+        self.next_tag += 1;
+        let r = self.inner.handle(now, self.next_tag, &request);
+        Ok(SimResponse {
+            status: u32::from(r.status),
+            headers: r.headers.into_iter().map(|(k, v)| vec![k, v]).collect(),
+            body: SimBody {
+                retry_after: r.body.retry_after.map_or(Either::B(Null), Either::A),
+                global: r.body.global.map_or(Either::B(Null), Either::A),
+            },
+            body_text: r.body_text,
+        })
+    }
+
+    /// How many 429s the server has answered.
+    #[napi(js_name = "count429")]
+    pub fn count_429(&self) -> u32 {
+        saturate(self.inner.count_429())
+    }
+}
+
+/// A limiter driven against a [`SimServer`] in virtual time (`ratelane::sim::Simulation`).
+#[napi]
+#[derive(Debug)]
+pub struct Simulation {
+    inner: ratelane::sim::Simulation,
+    tickets: usize,
+}
+
+#[napi]
+impl Simulation {
+    /// Limiter config, server config and network settings, each as the core's JSON text.
+    /// Throws `invalid_config`.
+    #[napi(constructor)]
+    pub fn new(
+        config_json: Option<String>,
+        server_config_json: Option<String>,
+        sim_config_json: Option<String>,
+    ) -> Result<Self> {
+        let config = ratelane::json::config_from_json(&json_arg(config_json)).map_err(core_error)?;
+        let server = ratelane::json::server_config_from_json(&json_arg(server_config_json))
+            .map_err(core_error)?;
+        let sim = ratelane::json::sim_config_from_json(&json_arg(sim_config_json)).map_err(core_error)?;
+        let limiter = ratelane::Limiter::new(config).map_err(core_error)?;
+        Ok(Simulation {
+            inner: ratelane::sim::Simulation::new(limiter, Server::new(server), sim),
+            tickets: 0,
+        })
+    }
+
+    /// Schedules `request` to be enqueued at `atNs`; returns its ticket.
+    #[napi(ts_args_type = "atNs: number, request: RequestSpec")]
+    pub fn enqueue_at(&mut self, at_ns: NumArg<'_>, request: Either<Object<'_>, Unknown<'_>>) -> Result<f64> {
+        let at = whole_arg(at_ns, "atNs")?;
+        let request = request_arg(request)?;
+        let ticket = self.inner.enqueue_at(at, request);
+        self.tickets = self.tickets.max(ticket.0 + 1);
+        Ok(ticket.0 as f64)
+    }
+
+    /// Schedules a cancellation of `ticket` at `atNs`.
+    #[napi(ts_args_type = "atNs: number, ticket: number")]
+    pub fn cancel_at(&mut self, at_ns: NumArg<'_>, ticket: NumArg<'_>) -> Result<()> {
+        let at = whole_arg(at_ns, "atNs")?;
+        let ticket = whole_arg(ticket, "ticket")? as usize;
+        if ticket >= self.tickets {
+            return Err(invalid_argument(format!("unknown ticket {ticket}")));
+        }
+        self.inner.cancel_at(at, ratelane::sim::Ticket(ticket));
+        Ok(())
+    }
+
+    /// Schedules `close` at `atNs`.
+    #[napi(ts_args_type = "atNs: number")]
+    pub fn close_at(&mut self, at_ns: NumArg<'_>) -> Result<()> {
+        self.inner.close_at(whole_arg(at_ns, "atNs")?);
+        Ok(())
+    }
+
+    /// Runs until everything ended (or a limit); returns the report
+    /// (`ratelane::json::report_to_json`). Throws `simulation_contract` when the limiter broke
+    /// the driver contract.
+    #[napi(ts_return_type = "SimReport")]
+    pub fn run(&mut self) -> Result<serde_json::Value> {
+        let report = self.inner.run().map_err(|e: SimError| js_error("simulation_contract", e.to_string()))?;
+        serde_json::from_str(&ratelane::json::report_to_json(&report))
+            .map_err(|e| js_error("simulation_contract", format!("report: {e}")))
+    }
+}
+
+// ------------------------------------------------------------------------------ constants
+
+/// `FAIL_CODES` and `ERROR_CODES` on the module (`ratelane::FailReason::ALL_CODES`,
+/// `ratelane::Error::ALL_CODES`).
+#[napi(module_exports)]
+pub fn module_exports(mut exports: Object) -> napi::Result<()> {
+    exports.set("FAIL_CODES", FailReason::ALL_CODES.to_vec())?;
+    exports.set("ERROR_CODES", ratelane::Error::ALL_CODES.to_vec())?;
+    Ok(())
+}

@@ -1,0 +1,184 @@
+// Types of the Promise driver (js/driver.js). Shared by the Node and the wasm package.
+import type { CoreModule, ErrorCode, FailCode, RateLimitScopeName, RequestSpec } from './core'
+
+/** Anything `send` may resolve to: a fetch `Response`, or an object with `status` and `headers`. */
+export interface ResponseLike {
+  status: number
+  /** A fetch `Headers`, a `Map`, an array of `[name, value]` pairs or a plain object. */
+  headers?: unknown
+  /** fetch `Response`: the driver reads Discord's 429 JSON body from `clone()`. */
+  clone?: () => { text(): Promise<string> }
+  /** Otherwise a 429 body as text or as the parsed object (`{ retry_after, global }`). */
+  body?: unknown
+}
+
+/** Settings of a `RateLimiter`: camelCase, durations in milliseconds. Absent: the profile's defaults. */
+export interface RateLimiterOptions {
+  /** Header family: `'discord'` (default), `'ietf'`, `'github'`, `'retry_after_only'`. */
+  profile?: 'discord' | 'ietf' | 'github' | 'retry_after_only'
+  /** Requests per `globalWindow` per identity (Discord: 50); 0 turns it off. */
+  globalLimit?: number
+  globalWindow?: number
+  globalMarginMax?: number
+  /** Fail at once (MaxWaitExceededError) when the predicted wait exceeds this; null: no limit. */
+  maxWait?: number | null
+  /** Re-sends after a 429 before RetriesExhaustedError. */
+  maxRateLimitRetries?: number
+  /** Re-sends after a 5xx or a transport failure. */
+  maxErrorRetries?: number
+  backoffBase?: number
+  backoffMax?: number
+  minRateLimitWait?: number
+  maxServerWait?: number
+  invalidRequestLimit?: number
+  invalidRequestWindow?: number
+  invalidRequestStopAt?: number
+  invalidRequestWarnAt?: number
+  edgeBackoffBase?: number
+  edgeBackoffMax?: number
+  stopOnUnauthorized?: boolean
+  jitterSeed?: number
+  maxRoutes?: number
+  bucketIdleTtl?: number
+  /** The default identity (a key for the token, never the token itself). */
+  identity?: string
+  onRateLimited?: (event: RateLimitedEvent) => void
+  onBucketLearned?: (event: BucketLearnedEvent) => void
+  onInvalidRequestWarning?: (event: InvalidRequestWarningEvent) => void
+}
+
+export interface RunOptions {
+  /** Cancels the request while queued or in flight; `run` rejects with `signal.reason`. */
+  signal?: AbortSignal | null
+  /** Milliseconds from now: fail with DeadlineExceededError rather than send later. */
+  deadline?: number | null
+  /** When set, `path` is a route template and this its major parameter. */
+  major?: string | null
+  identity?: string | null
+  priority?: number
+  /** Whether re-sending after a possibly delivered attempt is harmless (default: by method). */
+  idempotent?: boolean | null
+  globalExempt?: boolean | null
+}
+
+export interface SendContext {
+  /** Aborted when the caller cancels; pass it to `fetch`. */
+  signal: AbortSignal | undefined
+  /** 1 for the first send, 2 for the first retry, ... */
+  attempt: number
+}
+
+export interface RateLimitedEvent {
+  id: number
+  method: string | undefined
+  path: string | undefined
+  scope: RateLimitScopeName
+  /** How long the affected requests are held, in ms. */
+  retryAfter: number
+}
+export interface BucketLearnedEvent { route: string; bucket: string }
+export interface InvalidRequestWarningEvent { count: number; limit: number }
+export interface RateLimiterEvents {
+  rateLimited: RateLimitedEvent
+  bucketLearned: BucketLearnedEvent
+  invalidRequestWarning: InvalidRequestWarningEvent
+}
+
+export declare class RatelaneError extends Error {
+  readonly code: string
+}
+export declare class UsageError extends RatelaneError {
+  readonly code: ErrorCode | 'simulation_contract'
+}
+export declare class UnknownRequestError extends UsageError {}
+export declare class InvalidStateError extends UsageError {}
+export declare class InvalidConfigError extends UsageError {}
+export declare class InvalidRequestError extends UsageError {}
+export declare class LimiterClosedError extends UsageError {}
+export declare class InvalidArgumentError extends UsageError {}
+export declare class SimulationContractError extends RatelaneError {}
+
+export declare class RateLimitError extends RatelaneError {
+  readonly code: FailCode
+  readonly method: string
+  readonly path: string
+  readonly attempts: number | null
+  /** The last response received for the request (e.g. the last 429), if any. */
+  readonly response: ResponseLike | null
+}
+export declare class DeadlineExceededError extends RateLimitError {
+  /** The predicted send time in ms on the `performance.now()` clock, or null. */
+  readonly predictedSendAt: number | null
+  /** The predicted wait from the moment it failed, in ms, or null. */
+  readonly predictedWait: number | null
+}
+export declare class MaxWaitExceededError extends RateLimitError {
+  /** The predicted wait before sending, in ms. */
+  readonly predictedWait: number
+}
+export declare class RetriesExhaustedError extends RateLimitError {}
+export declare class MaybeSentError extends RateLimitError {}
+export declare class NetworkError extends RateLimitError {}
+export declare class UnauthorizedError extends RateLimitError {}
+export declare class ClosedError extends RateLimitError {}
+
+export declare class RateLimiter {
+  constructor(options?: RateLimiterOptions)
+  run<R extends ResponseLike>(
+    method: string,
+    path: string | { pathname: string; search?: string },
+    send: (context: SendContext) => R | Promise<R>,
+    options?: RunOptions,
+  ): Promise<R>
+  /** Rejects queued requests with ClosedError; resolves once those in flight settled. */
+  close(): Promise<void>
+  /** The predicted wait before a request enqueued now would be sent, in ms. */
+  predictWait(method: string, path: string, options?: RunOptions): number
+  readonly queued: number
+  readonly inFlight: number
+  readonly closed: boolean
+  /** The core configuration in use (JSON form: snake_case, ns). */
+  readonly config: Record<string, unknown>
+  on<K extends keyof RateLimiterEvents>(event: K, listener: (event: RateLimiterEvents[K]) => void): this
+  once<K extends keyof RateLimiterEvents>(event: K, listener: (event: RateLimiterEvents[K]) => void): this
+  off<K extends keyof RateLimiterEvents>(event: K, listener: (event: RateLimiterEvents[K]) => void): this
+  listenerCount(event: keyof RateLimiterEvents): number
+}
+
+/** What `createRatelane` returns: the driver, the error classes and the core's own classes. */
+export interface Ratelane<C extends CoreModule = CoreModule> {
+  RateLimiter: typeof RateLimiter
+  RatelaneError: typeof RatelaneError
+  UsageError: typeof UsageError
+  UnknownRequestError: typeof UnknownRequestError
+  InvalidStateError: typeof InvalidStateError
+  InvalidConfigError: typeof InvalidConfigError
+  InvalidRequestError: typeof InvalidRequestError
+  LimiterClosedError: typeof LimiterClosedError
+  InvalidArgumentError: typeof InvalidArgumentError
+  SimulationContractError: typeof SimulationContractError
+  RateLimitError: typeof RateLimitError
+  DeadlineExceededError: typeof DeadlineExceededError
+  MaxWaitExceededError: typeof MaxWaitExceededError
+  RetriesExhaustedError: typeof RetriesExhaustedError
+  MaybeSentError: typeof MaybeSentError
+  NetworkError: typeof NetworkError
+  UnauthorizedError: typeof UnauthorizedError
+  ClosedError: typeof ClosedError
+  FAIL_CLASSES: Readonly<Record<FailCode, typeof RateLimitError>>
+  USAGE_CLASSES: Readonly<Record<ErrorCode | 'simulation_contract', typeof RatelaneError>>
+  /** The matching ratelane class for an error the core threw (anything else unchanged). */
+  fromCoreError(error: unknown): unknown
+  /** RateLimiter options as the core's JSON configuration (throws InvalidConfigError). */
+  toCoreConfig(options?: RateLimiterOptions): Record<string, unknown>
+  /** `'not_sent'` when an error proves nothing reached the server, else `'maybe_sent'`. */
+  classifyFailure(error: unknown): 'not_sent' | 'maybe_sent'
+  headerPairs(headers: unknown): Array<[string, string]>
+  Limiter: C['Limiter']
+  SimServer: C['SimServer']
+  Simulation: C['Simulation']
+  FAIL_CODES: C['FAIL_CODES']
+  ERROR_CODES: C['ERROR_CODES']
+}
+
+export declare function createRatelane<C extends CoreModule>(core: C): Ratelane<C>

@@ -1,0 +1,804 @@
+// The Promise driver of ratelane, shared by the Node package (napi) and the wasm package.
+//
+// Written once, as a factory over the core surface of js/CONTRACT.md: `createRatelane(core)`
+// returns the driver (`RateLimiter`), the error classes and the core's own classes. This file
+// has no `require`, `import` or `export` and uses no Node-only API (no `process`, `Buffer`,
+// `events`); each package's build appends one export line to make `driver.cjs` and
+// `driver.mjs` (js/README.md). Time comes from `performance.now()`, timers from `setTimeout`.
+//
+// The driver converts and does I/O, nothing else: which request goes when, what a 429 means,
+// whether to retry, how long to wait — every such decision is the core's.
+
+/* eslint-disable no-unused-vars */
+function createRatelane(core) {
+  'use strict'
+
+  // ------------------------------------------------------------------ errors
+
+  /** The root of every error ratelane throws or rejects with. `code` is the core's code. */
+  class RatelaneError extends Error {
+    constructor(code, message, options) {
+      super(message, options && options.cause !== undefined ? { cause: options.cause } : undefined)
+      this.name = new.target.name
+      this.code = code
+    }
+  }
+
+  /** Caller misuse: the core's misuse codes, and `invalid_argument` for wrong JS values. */
+  class UsageError extends RatelaneError {}
+  class UnknownRequestError extends UsageError {}
+  class InvalidStateError extends UsageError {}
+  class InvalidConfigError extends UsageError {}
+  class InvalidRequestError extends UsageError {}
+  class LimiterClosedError extends UsageError {}
+  class InvalidArgumentError extends UsageError {}
+  /** A simulation found that the limiter broke the driver contract (a core bug). */
+  class SimulationContractError extends RatelaneError {}
+
+  /** A request ended without an answer. One subclass per core failure code. */
+  class RateLimitError extends RatelaneError {
+    constructor(code, message, details) {
+      super(code, message, details)
+      const d = details || {}
+      /** The request's method and path. */
+      this.method = d.method
+      this.path = d.path
+      /** How many times it was sent (when the core says). */
+      this.attempts = d.attempts === undefined ? null : d.attempts
+      /** The last response received for it, if any (e.g. the last 429). */
+      this.response = d.response === undefined ? null : d.response
+    }
+  }
+  /** The request could not be sent before its deadline. */
+  class DeadlineExceededError extends RateLimitError {
+    constructor(code, message, details) {
+      super(code, message, details)
+      /** When the core predicted it could be sent, in ms on the `performance.now()` clock, or null. */
+      this.predictedSendAt = details.predictedSendAt === undefined ? null : details.predictedSendAt
+      /** The same prediction as a wait from the moment it failed, in ms, or null. */
+      this.predictedWait = details.predictedWait === undefined ? null : details.predictedWait
+    }
+  }
+  /** The predicted wait exceeded `maxWait`. */
+  class MaxWaitExceededError extends RateLimitError {
+    constructor(code, message, details) {
+      super(code, message, details)
+      /** The predicted wait before sending, in ms. */
+      this.predictedWait = details.predictedWait
+    }
+  }
+  /** Still rate limited after `maxRateLimitRetries` re-sends. */
+  class RetriesExhaustedError extends RateLimitError {}
+  /** The transport failed after the request may have reached the server; not re-sent. */
+  class MaybeSentError extends RateLimitError {}
+  /** The transport failed before the request reached the server, too many times. */
+  class NetworkError extends RateLimitError {}
+  /** The token was rejected with 401; its requests are no longer sent. */
+  class UnauthorizedError extends RateLimitError {}
+  /** The limiter was closed while the request was queued. */
+  class ClosedError extends RateLimitError {}
+
+  const FAIL_CLASSES = {
+    deadline_exceeded: DeadlineExceededError,
+    max_wait_exceeded: MaxWaitExceededError,
+    retries_exhausted: RetriesExhaustedError,
+    maybe_sent: MaybeSentError,
+    network_error: NetworkError,
+    unauthorized: UnauthorizedError,
+    closed: ClosedError,
+  }
+  const USAGE_CLASSES = {
+    unknown_request: UnknownRequestError,
+    invalid_state: InvalidStateError,
+    invalid_config: InvalidConfigError,
+    invalid_request: InvalidRequestError,
+    limiter_closed: LimiterClosedError,
+    invalid_argument: InvalidArgumentError,
+    simulation_contract: SimulationContractError,
+  }
+
+  // A new code in the core must get a class here, never slip through as a bare Error.
+  for (const [list, classes, what] of [
+    [core.FAIL_CODES, FAIL_CLASSES, 'failure'],
+    [core.ERROR_CODES, USAGE_CLASSES, 'error'],
+  ]) {
+    if (!Array.isArray(list) || list.length === 0) {
+      throw new Error(`ratelane: the core module exports no ${what} code list`)
+    }
+    for (const code of list) {
+      if (!Object.prototype.hasOwnProperty.call(classes, code)) {
+        throw new Error(`ratelane: the core's ${what} code "${code}" has no error class in js/driver.js`)
+      }
+    }
+  }
+
+  /**
+   * The matching class for an error thrown by the core (an `Error` with a string `code`);
+   * any other value is returned as it is.
+   */
+  function fromCoreError(error) {
+    if (error instanceof RatelaneError) return error
+    const cls = error && typeof error.code === 'string' ? USAGE_CLASSES[error.code] : undefined
+    return cls ? new cls(error.code, error.message, { cause: error }) : error
+  }
+
+  function usage(cls, code, message) {
+    return new cls(code, message)
+  }
+
+  // ------------------------------------------------------------------ options
+
+  const MS = 'ms'
+  const COUNT = 'count'
+  /** camelCase option -> [core JSON key, kind]. The one place driver options become core config. */
+  const OPTION_KEYS = {
+    profile: ['profile', 'profile'],
+    globalLimit: ['global_limit', COUNT],
+    globalWindow: ['global_window_ns', MS],
+    globalMarginMax: ['global_margin_max_ns', MS],
+    maxWait: ['max_wait_ns', 'ms_or_null'],
+    maxRateLimitRetries: ['max_rate_limit_retries', COUNT],
+    maxErrorRetries: ['max_error_retries', COUNT],
+    backoffBase: ['backoff_base_ns', MS],
+    backoffMax: ['backoff_max_ns', MS],
+    minRateLimitWait: ['min_rate_limit_wait_ns', MS],
+    maxServerWait: ['max_server_wait_ns', MS],
+    invalidRequestLimit: ['invalid_request_limit', COUNT],
+    invalidRequestWindow: ['invalid_request_window_ns', MS],
+    invalidRequestStopAt: ['invalid_request_stop_at', COUNT],
+    invalidRequestWarnAt: ['invalid_request_warn_at', COUNT],
+    edgeBackoffBase: ['edge_backoff_base_ns', MS],
+    edgeBackoffMax: ['edge_backoff_max_ns', MS],
+    stopOnUnauthorized: ['stop_on_unauthorized', 'boolean'],
+    jitterSeed: ['jitter_seed', COUNT],
+    maxRoutes: ['max_routes', COUNT],
+    bucketIdleTtl: ['bucket_idle_ttl_ns', MS],
+  }
+  /** Options of the driver itself (not passed to the core). */
+  const DRIVER_OPTIONS = new Set(['identity'])
+  const PROFILES = new Set(['discord', 'ietf', 'github', 'retry_after_only'])
+
+  function badOption(message) {
+    return usage(InvalidConfigError, 'invalid_config', `invalid configuration: ${message}`)
+  }
+
+  function msToNs(value, name) {
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+      throw badOption(`${name} must be a finite number of milliseconds >= 0, got ${String(value)}`)
+    }
+    return Math.round(value * 1e6)
+  }
+
+  /**
+   * `RateLimiter` options (camelCase, durations in ms) as the core's JSON configuration
+   * (snake_case, durations in ns). Absent options keep the profile's defaults; unknown ones
+   * throw `invalid_config`.
+   */
+  function toCoreConfig(options) {
+    if (options === undefined || options === null) return {}
+    if (typeof options !== 'object' || Array.isArray(options)) {
+      throw badOption('options must be an object')
+    }
+    const config = {}
+    for (const name of Object.keys(options)) {
+      const value = options[name]
+      if (DRIVER_OPTIONS.has(name) || value === undefined) continue
+      const entry = Object.prototype.hasOwnProperty.call(OPTION_KEYS, name) ? OPTION_KEYS[name] : undefined
+      if (!entry) {
+        const known = Object.keys(OPTION_KEYS).concat([...DRIVER_OPTIONS]).join(', ')
+        throw badOption(`unknown option "${name}"; expected one of: ${known}`)
+      }
+      const [key, kind] = entry
+      if (kind === MS) {
+        config[key] = msToNs(value, name)
+      } else if (kind === 'ms_or_null') {
+        config[key] = value === null || value === Infinity ? null : msToNs(value, name)
+      } else if (kind === COUNT) {
+        if (!Number.isSafeInteger(value) || value < 0) {
+          throw badOption(`${name} must be an integer >= 0, got ${String(value)}`)
+        }
+        config[key] = value
+      } else if (kind === 'boolean') {
+        if (typeof value !== 'boolean') throw badOption(`${name} must be a boolean, got ${String(value)}`)
+        config[key] = value
+      } else {
+        if (!PROFILES.has(value)) {
+          throw badOption(`profile must be one of ${[...PROFILES].join(', ')}, got ${String(value)}`)
+        }
+        config[key] = value
+      }
+    }
+    return config
+  }
+
+  // ------------------------------------------------------------------ time
+
+  const clock = typeof performance !== 'undefined' && performance && typeof performance.now === 'function'
+    ? () => performance.now()
+    : () => Date.now()
+  /** Monotonic now in integer ns, the core's clock. */
+  function nowNs() {
+    return Math.round(clock() * 1e6)
+  }
+  /** setTimeout's longest delay; an earlier wake-up is harmless. */
+  const MAX_TIMER_MS = 0x7fffffff
+
+  // ------------------------------------------------------------------ responses
+
+  /** Header pairs from a fetch `Headers`, a `Map`, an array of pairs or a plain object. */
+  function headerPairs(headers) {
+    if (headers === undefined || headers === null) return []
+    if (Array.isArray(headers)) return headers.map((p) => [String(p[0]), String(p[1])])
+    const pairs = []
+    if (typeof headers.forEach === 'function' && typeof headers.get === 'function') {
+      headers.forEach((value, name) => { pairs.push([String(name), String(value)]) })
+      return pairs
+    }
+    if (typeof headers[Symbol.iterator] === 'function') {
+      for (const p of headers) pairs.push([String(p[0]), String(p[1])])
+      return pairs
+    }
+    for (const name of Object.keys(headers)) {
+      const value = headers[name]
+      if (Array.isArray(value)) for (const v of value) pairs.push([name, String(v)])
+      else if (value !== undefined && value !== null) pairs.push([name, String(value)])
+    }
+    return pairs
+  }
+
+  /** Discord's 429 fields from a parsed JSON body. */
+  function bodyHints(parsed) {
+    if (!parsed || typeof parsed !== 'object') return null
+    const retryAfter = typeof parsed.retry_after === 'number' && Number.isFinite(parsed.retry_after)
+      ? parsed.retry_after : null
+    const global = typeof parsed.global === 'boolean' ? parsed.global : null
+    return retryAfter === null && global === null ? null : { retryAfter, global }
+  }
+
+  /** Bodies longer than this are not parsed (an HTML ban page, a hostile server). */
+  const MAX_BODY_CHARS = 64 * 1024
+
+  /**
+   * The body fields of a 429: from a clone of a fetch `Response` (the caller's copy stays
+   * unread), or from a `body` that is a string or an already parsed object.
+   */
+  async function readHints(response) {
+    try {
+      let text
+      if (typeof response.clone === 'function') {
+        const copy = response.clone()
+        if (typeof copy.text !== 'function') return null
+        text = await copy.text()
+      } else if (typeof response.body === 'string') {
+        text = response.body
+      } else if (response.body && typeof response.body === 'object' && !isStream(response.body)) {
+        return bodyHints(response.body)
+      } else {
+        return null
+      }
+      if (typeof text !== 'string' || text.length > MAX_BODY_CHARS) return null
+      return bodyHints(JSON.parse(text))
+    } catch (_) {
+      return null // not JSON (an HTML ban page): the headers decide
+    }
+  }
+
+  function isStream(body) {
+    return typeof body.getReader === 'function' || typeof body.pipe === 'function'
+  }
+
+  /** Frees a response the caller will never see (a retried 429 or 5xx). */
+  function discard(response) {
+    try {
+      const body = response && response.body
+      if (body && typeof body.cancel === 'function' && !body.locked) {
+        const p = body.cancel()
+        if (p && typeof p.catch === 'function') p.catch(() => {})
+      }
+    } catch (_) { /* nothing to free */ }
+  }
+
+  // ------------------------------------------------------------------ transport failures
+
+  /** Error codes meaning the request never reached the server (nothing was written). */
+  const NOT_SENT_CODES = new Set([
+    'ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EAI_NONAME', 'EAI_FAIL', 'ENETUNREACH',
+    'EHOSTUNREACH', 'ENETDOWN', 'EHOSTDOWN', 'EADDRNOTAVAIL', 'UND_ERR_CONNECT_TIMEOUT',
+    'ERR_TLS_CERT_ALTNAME_INVALID', 'CERT_HAS_EXPIRED', 'DEPTH_ZERO_SELF_SIGNED_CERT',
+    'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'ERR_INVALID_URL',
+  ])
+
+  /**
+   * `'not_sent'` when the error proves the request never reached the server (connection
+   * refused, DNS failure, connect timeout, TLS certificate rejected, invalid URL), otherwise
+   * `'maybe_sent'`. An error may decide for itself with `error.ratelaneFailure`.
+   */
+  function classifyFailure(error) {
+    let e = error
+    for (let depth = 0; e && depth < 4; depth++) {
+      if (e.ratelaneFailure === 'not_sent' || e.ratelaneFailure === 'maybe_sent') return e.ratelaneFailure
+      if (typeof e.code === 'string' && NOT_SENT_CODES.has(e.code)) return 'not_sent'
+      if (Array.isArray(e.errors) && e.errors.length > 0 && e.errors.every((x) => classifyFailure(x) === 'not_sent')) {
+        return 'not_sent' // AggregateError of every address refused (happy eyeballs)
+      }
+      e = e.cause
+    }
+    return 'maybe_sent'
+  }
+
+  // ------------------------------------------------------------------ events
+
+  /** A small event emitter (no Node `events` needed). Listener errors are rethrown async. */
+  class Emitter {
+    constructor() { this._listeners = new Map() }
+    on(name, listener) {
+      if (typeof listener !== 'function') {
+        throw usage(InvalidArgumentError, 'invalid_argument', 'listener must be a function')
+      }
+      const list = this._listeners.get(name)
+      if (list) list.push(listener)
+      else this._listeners.set(name, [listener])
+      return this
+    }
+    once(name, listener) {
+      const wrapper = (...args) => { this.off(name, wrapper); listener.apply(this, args) }
+      wrapper.listener = listener
+      return this.on(name, wrapper)
+    }
+    off(name, listener) {
+      const list = this._listeners.get(name)
+      if (!list) return this
+      const i = list.findIndex((l) => l === listener || l.listener === listener)
+      if (i >= 0) list.splice(i, 1)
+      if (list.length === 0) this._listeners.delete(name)
+      return this
+    }
+    listenerCount(name) {
+      const list = this._listeners.get(name)
+      return list ? list.length : 0
+    }
+    emit(name, event) {
+      const list = this._listeners.get(name)
+      if (!list) return false
+      for (const listener of list.slice()) {
+        try {
+          listener.call(this, event)
+        } catch (error) {
+          setTimeout(() => { throw error }, 0)
+        }
+      }
+      return true
+    }
+  }
+
+  // ------------------------------------------------------------------ the driver
+
+  const EVENT_CALLBACKS = { onRateLimited: 'rateLimited', onBucketLearned: 'bucketLearned', onInvalidRequestWarning: 'invalidRequestWarning' }
+
+  /**
+   * The Promise driver: `await limiter.run(method, path, send)`. Each request waits until
+   * the core says it may go, `send` performs it, and its response goes back to the core.
+   */
+  class RateLimiter extends Emitter {
+    /**
+     * @param options camelCase settings, durations in ms (see README); plus `identity` (the
+     *   default token key) and the callbacks `onRateLimited`, `onBucketLearned`,
+     *   `onInvalidRequestWarning`.
+     */
+    constructor(options) {
+      super()
+      const opts = options === undefined || options === null ? {} : options
+      const coreOptions = {}
+      if (typeof opts === 'object' && !Array.isArray(opts)) {
+        for (const name of Object.keys(opts)) {
+          if (Object.prototype.hasOwnProperty.call(EVENT_CALLBACKS, name)) {
+            if (opts[name] !== undefined) this.on(EVENT_CALLBACKS[name], opts[name])
+          } else {
+            coreOptions[name] = opts[name]
+          }
+        }
+      }
+      const config = toCoreConfig(typeof opts === 'object' ? coreOptions : opts)
+      if (opts.identity !== undefined && typeof opts.identity !== 'string') {
+        throw badOption('identity must be a string')
+      }
+      this._identity = opts.identity
+      try {
+        this._core = new core.Limiter(JSON.stringify(config))
+      } catch (error) {
+        throw fromCoreError(error)
+      }
+      /** id -> entry of each request not yet settled. */
+      this._entries = new Map()
+      this._timer = null
+      this._timerAt = null
+      this._timerRef = true
+      this._pumping = false
+      this._again = false
+      this._closeWaiters = []
+    }
+
+    /** Requests waiting to be sent. */
+    get queued() { return this._core.queued }
+    /** Requests sent and not answered. */
+    get inFlight() { return this._core.inFlight }
+    /** Whether `close()` was called. */
+    get closed() { return this._core.isClosed }
+    /** The core configuration in use (JSON form, ns). */
+    get config() { return JSON.parse(this._core.configJson()) }
+
+    /**
+     * How long a request enqueued now would wait before being sent, in ms (0: at once),
+     * from what the limiter knows.
+     */
+    predictWait(method, path, options) {
+      const now = nowNs()
+      const spec = this._spec(method, path, options || {}, now)
+      let at
+      try {
+        at = this._core.predict(now, spec)
+      } catch (error) {
+        throw fromCoreError(error)
+      }
+      return Math.max(0, at - now) / 1e6
+    }
+
+    /**
+     * Runs `send` when the rate limits allow, and resolves with its response.
+     *
+     * `send({ signal, attempt })` performs the request and returns a fetch `Response` or any
+     * object with `status` and `headers`; pass `signal` to `fetch` so a cancellation aborts
+     * it. It may be called again (a retry after a 429, a 5xx or a transport failure).
+     *
+     * Options: `signal` (AbortSignal: cancels while queued or in flight; rejects with its
+     * reason), `deadline` (ms from now: fail with DeadlineExceededError rather than send
+     * later), `major`, `identity`, `priority`, `idempotent`, `globalExempt`.
+     *
+     * Rejects with a RateLimitError subclass when the core gives up on the request.
+     */
+    run(method, path, send, options) {
+      return new Promise((resolve, reject) => {
+        const opts = options === undefined || options === null ? {} : options
+        if (typeof send !== 'function') {
+          throw usage(InvalidArgumentError, 'invalid_argument', 'send must be a function returning a response')
+        }
+        const signal = opts.signal
+        if (signal !== undefined && signal !== null && (typeof signal.addEventListener !== 'function' || typeof signal.aborted !== 'boolean')) {
+          throw usage(InvalidArgumentError, 'invalid_argument', 'signal must be an AbortSignal')
+        }
+        if (signal && signal.aborted) {
+          reject(signal.reason)
+          return
+        }
+        const now = nowNs()
+        const spec = this._spec(method, path, opts, now)
+        let id
+        try {
+          id = this._core.enqueue(now, spec)
+        } catch (error) {
+          throw fromCoreError(error)
+        }
+        const entry = {
+          id,
+          method: spec.method,
+          path: spec.path,
+          send,
+          resolve,
+          reject,
+          signal: signal || null,
+          onAbort: null,
+          attempt: 0,
+          attemptController: null,
+          lastResponse: undefined,
+          lastError: undefined,
+        }
+        if (signal) {
+          entry.onAbort = () => this._abort(entry)
+          signal.addEventListener('abort', entry.onAbort, { once: true })
+        }
+        this._entries.set(id, entry)
+        this._pump()
+      })
+    }
+
+    /**
+     * Closes the limiter: every queued request rejects with ClosedError and new ones with
+     * LimiterClosedError. Resolves once the requests in flight have settled.
+     */
+    close() {
+      if (!this._core.isClosed) {
+        this._core.close(nowNs())
+        this._pump()
+      }
+      if (this._entries.size === 0) {
+        this._clearTimer()
+        return Promise.resolve()
+      }
+      return new Promise((resolve) => { this._closeWaiters.push(resolve) })
+    }
+
+    // -------------------------------------------------------------- internals
+
+    _spec(method, path, opts, now) {
+      if (typeof method !== 'string') {
+        throw usage(InvalidArgumentError, 'invalid_argument', 'method must be a string')
+      }
+      let p = path
+      if (p && typeof p === 'object' && typeof p.pathname === 'string') p = p.pathname + (p.search || '')
+      if (typeof p !== 'string') {
+        throw usage(InvalidArgumentError, 'invalid_argument', 'path must be a string')
+      }
+      const spec = { method, path: p }
+      if (opts.major !== undefined && opts.major !== null) spec.major = opts.major
+      const identity = opts.identity !== undefined ? opts.identity : this._identity
+      if (identity !== undefined && identity !== null) spec.identity = identity
+      if (opts.priority !== undefined) spec.priority = opts.priority
+      if (opts.idempotent !== undefined) spec.idempotent = opts.idempotent
+      if (opts.globalExempt !== undefined) spec.globalExempt = opts.globalExempt
+      if (opts.deadline !== undefined && opts.deadline !== null) {
+        if (typeof opts.deadline !== 'number' || !(opts.deadline >= 0)) {
+          throw usage(InvalidArgumentError, 'invalid_argument', 'deadline must be a number of ms >= 0')
+        }
+        spec.deadlineNs = Math.min(Number.MAX_SAFE_INTEGER, now + Math.round(Math.min(opts.deadline, 9e9) * 1e6))
+      }
+      return spec
+    }
+
+    /** Drains the core after an input (the drain invariant) and acts on each output. */
+    _pump() {
+      if (this._pumping) {
+        this._again = true
+        return
+      }
+      this._pumping = true
+      try {
+        do {
+          this._again = false
+          const outputs = this._core.drain()
+          for (let i = 0; i < outputs.length; i++) this._act(outputs[i])
+        } while (this._again)
+      } finally {
+        this._pumping = false
+      }
+      this._refTimer()
+      if (this._closeWaiters.length > 0 && this._entries.size === 0) {
+        this._clearTimer()
+        const waiters = this._closeWaiters
+        this._closeWaiters = []
+        for (const w of waiters) w()
+      }
+    }
+
+    _act(output) {
+      switch (output.type) {
+        case 'send':
+          this._start(output.id)
+          break
+        case 'fail':
+          this._fail(output)
+          break
+        case 'wait_until':
+          this._arm(output.atNs)
+          break
+        case 'idle':
+          this._clearTimer()
+          break
+        case 'rate_limited': {
+          const entry = this._entries.get(output.id)
+          this.emit('rateLimited', {
+            id: output.id,
+            method: entry ? entry.method : undefined,
+            path: entry ? entry.path : undefined,
+            scope: output.scope,
+            retryAfter: output.retryAfterNs / 1e6,
+          })
+          break
+        }
+        case 'bucket_learned':
+          this.emit('bucketLearned', { route: output.route, bucket: output.bucket })
+          break
+        case 'invalid_request_warning':
+          this.emit('invalidRequestWarning', { count: output.count, limit: output.limit })
+          break
+        default: {
+          const error = new Error(`ratelane: the core emitted an output the driver does not know: ${JSON.stringify(output)}`)
+          setTimeout(() => { throw error }, 0)
+        }
+      }
+    }
+
+    _start(id) {
+      const entry = this._entries.get(id)
+      if (!entry) return
+      entry.attempt += 1
+      const controller = typeof AbortController === 'function' ? new AbortController() : null
+      entry.attemptController = controller
+      const attempt = entry.attempt
+      let pending
+      try {
+        pending = Promise.resolve(entry.send({ signal: controller ? controller.signal : undefined, attempt }))
+      } catch (error) {
+        // It threw before returning: nothing was sent.
+        const e = error !== null && typeof error === 'object' ? error : new Error(String(error))
+        pending = Promise.reject(Object.assign(e, { ratelaneFailure: e.ratelaneFailure || 'not_sent' }))
+      }
+      pending.then(
+        (response) => this._onResponse(entry, controller, response),
+        (error) => this._onError(entry, controller, error),
+      )
+    }
+
+    _current(entry, controller) {
+      return this._entries.get(entry.id) === entry && entry.attemptController === controller
+    }
+
+    async _onResponse(entry, controller, response) {
+      if (!this._current(entry, controller)) return
+      if (!response || typeof response.status !== 'number') {
+        this._settleMisuse(entry, usage(InvalidArgumentError, 'invalid_argument',
+          'send must resolve to a response with a numeric status (e.g. a fetch Response)'))
+        return
+      }
+      const spec = { status: response.status, headers: headerPairs(response.headers), wallClockMs: Date.now() }
+      if (response.status === 429) {
+        const hints = await readHints(response)
+        if (hints) spec.body = hints
+        if (!this._current(entry, controller)) return
+      }
+      entry.attemptController = null
+      let disposition
+      try {
+        disposition = this._core.handleResponse(nowNs(), entry.id, spec)
+      } catch (error) {
+        this._settleMisuse(entry, fromCoreError(error))
+        return
+      }
+      if (disposition === 'complete') {
+        this._settle(entry)
+        entry.resolve(response)
+      } else {
+        // 'retry': the core sends it again later; 'failed': its fail output follows.
+        if (entry.lastResponse !== undefined && entry.lastResponse !== response) discard(entry.lastResponse)
+        entry.lastResponse = response
+        if (disposition === 'retry') discard(response)
+      }
+      this._pump()
+    }
+
+    _onError(entry, controller, error) {
+      if (!this._current(entry, controller)) return
+      entry.attemptController = null
+      entry.lastError = error
+      let disposition
+      try {
+        disposition = this._core.handleFailure(nowNs(), entry.id, classifyFailure(error))
+      } catch (e) {
+        this._settleMisuse(entry, fromCoreError(e))
+        return
+      }
+      if (disposition === 'complete') {
+        this._settle(entry)
+        entry.reject(error)
+      }
+      this._pump()
+    }
+
+    /** A request the caller's code or the core refused: end it in the core, reject it. */
+    _settleMisuse(entry, error) {
+      entry.attemptController = null
+      try {
+        this._core.cancel(nowNs(), entry.id)
+      } catch (_) { /* already ended in the core */ }
+      this._settle(entry)
+      entry.reject(error)
+      this._pump()
+    }
+
+    _fail(output) {
+      const entry = this._entries.get(output.id)
+      if (!entry) return
+      const cls = FAIL_CLASSES[output.code]
+      const now = nowNs()
+      const details = {
+        method: entry.method,
+        path: entry.path,
+        attempts: output.attempts,
+        response: entry.lastResponse,
+        cause: entry.lastError,
+      }
+      if (output.predictedWaitNs !== undefined) details.predictedWait = output.predictedWaitNs / 1e6
+      if (output.code === 'deadline_exceeded') {
+        const at = output.predictedSendAtNs
+        details.predictedSendAt = typeof at === 'number' ? at / 1e6 : null
+        details.predictedWait = typeof at === 'number' ? Math.max(0, at - now) / 1e6 : null
+      }
+      this._settle(entry)
+      entry.reject(new cls(output.code, output.message, details))
+    }
+
+    /** The caller's AbortSignal fired: the request leaves the core (its slot comes back if queued). */
+    _abort(entry) {
+      if (this._entries.get(entry.id) !== entry) return
+      const controller = entry.attemptController
+      try {
+        this._core.cancel(nowNs(), entry.id)
+      } catch (_) { /* it ended in the same tick */ }
+      this._settle(entry)
+      if (controller) controller.abort(entry.signal.reason)
+      entry.reject(entry.signal.reason)
+      this._pump()
+    }
+
+    _settle(entry) {
+      this._entries.delete(entry.id)
+      entry.attemptController = null
+      if (entry.signal && entry.onAbort) entry.signal.removeEventListener('abort', entry.onAbort)
+    }
+
+    // -------------------------------------------------------------- the one timer
+
+    _arm(atNs) {
+      if (this._timer !== null && this._timerAt === atNs) return // same deadline: keep it
+      this._clearTimer()
+      const delay = Math.min(MAX_TIMER_MS, Math.max(0, Math.ceil((atNs - nowNs()) / 1e6)))
+      this._timerAt = atNs
+      this._timerRef = true
+      this._timer = setTimeout(() => {
+        this._timer = null
+        this._timerAt = null
+        this._core.handleTimeout(Math.max(atNs, nowNs()))
+        this._pump()
+      }, delay)
+    }
+
+    _clearTimer() {
+      if (this._timer !== null) clearTimeout(this._timer)
+      this._timer = null
+      this._timerAt = null
+    }
+
+    /** A queued request keeps the process alive; a timer for housekeeping only does not. */
+    _refTimer() {
+      const t = this._timer
+      if (t === null || typeof t !== 'object' || typeof t.unref !== 'function') return
+      const wanted = this._core.queued > 0
+      if (wanted !== this._timerRef) {
+        if (wanted) t.ref()
+        else t.unref()
+        this._timerRef = wanted
+      }
+    }
+  }
+
+  return {
+    RateLimiter,
+    RatelaneError,
+    UsageError,
+    UnknownRequestError,
+    InvalidStateError,
+    InvalidConfigError,
+    InvalidRequestError,
+    LimiterClosedError,
+    InvalidArgumentError,
+    SimulationContractError,
+    RateLimitError,
+    DeadlineExceededError,
+    MaxWaitExceededError,
+    RetriesExhaustedError,
+    MaybeSentError,
+    NetworkError,
+    UnauthorizedError,
+    ClosedError,
+    FAIL_CLASSES: Object.freeze(Object.assign({}, FAIL_CLASSES)),
+    USAGE_CLASSES: Object.freeze(Object.assign({}, USAGE_CLASSES)),
+    fromCoreError,
+    toCoreConfig,
+    classifyFailure,
+    headerPairs,
+    Limiter: core.Limiter,
+    SimServer: core.SimServer,
+    Simulation: core.Simulation,
+    FAIL_CODES: core.FAIL_CODES,
+    ERROR_CODES: core.ERROR_CODES,
+  }
+}

@@ -1,0 +1,376 @@
+// The Promise driver (js/driver.js) over the core module under test (RATELANE_CORE), with
+// in-process fake transports: options, errors, retries, waits, AbortSignal, close, events,
+// timers. Assertions are on outcomes and counts, never on elapsed time.
+'use strict'
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const { execFileSync } = require('node:child_process')
+const path = require('node:path')
+const { core, createRatelane, ratelane, corePath } = require('./support.cjs')
+
+const {
+  RateLimiter, RatelaneError, RateLimitError, UsageError, InvalidConfigError, InvalidArgumentError,
+  InvalidRequestError, LimiterClosedError, MaxWaitExceededError, DeadlineExceededError,
+  RetriesExhaustedError, MaybeSentError, NetworkError, ClosedError, FAIL_CLASSES, USAGE_CLASSES,
+  toCoreConfig, fromCoreError, classifyFailure, headerPairs,
+} = ratelane
+
+const CHANNEL = '/channels/100000000000000001/messages'
+
+/** A Discord 200 with bucket headers. */
+function ok(remaining = 4, resetAfter = 1, limit = 5, bucket = 'b1') {
+  return {
+    status: 200,
+    headers: {
+      'x-ratelimit-limit': String(limit),
+      'x-ratelimit-remaining': String(remaining),
+      'x-ratelimit-reset-after': String(resetAfter),
+      'x-ratelimit-bucket': bucket,
+    },
+  }
+}
+
+/** A Discord 429 of scope user, with its JSON body as text. */
+function tooMany(retryAfter = 0.01, bucket = 'b1') {
+  return {
+    status: 429,
+    headers: {
+      'x-ratelimit-limit': '5',
+      'x-ratelimit-remaining': '0',
+      'x-ratelimit-reset-after': String(retryAfter),
+      'x-ratelimit-bucket': bucket,
+      'x-ratelimit-scope': 'user',
+      'retry-after': String(Math.ceil(retryAfter)),
+    },
+    body: JSON.stringify({ message: 'You are being rate limited.', retry_after: retryAfter, global: false }),
+  }
+}
+
+/** A promise with its resolve/reject outside. */
+function deferred() {
+  let resolve, reject
+  const promise = new Promise((res, rej) => { resolve = res; reject = rej })
+  return { promise, resolve, reject }
+}
+
+/** Lets pending promise callbacks run. */
+const tick = () => new Promise((r) => setImmediate(r))
+
+// ------------------------------------------------------------------ options
+
+test('options: camelCase and milliseconds become the core JSON form, in one table', () => {
+  const all = {
+    profile: 'discord', globalLimit: 40, globalWindow: 1000, globalMarginMax: 100, maxWait: 30_000,
+    maxRateLimitRetries: 2, maxErrorRetries: 4, backoffBase: 250, backoffMax: 8000,
+    minRateLimitWait: 20, maxServerWait: 60_000, invalidRequestLimit: 1000,
+    invalidRequestWindow: 600_000, invalidRequestStopAt: 900, invalidRequestWarnAt: 500,
+    edgeBackoffBase: 1000, edgeBackoffMax: 2000, stopOnUnauthorized: false, jitterSeed: 7,
+    maxRoutes: 10, bucketIdleTtl: 1500,
+  }
+  const json = toCoreConfig(all)
+  assert.deepEqual(json, {
+    profile: 'discord', global_limit: 40, global_window_ns: 1e9, global_margin_max_ns: 1e8,
+    max_wait_ns: 3e10, max_rate_limit_retries: 2, max_error_retries: 4, backoff_base_ns: 2.5e8,
+    backoff_max_ns: 8e9, min_rate_limit_wait_ns: 2e7, max_server_wait_ns: 6e10,
+    invalid_request_limit: 1000, invalid_request_window_ns: 6e11, invalid_request_stop_at: 900,
+    invalid_request_warn_at: 500, edge_backoff_base_ns: 1e9, edge_backoff_max_ns: 2e9,
+    stop_on_unauthorized: false, jitter_seed: 7, max_routes: 10, bucket_idle_ttl_ns: 1.5e9,
+  })
+  // The core accepts every converted key and reports it back unchanged.
+  const limiter = new RateLimiter(all)
+  assert.deepEqual(limiter.config, json)
+  assert.equal(toCoreConfig({ maxWait: null }).max_wait_ns, null)
+  assert.equal(toCoreConfig({ maxWait: Infinity }).max_wait_ns, null)
+  assert.equal(toCoreConfig({ globalWindow: 0.5 }).global_window_ns, 500_000)
+  assert.deepEqual(toCoreConfig(), {})
+  assert.equal(new RateLimiter().config.global_limit, 50)
+  assert.equal(new RateLimiter({ profile: 'github' }).config.global_limit, 0)
+})
+
+test('options: unknown names, wrong types and out-of-range values throw InvalidConfigError', () => {
+  for (const bad of [
+    { globalLimt: 50 }, { max_wait_ns: 1 }, { maxWait: '30s' }, { maxWait: -1 }, { globalLimit: 1.5 },
+    { globalLimit: -1 }, { profile: 'slack' }, { stopOnUnauthorized: 1 }, { backoffBase: 0 },
+    { globalLimit: 200_000 }, { identity: 5 }, 'fast',
+  ]) {
+    assert.throws(() => new RateLimiter(bad), (e) => {
+      assert.ok(e instanceof InvalidConfigError, `${JSON.stringify(bad)}: ${e}`)
+      assert.ok(e instanceof UsageError && e instanceof RatelaneError && e instanceof Error)
+      assert.equal(e.code, 'invalid_config')
+      return true
+    })
+  }
+})
+
+// ------------------------------------------------------------------ errors
+
+test('errors: every core code has a class, and a new code fails at load time', () => {
+  for (const code of core.FAIL_CODES) {
+    const cls = FAIL_CLASSES[code]
+    assert.ok(cls, code)
+    const e = new cls(code, 'm', { method: 'GET', path: '/x', predictedWait: 1 })
+    assert.ok(e instanceof RateLimitError && e instanceof RatelaneError && e instanceof Error)
+    assert.equal(e.code, code)
+    assert.equal(e.name, cls.name)
+  }
+  assert.deepEqual(Object.keys(FAIL_CLASSES).sort(), [...core.FAIL_CODES].sort())
+  for (const code of core.ERROR_CODES) {
+    assert.ok(USAGE_CLASSES[code], code)
+  }
+  const fake = { FAIL_CODES: [...core.FAIL_CODES, 'brand_new'], ERROR_CODES: core.ERROR_CODES }
+  assert.throws(() => createRatelane(fake), /brand_new/)
+  const fake2 = { FAIL_CODES: core.FAIL_CODES, ERROR_CODES: [...core.ERROR_CODES, 'other_misuse'] }
+  assert.throws(() => createRatelane(fake2), /other_misuse/)
+})
+
+test('errors: the core throws Errors with codes; fromCoreError gives the class', () => {
+  let thrown
+  try {
+    new core.Limiter('{"globl_limit": 1}')
+  } catch (e) {
+    thrown = e
+  }
+  assert.ok(thrown instanceof Error)
+  assert.equal(thrown.code, 'invalid_config')
+  const converted = fromCoreError(thrown)
+  assert.ok(converted instanceof InvalidConfigError)
+  assert.equal(converted.cause, thrown)
+  assert.match(converted.message, /globl_limit/)
+  const other = new TypeError('x')
+  assert.equal(fromCoreError(other), other)
+})
+
+// ------------------------------------------------------------------ run
+
+test('run resolves with the response and tells send its attempt', async () => {
+  const limiter = new RateLimiter()
+  const seen = []
+  const res = await limiter.run('POST', CHANNEL, (ctx) => { seen.push(ctx.attempt, typeof ctx.signal); return ok() })
+  assert.equal(res.status, 200)
+  assert.deepEqual(seen, [1, 'object'])
+  assert.equal(limiter.queued + limiter.inFlight, 0)
+  await limiter.close()
+})
+
+test('a 429 is handed to the core with its body; the retry succeeds; events fire', async () => {
+  const limiter = new RateLimiter({ minRateLimitWait: 1 })
+  const limited = []
+  const learned = []
+  limiter.on('rateLimited', (e) => limited.push(e))
+  limiter.on('bucketLearned', (e) => learned.push(e))
+  let calls = 0
+  const res = await limiter.run('POST', CHANNEL, () => (++calls === 1 ? tooMany(0.02) : ok()))
+  assert.equal(res.status, 200)
+  assert.equal(calls, 2)
+  assert.equal(limited.length, 1)
+  assert.equal(limited[0].scope, 'bucket')
+  assert.equal(limited[0].method, 'POST')
+  assert.ok(limited[0].retryAfter >= 20, `retryAfter ${limited[0].retryAfter} ms`)
+  assert.deepEqual(learned, [{ route: 'POST /channels/:id/messages', bucket: 'b1' }])
+  await limiter.close()
+})
+
+test('429 retries are bounded: RetriesExhaustedError with the last response', async () => {
+  const limiter = new RateLimiter({ maxRateLimitRetries: 1, minRateLimitWait: 1 })
+  let calls = 0
+  await assert.rejects(limiter.run('POST', CHANNEL, () => { calls++; return tooMany(0.005) }), (e) => {
+    assert.ok(e instanceof RetriesExhaustedError)
+    assert.equal(e.code, 'retries_exhausted')
+    assert.equal(e.attempts, 2)
+    assert.equal(e.response.status, 429)
+    assert.equal(e.method, 'POST')
+    return true
+  })
+  assert.equal(calls, 2)
+  await limiter.close()
+})
+
+test('maxWait and deadlines fail at once with the predicted wait', async () => {
+  const limiter = new RateLimiter({ maxWait: 1000 })
+  await limiter.run('POST', CHANNEL, () => ok(0, 5)) // bucket exhausted for 5 s
+  let sent = 0
+  await assert.rejects(limiter.run('POST', CHANNEL, () => { sent++; return ok() }), (e) => {
+    assert.ok(e instanceof MaxWaitExceededError)
+    assert.equal(e.code, 'max_wait_exceeded')
+    assert.ok(e.predictedWait > 1000 && e.predictedWait <= 5000, `predictedWait ${e.predictedWait}`)
+    return true
+  })
+  const other = new RateLimiter()
+  await other.run('POST', CHANNEL, () => ok(0, 5))
+  await assert.rejects(other.run('POST', CHANNEL, () => { sent++; return ok() }, { deadline: 100 }), (e) => {
+    assert.ok(e instanceof DeadlineExceededError)
+    assert.equal(typeof e.predictedSendAt, 'number')
+    assert.ok(e.predictedWait > 100, `predictedWait ${e.predictedWait}`)
+    return true
+  })
+  assert.equal(sent, 0)
+  assert.ok(other.predictWait('POST', CHANNEL) > 1000)
+  assert.equal(other.predictWait('GET', '/users/@me'), 0)
+  await limiter.close()
+  await other.close()
+})
+
+test('an AbortSignal cancels a queued request and gives its place back', async () => {
+  const limiter = new RateLimiter()
+  const pioneer = deferred()
+  const first = limiter.run('POST', CHANNEL, () => pioneer.promise)
+  const controller = new AbortController()
+  let secondSent = 0
+  const second = limiter.run('POST', CHANNEL, () => { secondSent++; return ok() }, { signal: controller.signal })
+  await tick()
+  assert.equal(limiter.queued, 1) // waits for the pioneer's headers
+  controller.abort()
+  await assert.rejects(second, (e) => e.name === 'AbortError')
+  assert.equal(limiter.queued, 0)
+  pioneer.resolve(ok())
+  assert.equal((await first).status, 200)
+  assert.equal(secondSent, 0)
+  // An already aborted signal rejects without enqueueing.
+  await assert.rejects(limiter.run('GET', '/users/@me', () => ok(), { signal: AbortSignal.abort() }), (e) => e.name === 'AbortError')
+  await limiter.close()
+})
+
+test('an AbortSignal aborts a request in flight through the signal send got', async () => {
+  const limiter = new RateLimiter()
+  const controller = new AbortController()
+  let inner
+  const run = limiter.run('GET', '/users/@me', ({ signal }) => {
+    inner = signal
+    return new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)))
+  }, { signal: controller.signal })
+  await tick()
+  assert.equal(limiter.inFlight, 1)
+  controller.abort(new Error('user gave up'))
+  await assert.rejects(run, /user gave up/)
+  assert.equal(inner.aborted, true)
+  assert.equal(limiter.inFlight, 0)
+  await limiter.close()
+})
+
+test('close rejects queued requests, refuses new ones and waits for those in flight', async () => {
+  const limiter = new RateLimiter()
+  const pioneer = deferred()
+  const first = limiter.run('POST', CHANNEL, () => pioneer.promise)
+  const queued = [1, 2, 3].map(() => limiter.run('POST', CHANNEL, () => ok()))
+  await tick()
+  let closedResolved = false
+  const closing = limiter.close().then(() => { closedResolved = true })
+  for (const q of queued) {
+    await assert.rejects(q, (e) => e instanceof ClosedError && e.code === 'closed')
+  }
+  await assert.rejects(limiter.run('GET', '/users/@me', () => ok()), (e) => e instanceof LimiterClosedError && e.code === 'limiter_closed')
+  await tick()
+  assert.equal(closedResolved, false)
+  pioneer.resolve(ok())
+  assert.equal((await first).status, 200)
+  await closing
+  assert.equal(limiter.closed, true)
+})
+
+test('transport failures: not_sent is retried, maybe_sent POST fails, NetworkError after the budget', async () => {
+  const refused = () => Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }) })
+  const limiter = new RateLimiter({ backoffBase: 1, backoffMax: 2, maxErrorRetries: 2 })
+  let calls = 0
+  const res = await limiter.run('POST', CHANNEL, () => { if (++calls === 1) throw refused(); return ok() })
+  assert.equal(res.status, 200)
+  assert.equal(calls, 2)
+
+  const reset = Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' })
+  await assert.rejects(limiter.run('POST', '/channels/100000000000000002/messages', () => Promise.reject(reset)), (e) => {
+    assert.ok(e instanceof MaybeSentError)
+    assert.equal(e.cause, reset)
+    return true
+  })
+  let gets = 0
+  const got = await limiter.run('GET', '/users/@me', () => (++gets === 1 ? Promise.reject(reset) : ok()))
+  assert.equal(got.status, 200)
+  assert.equal(gets, 2)
+
+  await assert.rejects(limiter.run('GET', '/guilds/100000000000000003', () => Promise.reject(refused())), (e) => {
+    assert.ok(e instanceof NetworkError)
+    assert.equal(e.attempts, 3)
+    assert.equal(e.cause.cause.code, 'ECONNREFUSED')
+    return true
+  })
+  await limiter.close()
+})
+
+test('classifyFailure: only proof that nothing was written is not_sent', () => {
+  const withCode = (code) => Object.assign(new Error(code), { code })
+  for (const code of ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH']) {
+    assert.equal(classifyFailure(withCode(code)), 'not_sent', code)
+    assert.equal(classifyFailure(new TypeError('fetch failed', { cause: withCode(code) })), 'not_sent', code)
+  }
+  for (const code of ['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'ETIMEDOUT', undefined]) {
+    assert.equal(classifyFailure(withCode(code)), 'maybe_sent', String(code))
+  }
+  assert.equal(classifyFailure(new AggregateError([withCode('ECONNREFUSED'), withCode('ECONNREFUSED')])), 'not_sent')
+  assert.equal(classifyFailure(Object.assign(new Error('x'), { ratelaneFailure: 'not_sent' })), 'not_sent')
+  assert.equal(classifyFailure(null), 'maybe_sent')
+})
+
+test('headerPairs reads fetch Headers, Maps, arrays and plain objects', () => {
+  const h = new Headers({ 'X-RateLimit-Limit': '5' })
+  assert.deepEqual(headerPairs(h), [['x-ratelimit-limit', '5']])
+  assert.deepEqual(headerPairs(new Map([['a', '1']])), [['a', '1']])
+  assert.deepEqual(headerPairs([['a', 1]]), [['a', '1']])
+  assert.deepEqual(headerPairs({ a: ['1', '2'], b: 3, c: undefined }), [['a', '1'], ['a', '2'], ['b', '3']])
+  assert.deepEqual(headerPairs(undefined), [])
+})
+
+test('misuse rejects with typed errors and leaves nothing behind', async () => {
+  const limiter = new RateLimiter()
+  await assert.rejects(limiter.run('POST', CHANNEL, 'not a function'), InvalidArgumentError)
+  await assert.rejects(limiter.run('GET POST', '/x', () => ok()), (e) => e instanceof InvalidRequestError && e.code === 'invalid_request')
+  await assert.rejects(limiter.run('GET', '/x', () => ok(), { signal: {} }), InvalidArgumentError)
+  await assert.rejects(limiter.run('GET', '/users/@me', () => ({ nope: true })), InvalidArgumentError)
+  assert.throws(() => limiter.on('rateLimited', 5), InvalidArgumentError)
+  assert.equal(limiter.queued + limiter.inFlight, 0)
+  await limiter.close()
+})
+
+test('callbacks in the options receive the events', async () => {
+  const learned = []
+  const limiter = new RateLimiter({ onBucketLearned: (e) => learned.push(e.bucket) })
+  await limiter.run('POST', CHANNEL, () => ok(4, 1, 5, 'zz'))
+  assert.deepEqual(learned, ['zz'])
+  await limiter.close()
+})
+
+// ------------------------------------------------------------------ the timer
+
+test('one timer: kept alive while something is queued, unref\'d when only housekeeping is left', async () => {
+  const limiter = new RateLimiter({ minRateLimitWait: 1 })
+  await limiter.run('POST', CHANNEL, () => ok(0, 0.05))
+  // The bucket is exhausted for 50 ms: the next request waits on the timer.
+  const waiting = limiter.run('POST', CHANNEL, () => ok(4, 1))
+  await tick()
+  assert.equal(limiter.queued, 1)
+  assert.notEqual(limiter._timer, null)
+  if (typeof limiter._timer === 'object') assert.equal(limiter._timer.hasRef(), true)
+  await waiting
+  // Only bucket eviction is left: the timer must not keep the process alive.
+  if (limiter._timer !== null && typeof limiter._timer === 'object') {
+    assert.equal(limiter._timer.hasRef(), false)
+  }
+  await limiter.close()
+  assert.equal(limiter._timer, null)
+})
+
+test('a queued request keeps the process alive until it is sent', () => {
+  const script = `
+    const { ratelane } = require(${JSON.stringify(path.join(__dirname, 'support.cjs'))})
+    const limiter = new ratelane.RateLimiter()
+    const ok = (remaining, resetAfter) => ({ status: 200, headers: { 'x-ratelimit-limit': '1', 'x-ratelimit-remaining': String(remaining), 'x-ratelimit-reset-after': String(resetAfter), 'x-ratelimit-bucket': 'k' } })
+    let sent = 0
+    limiter.run('POST', '/channels/1/messages', () => { sent++; return ok(0, 0.2) })
+    limiter.run('POST', '/channels/1/messages', () => { sent++; return ok(0, 0.2) })
+      .then(() => console.log('sent ' + sent))
+  `
+  const out = execFileSync(process.execPath, ['-e', script], {
+    env: { ...process.env, RATELANE_CORE: corePath },
+    encoding: 'utf8',
+    timeout: 20_000,
+  })
+  assert.equal(out.trim(), 'sent 2')
+})

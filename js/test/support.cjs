@@ -1,0 +1,28 @@
+// Test support shared by js/test/*.test.js: loads the core module under test and the driver.
+//
+// RATELANE_CORE names the core module (js/CONTRACT.md) to test, as a path: the napi addon
+// (bindings-node/ratelane.node) or the wasm package's Node build
+// (bindings-wasm/pkg/node/ratelane_wasm.js). Default: the napi addon of this repository.
+// The driver is js/driver.js itself, so both packages test the same source.
+'use strict'
+const fs = require('node:fs')
+const path = require('node:path')
+
+const repo = path.join(__dirname, '..', '..')
+const corePath = path.resolve(process.env.RATELANE_CORE || path.join(repo, 'bindings-node', 'ratelane.node'))
+
+function loadCore() {
+  return require(corePath)
+}
+
+/** `createRatelane` from the shared driver source (no package build needed). */
+function loadCreateRatelane() {
+  const source = fs.readFileSync(path.join(repo, 'js', 'driver.js'), 'utf8')
+  // eslint-disable-next-line no-new-func
+  return new Function(`${source}\nreturn createRatelane`)()
+}
+
+const core = loadCore()
+const createRatelane = loadCreateRatelane()
+
+module.exports = { repo, corePath, core, createRatelane, ratelane: createRatelane(core) }

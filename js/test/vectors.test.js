@@ -1,0 +1,131 @@
+// Replays every tests/vectors/client_*.json against the core module (RATELANE_CORE), once
+// draining with pollOutput() and once with drain(): the outputs, results and counts must be
+// exactly the recorded ones.
+'use strict'
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { repo, core } = require('./support.cjs')
+
+const dir = path.join(repo, 'tests', 'vectors')
+const files = fs.readdirSync(dir).filter((f) => f.startsWith('client_') && f.endsWith('.json')).sort()
+
+function request(r) {
+  const spec = { method: r.method, path: r.path }
+  if ('major' in r) spec.major = r.major
+  if ('identity' in r) spec.identity = r.identity
+  if ('deadline_ns' in r) spec.deadlineNs = r.deadline_ns
+  if ('priority' in r) spec.priority = r.priority
+  if ('idempotent' in r) spec.idempotent = r.idempotent
+  if ('global_exempt' in r) spec.globalExempt = r.global_exempt
+  return spec
+}
+
+function response(step) {
+  const spec = { status: step.status, headers: step.headers }
+  if (step.body) spec.body = { retryAfter: step.body.retry_after, global: step.body.global }
+  if ('wall_clock_ms' in step) spec.wallClockMs = step.wall_clock_ms
+  return spec
+}
+
+/** A core output in the vectors' JSON form. */
+function vectorForm(o) {
+  switch (o.type) {
+    case 'send':
+      return { send: o.id }
+    case 'fail': {
+      const v = { fail: o.id, code: o.code }
+      assert.equal(typeof o.message, 'string')
+      if (o.code === 'deadline_exceeded') v.predicted_send_at_ns = o.predictedSendAtNs
+      if (o.predictedWaitNs !== undefined) v.predicted_wait_ns = o.predictedWaitNs
+      if (o.attempts !== undefined) v.attempts = o.attempts
+      return v
+    }
+    case 'rate_limited':
+      return { observe: 'rate_limited', id: o.id, scope: o.scope, retry_after_ns: o.retryAfterNs }
+    case 'bucket_learned':
+      return { observe: 'bucket_learned', route: o.route, bucket: o.bucket }
+    case 'invalid_request_warning':
+      return { observe: 'invalid_request_warning', count: o.count, limit: o.limit }
+    case 'wait_until':
+      return { wait_until_ns: o.atNs }
+    case 'idle':
+      return { idle: true }
+    default:
+      assert.fail(`unknown output ${JSON.stringify(o)}`)
+  }
+}
+
+function attempt(fn, wrap) {
+  try {
+    return wrap(fn())
+  } catch (error) {
+    assert.equal(typeof error.code, 'string', `a thrown error carries a code: ${error}`)
+    assert.ok(error instanceof Error)
+    return { error: error.code }
+  }
+}
+
+function drainWith(limiter, mode) {
+  if (mode === 'drain') return limiter.drain().map(vectorForm)
+  const out = []
+  for (;;) {
+    const o = limiter.pollOutput()
+    out.push(vectorForm(o))
+    if (o.type === 'wait_until' || o.type === 'idle') return out
+  }
+}
+
+function replay(vector, mode) {
+  const limiter = new core.Limiter(JSON.stringify(vector.config))
+  assert.deepEqual(JSON.parse(limiter.configJson()), vector.config, 'config round trip')
+  vector.steps.forEach((step, i) => {
+    const where = `step ${i} (${step.op} at ${step.at_ns})`
+    const now = step.at_ns
+    let result
+    switch (step.op) {
+      case 'enqueue':
+        result = attempt(() => limiter.enqueue(now, request(step.request)), (id) => ({ id }))
+        break
+      case 'response':
+        result = attempt(() => limiter.handleResponse(now, step.id, response(step)), (d) => ({ disposition: d }))
+        break
+      case 'failure':
+        result = attempt(() => limiter.handleFailure(now, step.id, step.failure), (d) => ({ disposition: d }))
+        break
+      case 'cancel':
+        result = attempt(() => limiter.cancel(now, step.id), () => ({ ok: true }))
+        break
+      case 'timeout':
+        result = attempt(() => limiter.handleTimeout(now), () => ({ ok: true }))
+        break
+      case 'close':
+        result = attempt(() => limiter.close(now), () => ({ ok: true }))
+        break
+      case 'predict':
+        result = attempt(() => limiter.predict(now, request(step.request)), (t) => ({ send_at_ns: t }))
+        break
+      default:
+        assert.fail(`${where}: unknown op`)
+    }
+    assert.deepEqual(result, step.result, `${where}: result`)
+    const outputs = step.op === 'predict' ? [] : drainWith(limiter, mode)
+    assert.deepEqual(outputs, step.outputs, `${where}: outputs`)
+    assert.equal(limiter.queued, step.queued, `${where}: queued`)
+    assert.equal(limiter.inFlight, step.in_flight, `${where}: in_flight`)
+  })
+}
+
+test('the vector directory holds client scenarios', () => {
+  assert.ok(files.length >= 30, `found ${files.length}`)
+})
+
+for (const file of files) {
+  test(`vector ${file}`, () => {
+    const vector = JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))
+    assert.equal(vector.kind, 'client')
+    replay(vector, 'pollOutput')
+    replay(vector, 'drain')
+  })
+}
