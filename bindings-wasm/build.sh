@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the npm package's pkg/ folder: the wasm core for three wasm-bindgen targets, each
-# shrunk with npm binaryen's wasm-opt, wrapped by the entry files in entries/ (and the shared
-# driver from ../js once it exists), and prints the module's size at each stage.
+# Builds the npm package's pkg/ folder: the wasm core for three wasm-bindgen targets, shrunk
+# with npm binaryen's wasm-opt, wrapped by the entry files in entries/ and the shared Promise
+# driver from ../js, and prints the module's size at each stage.
 #
 #   pkg/node/     --target nodejs   CommonJS; the .wasm is read synchronously at require time
 #   pkg/web/      --target web      ES module; call init() or initSync({ module }) before use
@@ -53,17 +53,36 @@ for d in node web bundler; do
 done
 rm -f pkg/*/*.wasm.in
 
-# Entries: the contract's core object per target, and the package entry points.
+# Entries (entries/): the contract's core object per target and the package entry points.
 echo '{ "type": "commonjs" }' > pkg/node/package.json
 echo '{ "type": "module" }' > pkg/web/package.json
 echo '{ "type": "module" }' > pkg/bundler/package.json
-cp entries/node/* pkg/node/
-cp entries/web/* pkg/web/
-cp entries/bundler/* pkg/bundler/
-for d in node web bundler; do cp entries/types/index.d.ts "pkg/$d/"; done
+for d in node web bundler; do
+  cp entries/"$d"/* "pkg/$d/"
+  cp entries/types/index.d.ts "pkg/$d/"
+done
+cp entries/types/index.d.ts pkg/node/index.d.mts   # the same types for index.mjs (ES module)
 
-# The failure and error codes, read from the module itself, for the web entry: it must offer
-# them before init() has instantiated the module (init() checks they still match).
+# The shared Promise driver, written once in ../js (js/README.md): one export line appended
+# makes the CommonJS and the ES module file. Its types come along; their extensionless
+# './core' becomes './core.js' so they also resolve in the ES module folders.
+driver=../js/driver.js
+{ cat "$driver"; echo 'module.exports = { createRatelane };'; } > pkg/node/driver.cjs
+for d in web bundler; do
+  { cat "$driver"; echo 'export { createRatelane };'; } > "pkg/$d/driver.mjs"
+done
+for d in node web bundler; do
+  cp ../js/core.d.ts "pkg/$d/core.d.ts"
+  sed "s#from './core'#from './core.js'#" ../js/driver.d.ts > "pkg/$d/driver.d.ts"
+done
+
+# The ES module entries name every export of createRatelane; read them from the driver itself.
+names=$(node -e 'console.log(Object.keys(require("./pkg/node/index.cjs")).filter((k) => !["createRatelane", "init", "initSync", "default"].includes(k)).join(", "))')
+sed -i "s/__RATELANE_EXPORTS__/$names/" pkg/node/index.mjs pkg/web/index.js pkg/bundler/index.js
+
+# The failure and error codes, read from the module itself, for the web build: the driver
+# checks them when the package is imported, before init() has instantiated the module
+# (init() then checks they still match).
 node -e '
   const w = require("./pkg/node/ratelane_wasm.js");
   const codes = { FAIL_CODES: w.failCodes(), ERROR_CODES: w.errorCodes() };

@@ -19,62 +19,12 @@ use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
-/** Stable failure codes: `FailReason::code` in the core. */
-export type FailCode = 'deadline_exceeded' | 'max_wait_exceeded' | 'retries_exhausted'
-  | 'maybe_sent' | 'network_error' | 'unauthorized' | 'closed';
-
-/** Stable caller-error codes (the `code` of a thrown `Error`). */
-export type ErrorCode = 'unknown_request' | 'invalid_state' | 'invalid_config'
-  | 'invalid_request' | 'limiter_closed' | 'invalid_argument' | 'simulation_contract';
-
-/** What the driver does with a response or a transport failure. */
-export type Disposition = 'complete' | 'retry' | 'failed';
-
-/** A request to rate limit. Times are integer nanoseconds on the caller's monotonic clock. */
-export interface RequestSpec {
-  method: string;
-  path: string;
-  /** When set, `path` is a route template and this its major parameter. */
-  major?: string | null;
-  /** Key of the token (never the token itself). Default "". */
-  identity?: string | null;
-  deadlineNs?: number | null;
-  /** i32, higher first. Default 0. */
-  priority?: number | null;
-  idempotent?: boolean | null;
-  globalExempt?: boolean | null;
-}
-
-/** A response as the driver received it. */
-export interface ResponseSpec {
-  status: number;
-  /** In the order received; repeated names allowed. */
-  headers: Array<[string, string]>;
-  /** Discord 429 JSON fields the driver parsed. */
-  body?: { retryAfter?: number | null; global?: boolean | null } | null;
-  /** Date.now() at receipt. */
-  wallClockMs?: number | null;
-}
-
-/** One output of the limiter. Drain after every input until `wait_until` or `idle`. */
-export type Output =
-  | { type: 'send'; id: number }
-  | { type: 'fail'; id: number; code: FailCode; message: string;
-      predictedSendAtNs?: number | null; predictedWaitNs?: number; attempts?: number }
-  | { type: 'rate_limited'; id: number; scope: 'bucket' | 'global' | 'shared' | 'sub_limit' | 'edge';
-      retryAfterNs: number }
-  | { type: 'bucket_learned'; route: string; bucket: string }
-  | { type: 'invalid_request_warning'; count: number; limit: number }
-  | { type: 'wait_until'; atNs: number }
-  | { type: 'idle' };
-
-/** The simulator server's answer. */
-export interface SimResponse {
-  status: number;
-  headers: Array<[string, string]>;
-  body: { retryAfter: number | null; global: boolean | null };
-  bodyText: string;
-}
+// The contract's types (js/CONTRACT.md) are written once, in js/core.d.ts, which build.sh
+// copies beside this file; the Node package uses the same file.
+import type {
+  Disposition, FailCode, Output, RequestSpec, ResponseSpec, SimReport, SimResponseSpec,
+  TransportFailure,
+} from './core.js';
 "#;
 
 /// `Number.MAX_SAFE_INTEGER`: the largest time or id a JS number carries exactly.
@@ -362,7 +312,7 @@ impl Limiter {
     /// Discord's defaults). Throws `invalid_config`.
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(js_name = configJson, unchecked_optional_param_type = "string")]
+        #[wasm_bindgen(js_name = configJson, unchecked_optional_param_type = "string | null")]
         config_json: JsValue,
     ) -> Result<Limiter, JsValue> {
         let text = settings_arg("configJson", &config_json)?;
@@ -423,7 +373,7 @@ impl Limiter {
         &mut self,
         #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "'not_sent' | 'maybe_sent'")] failure: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "TransportFailure")] failure: JsValue,
     ) -> Result<JsValue, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
         let id = number_arg("id", &id)?;
@@ -546,7 +496,7 @@ impl SimServer {
     /// Discord's defaults). Throws `invalid_config`.
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(js_name = serverConfigJson, unchecked_optional_param_type = "string")]
+        #[wasm_bindgen(js_name = serverConfigJson, unchecked_optional_param_type = "string | null")]
         server_config_json: JsValue,
     ) -> Result<SimServer, JsValue> {
         let text = settings_arg("serverConfigJson", &server_config_json)?;
@@ -558,7 +508,7 @@ impl SimServer {
     }
 
     /// Answers `request` arriving at `nowNs`.
-    #[wasm_bindgen(unchecked_return_type = "SimResponse")]
+    #[wasm_bindgen(unchecked_return_type = "SimResponseSpec")]
     pub fn handle(
         &mut self,
         #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
@@ -611,11 +561,11 @@ impl Simulation {
     /// network's (omitted: defaults). Throws `invalid_config`.
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(js_name = configJson, unchecked_optional_param_type = "string")]
+        #[wasm_bindgen(js_name = configJson, unchecked_optional_param_type = "string | null")]
         config_json: JsValue,
-        #[wasm_bindgen(js_name = serverConfigJson, unchecked_optional_param_type = "string")]
+        #[wasm_bindgen(js_name = serverConfigJson, unchecked_optional_param_type = "string | null")]
         server_config_json: JsValue,
-        #[wasm_bindgen(js_name = simConfigJson, unchecked_optional_param_type = "string")]
+        #[wasm_bindgen(js_name = simConfigJson, unchecked_optional_param_type = "string | null")]
         sim_config_json: JsValue,
     ) -> Result<Simulation, JsValue> {
         let config = json::config_from_json(&settings_arg("configJson", &config_json)?)
@@ -679,6 +629,7 @@ impl Simulation {
     /// Runs until everything ended or a limit is reached; returns the report
     /// (`ratelane::json::report_to_json`, parsed). Throws `simulation_contract` when the
     /// limiter broke the driver contract.
+    #[wasm_bindgen(unchecked_return_type = "SimReport")]
     pub fn run(&mut self) -> Result<JsValue, JsValue> {
         let report = self
             .inner
@@ -701,7 +652,7 @@ pub fn fail_codes() -> Vec<String> {
 
 /// Every caller-error code of the core (`Error::ALL_CODES`). The packages export it as
 /// `ERROR_CODES`.
-#[wasm_bindgen(js_name = errorCodes, unchecked_return_type = "ErrorCode[]")]
+#[wasm_bindgen(js_name = errorCodes)]
 pub fn error_codes() -> Vec<String> {
     ratelane::Error::ALL_CODES
         .iter()

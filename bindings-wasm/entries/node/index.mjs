@@ -1,5 +1,7 @@
-// Package entry, `nodejs` build, for `import` (the same objects as require()).
-import api from './index.cjs';
+// Package entry, `nodejs` build, for `import`: the objects of index.cjs. build.sh fills in the
+// names (every export of createRatelane).
+import ratelane from './index.cjs';
 
-export const { Limiter, SimServer, Simulation, FAIL_CODES, ERROR_CODES, init, initSync } = api;
+export const { __RATELANE_EXPORTS__ } = ratelane;
+export const { createRatelane, init, initSync } = ratelane;
 export default init;
