@@ -130,3 +130,27 @@ test('the web build runs a rate-limited workload in Chromium', async (t) => {
   assert.deepEqual(f.closed, { isClass: true, code: 'closed' });
   assert.equal(f.fetches, 2, 'only the two first messages were sent');
 });
+
+test('the example page sends its burst: some at once, some delayed, the rest fail by maxWait', async (t) => {
+  // 12 messages into a bucket of 4 per 2 s with maxWait 3 s: two windows' worth are sent
+  // (at ~0 s and ~2 s); the four that could only go at ~4 s fail with max_wait_exceeded (at
+  // once, as soon as the first answer tells the limiter the window).
+  const query = 'auto&messages=12&limit=4&window=2000&maxWait=3000&latency=20';
+  const { page, problems } = await open(`/examples/browser/index.html?${query}`);
+  await page.waitForFunction(() => window.demoResult !== undefined, null, { timeout: 60_000 });
+  const result = await page.evaluate(() => window.demoResult);
+  const rows = await page.locator('#rows tr').count();
+  const shown = await page.locator('#failed').textContent();
+  await page.close();
+  t.diagnostic(`example result: ${JSON.stringify(result)}`);
+  assert.deepEqual(problems, []);
+  assert.deepEqual(result.outcomes, [...Array(8).fill('ok'), ...Array(4).fill('max_wait_exceeded')]);
+  assert.equal(result.sent, 8);
+  assert.equal(result.ok, 8);
+  assert.equal(result.failed, 4);
+  assert.equal(result.waiting, 0);
+  assert.ok(result.delayed >= 4, 'the second window was held until the reset');
+  assert.equal(result.serverCount429, 0);
+  assert.equal(rows, 12);
+  assert.equal(shown, '4');
+});
