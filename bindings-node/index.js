@@ -1,6 +1,17 @@
 // The npm package `ratelane`: the native core (ratelane.node, from bindings-node/src/lib.rs)
 // and the shared Promise driver (driver.cjs, built from js/driver.js by build.js).
 'use strict'
+const fs = require('node:fs')
+const path = require('node:path')
+
+for (const file of ['ratelane.node', 'driver.cjs']) {
+  if (!fs.existsSync(path.join(__dirname, file))) {
+    throw new Error(
+      `ratelane: ${file} is missing: the package was not built. Run \`node build.js\` in ${__dirname} ` +
+        '(it needs Rust: cargo), or allow its install script (`npm install-scripts approve ratelane`) and install again.',
+    )
+  }
+}
 const native = require('./ratelane.node')
 const { createRatelane } = require('./driver.cjs')
 

@@ -266,6 +266,9 @@ function createRatelane(core) {
     try {
       let text
       if (typeof response.clone === 'function') {
+        const length = response.headers && typeof response.headers.get === 'function'
+          ? Number(response.headers.get('content-length')) : NaN
+        if (length > MAX_BODY_CHARS) return null
         const copy = response.clone()
         if (typeof copy.text !== 'function') return null
         text = await copy.text()
@@ -639,7 +642,13 @@ function createRatelane(core) {
           'send must resolve to a response with a numeric status (e.g. a fetch Response)'))
         return
       }
-      const spec = { status: response.status, headers: headerPairs(response.headers), wallClockMs: Date.now() }
+      let spec
+      try {
+        spec = { status: response.status, headers: headerPairs(response.headers), wallClockMs: Date.now() }
+      } catch (error) {
+        this._settleMisuse(entry, usage(InvalidArgumentError, 'invalid_argument', `the response's headers could not be read: ${error}`))
+        return
+      }
       if (response.status === 429) {
         const hints = await readHints(response)
         if (hints) spec.body = hints

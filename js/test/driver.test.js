@@ -324,6 +324,8 @@ test('misuse rejects with typed errors and leaves nothing behind', async () => {
   await assert.rejects(limiter.run('GET POST', '/x', () => ok()), (e) => e instanceof InvalidRequestError && e.code === 'invalid_request')
   await assert.rejects(limiter.run('GET', '/x', () => ok(), { signal: {} }), InvalidArgumentError)
   await assert.rejects(limiter.run('GET', '/users/@me', () => ({ nope: true })), InvalidArgumentError)
+  const hostile = { get forEach() { throw new Error('boom') }, get: () => null }
+  await assert.rejects(limiter.run('GET', '/users/@me', () => ({ status: 200, headers: hostile })), InvalidArgumentError)
   assert.throws(() => limiter.on('rateLimited', 5), InvalidArgumentError)
   assert.equal(limiter.queued + limiter.inFlight, 0)
   await limiter.close()
@@ -373,4 +375,26 @@ test('a queued request keeps the process alive until it is sent', () => {
     timeout: 20_000,
   })
   assert.equal(out.trim(), 'sent 2')
+})
+
+test('the driver source loads as CommonJS and as an ES module with one appended line', async () => {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const { pathToFileURL } = require('node:url')
+  const source = fs.readFileSync(path.join(__dirname, '..', 'driver.js'), 'utf8')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ratelane-driver-'))
+  try {
+    fs.writeFileSync(path.join(dir, 'driver.cjs'), `${source}\nmodule.exports = { createRatelane }\n`)
+    fs.writeFileSync(path.join(dir, 'driver.mjs'), `${source}\nexport { createRatelane }\n`)
+    const fromCjs = require(path.join(dir, 'driver.cjs')).createRatelane(core)
+    const fromEsm = (await import(pathToFileURL(path.join(dir, 'driver.mjs')).href)).createRatelane(core)
+    for (const r of [fromCjs, fromEsm]) {
+      const limiter = new r.RateLimiter()
+      const res = await limiter.run('GET', '/users/@me', () => ({ status: 204, headers: {} }))
+      assert.equal(res.status, 204)
+      await limiter.close()
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
 })

@@ -1,0 +1,90 @@
+// A local HTTP server on 127.0.0.1 that answers like Discord's REST API, for the tests and the
+// benchmark. The rate limits are the core's simulator (`SimServer`: buckets learned from
+// `X-RateLimit-Bucket`, major parameters, the global limit counted on arrival, sub-limits,
+// 429 bodies) run in real time, so a client sees the same headers and bodies as from Discord.
+//
+// It listens on a free port, stops by itself after `lifetimeMs` (default 60 s) and on close().
+'use strict'
+const http = require('node:http')
+const { SimServer } = require('..')
+
+/**
+ * @param {object} options
+ *   config: the simulator's server settings (ratelane::json::server_config_from_json);
+ *   latencyMs: delay before each answer (default 0), plus up to jitterMs more at random;
+ *   hold: (method, path) => true to never answer (the client must abort);
+ *   dropOnce: (method, path, count) => true to destroy the socket instead of answering;
+ *   lifetimeMs: the server closes itself after this long.
+ */
+async function startDiscordServer(options = {}) {
+  const origin = performance.now()
+  const config = { wall_epoch_ms: Math.round(Date.now() - origin), ...(options.config || {}) }
+  const sim = new SimServer(JSON.stringify(config))
+  const stats = { arrivals: 0, byStatus: {}, aborted: 0, dropped: 0 }
+  const latency = options.latencyMs || 0
+  const jitter = options.jitterMs || 0
+  const sockets = new Set()
+
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url, 'http://127.0.0.1')
+    const path = url.pathname
+    const method = req.method
+    if (path === '/__stats') {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ ...stats, count429: sim.count429() }))
+      return
+    }
+    req.resume()
+    req.on('end', () => {
+      if (options.hold && options.hold(method, path)) {
+        res.on('close', () => { stats.aborted += 1 })
+        return
+      }
+      const answer = () => {
+        stats.arrivals += 1
+        if (options.dropOnce && options.dropOnce(method, path, stats.arrivals)) {
+          stats.dropped += 1
+          req.socket.destroy()
+          return
+        }
+        const nowNs = Math.round((performance.now() - origin) * 1e6)
+        const r = sim.handle(nowNs, { method, path })
+        stats.byStatus[r.status] = (stats.byStatus[r.status] || 0) + 1
+        const headers = {}
+        for (const [name, value] of r.headers) headers[name] = value
+        res.writeHead(r.status, headers)
+        res.end(r.status === 200 ? JSON.stringify({ id: String(stats.arrivals), ok: true }) : r.bodyText)
+      }
+      const delay = latency + (jitter > 0 ? Math.random() * jitter : 0)
+      if (delay > 0) setTimeout(answer, delay)
+      else answer()
+    })
+  })
+  server.on('connection', (socket) => {
+    sockets.add(socket)
+    socket.on('close', () => sockets.delete(socket))
+  })
+  server.keepAliveTimeout = 5000
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address()
+  const stopper = setTimeout(() => close(), options.lifetimeMs || 60_000)
+  stopper.unref()
+  let closed = null
+  function close() {
+    if (!closed) {
+      clearTimeout(stopper)
+      closed = new Promise((resolve) => server.close(() => resolve()))
+      for (const s of sockets) s.destroy()
+    }
+    return closed
+  }
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    stats,
+    count429: () => sim.count429(),
+    close,
+  }
+}
+
+module.exports = { startDiscordServer }

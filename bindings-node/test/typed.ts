@@ -1,0 +1,85 @@
+// Type-checked (npm run typecheck: tsc --noEmit), not run: the package's public types as a
+// user's TypeScript sees them, and the generated native.d.ts checked against the contract.
+import {
+  ClosedError,
+  DeadlineExceededError,
+  FAIL_CODES,
+  Limiter,
+  MaxWaitExceededError,
+  RateLimitError,
+  RateLimiter,
+  RatelaneError,
+  SimServer,
+  Simulation,
+  createRatelane,
+  type FailCode,
+  type Output,
+  type RateLimitedEvent,
+  type RequestSpec,
+  type SimReport,
+} from '..'
+import type { CoreModule } from '../core'
+import * as native from '../native'
+
+// The napi module satisfies the shared contract (js/core.d.ts) exactly as generated.
+const core: CoreModule = native
+const again = createRatelane(core)
+const ctor: typeof RateLimiter = again.RateLimiter
+void ctor
+
+async function driver(url: string): Promise<void> {
+  const limiter = new RateLimiter({ globalLimit: 50, maxWait: 30_000, onRateLimited: (e: RateLimitedEvent) => void e.scope })
+  limiter.on('bucketLearned', (e) => console.log(e.route, e.bucket))
+  limiter.on('invalidRequestWarning', (e) => console.log(e.count, e.limit))
+  const controller = new AbortController()
+  try {
+    const res: Response = await limiter.run(
+      'POST',
+      '/channels/123/messages',
+      ({ signal }) => fetch(url, { method: 'POST', signal }),
+      { signal: controller.signal, deadline: 10_000, priority: 1 },
+    )
+    const body: unknown = await res.json()
+    void body
+  } catch (e) {
+    if (e instanceof MaxWaitExceededError) console.log(e.predictedWait.toFixed(0))
+    else if (e instanceof DeadlineExceededError) console.log(e.predictedSendAt ?? 'unknown')
+    else if (e instanceof ClosedError) console.log(e.code)
+    else if (e instanceof RateLimitError) {
+      const code: FailCode = e.code
+      console.log(code, e.attempts, e.response?.status)
+    } else if (e instanceof RatelaneError) console.log(e.code)
+  }
+  const plain = await limiter.run('GET', '/users/@me', () => ({ status: 200, headers: {} }))
+  const status: number = plain.status
+  void status
+  const wait: number = limiter.predictWait('GET', '/users/@me')
+  void wait
+  await limiter.close()
+}
+void driver
+
+function sansIo(): void {
+  const limiter = new Limiter(JSON.stringify({ global_limit: 50 }))
+  const request: RequestSpec = { method: 'POST', path: '/channels/123/messages' }
+  const id: number = limiter.enqueue(0, request)
+  for (const out of limiter.drain()) {
+    const o: Output = out
+    switch (o.type) {
+      case 'send': console.log(o.id === id); break
+      case 'fail': console.log(o.code, o.message, o.predictedWaitNs); break
+      case 'wait_until': console.log(o.atNs); break
+      case 'rate_limited': console.log(o.scope, o.retryAfterNs); break
+      default: break
+    }
+  }
+  const disposition: 'complete' | 'retry' | 'failed' = limiter.handleResponse(1, id, { status: 200, headers: [['x-ratelimit-limit', '5']] })
+  void disposition
+  const codes: readonly FailCode[] = FAIL_CODES
+  void codes
+  const server = new SimServer('{}')
+  console.log(server.handle(0, request).body.retryAfter, server.count429())
+  const report: SimReport = new Simulation().run()
+  console.log(report.count_429)
+}
+void sansIo

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Node package (bindings-node/, npm package `ratelane`): build from source, type-check, test.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root="$PWD"
+pkg="$root/bindings-node"
+
+command -v node >/dev/null || { echo "node is required for the Node package tests" >&2; exit 1; }
+echo "node $(node --version), npm $(npm --version 2>/dev/null)"
+
+# npm install (not npm ci: TOOLCHAIN P5) installs @napi-rs/cli and typescript, then runs the
+# package's own install script (build.js): napi build --release, which also regenerates
+# native.d.ts from the Rust signatures, and driver.cjs from js/driver.js. Idempotent.
+(cd "$pkg" && npm install --no-fund --no-audit --foreground-scripts 2>&1 | grep -v '^npm warn' || true)
+[ -f "$pkg/ratelane.node" ] && [ -f "$pkg/driver.cjs" ] || { echo "the package build failed" >&2; exit 1; }
+
+# The committed typings must be what napi generates from the current Rust code.
+if git -C "$root" rev-parse --git-dir >/dev/null 2>&1 && ! git -C "$root" diff --quiet -- bindings-node/native.d.ts; then
+  git -C "$root" diff -- bindings-node/native.d.ts | head -40
+  echo "bindings-node/native.d.ts is stale: commit the regenerated file" >&2
+  exit 1
+fi
+
+echo "tsc --noEmit (bindings-node/test/typed.ts: the public types, native.d.ts against js/core.d.ts)"
+(cd "$pkg" && node_modules/.bin/tsc -p tsconfig.json)
+
+# A user's project: the package by folder (built by its install script) and packed (npm pack).
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+check='const r = require("ratelane"); const l = new r.RateLimiter({ maxWait: 1000 });
+  l.run("GET", "/users/@me", () => ({ status: 200, headers: {} })).then((res) => l.close().then(() => console.log("require(ratelane): ok", res.status)))'
+mkdir -p "$tmp/by-folder" "$tmp/by-tarball"
+(cd "$tmp/by-folder" && echo '{"name":"by-folder","private":true}' > package.json \
+  && npm install --no-fund --no-audit --silent "$pkg" && node -e "$check")
+(cd "$pkg" && npm pack --silent --pack-destination "$tmp" >/dev/null)
+(cd "$tmp/by-tarball" && echo '{"name":"by-tarball","private":true}' > package.json \
+  && npm install --no-fund --no-audit --silent "$tmp"/ratelane-*.tgz && node -e "$check")
+
+# The package's tests (local Discord-like server) and the shared js/ tests on the napi core.
+log="$tmp/node-test.log"
+set +e
+(cd "$pkg" && RATELANE_CORE="$pkg/ratelane.node" node --test test/*.test.js "$root"/js/test/*.test.js) > "$log" 2>&1
+status=$?
+set -e
+if [ "$status" -ne 0 ]; then
+  grep -E '^not ok|^# Subtest' -A 30 "$log" | grep -v '^# Subtest' | head -120
+fi
+grep -E '^# (tests|pass|fail|skipped)' "$log"
+exit "$status"
