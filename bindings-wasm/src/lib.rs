@@ -251,11 +251,11 @@ fn observation_object(o: &Object, observation: &Observation) {
             set(o, "count", *count);
             set(o, "limit", *limit);
         }
-        // `Observation` is #[non_exhaustive]: an observation this binding does not know yet
-        // still reaches the driver, which ignores types it does not handle.
+        // `Observation` is #[non_exhaustive]: one this binding does not know yet still
+        // reaches the driver (js/CONTRACT.md, "Precisions"), which reports it loudly.
         other => {
-            set(o, "type", "observation");
-            set(o, "detail", format!("{other:?}"));
+            set(o, "type", "unknown_observation");
+            set(o, "message", format!("{other:?}"));
         }
     }
 }
@@ -344,6 +344,12 @@ impl Limiter {
         let now = number_arg("nowNs", &now_ns)?;
         let id = number_arg("id", &id)?;
         let spec: ResponseSpec = object_arg("response", response)?;
+        if !(100..=999).contains(&spec.status) {
+            return Err(invalid_argument(&format!(
+                "response.status must be an integer in 100..=999, got {}",
+                spec.status
+            )));
+        }
         let headers: Vec<(&str, &str)> = spec
             .headers
             .iter()

@@ -80,6 +80,9 @@ test('requests and responses are plain objects', () => {
   assert.deepEqual(limiter.drain(), [{ type: 'send', id: 1 }, { type: 'idle' }]);
   throwsCode(() => limiter.handleResponse(1, id, { status: 200 }), 'invalid_argument', /headers/);
   throwsCode(() => limiter.handleResponse(1, id, { status: 200, headers: [['a', 1]] }), 'invalid_argument');
+  for (const status of [99, 1000, 70000, 200.5, -1, '200']) {
+    throwsCode(() => limiter.handleResponse(1, id, { status, headers: [] }), 'invalid_argument', /status|response/);
+  }
   throwsCode(() => limiter.handleFailure(1, id, 'lost'), 'invalid_argument', /not_sent/);
   assert.equal(limiter.inFlight, 1, 'a rejected argument changes nothing');
   const headers = [
