@@ -139,3 +139,34 @@ test('bundler build: imported with Node\'s wasm ES module integration', () => {
   });
   assert.deepEqual(JSON.parse(out), { outputs: [{ type: 'send', id: 1 }, { type: 'idle' }], codes: 7, status: 200 });
 });
+
+test('npm pack, installed into another project: require, import and the web build work', () => {
+  const os = require('node:os');
+  const path = require('node:path');
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ratelane-wasm-pack-'));
+  try {
+    const root = fileURLToPath(new URL('..', import.meta.url));
+    const npm = (args, cwd) => execFileSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd, encoding: 'utf8' });
+    const tarball = npm(['pack', '--pack-destination', tmp], root).trim().split('\n').pop();
+    const app = path.join(tmp, 'app');
+    fs.mkdirSync(app);
+    fs.writeFileSync(path.join(app, 'package.json'), '{ "name": "app", "private": true }');
+    npm(['install', '--offline', path.join(tmp, tarball)], app);
+    const script = `
+      const cjs = require('ratelane-wasm');
+      const l = new cjs.Limiter();
+      l.enqueue(0, { method: 'GET', path: '/users/@me' });
+      import('ratelane-wasm').then(async (esm) => {
+        const web = await import('ratelane-wasm/web');
+        const fs = require('node:fs');
+        web.initSync(fs.readFileSync(require.resolve('ratelane-wasm/ratelane_wasm_bg.wasm')));
+        const status = (await new web.RateLimiter().run('GET', '/x', () => ({ status: 204, headers: [] }))).status;
+        console.log(JSON.stringify({ out: l.drain().length, same: esm.RateLimiter === cjs.RateLimiter, status }));
+      });
+    `;
+    const out = execFileSync(process.execPath, ['-e', script], { cwd: app, encoding: 'utf8' });
+    assert.deepEqual(JSON.parse(out), { out: 2, same: true, status: 204 });
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
