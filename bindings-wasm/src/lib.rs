@@ -1,3 +1,667 @@
-//! Placeholder for the wasm binding of ratelane. It builds and re-exports nothing
-//! of its own yet; the binding's issue replaces this crate's contents.
-//! It exists so the workspace layout of DESIGN.md is in place from the start.
+//! ratelane for WebAssembly: the JavaScript core surface of `js/CONTRACT.md` through
+//! wasm-bindgen, for browsers, edge runtimes, Deno, Bun and Node.
+//!
+//! This crate only converts. Times and ids arrive as JS numbers (integer nanoseconds, checked
+//! and truncated exactly as the contract says), requests and responses as plain JS objects,
+//! settings as JSON text read by [`ratelane::json`] (so every binding accepts the same keys
+//! and reports the same errors), and outputs leave as plain JS objects. Caller misuse throws
+//! a JS `Error` whose `code` is the core's stable [`ratelane::Error::code`], or
+//! `invalid_argument` for a value of the wrong JS type or range.
+//!
+//! The module never reads a clock (the driver passes `performance.now()`), and imports nothing
+//! but the glue wasm-bindgen generates: it needs no Node API.
+
+use js_sys::{Array, Object, Reflect};
+use ratelane::sim::{Server, Ticket};
+use ratelane::{BodyHints, FailReason, Failure, Observation, Output, Request, Response, json};
+use serde::{Deserialize, Deserializer};
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TYPES: &str = r#"
+// The contract's types (js/CONTRACT.md) are written once, in js/core.d.ts, which build.sh
+// copies beside this file; the Node package uses the same file.
+import type {
+  Disposition, FailCode, Output, RequestSpec, ResponseSpec, SimReport, SimResponseSpec,
+  TransportFailure,
+} from './core.js';
+"#;
+
+/// `Number.MAX_SAFE_INTEGER`: the largest time or id a JS number carries exactly.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+// ------------------------------------------------------------------------------ errors
+
+/// A JS `Error` carrying a stable `code` property.
+fn js_error(code: &str, message: &str) -> JsValue {
+    let error = js_sys::Error::new(message);
+    set(&error, "code", code);
+    error.into()
+}
+
+fn core_error(e: ratelane::Error) -> JsValue {
+    js_error(e.code(), &e.to_string())
+}
+
+fn invalid_argument(message: &str) -> JsValue {
+    js_error("invalid_argument", message)
+}
+
+fn type_of(value: &JsValue) -> String {
+    if value.is_null() {
+        "null".into()
+    } else {
+        value.js_typeof().as_string().unwrap_or_default()
+    }
+}
+
+// ------------------------------------------------------------------------------ numbers
+
+/// `value` as a whole number of the contract's range: finite, `>= 0`, `<= MAX_SAFE_INTEGER`,
+/// fractional part dropped. Every such value converts to `u64` exactly.
+fn whole(what: &str, value: f64) -> Result<u64, String> {
+    if value.is_finite() && (0.0..=MAX_SAFE_INTEGER).contains(&value) {
+        Ok(value.trunc() as u64)
+    } else {
+        Err(format!(
+            "{what} must be a finite number >= 0 and <= Number.MAX_SAFE_INTEGER, got {value}"
+        ))
+    }
+}
+
+/// A time or id argument: a JS number (not a BigInt, not a numeric string).
+fn number_arg(what: &str, value: &JsValue) -> Result<u64, JsValue> {
+    match value.as_f64() {
+        Some(v) => whole(what, v).map_err(|m| invalid_argument(&m)),
+        None => Err(invalid_argument(&format!(
+            "{what} must be a number, got {}",
+            type_of(value)
+        ))),
+    }
+}
+
+/// A `u64` leaving for JS: exact up to `MAX_SAFE_INTEGER`, which every time the core emits
+/// stays under while the driver's clock does.
+fn num(v: u64) -> JsValue {
+    JsValue::from_f64(v as f64)
+}
+
+/// Settings JSON text; `undefined` or `null` means `"{}"` (every default).
+fn settings_arg(what: &str, value: &JsValue) -> Result<String, JsValue> {
+    if value.is_undefined() || value.is_null() {
+        return Ok("{}".into());
+    }
+    value.as_string().ok_or_else(|| {
+        invalid_argument(&format!(
+            "{what} must be JSON text (a string), got {}",
+            type_of(value)
+        ))
+    })
+}
+
+// ------------------------------------------------------------------------------ inputs
+
+fn deadline_ns<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Option::<f64>::deserialize(d)?
+        .map(|v| whole("deadlineNs", v).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+fn wall_clock_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Option::<f64>::deserialize(d)?
+        .map(|v| whole("wallClockMs", v).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+/// `RequestSpec` of the contract. Keys not listed are ignored, as JS options objects go.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestSpec {
+    method: String,
+    path: String,
+    #[serde(default)]
+    major: Option<String>,
+    #[serde(default)]
+    identity: Option<String>,
+    #[serde(default, deserialize_with = "deadline_ns")]
+    deadline_ns: Option<u64>,
+    #[serde(default)]
+    priority: Option<i32>,
+    #[serde(default)]
+    idempotent: Option<bool>,
+    #[serde(default)]
+    global_exempt: Option<bool>,
+}
+
+/// `value` deserialized from a JS object; `what` names the argument in the error.
+fn object_arg<T: serde::de::DeserializeOwned>(what: &str, value: JsValue) -> Result<T, JsValue> {
+    if !value.is_object() {
+        return Err(invalid_argument(&format!(
+            "{what} must be an object, got {}",
+            type_of(&value)
+        )));
+    }
+    serde_wasm_bindgen::from_value(value).map_err(|e| {
+        // serde-wasm-bindgen's error is a JS Error; keep its message, not "Error: ...".
+        let error = JsValue::from(e);
+        let message = error
+            .dyn_ref::<js_sys::Error>()
+            .map_or_else(|| format!("{error:?}"), |e| String::from(e.message()));
+        invalid_argument(&format!("{what}: {message}"))
+    })
+}
+
+fn request_arg(value: JsValue) -> Result<Request, JsValue> {
+    let spec: RequestSpec = object_arg("request", value)?;
+    Ok(Request {
+        method: spec.method,
+        path: spec.path,
+        major: spec.major,
+        identity: spec.identity.unwrap_or_default(),
+        deadline: spec.deadline_ns,
+        priority: spec.priority.unwrap_or(0),
+        idempotent: spec.idempotent,
+        global_exempt: spec.global_exempt,
+    })
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct BodySpec {
+    #[serde(default)]
+    retry_after: Option<f64>,
+    #[serde(default)]
+    global: Option<bool>,
+}
+
+/// `ResponseSpec` of the contract.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseSpec {
+    status: u16,
+    headers: Vec<(String, String)>,
+    #[serde(default)]
+    body: Option<BodySpec>,
+    #[serde(default, deserialize_with = "wall_clock_ms")]
+    wall_clock_ms: Option<u64>,
+}
+
+fn failure_arg(value: &JsValue) -> Result<Failure, JsValue> {
+    match value.as_string().as_deref() {
+        Some("not_sent") => Ok(Failure::NotSent),
+        Some("maybe_sent") => Ok(Failure::MaybeSent),
+        _ => Err(invalid_argument(&format!(
+            "failure must be 'not_sent' or 'maybe_sent', got {}",
+            value
+                .as_string()
+                .map_or_else(|| type_of(value), |s| format!("{s:?}"))
+        ))),
+    }
+}
+
+// ------------------------------------------------------------------------------ outputs
+
+fn set(target: &JsValue, key: &str, value: impl Into<JsValue>) {
+    // Defining a property on a plain object or an Error cannot fail.
+    let _ = Reflect::set(target, &JsValue::from_str(key), &value.into());
+}
+
+fn fail_object(o: &Object, id: u64, reason: &FailReason) {
+    set(o, "type", "fail");
+    set(o, "id", num(id));
+    set(o, "code", reason.code());
+    set(o, "message", reason.to_string());
+    match reason {
+        FailReason::DeadlineExceeded { predicted_send_at } => {
+            set(
+                o,
+                "predictedSendAtNs",
+                predicted_send_at.map_or(JsValue::NULL, num),
+            );
+        }
+        FailReason::MaxWaitExceeded { predicted_wait } => {
+            set(o, "predictedWaitNs", num(*predicted_wait))
+        }
+        FailReason::RetriesExhausted { attempts } | FailReason::NetworkError { attempts } => {
+            set(o, "attempts", *attempts);
+        }
+        _ => {}
+    }
+}
+
+fn observation_object(o: &Object, observation: &Observation) {
+    match observation {
+        Observation::RateLimited {
+            id,
+            scope,
+            retry_after,
+        } => {
+            set(o, "type", "rate_limited");
+            set(o, "id", num(*id));
+            set(o, "scope", scope.as_str());
+            set(o, "retryAfterNs", num(*retry_after));
+        }
+        Observation::BucketLearned { route, bucket } => {
+            set(o, "type", "bucket_learned");
+            set(o, "route", route.as_str());
+            set(o, "bucket", bucket.as_str());
+        }
+        Observation::InvalidRequestWarning { count, limit } => {
+            set(o, "type", "invalid_request_warning");
+            set(o, "count", *count);
+            set(o, "limit", *limit);
+        }
+        // `Observation` is #[non_exhaustive]: one this binding does not know yet still
+        // reaches the driver (js/CONTRACT.md, "Precisions"), which reports it loudly.
+        other => {
+            set(o, "type", "unknown_observation");
+            set(o, "message", format!("{other:?}"));
+        }
+    }
+}
+
+fn output_object(output: &Output) -> JsValue {
+    let o = Object::new();
+    match output {
+        Output::Send(id) => {
+            set(&o, "type", "send");
+            set(&o, "id", num(*id));
+        }
+        Output::Fail(id, reason) => fail_object(&o, *id, reason),
+        Output::Observe(observation) => observation_object(&o, observation),
+        Output::WaitUntil(t) => {
+            set(&o, "type", "wait_until");
+            set(&o, "atNs", num(*t));
+        }
+        Output::Idle => set(&o, "type", "idle"),
+    }
+    o.into()
+}
+
+fn disposition(d: ratelane::Disposition) -> JsValue {
+    JsValue::from_str(match d {
+        ratelane::Disposition::Complete => "complete",
+        ratelane::Disposition::Retry => "retry",
+        ratelane::Disposition::Failed => "failed",
+    })
+}
+
+fn pairs(headers: &[(String, String)]) -> Array {
+    headers
+        .iter()
+        .map(|(k, v)| Array::of2(&JsValue::from_str(k), &JsValue::from_str(v)))
+        .collect()
+}
+
+// ------------------------------------------------------------------------------ Limiter
+
+/// The sans-IO client-side engine, one to one with `ratelane::Limiter`.
+///
+/// Drain invariant: after every input (`enqueue`, `handleResponse`, `handleFailure`, `cancel`,
+/// `handleTimeout`, `close`) call `drain()` (or `pollOutput()` until it returns `wait_until`
+/// or `idle`). Times are integer nanoseconds as JS numbers, from an epoch of your choice.
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct Limiter {
+    inner: ratelane::Limiter,
+}
+
+#[wasm_bindgen]
+impl Limiter {
+    /// A limiter configured by JSON text (`ratelane::json::config_from_json`; omitted: `"{}"`,
+    /// Discord's defaults). Throws `invalid_config`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(js_name = configJson, unchecked_optional_param_type = "string | null")]
+        config_json: JsValue,
+    ) -> Result<Limiter, JsValue> {
+        let text = settings_arg("configJson", &config_json)?;
+        let config = json::config_from_json(&text).map_err(core_error)?;
+        let inner = ratelane::Limiter::new(config).map_err(core_error)?;
+        Ok(Limiter { inner })
+    }
+
+    /// Queues a request and returns its id. Throws `invalid_request`, `limiter_closed`.
+    pub fn enqueue(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "RequestSpec")] request: JsValue,
+    ) -> Result<f64, JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let request = request_arg(request)?;
+        let id = self.inner.enqueue(now, request).map_err(core_error)?;
+        Ok(id as f64)
+    }
+
+    /// A response arrived for the sent request `id`. Throws `unknown_request`, `invalid_state`.
+    #[wasm_bindgen(js_name = handleResponse, unchecked_return_type = "Disposition")]
+    pub fn handle_response(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ResponseSpec")] response: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let id = number_arg("id", &id)?;
+        let spec: ResponseSpec = object_arg("response", response)?;
+        if !(100..=999).contains(&spec.status) {
+            return Err(invalid_argument(&format!(
+                "response.status must be an integer in 100..=999, got {}",
+                spec.status
+            )));
+        }
+        let headers: Vec<(&str, &str)> = spec
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let body = spec.body.unwrap_or_default();
+        let response = Response {
+            status: spec.status,
+            headers: &headers,
+            body: BodyHints {
+                retry_after: body.retry_after,
+                global: body.global,
+            },
+            wall_clock_ms: spec.wall_clock_ms,
+        };
+        let d = self
+            .inner
+            .handle_response(now, id, &response)
+            .map_err(core_error)?;
+        Ok(disposition(d))
+    }
+
+    /// The transport failed for the sent request `id` (`'not_sent'` or `'maybe_sent'`).
+    /// Throws `unknown_request`, `invalid_state`.
+    #[wasm_bindgen(js_name = handleFailure, unchecked_return_type = "Disposition")]
+    pub fn handle_failure(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "TransportFailure")] failure: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let id = number_arg("id", &id)?;
+        let failure = failure_arg(&failure)?;
+        let d = self
+            .inner
+            .handle_failure(now, id, failure)
+            .map_err(core_error)?;
+        Ok(disposition(d))
+    }
+
+    /// The caller gave up on `id`; cancellation is its outcome. Throws `unknown_request`.
+    pub fn cancel(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
+    ) -> Result<(), JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let id = number_arg("id", &id)?;
+        self.inner.cancel(now, id).map_err(core_error)
+    }
+
+    /// Time passed. Harmless when called early or twice.
+    #[wasm_bindgen(js_name = handleTimeout)]
+    pub fn handle_timeout(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+    ) -> Result<(), JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        self.inner.handle_timeout(now);
+        Ok(())
+    }
+
+    /// Fails every queued request with `closed` and refuses new ones.
+    pub fn close(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+    ) -> Result<(), JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        self.inner.close(now);
+        Ok(())
+    }
+
+    /// The next output.
+    #[wasm_bindgen(js_name = pollOutput, unchecked_return_type = "Output")]
+    pub fn poll_output(&mut self) -> JsValue {
+        output_object(&self.inner.poll_output())
+    }
+
+    /// Every output up to and including the `wait_until` or `idle` that ends the drain.
+    #[wasm_bindgen(unchecked_return_type = "Output[]")]
+    pub fn drain(&mut self) -> Array {
+        let list = Array::new();
+        loop {
+            let output = self.inner.poll_output();
+            list.push(&output_object(&output));
+            if matches!(output, Output::WaitUntil(_) | Output::Idle) {
+                return list;
+            }
+        }
+    }
+
+    /// When `request` would be sent if enqueued at `nowNs` (ns). Throws `invalid_request`.
+    pub fn predict(
+        &self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "RequestSpec")] request: JsValue,
+    ) -> Result<f64, JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let request = request_arg(request)?;
+        let prediction = self.inner.predict(now, &request).map_err(core_error)?;
+        Ok(prediction.send_at as f64)
+    }
+
+    /// Requests queued and not yet sent.
+    #[wasm_bindgen(getter)]
+    pub fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+
+    /// Requests sent and not yet answered.
+    #[wasm_bindgen(getter = inFlight)]
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+
+    /// Buckets (queues) held in memory.
+    #[wasm_bindgen(getter)]
+    pub fn buckets(&self) -> usize {
+        self.inner.buckets()
+    }
+
+    /// Whether `close` was called.
+    #[wasm_bindgen(getter = isClosed)]
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// The configuration in use, as JSON text (`ratelane::json::config_to_json`).
+    #[wasm_bindgen(js_name = configJson)]
+    pub fn config_json(&self) -> String {
+        json::config_to_json(self.inner.config())
+    }
+}
+
+// ------------------------------------------------------------------------------ simulator
+
+/// A model of Discord's REST rate limiting (`ratelane::sim::Server`), to answer a driver's
+/// requests in tests and demos.
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct SimServer {
+    inner: Server,
+    next_tag: u64,
+}
+
+#[wasm_bindgen]
+impl SimServer {
+    /// A server configured by JSON text (`ratelane::json::server_config_from_json`; omitted:
+    /// Discord's defaults). Throws `invalid_config`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(js_name = serverConfigJson, unchecked_optional_param_type = "string | null")]
+        server_config_json: JsValue,
+    ) -> Result<SimServer, JsValue> {
+        let text = settings_arg("serverConfigJson", &server_config_json)?;
+        let config = json::server_config_from_json(&text).map_err(core_error)?;
+        Ok(SimServer {
+            inner: Server::new(config),
+            next_tag: 0,
+        })
+    }
+
+    /// Answers `request` arriving at `nowNs`.
+    #[wasm_bindgen(unchecked_return_type = "SimResponseSpec")]
+    pub fn handle(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "RequestSpec")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let request = request_arg(request)?;
+        self.next_tag += 1;
+        let answer = self.inner.handle(now, self.next_tag, &request);
+        let o = Object::new();
+        set(&o, "status", answer.status);
+        set(&o, "headers", pairs(&answer.headers));
+        let body = Object::new();
+        set(
+            &body,
+            "retryAfter",
+            answer
+                .body
+                .retry_after
+                .map_or(JsValue::NULL, JsValue::from_f64),
+        );
+        set(
+            &body,
+            "global",
+            answer.body.global.map_or(JsValue::NULL, JsValue::from_bool),
+        );
+        set(&o, "body", body);
+        set(&o, "bodyText", answer.body_text);
+        Ok(o.into())
+    }
+
+    /// How many 429s the server has answered.
+    #[wasm_bindgen(js_name = count429)]
+    pub fn count_429(&self) -> usize {
+        self.inner.count_429()
+    }
+}
+
+/// A limiter driven against a [`SimServer`] in virtual time (`ratelane::sim::Simulation`).
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct Simulation {
+    inner: ratelane::sim::Simulation,
+    tickets: usize,
+}
+
+#[wasm_bindgen]
+impl Simulation {
+    /// A simulation from three JSON texts: the limiter's config, the server's and the
+    /// network's (omitted: defaults). Throws `invalid_config`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(js_name = configJson, unchecked_optional_param_type = "string | null")]
+        config_json: JsValue,
+        #[wasm_bindgen(js_name = serverConfigJson, unchecked_optional_param_type = "string | null")]
+        server_config_json: JsValue,
+        #[wasm_bindgen(js_name = simConfigJson, unchecked_optional_param_type = "string | null")]
+        sim_config_json: JsValue,
+    ) -> Result<Simulation, JsValue> {
+        let config = json::config_from_json(&settings_arg("configJson", &config_json)?)
+            .map_err(core_error)?;
+        let server =
+            json::server_config_from_json(&settings_arg("serverConfigJson", &server_config_json)?)
+                .map_err(core_error)?;
+        let sim = json::sim_config_from_json(&settings_arg("simConfigJson", &sim_config_json)?)
+            .map_err(core_error)?;
+        let limiter = ratelane::Limiter::new(config).map_err(core_error)?;
+        let inner = ratelane::sim::Simulation::new(limiter, Server::new(server), sim);
+        Ok(Simulation { inner, tickets: 0 })
+    }
+
+    /// Schedules `request` to be enqueued at `atNs`; returns its ticket.
+    #[wasm_bindgen(js_name = enqueueAt)]
+    pub fn enqueue_at(
+        &mut self,
+        #[wasm_bindgen(js_name = atNs, unchecked_param_type = "number")] at_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "RequestSpec")] request: JsValue,
+    ) -> Result<usize, JsValue> {
+        let at = number_arg("atNs", &at_ns)?;
+        let request = request_arg(request)?;
+        let Ticket(ticket) = self.inner.enqueue_at(at, request);
+        self.tickets = self.tickets.max(ticket + 1);
+        Ok(ticket)
+    }
+
+    /// Schedules a cancellation of `ticket` at `atNs`. Throws `invalid_argument` for a ticket
+    /// this simulation did not issue.
+    #[wasm_bindgen(js_name = cancelAt)]
+    pub fn cancel_at(
+        &mut self,
+        #[wasm_bindgen(js_name = atNs, unchecked_param_type = "number")] at_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] ticket: JsValue,
+    ) -> Result<(), JsValue> {
+        let at = number_arg("atNs", &at_ns)?;
+        let ticket = number_arg("ticket", &ticket)?;
+        match usize::try_from(ticket) {
+            Ok(t) if t < self.tickets => {
+                self.inner.cancel_at(at, Ticket(t));
+                Ok(())
+            }
+            _ => Err(invalid_argument(&format!(
+                "ticket {ticket} was not issued by this simulation"
+            ))),
+        }
+    }
+
+    /// Schedules `close` at `atNs`.
+    #[wasm_bindgen(js_name = closeAt)]
+    pub fn close_at(
+        &mut self,
+        #[wasm_bindgen(js_name = atNs, unchecked_param_type = "number")] at_ns: JsValue,
+    ) -> Result<(), JsValue> {
+        let at = number_arg("atNs", &at_ns)?;
+        self.inner.close_at(at);
+        Ok(())
+    }
+
+    /// Runs until everything ended or a limit is reached; returns the report
+    /// (`ratelane::json::report_to_json`, parsed). Throws `simulation_contract` when the
+    /// limiter broke the driver contract.
+    #[wasm_bindgen(unchecked_return_type = "SimReport")]
+    pub fn run(&mut self) -> Result<JsValue, JsValue> {
+        let report = self
+            .inner
+            .run()
+            .map_err(|e| js_error("simulation_contract", &e.to_string()))?;
+        js_sys::JSON::parse(&json::report_to_json(&report))
+    }
+}
+
+// ------------------------------------------------------------------------------ codes
+
+/// Every failure code (`FailReason::ALL_CODES`). The packages export it as `FAIL_CODES`.
+#[wasm_bindgen(js_name = failCodes, unchecked_return_type = "FailCode[]")]
+pub fn fail_codes() -> Vec<String> {
+    FailReason::ALL_CODES
+        .iter()
+        .map(|c| (*c).to_owned())
+        .collect()
+}
+
+/// Every caller-error code of the core (`Error::ALL_CODES`). The packages export it as
+/// `ERROR_CODES`.
+#[wasm_bindgen(js_name = errorCodes)]
+pub fn error_codes() -> Vec<String> {
+    ratelane::Error::ALL_CODES
+        .iter()
+        .map(|c| (*c).to_owned())
+        .collect()
+}

@@ -1,0 +1,10 @@
+// Package entry (ES module): the shared Promise driver (driver.mjs, built from js/driver.js)
+// over the wasm core (core.js). build.sh fills in the names (every export of createRatelane).
+// With the `web` build, call init() or initSync() before constructing anything.
+import * as core from './core.js';
+import { createRatelane } from './driver.mjs';
+
+const ratelane = createRatelane(core);
+export const { __RATELANE_EXPORTS__ } = ratelane;
+export { createRatelane };
+export { init, initSync, init as default } from './core.js';

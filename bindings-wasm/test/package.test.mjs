@@ -1,0 +1,172 @@
+// The package as a user installs it: every entry point (require and import of the node build,
+// the web build, the bundler build) exports the same names as the napi package plus
+// init/initSync, and the shared Promise driver works over the wasm core.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const require = createRequire(import.meta.url);
+const here = fileURLToPath(new URL('.', import.meta.url));
+const pkgDir = fileURLToPath(new URL('../pkg/', import.meta.url));
+
+const cjs = require('ratelane-wasm');
+const esm = await import('ratelane-wasm');
+const web = await import('ratelane-wasm/web');
+
+// What the napi package `ratelane` exports (createRatelane's result plus createRatelane).
+const DRIVER_NAMES = [
+  'RateLimiter', 'RatelaneError', 'UsageError', 'UnknownRequestError', 'InvalidStateError',
+  'InvalidConfigError', 'InvalidRequestError', 'LimiterClosedError', 'InvalidArgumentError',
+  'SimulationContractError', 'RateLimitError', 'DeadlineExceededError', 'MaxWaitExceededError',
+  'RetriesExhaustedError', 'MaybeSentError', 'NetworkError', 'UnauthorizedError', 'ClosedError',
+  'FAIL_CLASSES', 'USAGE_CLASSES', 'fromCoreError', 'toCoreConfig', 'classifyFailure',
+  'headerPairs', 'Limiter', 'SimServer', 'Simulation', 'FAIL_CODES', 'ERROR_CODES', 'createRatelane',
+];
+const EXPECTED = [...DRIVER_NAMES, 'init', 'initSync', 'default'].sort();
+
+const nsNow = () => Math.round(performance.now() * 1e6);
+
+test('every entry point exports the same names', () => {
+  assert.deepEqual(Object.keys(cjs).sort(), EXPECTED);
+  assert.deepEqual(Object.keys(esm).sort(), EXPECTED);
+  assert.deepEqual(Object.keys(web).sort(), EXPECTED);
+  // import and require of the node build hand out the same objects.
+  for (const name of DRIVER_NAMES) assert.equal(esm[name], cjs[name], name);
+  assert.equal(esm.default, cjs.init);
+  assert.equal(web.default, web.init);
+});
+
+test('the driver is the shared js/driver.js, not a copy of it', () => {
+  const source = fs.readFileSync(new URL('../../js/driver.js', import.meta.url), 'utf8');
+  for (const file of ['node/driver.cjs', 'web/driver.mjs', 'bundler/driver.mjs']) {
+    assert.ok(fs.readFileSync(pkgDir + file, 'utf8').startsWith(source), `${file} is js/driver.js plus an export line`);
+  }
+});
+
+/** A fake `send` answering from the core's Discord simulator, on the driver's clock. */
+function simulatedSend(ratelane, server, request, counts) {
+  return () => {
+    counts.sent += 1;
+    const answer = server.handle(nsNow(), request);
+    return { status: answer.status, headers: answer.headers, body: answer.bodyText };
+  };
+}
+
+test('RateLimiter sends a burst through the wasm core without a 429', async () => {
+  const { RateLimiter, SimServer } = cjs;
+  // 4 per 150 ms on this route; 10 messages: three windows.
+  const server = new SimServer(JSON.stringify({
+    buckets: { m: { limit: 4, window_ns: 150e6 } },
+    routes: { 'POST /channels/:id/messages': { bucket: 'm' } },
+  }));
+  const limiter = new RateLimiter();
+  const learned = [];
+  limiter.on('bucketLearned', (e) => learned.push(e.bucket));
+  const request = { method: 'POST', path: '/channels/100000000000000001/messages' };
+  const counts = { sent: 0 };
+  const results = await Promise.all(Array.from({ length: 10 }, () =>
+    limiter.run(request.method, request.path, simulatedSend(cjs, server, request, counts))));
+  assert.deepEqual(results.map((r) => r.status), Array(10).fill(200));
+  assert.equal(counts.sent, 10, 'nothing sent twice');
+  assert.equal(server.count429(), 0);
+  assert.deepEqual(learned, ['m']);
+  await limiter.close();
+});
+
+test('RateLimiter: typed errors, AbortSignal, close', async () => {
+  const { RateLimiter, SimServer, ClosedError, MaxWaitExceededError, InvalidConfigError, RateLimitError } = cjs;
+  assert.throws(() => new RateLimiter({ globlLimit: 1 }), (e) => e instanceof InvalidConfigError && e.code === 'invalid_config');
+  const server = new SimServer(JSON.stringify({
+    buckets: { m: { limit: 1, window_ns: 60e9 } },
+    routes: { 'POST /channels/:id/messages': { bucket: 'm' } },
+  }));
+  const limiter = new RateLimiter({ maxWait: 30_000 });
+  const request = { method: 'POST', path: '/channels/100000000000000001/messages' };
+  const counts = { sent: 0 };
+  const send = simulatedSend(cjs, server, request, counts);
+  const other = { method: 'POST', path: '/channels/100000000000000002/messages' };
+  const sendOther = simulatedSend(cjs, server, other, counts);
+  assert.equal((await limiter.run(request.method, request.path, send)).status, 200);
+  // The window of 60 s is known now: a request that would wait longer than maxWait fails at once.
+  await assert.rejects(limiter.run(request.method, request.path, send), (e) =>
+    e instanceof MaxWaitExceededError && e instanceof RateLimitError && e.code === 'max_wait_exceeded' && e.predictedWait > 30_000);
+  const patient = new RateLimiter();
+  assert.equal((await patient.run(other.method, other.path, sendOther)).status, 200);
+  const controller = new AbortController();
+  const aborted = patient.run(other.method, other.path, sendOther, { signal: controller.signal });
+  const queued = patient.run(other.method, other.path, sendOther);
+  assert.equal(patient.queued, 2);
+  controller.abort(new Error('user gave up'));
+  await assert.rejects(aborted, /user gave up/);
+  assert.equal(patient.queued, 1);
+  const closing = patient.close();
+  await assert.rejects(queued, (e) => e instanceof ClosedError && e.code === 'closed');
+  await closing;
+  assert.equal(counts.sent, 2);
+  assert.equal(server.count429(), 0);
+  await limiter.close();
+});
+
+test('web build under Node: an error before init, then initSync with the bytes', async () => {
+  const { Limiter, RateLimiter, initSync } = web;
+  assert.throws(() => new Limiter(), /call init\(\) or initSync\(\)/);
+  assert.throws(() => new RateLimiter(), /call init\(\) or initSync\(\)/);
+  initSync(fs.readFileSync(pkgDir + 'web/ratelane_wasm_bg.wasm'));
+  initSync(fs.readFileSync(pkgDir + 'web/ratelane_wasm_bg.wasm')); // harmless again
+  const limiter = new Limiter();
+  assert.equal(limiter.enqueue(0, { method: 'GET', path: '/users/@me' }), 1);
+  assert.deepEqual(limiter.drain(), [{ type: 'send', id: 1 }, { type: 'idle' }]);
+  const driver = new RateLimiter();
+  const response = await driver.run('GET', '/users/@me', () => ({ status: 204, headers: [] }));
+  assert.equal(response.status, 204);
+  await driver.close();
+});
+
+test('bundler build: imported with Node\'s wasm ES module integration', () => {
+  const script = `
+    import { Limiter, RateLimiter, FAIL_CODES, init } from 'ratelane-wasm/bundler';
+    await init();
+    const l = new Limiter();
+    l.enqueue(0, { method: 'GET', path: '/users/@me' });
+    const r = await new RateLimiter().run('GET', '/x', () => ({ status: 200, headers: [] }));
+    console.log(JSON.stringify({ outputs: l.drain(), codes: FAIL_CODES.length, status: r.status }));
+  `;
+  const out = execFileSync(process.execPath, ['--experimental-wasm-modules', '--no-warnings', '--input-type=module', '-e', script], {
+    cwd: here, encoding: 'utf8',
+  });
+  assert.deepEqual(JSON.parse(out), { outputs: [{ type: 'send', id: 1 }, { type: 'idle' }], codes: 7, status: 200 });
+});
+
+test('npm pack, installed into another project: require, import and the web build work', () => {
+  const os = require('node:os');
+  const path = require('node:path');
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ratelane-wasm-pack-'));
+  try {
+    const root = fileURLToPath(new URL('..', import.meta.url));
+    const npm = (args, cwd) => execFileSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd, encoding: 'utf8' });
+    const tarball = npm(['pack', '--pack-destination', tmp], root).trim().split('\n').pop();
+    const app = path.join(tmp, 'app');
+    fs.mkdirSync(app);
+    fs.writeFileSync(path.join(app, 'package.json'), '{ "name": "app", "private": true }');
+    npm(['install', '--offline', path.join(tmp, tarball)], app);
+    const script = `
+      const cjs = require('ratelane-wasm');
+      const l = new cjs.Limiter();
+      l.enqueue(0, { method: 'GET', path: '/users/@me' });
+      import('ratelane-wasm').then(async (esm) => {
+        const web = await import('ratelane-wasm/web');
+        const fs = require('node:fs');
+        web.initSync(fs.readFileSync(require.resolve('ratelane-wasm/ratelane_wasm_bg.wasm')));
+        const status = (await new web.RateLimiter().run('GET', '/x', () => ({ status: 204, headers: [] }))).status;
+        console.log(JSON.stringify({ out: l.drain().length, same: esm.RateLimiter === cjs.RateLimiter, status }));
+      });
+    `;
+    const out = execFileSync(process.execPath, ['-e', script], { cwd: app, encoding: 'utf8' });
+    assert.deepEqual(JSON.parse(out), { out: 2, same: true, status: 204 });
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,55 @@
+// Type-checked by test/types.test.cjs (tsc --noEmit, never run): the package's types as a user
+// of each build sees them, and the contract: every build satisfies js/core.d.ts's CoreModule.
+import init, * as pkg from 'ratelane-wasm';
+import * as web from 'ratelane-wasm/web';
+import * as bundler from 'ratelane-wasm/bundler';
+import * as node from 'ratelane-wasm/node';
+import type { CoreModule, Output, RateLimitedEvent } from 'ratelane-wasm';
+
+export const cores: CoreModule[] = [pkg, web, bundler, node];
+
+export async function example(wasm: WebAssembly.Module): Promise<number> {
+  await init();
+  await web.init(new URL('https://example.invalid/ratelane_wasm_bg.wasm'));
+  web.initSync(wasm);
+  const limiter = new pkg.RateLimiter({
+    maxWait: 5_000,
+    identity: 'bot',
+    onRateLimited: (event: RateLimitedEvent) => console.log(event.scope, event.retryAfter),
+  });
+  limiter.on('bucketLearned', (event) => console.log(event.route, event.bucket));
+  const controller = new AbortController();
+  const response = await limiter.run(
+    'POST',
+    '/channels/1/messages',
+    ({ signal, attempt }) => fetch(`https://example.invalid/?attempt=${attempt}`, { signal }),
+    { signal: controller.signal, deadline: 10_000 },
+  );
+  const status: number = response.status;
+  const wait: number = limiter.predictWait('GET', '/users/@me');
+  try {
+    await limiter.run('GET', '/users/@me', () => ({ status: 200, headers: {} }));
+  } catch (error) {
+    if (error instanceof pkg.RateLimitError) {
+      const code: pkg.FailCode = error.code;
+      const attempts: number | null = error.attempts;
+      console.log(code, attempts);
+    } else if (error instanceof pkg.UsageError) {
+      console.log(error.code);
+    }
+  }
+  await limiter.close();
+
+  const core = new pkg.Limiter('{"global_limit": 40}');
+  const id: number = core.enqueue(0, { method: 'GET', path: '/users/@me', deadlineNs: null });
+  const outputs: Output[] = core.drain();
+  for (const output of outputs) {
+    if (output.type === 'wait_until') console.log(output.atNs);
+  }
+  const disposition: 'complete' | 'retry' | 'failed' = core.handleFailure(1, id, 'not_sent');
+  const codes: readonly pkg.FailCode[] = pkg.FAIL_CODES;
+  const report = new bundler.Simulation(null, '{}', undefined).run();
+  const served = new node.SimServer().handle(0, { method: 'GET', path: '/users/@me' });
+  console.log(disposition, codes, served.bodyText, report.succeeded);
+  return status + wait + id;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The browser and edge package (bindings-wasm/, npm `ratelane-wasm`): build it for the nodejs,
+# web and bundler targets, then in one `node --test` run
+#   * the shared tests of js/test/ with the wasm core of the nodejs build (RATELANE_CORE):
+#     every tests/vectors/client_*.json replayed, the contract, the Promise driver,
+#   * its own tests (argument conversion, the package entry points of every build,
+#     web-standard globals only, tsc on the types),
+#   * the web build in headless Chromium (Debian's `chromium`, installed here when missing).
+# Installs only what is missing: the wasm32 target, wasm-bindgen-cli in .tools/ (the version
+# of Cargo.lock's wasm-bindgen), npm packages in bindings-wasm/node_modules, chromium.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  rustup target add wasm32-unknown-unknown
+fi
+
+# wasm-bindgen-cli must equal the wasm-bindgen crate exactly (TOOLCHAIN.md P10). Not
+# --locked: its lock names a webpki-roots this registry does not have (P7).
+wbg=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/"/, "", $3); print $3 }' Cargo.lock)
+if [ "$(.tools/bin/wasm-bindgen --version 2>/dev/null || true)" != "wasm-bindgen $wbg" ]; then
+  cargo install --root .tools wasm-bindgen-cli --version "$wbg"
+fi
+
+# binaryen (wasm-opt; never Debian's, P9), playwright-core, typescript.
+if [ ! -f bindings-wasm/node_modules/.package-lock.json ] ||
+   [ bindings-wasm/package-lock.json -nt bindings-wasm/node_modules/.package-lock.json ]; then
+  (cd bindings-wasm && npm ci --no-fund --no-audit)
+fi
+
+if ! command -v chromium >/dev/null 2>&1; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  # Another job may hold the apt lock: wait for it rather than fail.
+  $sudo apt-get -o DPkg::Lock::Timeout=600 update
+  $sudo apt-get -o DPkg::Lock::Timeout=600 install -y chromium
+fi
+
+bash bindings-wasm/build.sh
+
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+set +e
+RATELANE_CORE="$PWD/bindings-wasm/pkg/node/core.cjs" node --test \
+  --test-reporter=spec --test-reporter-destination=stdout \
+  --test-reporter=tap --test-reporter-destination="$log" \
+  bindings-wasm/test/*.test.cjs bindings-wasm/test/*.test.mjs \
+  js/test/*.test.js \
+  bindings-wasm/test-browser/*.test.mjs
+status=$?
+set -e
+echo
+grep -E '^# (tests|pass|fail|cancelled|skipped|todo) ' "$log" || true
+exit "$status"
