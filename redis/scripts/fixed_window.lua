@@ -111,7 +111,7 @@ local h = redis.call('HMGET', key, 'window_start', 'booked', 'waiting')
 local existed = h[2] or h[3]
 local booked, waiting = count(h[2]), count(h[3])
 local start = 0 -- window start - now, in nanoseconds; meaningless when booked is 0
-local bad_state = not booked or not waiting
+local bad_state = not booked or not waiting or (not existed and redis.call('EXISTS', key) == 1)
 if not bad_state and booked > 0 then
   local s, ns = parse_ns(h[1])
   if not s then

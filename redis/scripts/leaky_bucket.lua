@@ -148,7 +148,9 @@ local h = redis.call('HMGET', key, 'level', 'last_drip', 'spacing_level', 'spaci
 local existed = h[1] or h[3]
 local main = read_bucket(h[1], h[2])
 local spacing = read_bucket(h[3], h[4])
-if not main or not spacing then return redis.error_reply('RATELANE_STATE the key does not hold a leaky-bucket state') end
+if not main or not spacing or (not existed and redis.call('EXISTS', key) == 1) then
+  return redis.error_reply('RATELANE_STATE the key does not hold a leaky-bucket state')
+end
 
 drip(main, drip_rate, drip_size)
 if min_interval > 0 then drip(spacing, min_interval, 1) end
