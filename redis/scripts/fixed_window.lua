@@ -9,8 +9,9 @@ books a slot for a job (it runs now, or is delayed to the window holding its slo
 release_at = next window start + floor(waiting / quota) * window); `release` records that one
 delayed job was released (or dropped).
 
-KEYS[1]  the key (a hash: window_start, booked, waiting; times as decimal integer
-         nanoseconds since the clock's epoch). Absent = empty.
+KEYS[1]  the key: a string "window_start booked waiting" (three decimal integers separated
+         by one space; window_start in nanoseconds since the clock's epoch, 0 when booked is
+         0). Absent = empty.
 ARGV[1]  op          "check" | "schedule" | "release"
 ARGV[2]  quota       integer >= 1 and <= 4294967295
 ARGV[3]  window_ns   integer >= 1 and <= 2^52
@@ -32,10 +33,11 @@ does not hold a fixed-window state, "RATELANE_RANGE <what>" when a scheduled job
 would end more than 2^52 ns (about 52 days) from now; nothing is written in these cases.
 
 State and expiry: after every op the key is deleted if the group is idle (no delayed job
-waiting for its release and every booked window over), otherwise written (HSET) with PEXPIRE
-until its last booked window is over, plus one more window while delayed jobs have not been
+waiting for its release and every booked window over), otherwise written (SET ... PX) to
+expire when its last booked window is over, plus one more window while delayed jobs have not been
 released: a job must start within its window, so a job still unreleased after that is
-forgotten (the in-memory store would keep counting it until it is released).
+forgotten (the in-memory store would keep counting it until it is released). Commands: TIME
+(unless now_ns is given), GET, SET or DEL.
 
 Precision: as in gcra.lua. Every duration is an exact integer number of nanoseconds relative
 to now; the window is limited to 2^52 ns, and so is the time until the last booked window.
@@ -100,28 +102,20 @@ local function at(d)
   return string.format('%d', r)
 end
 
-local function count(v)
-  if not v then return 0 end
-  if not string.find(v, '^%d+$') then return nil end
-  return tonumber(v)
-end
-
 local key = KEYS[1]
-local h = redis.call('HMGET', key, 'window_start', 'booked', 'waiting')
-local existed = h[2] or h[3]
-local booked, waiting = count(h[2]), count(h[3])
+local stored = redis.call('GET', key)
+local booked, waiting = 0, 0
 local start = 0 -- window start - now, in nanoseconds; meaningless when booked is 0
-local bad_state = not booked or not waiting or (not existed and redis.call('EXISTS', key) == 1)
-if not bad_state and booked > 0 then
-  local s, ns = parse_ns(h[1])
-  if not s then
-    bad_state = true
-  else
+if stored then
+  local start_s, booked_s, waiting_s = string.match(stored, '^(%d+) (%d+) (%d+)$')
+  local s, ns = parse_ns(start_s)
+  if not s then return redis.error_reply('RATELANE_STATE the key does not hold a fixed-window state') end
+  booked, waiting = tonumber(booked_s), tonumber(waiting_s)
+  if booked > 0 then
     local ds = s - now_s
     if ds < -FAR_S then start = -FAR elseif ds > FAR_S then start = FAR else start = ds * E9 + (ns - now_ns) end
   end
 end
-if bad_state then return redis.error_reply('RATELANE_STATE the key does not hold a fixed-window state') end
 
 -- The start of the k-th window after the current one, relative to now.
 local function window_at(k) return start + k * window end
@@ -192,7 +186,7 @@ end
 local last_end = 0 -- until every booked window is over
 if booked > 0 then last_end = until_window(ceil_div(booked, quota)) end
 if waiting == 0 and last_end == 0 then
-  if existed then redis.call('DEL', key) end
+  if stored then redis.call('DEL', key) end
 else
   local ttl_ns = last_end
   if waiting > 0 then ttl_ns = ttl_ns + window end
@@ -200,9 +194,7 @@ else
   if ttl < min_ttl then ttl = min_ttl end
   local start_at = '0'
   if booked > 0 then start_at = at(start) end
-  redis.call('HSET', key, 'window_start', start_at, 'booked', string.format('%d', booked),
-    'waiting', string.format('%d', waiting))
-  redis.call('PEXPIRE', key, ttl)
+  redis.call('SET', key, string.format('%s %d %d', start_at, booked, waiting), 'PX', ttl)
 end
 
 return reply

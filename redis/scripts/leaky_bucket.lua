@@ -9,8 +9,9 @@ bucket starts the drip clock), and optionally a second bucket of size 1 dripping
 A per-subject factor is applied by the caller: pass the scaled size (the core's
 LeakyBucket::scaled: floor(size * factor), at least 1). A key's state is shared across sizes.
 
-KEYS[1]  the key (a hash: level, last_drip, spacing_level, spacing_last_drip; times as decimal
-         integer nanoseconds since the clock's epoch). Absent = empty.
+KEYS[1]  the key: a string "level last_drip spacing_level spacing_last_drip" (four decimal
+         integers separated by one space; times in nanoseconds since the clock's epoch, 0 when
+         the bucket's level is 0). Absent = empty.
 ARGV[1]  size             integer >= 1 and <= 4294967295 (already scaled by the factor)
 ARGV[2]  drip_rate_ns     integer >= 1
 ARGV[3]  drip_size        integer >= 1 and <= 4294967295,
@@ -29,8 +30,8 @@ Errors: "RATELANE_ARG <what>" for a bad argument, "RATELANE_STATE <what>" for a 
 does not hold a leaky-bucket state; nothing is written in either case.
 
 State and expiry: after every check the key is deleted if the buckets are empty, otherwise
-written (HSET) with PEXPIRE until both buckets are empty (clear_after), so it expires exactly
-when it is empty again.
+written (SET ... PX) to expire when both buckets are empty (clear_after), so it expires
+exactly when it is empty again. Commands: TIME (unless now_ns is given), GET, SET or DEL.
 
 Precision: as in gcra.lua. Every duration is an exact integer number of nanoseconds relative
 to now; windows and min_interval are limited to 2^52 ns (about 52 days). A drip time more than
@@ -98,10 +99,8 @@ local function at(d)
   return string.format('%d', r)
 end
 
--- A bucket read from the hash: level, and last = last drip - now in nanoseconds (0 when empty).
+-- A bucket read from the stored value: level, and last = last drip - now in nanoseconds.
 local function read_bucket(level_s, last_s)
-  if not level_s then return {level = 0, last = 0} end
-  if not string.find(level_s, '^%d+$') then return nil end
   local level = tonumber(level_s)
   if level == 0 then return {level = 0, last = 0} end
   local s, ns = parse_ns(last_s)
@@ -144,12 +143,17 @@ local function time_until(b, target, rate, amount)
 end
 
 local key = KEYS[1]
-local h = redis.call('HMGET', key, 'level', 'last_drip', 'spacing_level', 'spacing_last_drip')
-local existed = h[1] or h[3]
-local main = read_bucket(h[1], h[2])
-local spacing = read_bucket(h[3], h[4])
-if not main or not spacing or (not existed and redis.call('EXISTS', key) == 1) then
-  return redis.error_reply('RATELANE_STATE the key does not hold a leaky-bucket state')
+local stored = redis.call('GET', key)
+local main, spacing = {level = 0, last = 0}, {level = 0, last = 0}
+if stored then
+  local l, d, sl, sd = string.match(stored, '^(%d+) (%d+) (%d+) (%d+)$')
+  if l then
+    main = read_bucket(l, d)
+    spacing = read_bucket(sl, sd)
+  end
+  if not l or not main or not spacing then
+    return redis.error_reply('RATELANE_STATE the key does not hold a leaky-bucket state')
+  end
 end
 
 drip(main, drip_rate, drip_size)
@@ -179,14 +183,12 @@ local clear_after = time_until(main, 0, drip_rate, drip_size)
 if spacing_wait > clear_after then clear_after = spacing_wait end
 
 if clear_after == 0 then
-  if existed then redis.call('DEL', key) end
+  if stored then redis.call('DEL', key) end
 else
   local function last(b) if b.level == 0 then return '0' end return at(b.last) end
-  redis.call('HSET', key, 'level', string.format('%d', main.level), 'last_drip', last(main),
-    'spacing_level', string.format('%d', spacing.level), 'spacing_last_drip', last(spacing))
   local ttl = ceil_div(clear_after, 1000000)
   if ttl < min_ttl then ttl = min_ttl end
-  redis.call('PEXPIRE', key, ttl)
+  redis.call('SET', key, string.format('%d %s %d %s', main.level, last(main), spacing.level, last(spacing)), 'PX', ttl)
 end
 
 return {'decision', allowed and 1 or 0, size, remaining, reset_after, clear_after, replenish_after, window, at(0)}
