@@ -42,11 +42,13 @@
 //!
 //! # Expiry
 //!
-//! No sweeper: a script deletes a key as soon as its state is back to empty and otherwise sets
-//! its TTL (`PEXPIRE`, rounded up to the millisecond) to the moment it will be, so an expired
-//! key decides exactly like one never seen. A test replaying virtual time faster than real time
-//! can keep keys longer with `with_min_ttl_ms`; the scripts then still treat a state that has
-//! emptied in virtual time as empty.
+//! No sweeper: a script deletes a key as soon as its state is back to empty and otherwise writes
+//! it with a TTL (`SET … PX`, rounded up to the millisecond) that ends when it will be, so an
+//! expired key decides exactly like one never seen. (Fixed windows keep a group one window
+//! longer while delayed jobs are unreleased; see [`RedisFixedWindow`].) Each key holds one
+//! string value in the layout documented in its script. A test replaying virtual time faster
+//! than real time can keep keys longer with `with_min_ttl_ms`; the scripts then still treat a
+//! state that has emptied in virtual time as empty.
 //!
 //! # Failures
 //!
