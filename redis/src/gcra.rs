@@ -1,0 +1,123 @@
+//! GCRA in Redis: [`RedisGcra`].
+
+use ratelane::Nanos;
+use ratelane::server::{Decision, Gcra, InsufficientCapacity};
+use redis::ConnectionLike;
+
+use crate::error::Error;
+use crate::reply;
+use crate::script::{Arg, GCRA, now_arg};
+
+/// A [`Gcra`] limit whose per-key state lives in Redis, checked by `scripts/gcra.lua` in one
+/// round trip. The same answers as [`GcraStore`](ratelane::server::GcraStore) (burst
+/// convention, weights, peeks, [`InsufficientCapacity`]), for any number of processes.
+///
+/// The value holds only the configuration: share it (it is `Copy`), and pass each call the
+/// connection to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RedisGcra {
+    gcra: Gcra,
+    min_ttl_ms: u64,
+}
+
+impl RedisGcra {
+    /// The limit `gcra`, evaluated in Redis.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] when `burst × interval` is longer than
+    /// [`MAX_WINDOW`](crate::MAX_WINDOW).
+    pub fn new(gcra: Gcra) -> Result<RedisGcra, Error> {
+        crate::require_window("burst × interval", gcra.window())?;
+        Ok(RedisGcra { gcra, min_ttl_ms: 0 })
+    }
+
+    /// Keys live at least `ms` milliseconds (see [`crate`] docs, "Time"); 0 by default.
+    /// Values above [`MAX_WINDOW`](crate::MAX_WINDOW) in milliseconds are clamped.
+    #[must_use]
+    pub fn with_min_ttl_ms(self, ms: u64) -> RedisGcra {
+        RedisGcra { min_ttl_ms: ms.min(crate::MAX_WINDOW), ..self }
+    }
+
+    /// The limit.
+    pub fn gcra(&self) -> &Gcra {
+        &self.gcra
+    }
+
+    /// Checks one request for `key` at Redis's clock, and counts it if admitted.
+    ///
+    /// # Errors
+    ///
+    /// Redis failures (see [`Error`]).
+    pub fn check(&self, con: &mut dyn ConnectionLike, key: &str) -> Result<Decision, Error> {
+        self.run(con, key, 1, None)
+    }
+
+    /// [`check`](Self::check) at `now` (nanoseconds, the caller's clock) instead of Redis's.
+    ///
+    /// # Errors
+    ///
+    /// Redis failures (see [`Error`]).
+    pub fn check_at(
+        &self,
+        con: &mut dyn ConnectionLike,
+        key: &str,
+        now: Nanos,
+    ) -> Result<Decision, Error> {
+        self.run(con, key, 1, Some(now))
+    }
+
+    /// Checks a request of weight `n` for `key` at Redis's clock (see
+    /// [`Gcra::check_n`]; `n = 0` is a peek).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InsufficientCapacity`] when `n` is larger than the burst (decided without a
+    /// round trip); Redis failures.
+    pub fn check_n(
+        &self,
+        con: &mut dyn ConnectionLike,
+        key: &str,
+        n: u32,
+    ) -> Result<Decision, Error> {
+        self.run(con, key, n, None)
+    }
+
+    /// [`check_n`](Self::check_n) at `now` (nanoseconds, the caller's clock).
+    ///
+    /// # Errors
+    ///
+    /// As for [`check_n`](Self::check_n).
+    pub fn check_n_at(
+        &self,
+        con: &mut dyn ConnectionLike,
+        key: &str,
+        n: u32,
+        now: Nanos,
+    ) -> Result<Decision, Error> {
+        self.run(con, key, n, Some(now))
+    }
+
+    fn run(
+        &self,
+        con: &mut dyn ConnectionLike,
+        key: &str,
+        n: u32,
+        now: Option<Nanos>,
+    ) -> Result<Decision, Error> {
+        if n > self.gcra.burst() {
+            return Err(Error::InsufficientCapacity(InsufficientCapacity {
+                requested: n,
+                capacity: self.gcra.burst(),
+            }));
+        }
+        let args = [
+            Arg::Int(self.gcra.interval()),
+            Arg::Int(u64::from(self.gcra.burst())),
+            Arg::Int(u64::from(n)),
+            now_arg(now),
+            Arg::Int(self.min_ttl_ms),
+        ];
+        reply::decision(&GCRA.invoke(con, key, &args)?)
+    }
+}

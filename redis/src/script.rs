@@ -1,0 +1,80 @@
+//! Running one of the Lua scripts: one round trip per call once Redis has the script cached.
+
+use std::sync::LazyLock;
+
+use redis::{Cmd, ConnectionLike, Value};
+
+use crate::error::Error;
+
+/// A script text and its SHA-1, computed once.
+#[derive(Debug)]
+pub(crate) struct LuaScript {
+    text: &'static str,
+    sha: String,
+}
+
+impl LuaScript {
+    fn new(text: &'static str) -> LuaScript {
+        LuaScript { text, sha: redis::Script::new(text).get_hash().to_owned() }
+    }
+
+    /// `EVALSHA sha 1 key args...`, or with `EVAL` in place of `EVALSHA sha`.
+    fn command(&self, by_sha: bool, key: &str, args: &[Arg]) -> Cmd {
+        let mut cmd = if by_sha { redis::cmd("EVALSHA") } else { redis::cmd("EVAL") };
+        cmd.arg(if by_sha { self.sha.as_str() } else { self.text }).arg(1).arg(key);
+        for arg in args {
+            match arg {
+                Arg::Int(n) => cmd.arg(*n),
+                Arg::Str(s) => cmd.arg(*s),
+                Arg::Empty => cmd.arg(""),
+            };
+        }
+        cmd
+    }
+
+    /// Runs the script on `key`: `EVALSHA` (one round trip), and only when Redis answers
+    /// `NOSCRIPT` (a fresh server, `SCRIPT FLUSH`, a failover) `EVAL` with the full text,
+    /// which also caches it for the next calls.
+    pub(crate) fn invoke(
+        &self,
+        con: &mut dyn ConnectionLike,
+        key: &str,
+        args: &[Arg],
+    ) -> Result<Value, Error> {
+        match self.command(true, key, args).query::<Value>(con) {
+            Ok(value) => Ok(value),
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                self.command(false, key, args).query::<Value>(con).map_err(Error::from_redis)
+            }
+            Err(e) => Err(Error::from_redis(e)),
+        }
+    }
+
+    /// The SHA-1 Redis knows the script by (`EVALSHA`).
+    pub(crate) fn sha(&self) -> &str {
+        &self.sha
+    }
+}
+
+/// One script argument.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Arg<'a> {
+    Int(u64),
+    Str(&'a str),
+    /// The empty string: "not given" for optional arguments (`now_ns`).
+    Empty,
+}
+
+/// `now_ns` as a script argument: empty for Redis's clock.
+pub(crate) fn now_arg(now: Option<u64>) -> Arg<'static> {
+    match now {
+        Some(now) => Arg::Int(now),
+        None => Arg::Empty,
+    }
+}
+
+pub(crate) static GCRA: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(crate::GCRA_LUA));
+pub(crate) static LEAKY_BUCKET: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(crate::LEAKY_BUCKET_LUA));
+pub(crate) static FIXED_WINDOW: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(crate::FIXED_WINDOW_LUA));

@@ -1,0 +1,319 @@
+//! Behaviour that only a real Redis shows: key expiry, atomicity under concurrent clients,
+//! the `NOSCRIPT` fallback and round trips, and errors the server gives.
+
+mod support;
+
+use ratelane::server::{FixedWindow, Gcra, LeakyBucket};
+use ratelane::{MILLISECOND, Nanos, SECOND};
+use ratelane_redis::{
+    FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, MAX_WINDOW, RedisFixedWindow, RedisGcra,
+    RedisLeakyBucket,
+};
+use redis::Value;
+use support::counting::CountingConnection;
+
+/// A realistic `now`: Unix nanoseconds, not a whole number of seconds or microseconds.
+const T0: Nanos = 1_732_364_823_123_456_789;
+
+/// Runs `script` on `key` and reads the key's PTTL in one transaction, so no time passes
+/// between the two (and the contract is exercised as a binding would: raw `EVAL`).
+fn eval_then_pttl(
+    con: &mut redis::Connection,
+    script: &str,
+    key: &str,
+    args: &[String],
+) -> (Vec<Value>, i64) {
+    let (reply, pttl): (Value, i64) = redis::pipe()
+        .atomic()
+        .cmd("EVAL")
+        .arg(script)
+        .arg(1)
+        .arg(key)
+        .arg(args)
+        .cmd("PTTL")
+        .arg(key)
+        .query(con)
+        .expect("EVAL and PTTL");
+    match reply {
+        Value::Array(items) => (items, pttl),
+        other => panic!("not an array: {other:?}"),
+    }
+}
+
+fn int(v: &Value) -> i64 {
+    match v {
+        Value::Int(n) => *n,
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+/// `clear_after_ns` of a decision reply.
+fn clear_after(reply: &[Value]) -> i64 {
+    assert_eq!(reply[0], Value::BulkString(b"decision".to_vec()));
+    int(&reply[5])
+}
+
+fn ceil_ms(ns: i64) -> i64 {
+    (ns + 999_999) / 1_000_000
+}
+
+#[test]
+#[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+fn gcra_ttl_is_the_time_until_empty_and_an_empty_key_is_deleted() {
+    let mut con = support::connection();
+    let key = support::unique_prefix(&mut con, "ttl-gcra") + "k";
+    let interval: i64 = 1_234_567_891; // not a whole number of milliseconds
+    let args = |n: u32, now: Nanos| {
+        vec![interval.to_string(), "3".into(), n.to_string(), now.to_string(), String::new()]
+    };
+    let (reply, pttl) = eval_then_pttl(&mut con, GCRA_LUA, &key, &args(1, T0));
+    assert_eq!(clear_after(&reply), interval);
+    assert_eq!(pttl, ceil_ms(interval));
+    let (reply, pttl) = eval_then_pttl(&mut con, GCRA_LUA, &key, &args(2, T0 + 1));
+    assert_eq!(clear_after(&reply), 3 * interval - 1);
+    assert_eq!(pttl, ceil_ms(3 * interval - 1));
+    // A blocked check changes nothing, the TTL included.
+    let (reply, pttl_after_block) = eval_then_pttl(&mut con, GCRA_LUA, &key, &args(1, T0 + 2));
+    assert_eq!(int(&reply[1]), 0);
+    assert!(pttl_after_block <= pttl && pttl_after_block > 0);
+    // Once the TAT is reached the state is empty: a peek deletes the key.
+    let limiter = RedisGcra::new(Gcra::new(interval as Nanos, 3).unwrap()).unwrap();
+    let d = limiter.check_n_at(&mut con, &key, 0, T0 + 3 * interval as Nanos).unwrap();
+    assert_eq!((d.allowed, d.remaining, d.clear_after), (true, 3, 0));
+    assert!(!support::exists(&mut con, &key));
+}
+
+#[test]
+#[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+fn leaky_bucket_ttl_is_the_time_until_both_buckets_are_empty() {
+    let mut con = support::connection();
+    let key = support::unique_prefix(&mut con, "ttl-leaky") + "k";
+    // size 2, one drip per second, and at least 5 s between requests.
+    let args = |now: Nanos| {
+        let rate = SECOND.to_string();
+        vec!["2".into(), rate, "1".into(), (5 * SECOND).to_string(), now.to_string()]
+    };
+    let (reply, pttl) = eval_then_pttl(&mut con, LEAKY_BUCKET_LUA, &key, &args(T0));
+    assert_eq!((clear_after(&reply), pttl), (5_000_000_000, 5000));
+    let (reply, pttl) = eval_then_pttl(&mut con, LEAKY_BUCKET_LUA, &key, &args(T0 + 5 * SECOND));
+    assert_eq!(int(&reply[1]), 1);
+    assert_eq!((clear_after(&reply), pttl), (5_000_000_000, 5000));
+    // Without the minimum interval the main bucket decides: level 2 drains in 2 s - 300 ms.
+    let key = key + ":plain";
+    let limiter = RedisLeakyBucket::new(LeakyBucket::new(2, SECOND, 1).unwrap()).unwrap();
+    limiter.check_at(&mut con, &key, T0).unwrap();
+    let args =
+        |now: Nanos| vec!["2".into(), SECOND.to_string(), "1".into(), "0".into(), now.to_string()];
+    let (reply, pttl) =
+        eval_then_pttl(&mut con, LEAKY_BUCKET_LUA, &key, &args(T0 + 300 * MILLISECOND));
+    assert_eq!((clear_after(&reply), pttl), (1_700_000_000, 1700));
+}
+
+#[test]
+#[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+fn fixed_window_ttl_covers_booked_windows_and_waiting_jobs() {
+    let mut con = support::connection();
+    let key = support::unique_prefix(&mut con, "ttl-fixed") + "g";
+    let args = |op: &str, now: Nanos| {
+        vec![op.into(), "1".into(), SECOND.to_string(), now.to_string(), String::new()]
+    };
+    let (_, pttl) = eval_then_pttl(&mut con, FIXED_WINDOW_LUA, &key, &args("schedule", T0));
+    assert_eq!(pttl, 1000);
+    // A delayed job: its window ends in 2 s, and one more window is kept until it is released.
+    let (reply, pttl) = eval_then_pttl(&mut con, FIXED_WINDOW_LUA, &key, &args("schedule", T0));
+    assert_eq!(reply[1], Value::Int(0));
+    assert_eq!(reply[2], Value::BulkString((T0 + SECOND).to_string().into_bytes()));
+    assert_eq!(pttl, 3000);
+    let (reply, pttl) =
+        eval_then_pttl(&mut con, FIXED_WINDOW_LUA, &key, &args("release", T0 + SECOND));
+    assert_eq!((reply[1].clone(), pttl), (Value::Int(1), 1000));
+    // Every window over and no job waiting: the group is idle and the key is gone.
+    let limiter = RedisFixedWindow::new(FixedWindow::new(1, SECOND).unwrap()).unwrap();
+    assert!(limiter.schedule_at(&mut con, &key, T0 + 2 * SECOND).unwrap().run_now);
+    let delayed = limiter.schedule_at(&mut con, &key, T0 + 2 * SECOND).unwrap();
+    assert_eq!((delayed.run_now, delayed.release_at), (false, T0 + 3 * SECOND));
+    assert!(support::exists(&mut con, &key));
+    assert!(limiter.release_at(&mut con, &key, T0 + 4 * SECOND).unwrap());
+    assert!(!support::exists(&mut con, &key));
+}
+
+#[test]
+#[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+#[allow(clippy::disallowed_methods)] // a real-clock expiry needs a few milliseconds to pass
+fn keys_expire_on_redis_clock_once_empty() {
+    let mut con = support::connection();
+    let prefix = support::unique_prefix(&mut con, "expiry");
+    let window = 3 * MILLISECOND;
+    let gcra = RedisGcra::new(Gcra::new(window, 1).unwrap()).unwrap();
+    let leaky = RedisLeakyBucket::new(LeakyBucket::new(1, window, 1).unwrap()).unwrap();
+    let fixed = RedisFixedWindow::new(FixedWindow::new(1, window).unwrap()).unwrap();
+    let keys = [format!("{prefix}gcra"), format!("{prefix}leaky"), format!("{prefix}fixed")];
+    assert!(gcra.check(&mut con, &keys[0]).unwrap().allowed);
+    assert!(leaky.check(&mut con, &keys[1]).unwrap().allowed);
+    assert!(fixed.check(&mut con, &keys[2]).unwrap().allowed);
+    for key in &keys {
+        // At most 3 ms left (-2 if it already expired); never a key without expiry (-1).
+        let pttl = support::pttl(&mut con, key);
+        assert!(pttl != -1 && pttl <= 3, "{key}: PTTL {pttl}");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    for key in &keys {
+        assert!(!support::exists(&mut con, key), "{key} outlived its state");
+    }
+}
+
+#[test]
+#[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+fn concurrent_clients_never_exceed_the_gcra_bound() {
+    const THREADS: usize = 4;
+    const CHECKS: usize = 500;
+    let mut con = support::connection();
+    let key = support::unique_prefix(&mut con, "concurrency") + "hot";
+    let (interval, burst) = (2 * MILLISECOND, 5);
+    let limiter = RedisGcra::new(Gcra::new(interval, burst).unwrap()).unwrap();
+    let redis_now = |con: &mut redis::Connection| -> Nanos {
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).expect("TIME");
+        secs * SECOND + micros * 1000
+    };
+    let start = redis_now(&mut con);
+    let allowed: Vec<usize> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let key = key.as_str();
+                scope.spawn(move || {
+                    let mut con = support::connection();
+                    let mut allowed = 0;
+                    for _ in 0..CHECKS {
+                        let d = limiter.check(&mut con, key).expect("check");
+                        assert!(d.remaining < burst || !d.allowed);
+                        assert!(d.clear_after <= limiter.gcra().window());
+                        allowed += usize::from(d.allowed);
+                    }
+                    allowed
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().expect("worker")).collect()
+    });
+    let end = redis_now(&mut con);
+    let total: usize = allowed.iter().sum();
+    // In any span L, GCRA admits at most burst + L / interval requests, counted on Redis's
+    // clock, which every check read.
+    let bound = burst as usize + ((end - start) / interval) as usize;
+    println!(
+        "{THREADS} x {CHECKS} checks in {} ms (Redis clock): {total} allowed, bound {bound}, per thread {allowed:?}",
+        (end - start) / MILLISECOND
+    );
+    assert!(total <= bound, "{total} allowed, more than {bound}");
+    // A blocked check means the burst was used: at least `burst` were admitted.
+    assert!(total >= burst as usize);
+}
+
+#[test]
+#[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+fn one_round_trip_per_check_and_noscript_falls_back_to_eval() {
+    let mut con = CountingConnection::new(support::connection());
+    let key = support::unique_prefix(&mut con.inner, "round-trips") + "k";
+    let limiter = RedisGcra::new(Gcra::new(SECOND, 100).unwrap()).unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con.inner).expect("SCRIPT FLUSH");
+    // EVALSHA answered NOSCRIPT, then EVAL (unless a test running beside this one has loaded
+    // the script again in between).
+    let before = con.round_trips;
+    assert!(limiter.check(&mut con, &key).unwrap().allowed);
+    assert!((1..=2).contains(&(con.round_trips - before)));
+    let (gcra_sha, _, _) = ratelane_redis::script_shas();
+    let cached: Vec<bool> =
+        redis::cmd("SCRIPT").arg("EXISTS").arg(gcra_sha).query(&mut con.inner).unwrap();
+    assert_eq!(cached, [true]);
+    let before = con.round_trips;
+    for _ in 0..50 {
+        limiter.check(&mut con, &key).unwrap();
+    }
+    assert_eq!(con.round_trips - before, 50);
+}
+
+#[test]
+#[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+fn a_key_holding_something_else_is_a_bad_state_error() {
+    let mut con = support::connection();
+    let prefix = support::unique_prefix(&mut con, "bad-state");
+    let gcra = RedisGcra::new(Gcra::new(SECOND, 2).unwrap()).unwrap();
+    let leaky = RedisLeakyBucket::new(LeakyBucket::new(2, SECOND, 1).unwrap()).unwrap();
+    let fixed = RedisFixedWindow::new(FixedWindow::new(2, SECOND).unwrap()).unwrap();
+    let text = format!("{prefix}text");
+    let list = format!("{prefix}list");
+    let hash = format!("{prefix}hash");
+    let _: () = redis::cmd("SET").arg(&text).arg("hello").query(&mut con).unwrap();
+    let _: () = redis::cmd("RPUSH").arg(&list).arg("x").query(&mut con).unwrap();
+    let _: () = redis::cmd("HSET").arg(&hash).arg("booked").arg("many").query(&mut con).unwrap();
+    let errors = [
+        gcra.check(&mut con, &text).unwrap_err(),
+        gcra.check(&mut con, &list).unwrap_err(),
+        gcra.check(&mut con, &hash).unwrap_err(),
+        leaky.check(&mut con, &text).unwrap_err(),
+        leaky.check(&mut con, &hash).unwrap_err(),
+        fixed.check(&mut con, &list).unwrap_err(),
+        fixed.check(&mut con, &hash).unwrap_err(),
+    ];
+    for (i, e) in errors.iter().enumerate() {
+        assert_eq!(e.code(), "redis_bad_state", "case {i}: {e}");
+    }
+    // A leaky-bucket state is not a fixed-window state, and the other way round.
+    let bucket = format!("{prefix}bucket");
+    leaky.check(&mut con, &bucket).unwrap();
+    assert_eq!(fixed.check(&mut con, &bucket).unwrap_err().code(), "redis_bad_state");
+    let group = format!("{prefix}group");
+    fixed.check(&mut con, &group).unwrap();
+    assert_eq!(leaky.check(&mut con, &group).unwrap_err().code(), "redis_bad_state");
+    // Nothing was overwritten.
+    let value: String = redis::cmd("GET").arg(&text).query(&mut con).unwrap();
+    assert_eq!(value, "hello");
+    let fields: Vec<String> = redis::cmd("HKEYS").arg(&hash).query(&mut con).unwrap();
+    assert_eq!(fields, ["booked"]);
+}
+
+#[test]
+#[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+fn scheduling_beyond_the_exact_range_is_refused_and_books_nothing() {
+    let mut con = support::connection();
+    let key = support::unique_prefix(&mut con, "range") + "g";
+    let limiter = RedisFixedWindow::new(FixedWindow::new(1, MAX_WINDOW / 2).unwrap()).unwrap();
+    assert!(limiter.schedule_at(&mut con, &key, T0).unwrap().run_now);
+    let second = limiter.schedule_at(&mut con, &key, T0).unwrap();
+    assert_eq!((second.run_now, second.release_at), (false, T0 + MAX_WINDOW / 2));
+    for _ in 0..2 {
+        let e = limiter.schedule_at(&mut con, &key, T0).unwrap_err();
+        assert_eq!(e.code(), "out_of_range", "{e}");
+    }
+    // Only the two bookings count.
+    assert!(limiter.release_at(&mut con, &key, T0).unwrap());
+    assert!(!limiter.release_at(&mut con, &key, T0).unwrap());
+}
+
+#[test]
+#[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+fn scripts_refuse_bad_arguments_with_ratelane_arg() {
+    let mut con = support::connection();
+    let key = support::unique_prefix(&mut con, "bad-args") + "k";
+    let cases: [(&str, &[&str]); 8] = [
+        (GCRA_LUA, &["0", "1", "1"]),
+        (GCRA_LUA, &["1000", "x", "1"]),
+        (GCRA_LUA, &["4503599627370496", "2", "1"]), // interval * burst = 2^53
+        (GCRA_LUA, &["1000", "1", "1", "-5"]),
+        (LEAKY_BUCKET_LUA, &["1", "1000", "0", "0"]),
+        (LEAKY_BUCKET_LUA, &["1", "1000", "1"]),
+        (FIXED_WINDOW_LUA, &["peek", "1", "1000"]),
+        (FIXED_WINDOW_LUA, &["check", "1", "1000", "1.5"]),
+    ];
+    for (i, (script, args)) in cases.iter().enumerate() {
+        let e = redis::cmd("EVAL")
+            .arg(*script)
+            .arg(1)
+            .arg(&key)
+            .arg(*args)
+            .query::<Value>(&mut con)
+            .expect_err("refused");
+        assert_eq!(e.code(), Some("RATELANE_ARG"), "case {i}: {e}");
+    }
+    assert!(!support::exists(&mut con, &key));
+}
