@@ -4,7 +4,7 @@ import type { ErrorCode, FailCode } from './core'
 import type { RateLimiterOptions, RateLimitError, RatelaneError } from './driver'
 
 export type * from './core'
-export { Limiter, SimServer, Simulation, FAIL_CODES, ERROR_CODES } from './native'
+export { Limiter, SimServer, Simulation, GcraStore, LeakyBucketStore, FixedWindowStore, FAIL_CODES, ERROR_CODES } from './native'
 export {
   RateLimiter,
   RatelaneError,
@@ -16,6 +16,7 @@ export {
   LimiterClosedError,
   InvalidArgumentError,
   SimulationContractError,
+  InsufficientCapacityError,
   RateLimitError,
   DeadlineExceededError,
   MaxWaitExceededError,

@@ -97,6 +97,14 @@ export declare class InvalidRequestError extends UsageError {}
 export declare class LimiterClosedError extends UsageError {}
 export declare class InvalidArgumentError extends UsageError {}
 export declare class SimulationContractError extends RatelaneError {}
+/** A server-side `checkN` weight above the burst (`fromCoreError` of an `insufficient_capacity` error). */
+export declare class InsufficientCapacityError extends RatelaneError {
+  readonly code: 'insufficient_capacity'
+  /** The weight asked for. */
+  readonly requested: number
+  /** The largest weight that can ever be admitted (the burst). */
+  readonly capacity: number
+}
 
 export declare class RateLimitError extends RatelaneError {
   readonly code: FailCode
@@ -157,6 +165,7 @@ export interface Ratelane<C extends CoreModule = CoreModule> {
   LimiterClosedError: typeof LimiterClosedError
   InvalidArgumentError: typeof InvalidArgumentError
   SimulationContractError: typeof SimulationContractError
+  InsufficientCapacityError: typeof InsufficientCapacityError
   RateLimitError: typeof RateLimitError
   DeadlineExceededError: typeof DeadlineExceededError
   MaxWaitExceededError: typeof MaxWaitExceededError
@@ -177,6 +186,9 @@ export interface Ratelane<C extends CoreModule = CoreModule> {
   Limiter: C['Limiter']
   SimServer: C['SimServer']
   Simulation: C['Simulation']
+  GcraStore: C['GcraStore']
+  LeakyBucketStore: C['LeakyBucketStore']
+  FixedWindowStore: C['FixedWindowStore']
   FAIL_CODES: C['FAIL_CODES']
   ERROR_CODES: C['ERROR_CODES']
 }

@@ -34,6 +34,18 @@ function createRatelane(core) {
   class InvalidArgumentError extends UsageError {}
   /** A simulation found that the limiter broke the driver contract (a core bug). */
   class SimulationContractError extends RatelaneError {}
+  /**
+   * A server-side `GcraStore.checkN` weight above the burst: it can never be admitted.
+   * `requested` is the weight asked for, `capacity` the largest one that can be.
+   */
+  class InsufficientCapacityError extends RatelaneError {
+    constructor(code, message, details) {
+      super(code, message, details)
+      const d = details || {}
+      this.requested = d.requested
+      this.capacity = d.capacity
+    }
+  }
 
   /** A request ended without an answer. One subclass per core failure code. */
   class RateLimitError extends RatelaneError {
@@ -118,6 +130,9 @@ function createRatelane(core) {
    */
   function fromCoreError(error) {
     if (error instanceof RatelaneError) return error
+    if (error && error.code === 'insufficient_capacity') {
+      return new InsufficientCapacityError(error.code, error.message, { cause: error, requested: error.requested, capacity: error.capacity })
+    }
     const cls = error && typeof error.code === 'string' ? USAGE_CLASSES[error.code] : undefined
     return cls ? new cls(error.code, error.message, { cause: error }) : error
   }
@@ -790,6 +805,7 @@ function createRatelane(core) {
     LimiterClosedError,
     InvalidArgumentError,
     SimulationContractError,
+    InsufficientCapacityError,
     RateLimitError,
     DeadlineExceededError,
     MaxWaitExceededError,
@@ -807,6 +823,9 @@ function createRatelane(core) {
     Limiter: core.Limiter,
     SimServer: core.SimServer,
     Simulation: core.Simulation,
+    GcraStore: core.GcraStore,
+    LeakyBucketStore: core.LeakyBucketStore,
+    FixedWindowStore: core.FixedWindowStore,
     FAIL_CODES: core.FAIL_CODES,
     ERROR_CODES: core.ERROR_CODES,
   }

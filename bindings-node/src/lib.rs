@@ -8,7 +8,9 @@
 //!   objects);
 //! * [`SimServer`] and [`Simulation`]: `ratelane::sim`;
 //! * `FAIL_CODES` and `ERROR_CODES`: the core's stable codes, so the driver can check at load
-//!   time that it maps each to an error class.
+//!   time that it maps each to an error class;
+//! * `GcraStore`, `LeakyBucketStore` and `FixedWindowStore`: the server-side limiters of
+//!   `ratelane::server` (module `server`).
 //!
 //! Caller misuse throws a JS `Error` whose `code` is the core's stable code
 //! ([`ratelane::Error::code`]), or `invalid_argument` for a JS value of the wrong type or range.
@@ -19,6 +21,11 @@ use ratelane::sim::{Server, SimError};
 use ratelane::{BodyHints, Disposition, FailReason, Failure, Observation, Output, Request, Response};
 
 mod convert;
+mod server;
+
+// napi registers its exports itself; re-exported so that a `cargo test` build, which has no
+// registration, does not count the renderers as dead code.
+pub use server::{render_ietf_headers, render_x_ratelimit_headers};
 
 use convert::{FailView, fail_view};
 
@@ -554,9 +561,10 @@ impl Simulation {
 
 /// `FAIL_CODES` and `ERROR_CODES` on the module (`ratelane::FailReason::ALL_CODES`,
 /// `ratelane::Error::ALL_CODES`).
+/// Also installs the shapes of the server-side answers (`server::install`).
 #[napi(module_exports)]
-pub fn module_exports(mut exports: Object) -> napi::Result<()> {
+pub fn module_exports(mut exports: Object, env: napi::Env) -> napi::Result<()> {
     exports.set("FAIL_CODES", FailReason::ALL_CODES.to_vec())?;
     exports.set("ERROR_CODES", ratelane::Error::ALL_CODES.to_vec())?;
-    Ok(())
+    server::install(&env, &mut exports)
 }
