@@ -71,6 +71,12 @@ driver=../js/driver.js
 for d in web bundler; do
   { cat "$driver"; echo 'export { createRatelane };'; } > "pkg/$d/driver.mjs"
 done
+# The shapes of the server-side answers (js/server_objects.js), the same way; core.* registers them.
+objects=../js/server_objects.js
+{ cat "$objects"; echo 'module.exports = { createServerObjects };'; } > pkg/node/server_objects.cjs
+for d in web bundler; do
+  { cat "$objects"; echo 'export { createServerObjects };'; } > "pkg/$d/server_objects.mjs"
+done
 for d in node web bundler; do
   cp ../js/core.d.ts "pkg/$d/core.d.ts"
   sed "s#from './core'#from './core.js'#" ../js/driver.d.ts > "pkg/$d/driver.d.ts"

@@ -8,6 +8,9 @@
 //! a JS `Error` whose `code` is the core's stable [`ratelane::Error::code`], or
 //! `invalid_argument` for a value of the wrong JS type or range.
 //!
+//! The server-side limiters of `ratelane::server` (`GcraStore`, `LeakyBucketStore`,
+//! `FixedWindowStore`) are in the `server` module.
+//!
 //! The module never reads a clock (the driver passes `performance.now()`), and imports nothing
 //! but the glue wasm-bindgen generates: it needs no Node API.
 
@@ -17,13 +20,15 @@ use ratelane::{BodyHints, FailReason, Failure, Observation, Output, Request, Res
 use serde::{Deserialize, Deserializer};
 use wasm_bindgen::prelude::*;
 
+mod server;
+
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
 // The contract's types (js/CONTRACT.md) are written once, in js/core.d.ts, which build.sh
 // copies beside this file; the Node package uses the same file.
 import type {
-  Disposition, FailCode, Output, RequestSpec, ResponseSpec, SimReport, SimResponseSpec,
-  TransportFailure,
+  Disposition, FailCode, LeakyBucketOptions, LegacyLimit, Output, RequestSpec, ResponseSpec,
+  Scheduled, ServerDecision, SimReport, SimResponseSpec, StoreOptions, TransportFailure,
 } from './core.js';
 "#;
 
