@@ -152,9 +152,9 @@ export interface CoreSimulation {
 // ------------------------------------------------------------------ server side (ratelane::server)
 
 /**
- * What a server-side check decided for one key (`ratelane::server::Decision`): a plain object
- * whose own enumerable properties are the data below; the two header methods are own,
- * non-enumerable, and rendered by the core from those fields.
+ * What a server-side check decided for one key (`ratelane::server::Decision`): its own
+ * enumerable properties are the data below; the two header methods are on its prototype and
+ * rendered by the core from those fields.
  */
 export interface ServerDecision {
   /** The request was admitted (and counted); false: blocked (and not counted). */

@@ -1,7 +1,7 @@
 //! Server-side limiters (`ratelane::server`): keyed GCRA, leaky-bucket and fixed-window stores,
 //! as `js/CONTRACT.md` ("Server-side limiters") describes them.
 //!
-//! Every decision leaves as the plain object that `js/server_objects.js` shapes, the same file
+//! Every decision leaves as the object that `js/server_objects.js` shapes, the same file
 //! the wasm package uses, so both cores answer with one shape. That file is evaluated once per
 //! Node environment (`install`, from the module's init) and handed the two renderers below, so
 //! the headers of a decision are rendered here, by the core, from the decision's fields.
@@ -80,7 +80,7 @@ fn with_makers<T>(env: &Env, f: impl FnOnce(&Makers) -> napi::Result<T>) -> Resu
         .map_err(|e| js_error("invalid_state", e.reason))
 }
 
-/// A core decision as the contract's plain object.
+/// A core decision as the contract's object.
 fn decision_object(env: &Env, d: &Decision) -> Result<Object<'static>> {
     with_makers(env, |makers| {
         let args = (
@@ -227,8 +227,18 @@ fn decision_from_fields(
     })
 }
 
-fn pairs(headers: Vec<(&'static str, String)>) -> Vec<Vec<String>> {
-    headers.into_iter().map(|(name, value)| vec![name.to_string(), value]).collect()
+/// The headers as `js/server_objects.js` takes them: name and value on alternate lines.
+fn lines(headers: Vec<(&'static str, String)>) -> String {
+    let mut out = String::with_capacity(96);
+    for (name, value) in headers {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(name);
+        out.push('\n');
+        out.push_str(&value);
+    }
+    out
 }
 
 /// `Decision::x_ratelimit_headers` for the decision objects' method (removed from the exports
@@ -243,9 +253,9 @@ pub fn render_x_ratelimit_headers(
     clear_after_ns: NumArg<'_>,
     replenish_after_ns: Option<NumArg<'_>>,
     window_ns: NumArg<'_>,
-) -> Result<Vec<Vec<String>>> {
+) -> Result<String> {
     let d = decision_from_fields(allowed, limit, remaining, reset_after_ns, clear_after_ns, replenish_after_ns, window_ns)?;
-    Ok(pairs(d.x_ratelimit_headers()))
+    Ok(lines(d.x_ratelimit_headers()))
 }
 
 /// `Decision::ietf_headers` for the decision objects' method (removed from the exports by
@@ -261,12 +271,12 @@ pub fn render_ietf_headers(
     replenish_after_ns: Option<NumArg<'_>>,
     window_ns: NumArg<'_>,
     policy: Either<String, Unknown<'_>>,
-) -> Result<Vec<Vec<String>>> {
+) -> Result<String> {
     let d = decision_from_fields(allowed, limit, remaining, reset_after_ns, clear_after_ns, replenish_after_ns, window_ns)?;
     let Either::A(policy) = policy else {
         return Err(invalid_argument("policy must be a string"));
     };
-    Ok(pairs(d.ietf_headers(&policy)))
+    Ok(lines(d.ietf_headers(&policy)))
 }
 
 // ------------------------------------------------------------------------------ stores

@@ -1,7 +1,7 @@
 //! Server-side limiters (`ratelane::server`): keyed GCRA, leaky-bucket and fixed-window stores,
 //! as `js/CONTRACT.md` ("Server-side limiters") describes them.
 //!
-//! Every decision leaves as the plain object that `js/server_objects.js` shapes, the same file
+//! Every decision leaves as the object that `js/server_objects.js` shapes, the same file
 //! the napi package uses, so both cores answer with one shape. The package entries (entries/)
 //! call `createServerObjects` with the two renderers exported here and register the result with
 //! [`install_server_objects`] once the module is instantiated; the headers of a decision are
@@ -9,7 +9,7 @@
 
 use std::cell::RefCell;
 
-use js_sys::{Array, Object, Reflect};
+use js_sys::{Object, Reflect};
 use ratelane::server::{
     Decision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, LegacyLimit, Scheduled, Store,
 };
@@ -68,7 +68,7 @@ fn optional(value: Option<u64>) -> JsValue {
     value.map_or(JsValue::NULL, |v| JsValue::from_f64(v as f64))
 }
 
-/// A core decision as the contract's plain object.
+/// A core decision as the contract's object.
 fn decision_object(d: &Decision) -> Result<JsValue, JsValue> {
     with_objects(|objects| {
         objects.decision(
@@ -216,11 +216,18 @@ fn decision_from_fields(
     })
 }
 
-fn pairs(headers: Vec<(&'static str, String)>) -> Array {
-    headers
-        .iter()
-        .map(|(name, value)| Array::of2(&JsValue::from_str(name), &JsValue::from_str(value)))
-        .collect()
+/// The headers as `js/server_objects.js` takes them: name and value on alternate lines.
+fn lines(headers: Vec<(&'static str, String)>) -> String {
+    let mut out = String::with_capacity(96);
+    for (name, value) in headers {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(name);
+        out.push('\n');
+        out.push_str(&value);
+    }
+    out
 }
 
 /// `Decision::x_ratelimit_headers`, for the decision objects' method.
@@ -233,7 +240,7 @@ pub fn render_x_ratelimit_headers(
     clear_after_ns: JsValue,
     replenish_after_ns: JsValue,
     window_ns: JsValue,
-) -> Result<Array, JsValue> {
+) -> Result<String, JsValue> {
     let d = decision_from_fields(
         &allowed,
         &limit,
@@ -243,7 +250,7 @@ pub fn render_x_ratelimit_headers(
         &replenish_after_ns,
         &window_ns,
     )?;
-    Ok(pairs(d.x_ratelimit_headers()))
+    Ok(lines(d.x_ratelimit_headers()))
 }
 
 /// `Decision::ietf_headers`, for the decision objects' method.
@@ -258,7 +265,7 @@ pub fn render_ietf_headers(
     replenish_after_ns: JsValue,
     window_ns: JsValue,
     policy: JsValue,
-) -> Result<Array, JsValue> {
+) -> Result<String, JsValue> {
     let d = decision_from_fields(
         &allowed,
         &limit,
@@ -271,7 +278,7 @@ pub fn render_ietf_headers(
     let policy = policy.as_string().ok_or_else(|| {
         invalid_argument(&format!("policy must be a string, got {}", type_of(&policy)))
     })?;
-    Ok(pairs(d.ietf_headers(&policy)))
+    Ok(lines(d.ietf_headers(&policy)))
 }
 
 // ------------------------------------------------------------------------------ stores
