@@ -121,6 +121,23 @@ export declare class Limiter {
   /** Every output up to and including the `wait_until` or `idle` that ends the drain. */
   drain(): Output[]
   /**
+   * `enqueue(nowNs, { method, path, identity })` without an object to read: the fast path
+   * for a request with no other field. Throws `invalid_request` or `limiter_closed`.
+   */
+  enqueueSimple(nowNs: number, method: string, path: string, identity?: string | null): number
+  /**
+   * `handleResponse` with positional fields and the headers as one string, names and values
+   * on alternate lines, `""` for none: the fast path.
+   */
+  handleResponseFlat(nowNs: number, id: number, status: number, headerLines: string, wallClockMs?: number | null, retryAfter?: number | null, global?: boolean | null): 'complete' | 'retry' | 'failed'
+  /**
+   * `drain()` as numbers, two per output: `[kind, value, ...]` with kind 0 `send` (value:
+   * the id), 1 `wait_until` (its time), 2 `idle` (0), or 3: the next output needs its
+   * object, so call `drain()` (or `pollOutput()`), which starts with it. Ends with a 1, 2
+   * or 3 pair. The fast path: no object is built for the common outputs.
+   */
+  drainPacked(): number[]
+  /**
    * When `request` would be sent if it were enqueued at `nowNs` (ns). Throws
    * `invalid_request`.
    */

@@ -130,6 +130,23 @@ export interface CoreLimiter {
   pollOutput(): Output
   drain(): Output[]
   predict(nowNs: number, request: RequestSpec): number
+  /** `enqueue(nowNs, { method, path, identity })`, positional (js/CONTRACT.md, "Fast paths"). */
+  enqueueSimple(nowNs: number, method: string, path: string, identity?: string | null): number
+  /** `handleResponse` with the headers as `"name\nvalue\nname\nvalue"` (`""`: none). */
+  handleResponseFlat(
+    nowNs: number,
+    id: number,
+    status: number,
+    headerLines: string,
+    wallClockMs?: number | null,
+    retryAfter?: number | null,
+    global?: boolean | null,
+  ): Disposition
+  /**
+   * `drain()` as `[kind, value, ...]` pairs: 0 send (id), 1 wait_until (atNs), 2 idle, 3 the
+   * rest needs objects: call `drain()` next. An Array (napi) or a Float64Array (wasm).
+   */
+  drainPacked(): ArrayLike<number>
   readonly queued: number
   readonly inFlight: number
   readonly buckets: number

@@ -98,6 +98,19 @@ test('values of the wrong JS type or range throw invalid_argument', () => {
     () => l.handleResponse(0, 1, { status: 200, headers: 'x: y' }),
     () => l.handleTimeout({}),
     () => l.cancel(0, -1),
+    () => l.enqueueSimple(0, 5, '/x'),
+    () => l.enqueueSimple(0, 'GET', null),
+    () => l.enqueueSimple('0', 'GET', '/x'),
+    () => l.enqueueSimple(0, 'GET', '/x', 5),
+    () => l.handleResponseFlat(0, 1, '200', ''),
+    () => l.handleResponseFlat(0, 1, 99, ''),
+    () => l.handleResponseFlat(0, 1, 200.5, ''),
+    () => l.handleResponseFlat(0, 1, 200, 'only-a-name'),
+    () => l.handleResponseFlat(0, 1, 200, ['a', 'b']),
+    () => l.handleResponseFlat(0, 1, 200, '', -1),
+    () => l.handleResponseFlat(0, 1, 200, '', null, '1'),
+    () => l.handleResponseFlat(0, 1, 200, '', null, null, 'yes'),
+    () => l.handleResponseFlat(-1, 1, 200, ''),
   ]
   cases.forEach((fn, i) => {
     assert.throws(fn, (e) => {
@@ -105,6 +118,32 @@ test('values of the wrong JS type or range throw invalid_argument', () => {
       return true
     })
   })
+})
+
+test('fast paths: the same answers as the object forms; a packed drain hands rare outputs over', () => {
+  const l = new core.Limiter('{"max_wait_ns": 1000000000}')
+  const id = l.enqueueSimple(0, 'POST', '/channels/1/messages', null)
+  assert.deepEqual([...l.drainPacked()], [0, id, 2, 0])
+  assert.equal(l.handleResponseFlat(1, id, 200,
+    'X-RateLimit-Limit\n1\nX-RateLimit-Remaining\n0\nX-RateLimit-Reset-After\n5\nX-RateLimit-Bucket\nm', 1700000000000), 'complete')
+  // bucket_learned needs its object: kind 3, then drain() starts with it.
+  assert.deepEqual([...l.drainPacked()], [3, 0])
+  const rest = l.drain()
+  assert.equal(rest[0].type, 'bucket_learned')
+  assert.equal(rest[rest.length - 1].type, 'idle')
+  const late = l.enqueueSimple(2, 'POST', '/channels/1/messages')
+  assert.deepEqual([...l.drainPacked()], [3, 0])
+  const held = l.pollOutput() // pollOutput hands out the held output too
+  assert.deepEqual([held.type, held.id, held.code], ['fail', late, 'max_wait_exceeded'])
+  assert.equal(l.pollOutput().type, 'idle')
+  assert.deepEqual([...l.drainPacked()], [2, 0])
+  const other = new core.Limiter()
+  const a = other.enqueueSimple(0, 'GET', '/users/@me', 'bot')
+  const b = other.enqueue(0, { method: 'GET', path: '/users/@me' })
+  assert.deepEqual([...other.drainPacked()], [0, a, 0, b, 2, 0])
+  assert.equal(other.handleResponseFlat(1, a, 204, ''), 'complete')
+  assert.equal(other.handleResponseFlat(1, b, 500, 'a\n\n\n', undefined, null, undefined), 'retry')
+  assert.equal(other.drainPacked()[0], 1, 'the 5xx retry waits')
 })
 
 test('fail outputs carry the message and the code fields', () => {
