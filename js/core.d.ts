@@ -48,7 +48,10 @@ export type FailCode =
   | 'unauthorized'
   | 'closed'
 
-/** Codes of misuse errors (`ERROR_CODES`, plus `invalid_argument` from the binding). */
+/**
+ * Codes of thrown errors: the core's misuse codes (`ERROR_CODES`), `invalid_argument` from the
+ * binding, and `simulation_contract` from `Simulation.run`.
+ */
 export type ErrorCode =
   | 'unknown_request'
   | 'invalid_state'
@@ -56,6 +59,7 @@ export type ErrorCode =
   | 'invalid_request'
   | 'limiter_closed'
   | 'invalid_argument'
+  | 'simulation_contract'
 
 export type RateLimitScopeName = 'bucket' | 'global' | 'shared' | 'sub_limit' | 'edge'
 

@@ -1,5 +1,5 @@
 // Types of the Promise driver (js/driver.js). Shared by the Node and the wasm package.
-import type { CoreModule, ErrorCode, FailCode, RateLimitScopeName, RequestSpec } from './core'
+import type { CoreModule, ErrorCode, FailCode, RateLimitScopeName, RequestSpec } from './core.js'
 
 /** Anything `send` may resolve to: a fetch `Response`, or an object with `status` and `headers`. */
 export interface ResponseLike {
@@ -88,7 +88,7 @@ export declare class RatelaneError extends Error {
   readonly code: string
 }
 export declare class UsageError extends RatelaneError {
-  readonly code: ErrorCode | 'simulation_contract'
+  readonly code: ErrorCode
 }
 export declare class UnknownRequestError extends UsageError {}
 export declare class InvalidStateError extends UsageError {}
@@ -175,7 +175,7 @@ export interface Ratelane<C extends CoreModule = CoreModule> {
   UnauthorizedError: typeof UnauthorizedError
   ClosedError: typeof ClosedError
   FAIL_CLASSES: Readonly<Record<FailCode, typeof RateLimitError>>
-  USAGE_CLASSES: Readonly<Record<ErrorCode | 'simulation_contract', typeof RatelaneError>>
+  USAGE_CLASSES: Readonly<Record<ErrorCode, typeof RatelaneError>>
   /** The matching ratelane class for an error the core threw (anything else unchanged). */
   fromCoreError(error: unknown): unknown
   /** RateLimiter options as the core's JSON configuration (throws InvalidConfigError). */

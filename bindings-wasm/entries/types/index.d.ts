@@ -46,7 +46,7 @@ export type {
 } from './driver.js'
 
 export declare const FAIL_CLASSES: Readonly<Record<FailCode, typeof RateLimitError>>
-export declare const USAGE_CLASSES: Readonly<Record<ErrorCode | 'simulation_contract', typeof RatelaneError>>
+export declare const USAGE_CLASSES: Readonly<Record<ErrorCode, typeof RatelaneError>>
 /** The matching ratelane class for an error the core threw (anything else unchanged). */
 export declare function fromCoreError(error: unknown): unknown
 /** RateLimiter options as the core's JSON configuration (throws InvalidConfigError). */
