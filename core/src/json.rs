@@ -261,6 +261,13 @@ pub fn server_config_from_json(text: &str) -> Result<ServerConfig, Error> {
         c.buckets.insert(hash, b.spec()?);
     }
     for (key, r) in s.routes {
+        if let Some(hash) = &r.bucket
+            && !c.buckets.contains_key(hash)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "route {key:?} names bucket {hash:?}, which is not in buckets"
+            )));
+        }
         let route = RouteSpec {
             bucket: r.bucket,
             global_exempt: r.global_exempt,
@@ -552,6 +559,8 @@ mod tests {
         assert_eq!(s.global, None);
         assert_eq!(server_config_from_json("{}").unwrap(), ServerConfig::discord());
         assert!(server_config_from_json(r#"{"error_rate": 2}"#).is_err());
+        let e = server_config_from_json(r#"{"routes": {"GET /x": {"bucket": "nope"}}}"#).unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
         assert!(server_config_from_json(r#"{"buckets": {"h": {"limit": 0, "window_ns": 1}}}"#).is_err());
 
         let n = sim_config_from_json(r#"{"seed": 7, "uplink": {"base_ns": 5}, "drop_chance": 0.5}"#)

@@ -435,7 +435,7 @@ impl Limiter {
         let predicted = match deadline {
             Some(_) => {
                 let position = self.queue(qid).pending.len();
-                self.predict_position(now, qid, position, exempt)
+                self.predict_position(now, qid, &route.key, position, exempt)
             }
             None => now,
         };
@@ -478,7 +478,7 @@ impl Limiter {
         }
         self.queue_mut(qid).pending.push_back(id);
         if let Some(d) = deadline {
-            self.timers.push(Reverse((d, Timer::Deadline(id))));
+            self.arm_deadline(id, d);
         }
         self.mark_dirty(qid);
         self.pump(now);
@@ -651,7 +651,7 @@ impl Limiter {
         let send_at = match self.queue_index.get(&key) {
             Some(&qid) => {
                 let position = self.queue(qid).pending.len();
-                self.predict_position(now, qid, position, exempt)
+                self.predict_position(now, qid, &route.key, position, exempt)
             }
             None => {
                 let mut t = now.max(self.edge_until);
@@ -1226,7 +1226,7 @@ impl Limiter {
             self.identities[iid].queued += 1;
         }
         if let Some(d) = self.req(id).deadline {
-            self.timers.push(Reverse((d, Timer::Deadline(id))));
+            self.arm_deadline(id, d);
         }
         self.clear_slot(qid);
         self.mark_dirty(qid);
@@ -1402,11 +1402,15 @@ impl Limiter {
                 }
                 Timer::Deadline(id) => {
                     let Some(req) = self.requests.get(&id) else { continue };
-                    if req.state != ReqState::Queued || req.deadline != Some(t) {
+                    // The timer is armed just after the deadline: sending at it is allowed.
+                    let Some(deadline) = req.deadline.filter(|&d| d.saturating_add(1) == t) else {
+                        continue;
+                    };
+                    if req.state != ReqState::Queued {
                         continue;
                     }
                     let reason = if req.deadline_is_max_wait {
-                        FailReason::MaxWaitExceeded { predicted_wait: t - req.enqueued_at }
+                        FailReason::MaxWaitExceeded { predicted_wait: deadline - req.enqueued_at }
                     } else {
                         FailReason::DeadlineExceeded { predicted_send_at: None }
                     };
@@ -1549,7 +1553,7 @@ impl Limiter {
                 position += 1;
                 continue;
             };
-            let predicted = self.predict_position(now, qid, position, r.exempt).max(r.not_before);
+            let predicted = self.predict_position(now, qid, &r.route_key, position, r.exempt).max(r.not_before);
             if predicted > deadline {
                 let reason = if r.deadline_is_max_wait {
                     FailReason::MaxWaitExceeded { predicted_wait: predicted - r.enqueued_at }
@@ -1673,6 +1677,11 @@ impl Limiter {
         self.outputs.push_back(Output::Send(id));
     }
 
+    /// Fails `id` once time passes its deadline `d` (a send at `d` itself is still allowed).
+    fn arm_deadline(&mut self, id: RequestId, d: Nanos) {
+        self.timers.push(Reverse((d.saturating_add(1), Timer::Deadline(id))));
+    }
+
     fn arm_gate(&mut self, t: Nanos) {
         if self.gate_wake != Some(t) {
             self.gate_wake = Some(t);
@@ -1729,10 +1738,14 @@ impl Limiter {
 
     // ------------------------------------------------------------------ prediction
 
-    /// When the request at `position` in queue `qid` is expected to be sent.
-    fn predict_position(&self, now: Nanos, qid: Qid, position: usize, exempt: bool) -> Nanos {
+    /// When the request of route `route_key` at `position` in queue `qid` is expected to be sent.
+    fn predict_position(&self, now: Nanos, qid: Qid, route_key: &str, position: usize, exempt: bool) -> Nanos {
         let q = self.queue(qid);
         let mut t = now.max(self.edge_until).max(q.shared_until);
+        // A sub-limit holds this route (and major parameter) whatever the bucket says.
+        if let Some(&(_, until)) = q.sub_limits.iter().find(|(k, _)| k == route_key) {
+            t = t.max(until);
+        }
         if self.config.invalid_request_limit > 0
             && self.invalid.len() >= self.config.invalid_request_stop_at as usize
             && let Some(&first) = self.invalid.front()
@@ -1802,7 +1815,9 @@ impl Limiter {
                 Timer::Deadline(id) => self
                     .requests
                     .get(&id)
-                    .is_some_and(|r| r.state == ReqState::Queued && r.deadline == Some(t)),
+                    .is_some_and(|r| {
+                        r.state == ReqState::Queued && r.deadline.map(|d| d.saturating_add(1)) == Some(t)
+                    }),
                 Timer::Gate => self.gate_wake == Some(t),
             };
             if live {

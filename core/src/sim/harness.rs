@@ -706,6 +706,9 @@ impl Simulation {
 
     /// Schedules a cancellation of `ticket` at `at` (ignored if the request has not been
     /// enqueued by then or has already ended).
+    ///
+    /// # Panics
+    /// If `ticket` was not returned by [`Simulation::enqueue_at`] of this simulation.
     pub fn cancel_at(&mut self, at: Nanos, ticket: Ticket) {
         self.records[ticket.0].cancel_at = Some(at);
         self.schedule(at, Event::Cancel(ticket.0));

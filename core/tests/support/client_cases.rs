@@ -223,7 +223,8 @@
         file: "deadline",
         comment: "A request whose predicted send time (the bucket reset at ~5.1 s) is after its deadline (2 s) fails \
                   at once with the prediction; one with a later deadline waits; one whose deadline passes while a \
-                  pioneer is out fails at the deadline.",
+                  pioneer is out is still queued at its deadline (it could be sent at that instant) and fails 1 ns \
+                  later; a request whose deadline is now goes at once.",
         config: discord_config(),
         script: Script::new()
             .enqueue(0, "POST", ch1)
@@ -232,7 +233,9 @@
             .enqueue_with(200 * MS, json!({"method": "POST", "path": ch1, "deadline_ns": 10 * S}))
             .enqueue(300 * MS, "POST", ch2)
             .enqueue_with(300 * MS, json!({"method": "POST", "path": ch2, "deadline_ns": 1 * S}))
-            .timeout(1 * S),
+            .timeout(1 * S)
+            .timeout(1 * S + 1)
+            .enqueue_with(1 * S + 1, json!({"method": "POST", "path": ch3, "deadline_ns": 1 * S + 1})),
     });
     let mut c = discord_config();
     c.max_wait = Some(3 * S);
@@ -561,6 +564,30 @@
             .respond(100 * MS, 1, 200, &refs(&h(5, 4, "5", "ev")))
             .timeout(20 * S)
             .enqueue(20 * S, "POST", ch1),
+    });
+
+    // 25. A sub-limit counts in predictions: predict() and max_wait see the hold.
+    let rename = "/channels/100000000000000001";
+    let mut c = discord_config();
+    c.max_wait = Some(10 * S);
+    v.push(Case {
+        file: "sub_limit_prediction",
+        comment: "max_wait 10 s. A hidden sub-limit 429 (remaining 3) holds channel renames for 300 s while the \
+                  bucket resets in 1 s: predict() for another rename says 300 s, not the bucket reset; the retried \
+                  rename, whose wait now exceeds max_wait, fails at once with max_wait_exceeded, and a new rename \
+                  fails on enqueue; a message to the same channel (another route) still goes.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "PATCH", rename)
+            .respond(100 * MS, 1, 200, &refs(&h(5, 4, "1", "rename")))
+            .enqueue(200 * MS, "PATCH", rename)
+            .respond(300 * MS, 2, 429, &[
+                ("Retry-After", "300"), ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "3"),
+                ("X-RateLimit-Reset-After", "0.8"), ("X-RateLimit-Bucket", "rename"),
+            ])
+            .predict(400 * MS, "PATCH", rename)
+            .enqueue(500 * MS, "PATCH", rename)
+            .enqueue(600 * MS, "POST", ch1),
     });
 
     v
