@@ -15,6 +15,7 @@
 
 use std::path::PathBuf;
 
+use ratelane::shared::{OnUnavailable, ReservationAnswer, SharedConfig, SharedScope, SharedUpdate};
 use ratelane::{
     BodyHints, Config, Disposition, Failure, HeaderProfile, Limiter, Observation, Output, Request,
     Response,
@@ -51,7 +52,7 @@ fn profile_from(name: &str) -> HeaderProfile {
 }
 
 fn config_json(c: &Config) -> Value {
-    json!({
+    let mut v = json!({
         "profile": profile_name(c.profile),
         "global_limit": c.global_limit,
         "global_window_ns": c.global_window,
@@ -73,7 +74,38 @@ fn config_json(c: &Config) -> Value {
         "jitter_seed": c.jitter_seed,
         "max_routes": c.max_routes,
         "bucket_idle_ttl_ns": c.bucket_idle_ttl,
-    })
+    });
+    // Shared mode only appears when it is on, so the files of the other scenarios keep their form.
+    if let Some(sh) = &c.shared {
+        v["shared"] = json!({
+            "on_unavailable": sh.on_unavailable.as_str(),
+            "retry_base_ns": sh.retry_base,
+            "retry_max_ns": sh.retry_max,
+            "lease_ns": sh.lease,
+            "pioneer_poll_ns": sh.pioneer_poll,
+            "state_ttl_ns": sh.state_ttl,
+        });
+    }
+    v
+}
+
+fn shared_from(v: &Value) -> Option<SharedConfig> {
+    if v.is_null() {
+        return None;
+    }
+    let u = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("config.shared.{k} missing"));
+    let mut sh = SharedConfig::default();
+    sh.on_unavailable = match v["on_unavailable"].as_str().expect("on_unavailable") {
+        "fail_open" => OnUnavailable::FailOpen,
+        "fail_closed" => OnUnavailable::FailClosed,
+        other => panic!("unknown on_unavailable {other}"),
+    };
+    sh.retry_base = u("retry_base_ns");
+    sh.retry_max = u("retry_max_ns");
+    sh.lease = u("lease_ns");
+    sh.pioneer_poll = u("pioneer_poll_ns");
+    sh.state_ttl = u("state_ttl_ns");
+    Some(sh)
 }
 
 fn config_from(v: &Value) -> Config {
@@ -100,6 +132,7 @@ fn config_from(v: &Value) -> Config {
     c.jitter_seed = u("jitter_seed");
     c.max_routes = u("max_routes") as usize;
     c.bucket_idle_ttl = u("bucket_idle_ttl_ns");
+    c.shared = shared_from(v.get("shared").unwrap_or(&Value::Null));
     c
 }
 
@@ -152,9 +185,53 @@ fn output_json(o: &Output) -> Value {
         Output::Observe(Observation::InvalidRequestWarning { count, limit }) => json!({
             "observe": "invalid_request_warning", "count": count, "limit": limit
         }),
+        Output::Observe(Observation::StoreUnavailable { id, retry_at }) => json!({
+            "observe": "store_unavailable", "id": id, "retry_at_ns": retry_at
+        }),
+        Output::Observe(Observation::StoreRecovered) => json!({"observe": "store_recovered"}),
+        Output::Reserve(r) => json!({
+            "reserve": r.id, "identity": r.identity, "route": r.route, "major": r.major,
+            "bucket": r.bucket, "counts_global": r.counts_global, "global_limit": r.global_limit,
+            "global_window_ns": r.global_window, "margin_ns": r.margin,
+            "invalid_limit": r.invalid_limit, "invalid_window_ns": r.invalid_window,
+        }),
+        Output::Share(u) => share_json(u),
         Output::Observe(other) => panic!("new observation {other:?}: encode it"),
         Output::WaitUntil(t) => json!({"wait_until_ns": t}),
         Output::Idle => json!({"idle": true}),
+    }
+}
+
+fn share_json(u: &SharedUpdate) -> Value {
+    match u {
+        SharedUpdate::Bucket { id, identity, route, major, bucket, unlimited, limit, remaining, reset_after, window } => {
+            json!({
+                "share": "bucket", "id": id, "identity": identity, "route": route, "major": major,
+                "bucket": bucket, "unlimited": unlimited, "limit": limit, "remaining": remaining,
+                "reset_after_ns": reset_after, "window_ns": window,
+            })
+        }
+        SharedUpdate::Release { id, identity, route, major, bucket, reached } => json!({
+            "share": "release", "id": id, "identity": identity, "route": route, "major": major,
+            "bucket": bucket, "reached": reached,
+        }),
+        SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after } => json!({
+            "share": "hold", "scope": scope.as_str(), "identity": identity, "route": route,
+            "major": major, "bucket": bucket, "retry_after_ns": retry_after,
+        }),
+        SharedUpdate::Invalid { id, window } => json!({"share": "invalid", "id": id, "window_ns": window}),
+    }
+}
+
+fn answer_from(step: &Value) -> ReservationAnswer {
+    match step["answer"].as_str().expect("answer") {
+        "granted" => ReservationAnswer::Granted,
+        "unavailable" => ReservationAnswer::Unavailable,
+        "denied" => ReservationAnswer::Denied {
+            retry_after: step["retry_after_ns"].as_u64().expect("retry_after_ns"),
+            scope: SharedScope::from_name(step["scope"].as_str().expect("scope")).expect("known scope"),
+        },
+        other => panic!("unknown answer {other}"),
     }
 }
 
@@ -246,6 +323,10 @@ fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
                 Ok(p) => json!({"send_at_ns": p.send_at}),
                 Err(e) => json!({"error": e.code()}),
             },
+            "reservation" => match l.handle_reservation(at, step["id"].as_u64().expect("id"), answer_from(step)) {
+                Ok(()) => json!({"ok": true}),
+                Err(e) => json!({"error": e.code()}),
+            },
             other => panic!("unknown op {other}"),
         };
         let mut s = step.clone();
@@ -253,6 +334,9 @@ fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
         s["outputs"] = Value::Array(if op == "predict" { Vec::new() } else { drain(&mut l) });
         s["queued"] = json!(l.queued());
         s["in_flight"] = json!(l.in_flight());
+        if config.shared.is_some() {
+            s["reserving"] = json!(l.reserving());
+        }
         done.push(s);
     }
     done
@@ -306,6 +390,19 @@ impl Script {
     }
     fn predict(mut self, at: u64, method: &str, path: &str) -> Self {
         self.steps.push(json!({"at_ns": at, "op": "predict", "request": {"method": method, "path": path}}));
+        self
+    }
+    fn granted(mut self, at: u64, id: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "granted"}));
+        self
+    }
+    fn unavailable(mut self, at: u64, id: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "unavailable"}));
+        self
+    }
+    fn denied(mut self, at: u64, id: u64, retry_after: u64, scope: &str) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "denied",
+            "retry_after_ns": retry_after, "scope": scope}));
         self
     }
 }
@@ -417,6 +514,7 @@ fn vectors_replay() {
                 o.remove("outputs");
                 o.remove("queued");
                 o.remove("in_flight");
+                o.remove("reserving");
                 s
             })
             .collect();
