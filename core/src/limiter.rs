@@ -1138,6 +1138,15 @@ impl Limiter {
             self.fail(id, reason);
             return;
         }
+        if self.overtakes(now, qid, id) {
+            // An earlier request of this queue went back to wait (denied, or not yet reserved
+            // again): sending this one now would break FIFO. It goes back behind it, and the
+            // store takes its grant back.
+            let update = self.release(id, false);
+            self.outputs.push_back(Output::Share(update));
+            self.unreserve(qid, id, flight);
+            return;
+        }
         let iid = r.identity;
         // The send happens now, not when the reservation left: re-stamp the global token and
         // the sliding log so the local windows count from the real send.
@@ -1171,6 +1180,24 @@ impl Limiter {
         r.sends += 1;
         self.in_flight_total += 1;
         self.outputs.push_back(Output::Send(id));
+    }
+
+    /// Whether sending `id` now would overtake an earlier request of its queue that is waiting
+    /// only for its turn (not for its own backoff, nor for a sub-limit of another route), or
+    /// whose own reservation (made again after a denial) is still outstanding.
+    fn overtakes(&self, now: Nanos, qid: Qid, id: RequestId) -> bool {
+        let q = self.queue(qid);
+        let route = &self.requests[&id].route_key;
+        let waiting = q.pending.iter().take_while(|&&p| p < id).any(|p| {
+            let r = &self.requests[p];
+            let other_route_held =
+                r.route_key != *route && q.sub_limits.iter().any(|(k, t)| *k == r.route_key && *t > now);
+            r.not_before <= now && !other_route_held
+        });
+        waiting
+            || q.in_flight.iter().any(|p| {
+                *p < id && matches!(self.requests[p].state, ReqState::Reserving { .. })
+            })
     }
 
     /// Removes `id` from its queue's in-flight list (which also holds reserving requests).
@@ -1967,6 +1994,11 @@ impl Limiter {
                 }
             }
         }
+        if self.store_down && has_reserving(&q.in_flight, &self.requests) {
+            // The store is down and this queue's probe is out: what follows it waits for its
+            // answer rather than overtake it on local limits.
+            return;
+        }
         let bucket_wait = bucket_gate(&q.bucket, q.in_flight.len(), now);
         let mut wait = match bucket_wait {
             Gate::Open => None,
@@ -2082,6 +2114,13 @@ impl Limiter {
                 self.ready.remove(&key);
                 continue;
             };
+            if self.store_down && has_reserving(&self.queue(qid).in_flight, &self.requests) {
+                // Became ready before the store went down; now it waits for the queue's probe
+                // (the answer re-evaluates the queue).
+                self.ready.remove(&key);
+                self.queue_mut(qid).slot = Slot::None;
+                continue;
+            }
             let (exempt, iid) = {
                 let r = &self.requests[&id];
                 (r.exempt, r.identity)
@@ -2370,6 +2409,11 @@ struct Flight {
     window_seq: u32,
     window_epoch: u64,
     global_counted: bool,
+}
+
+/// Whether any of `ids` is reserving (shared mode).
+fn has_reserving(ids: &[RequestId], requests: &HashMap<RequestId, Req>) -> bool {
+    ids.iter().any(|id| matches!(requests[id].state, ReqState::Reserving { .. }))
 }
 
 /// Whether a bucket lets one more request go now.

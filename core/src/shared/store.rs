@@ -138,10 +138,13 @@ pub struct MemoryStore {
     ops: u64,
     edge: Keys<(), Nanos>,
     invalid: Keys<(), VecDeque<Nanos>>,
-    global: Keys<String, VecDeque<Nanos>>,
+    /// Grant times and members (`client:id`) per identity.
+    global: Keys<String, VecDeque<(Nanos, String)>>,
     paused: Keys<String, Nanos>,
     routes: Keys<RouteKey, String>,
     buckets: Keys<Triple, BucketState>,
+    /// Unanswered grants of a bucket: member and the time it stops counting (the score of the
+    /// `bp` sorted set): `grant + lease`, or for a ghost `grant + window + margin`.
     pending: Keys<Triple, Vec<(String, Nanos)>>,
     route_locks: Keys<Triple, String>,
     bucket_locks: Keys<Triple, String>,
@@ -214,10 +217,9 @@ impl MemoryStore {
 
     /// Unanswered grants of a bucket after dropping those older than the lease.
     fn live_pending(&mut self, now: Nanos, key: &Triple) -> usize {
-        let lease = self.lease;
         match self.pending.get_mut(now, key) {
             Some(p) => {
-                p.retain(|(_, t)| t.saturating_add(lease) > now);
+                p.retain(|&(_, until)| until > now);
                 p.len()
             }
             None => 0,
@@ -234,6 +236,25 @@ impl MemoryStore {
 
     /// Decides reservation `r` of process `client` atomically (see the contract's `reserve`).
     pub fn reserve(&mut self, now: Nanos, client: &str, r: &Reservation) -> ReservationAnswer {
+        let answer = self.reserve_inner(now, client, r);
+        self.drop_empty();
+        answer
+    }
+
+    /// Records `update` from process `client` atomically (see the contract's `record`).
+    pub fn record(&mut self, now: Nanos, client: &str, update: &SharedUpdate) {
+        self.record_inner(now, client, update);
+        self.drop_empty();
+    }
+
+    /// Like Redis, a sorted set whose last member went is no key at all.
+    fn drop_empty(&mut self) {
+        self.invalid.map.retain(|_, e| !e.value.is_empty());
+        self.global.map.retain(|_, e| !e.value.is_empty());
+        self.pending.map.retain(|_, e| !e.value.is_empty());
+    }
+
+    fn reserve_inner(&mut self, now: Nanos, client: &str, r: &Reservation) -> ReservationAnswer {
         let now = self.advance(now);
         let member = format!("{client}:{}", r.id);
         let deny = |until: Nanos, scope: SharedScope| ReservationAnswer::Denied { retry_after: until - now, scope };
@@ -268,14 +289,14 @@ impl MemoryStore {
                 && let Some(log) = self.global.get_mut(now, &r.identity)
             {
                 let keep = r.global_window.saturating_mul(2);
-                while log.front().is_some_and(|&t| t.saturating_add(keep) <= now) {
+                while log.front().is_some_and(|(t, _)| t.saturating_add(keep) <= now) {
                     log.pop_front();
                 }
-                let old = log.iter().take_while(|&&t| t.saturating_add(r.global_window) <= now).count();
+                let old = log.iter().take_while(|(t, _)| t.saturating_add(r.global_window) <= now).count();
                 let n = log.len() - old;
                 let limit = r.global_limit as usize;
                 if n >= limit {
-                    return deny(log[old + n - limit].saturating_add(r.global_window), SharedScope::Global);
+                    return deny(log[old + n - limit].0.saturating_add(r.global_window), SharedScope::Global);
                 }
             }
         }
@@ -296,15 +317,11 @@ impl MemoryStore {
                 {
                     return deny(until, SharedScope::Bucket);
                 }
-                if self.buckets.get(now, &key).is_some() {
-                    let carried = self.live_pending(now, &key);
-                    let b = self.buckets.get_mut(now, &key).expect("checked above");
+                if let Some(b) = self.buckets.get_mut(now, &key) {
                     if now >= b.reset_at {
                         b.margin = r.margin;
-                        b.roll(now, carried);
-                        let expires = b.reset_at.saturating_add(self.state_ttl);
-                        self.buckets.expire_at(&key, expires);
                     }
+                    self.roll_if_due(now, &key);
                     let b = self.buckets.get(now, &key).expect("checked above");
                     if b.remaining == 0 {
                         return deny(b.reset_at.max(now + 1), SharedScope::Bucket);
@@ -331,12 +348,13 @@ impl MemoryStore {
         // 7. commit
         if r.counts_global && r.global_limit > 0 {
             let expires = now.saturating_add(r.global_window);
+            let entry = (now, member.clone());
             match self.global.get_mut(now, &r.identity) {
                 Some(log) => {
-                    log.push_back(now);
+                    log.push_back(entry);
                     self.global.expire_at(&r.identity, expires);
                 }
-                None => self.global.set(r.identity.clone(), VecDeque::from([now]), expires),
+                None => self.global.set(r.identity.clone(), VecDeque::from([entry]), expires),
             }
         }
         let lease_end = now.saturating_add(self.lease);
@@ -350,10 +368,11 @@ impl MemoryStore {
                 match self.pending.get_mut(now, &key) {
                     Some(p) => {
                         p.retain(|(m, _)| *m != member);
-                        p.push((member, now));
-                        self.pending.expire_at(&key, lease_end);
+                        p.push((member, lease_end));
+                        let e = self.pending.map.get_mut(&key).expect("live");
+                        e.expires_at = e.expires_at.max(lease_end);
                     }
-                    None => self.pending.set(key, vec![(member, now)], lease_end),
+                    None => self.pending.set(key, vec![(member, lease_end)], lease_end),
                 }
             }
             Take::RouteLock(key) => self.route_locks.set(key, member, lease_end),
@@ -362,8 +381,7 @@ impl MemoryStore {
         ReservationAnswer::Granted
     }
 
-    /// Records `update` from process `client` atomically (see the contract's `record`).
-    pub fn record(&mut self, now: Nanos, client: &str, update: &SharedUpdate) {
+    fn record_inner(&mut self, now: Nanos, client: &str, update: &SharedUpdate) {
         let now = self.advance(now);
         match update {
             SharedUpdate::Bucket {
@@ -389,11 +407,18 @@ impl MemoryStore {
                 } else if *unlimited {
                     self.routes.set(route_key, String::new(), now.saturating_add(self.state_ttl));
                 }
-                // 2. locks, 3. the unanswered grant
-                let granted_at = self.release(now, &member, identity, route, major, hash.as_deref(), false);
-                // 4. anything to merge?
+                // 2. a window that has ended rolls first, counting this request as still
+                // unanswered: it reached the server, maybe in the window that follows.
+                if let Some(h) = &hash {
+                    self.roll_if_due(now, &(identity.clone(), h.clone(), major.clone()));
+                }
+                // 3. locks, the unanswered grant: answered, or, for an answer that says nothing
+                // about the bucket (a 5xx), a ghost.
+                let informative = limit.is_some() || remaining.is_some() || reset_after.is_some();
+                let granted_at = self.release(now, &member, identity, route, major, hash.as_deref(), !informative);
                 let Some(h) = hash else { return };
-                if limit.is_none() && remaining.is_none() && reset_after.is_none() {
+                if !informative {
+                    self.ghost(now, &member, identity, major, &h);
                     return;
                 }
                 let key: Triple = (identity.clone(), h, major.clone());
@@ -421,8 +446,7 @@ impl MemoryStore {
                         self.buckets.set(key, state, expires);
                     }
                     Some(b) => {
-                        // 6. merge into the current window
-                        b.roll(now, pending);
+                        // 6. merge into the current window (rolled in step 2)
                         if let Some(l) = limit {
                             b.limit = (*l).max(1);
                         }
@@ -453,7 +477,15 @@ impl MemoryStore {
                 let hash = bucket.clone().or_else(|| {
                     self.hash_for(now, identity, route, None).filter(|h| !h.is_empty())
                 });
-                self.release(now, &member, identity, route, major, hash.as_deref(), *reached);
+                if *reached && let Some(h) = &hash {
+                    self.roll_if_due(now, &(identity.clone(), h.clone(), major.clone()));
+                }
+                let granted_at = self.release(now, &member, identity, route, major, hash.as_deref(), *reached);
+                if !*reached {
+                    self.give_back(now, &member, identity, major, hash.as_deref(), granted_at);
+                } else if let Some(h) = hash {
+                    self.ghost(now, &member, identity, major, &h);
+                }
             }
             SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after } => {
                 let until = now.saturating_add(*retry_after);
@@ -500,8 +532,75 @@ impl MemoryStore {
         }
     }
 
+    /// Starts a new window for bucket `key` if its window has ended, counting the live
+    /// unanswered grants as carried.
+    fn roll_if_due(&mut self, now: Nanos, key: &Triple) {
+        if self.buckets.get(now, key).is_none_or(|b| now < b.reset_at) {
+            return;
+        }
+        let carried = self.live_pending(now, key);
+        let b = self.buckets.get_mut(now, key).expect("checked above");
+        b.roll(now, carried);
+        let expires = b.reset_at.saturating_add(self.state_ttl);
+        self.buckets.expire_at(key, expires);
+    }
+
+    /// A grant that may have been counted by the server without telling (a 5xx, a dropped
+    /// connection): it keeps counting as unanswered until one window (plus margin) after it was
+    /// granted, which covers a sliding window too. It is renamed `member "~" grant time`, so a
+    /// later grant of the same request cannot replace it.
+    fn ghost(&mut self, now: Nanos, member: &str, identity: &str, major: &str, hash: &str) {
+        let key: Triple = (identity.to_string(), hash.to_string(), major.to_string());
+        let Some(span) = self.buckets.get(now, &key).map(|b| b.window.saturating_add(b.margin)) else {
+            return;
+        };
+        let lease = self.lease;
+        let Some(p) = self.pending.get_mut(now, &key) else { return };
+        let Some(pos) = p.iter().position(|&(ref m, until)| m == member && until > now) else {
+            return;
+        };
+        let granted = p.remove(pos).1.saturating_sub(lease);
+        let until = granted.saturating_add(span);
+        if until > now {
+            p.push((format!("{member}~{granted}"), until));
+        }
+        if let Some(e) = self.pending.map.get_mut(&key) {
+            e.expires_at = e.expires_at.max(until);
+        }
+    }
+
+    /// A grant that was never sent: its global entry goes (the newest of `member`'s), and its
+    /// bucket slot comes back if its window is still the current one.
+    fn give_back(
+        &mut self,
+        now: Nanos,
+        member: &str,
+        identity: &str,
+        major: &str,
+        hash: Option<&str>,
+        granted_at: Option<Nanos>,
+    ) {
+        if let Some(log) = self.global.get_mut(now, &identity.to_string())
+            && let Some(pos) = log.iter().rposition(|(_, m)| m == member)
+        {
+            log.remove(pos);
+        }
+        if let (Some(h), Some(g)) = (hash, granted_at) {
+            let key: Triple = (identity.to_string(), h.to_string(), major.to_string());
+            if let Some(b) = self.buckets.get_mut(now, &key)
+                && g >= b.window_start
+                && now < b.reset_at
+            {
+                b.remaining = (b.remaining + 1).min(b.limit);
+            }
+        }
+    }
+
     /// Deletes the pioneer locks `member` holds and, unless `reached`, its unanswered grant.
     /// Returns the grant time of that unanswered grant, if there was one.
+    ///
+    /// (The bucket slot and the global entry of a grant that was never sent are given back by
+    /// [`MemoryStore::give_back`], for `Release` only.)
     #[allow(clippy::too_many_arguments)]
     fn release(
         &mut self,
@@ -527,7 +626,7 @@ impl MemoryStore {
         }
         let lease = self.lease;
         let p = self.pending.get_mut(now, &key)?;
-        let pos = p.iter().position(|(m, t)| m == member && t.saturating_add(lease) > now)?;
-        Some(p.remove(pos).1)
+        let pos = p.iter().position(|&(ref m, until)| m == member && until > now)?;
+        Some(p.remove(pos).1.saturating_sub(lease))
     }
 }

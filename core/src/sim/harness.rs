@@ -167,11 +167,13 @@ impl SimConfig {
 /// The network between the processes of a [`Simulation::cluster`] and their shared
 /// [`MemoryStore`] (see [`Simulation::with_store`]), and the store's outages.
 ///
-/// A reservation reaches the store after `uplink` and its answer comes back after `downlink`;
-/// when the two together exceed `timeout`, or the store is in an outage when the reservation
-/// arrives, the driver answers [`ReservationAnswer::Unavailable`] at `timeout` (a late answer is
-/// dropped, as a driver would; the store may still have granted it). A write
-/// ([`Output::Share`]) reaches the store after `uplink` and is lost during an outage.
+/// Each process talks to the store over one connection, in order (as the shared-mode docs ask
+/// of drivers): a reservation or a write reaches the store after `uplink`, but never before the
+/// process's previous message; an answer comes back after `downlink`, never before the previous
+/// answer. When an answer would come later than `timeout` after its reservation, or the store is
+/// in an outage when the reservation arrives, the driver answers
+/// [`ReservationAnswer::Unavailable`] at `timeout` (a late answer is dropped, as a driver would;
+/// the store may still have granted it). A write ([`Output::Share`]) is lost during an outage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreLink {
     /// Process -> store latency.
@@ -627,7 +629,8 @@ enum Event {
         ticket: usize,
         number: usize,
         reservation: Reservation,
-        answer_after: Option<Nanos>,
+        /// The driver's timeout (`None`: it already gave up on this one).
+        deadline: Option<Nanos>,
     },
     /// The answer to reservation `number` of `ticket` reaches its process.
     Answer {
@@ -723,6 +726,10 @@ pub struct Simulation {
     timeouts_at_instant: Vec<(Nanos, u64)>,
     closed: Vec<bool>,
     scripted: HashMap<(usize, usize), Fate>,
+    /// Per process: when its last message reaches the store, and its last answer comes back
+    /// (one ordered connection each).
+    store_up: Vec<Nanos>,
+    store_down: Vec<Nanos>,
 }
 
 impl Simulation {
@@ -762,6 +769,8 @@ impl Simulation {
             timeouts_at_instant: vec![(0, 0); n],
             closed: vec![false; n],
             scripted: HashMap::new(),
+            store_up: vec![0; n],
+            store_down: vec![0; n],
         }
     }
 
@@ -1076,7 +1085,7 @@ impl Simulation {
                 ticket,
                 number,
                 reservation,
-                answer_after,
+                deadline,
             } => {
                 let p = self.records[ticket].process;
                 let client = format!("p{p}");
@@ -1084,15 +1093,21 @@ impl Simulation {
                     return Err(self.err("internal: a reservation without a store".into()));
                 };
                 let answer = store.reserve(now, &client, &reservation);
+                let back = (now + self.link.downlink.sample(&mut self.rng)).max(self.store_down[p]);
+                self.store_down[p] = back;
+                let in_time = deadline.is_some_and(|d| back <= d);
                 note!(
                     self,
                     "{}store: reservation {number} of id {} -> {answer:?}{}",
                     self.tag(p),
                     reservation.id,
-                    if answer_after.is_none() { " (too late for the driver)" } else { "" }
+                    if in_time { "" } else { " (too late for the driver)" }
                 );
-                if let Some(after) = answer_after {
-                    self.schedule(now + after, Event::Answer { ticket, number, answer });
+                if in_time {
+                    self.schedule(back, Event::Answer { ticket, number, answer });
+                } else if let Some(d) = deadline {
+                    let answer = ReservationAnswer::Unavailable;
+                    self.schedule(d, Event::Answer { ticket, number, answer });
                 }
                 Ok(())
             }
@@ -1302,7 +1317,8 @@ impl Simulation {
                             "Output::Share({update:?}) from a limiter without a store"
                         )));
                     }
-                    let at = self.now + self.link.uplink.sample(&mut self.rng);
+                    let at = (self.now + self.link.uplink.sample(&mut self.rng)).max(self.store_up[p]);
+                    self.store_up[p] = at;
                     note!(self, "{}share {update:?}", self.tag(p));
                     self.schedule(at, Event::StoreRecord { process: p, update });
                 }
@@ -1350,28 +1366,18 @@ impl Simulation {
         }
         let number = self.records[t].reservations.len();
         self.records[t].reserving = Some(number);
-        let up = self.link.uplink.sample(&mut self.rng);
-        let down = self.link.downlink.sample(&mut self.rng);
-        let arrives = now + up;
-        let timeout = self.link.timeout;
-        let in_time = up + down <= timeout;
+        let arrives = (now + self.link.uplink.sample(&mut self.rng)).max(self.store_up[p]);
+        self.store_up[p] = arrives;
+        let deadline = now + self.link.timeout;
+        let reachable = !self.link.is_down(arrives) && arrives <= deadline;
         note!(self, "{}reserve id {id} #{number}", self.tag(p));
         if !self.link.is_down(arrives) {
-            self.schedule(
-                arrives,
-                Event::StoreReserve {
-                    ticket: t,
-                    number,
-                    reservation,
-                    answer_after: in_time.then_some(down),
-                },
-            );
+            let deadline = reachable.then_some(deadline);
+            self.schedule(arrives, Event::StoreReserve { ticket: t, number, reservation, deadline });
         }
-        if self.link.is_down(arrives) || !in_time {
-            self.schedule(
-                now + timeout,
-                Event::Answer { ticket: t, number, answer: ReservationAnswer::Unavailable },
-            );
+        if !reachable {
+            let answer = ReservationAnswer::Unavailable;
+            self.schedule(deadline, Event::Answer { ticket: t, number, answer });
         }
         Ok(())
     }
