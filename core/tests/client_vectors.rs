@@ -15,12 +15,15 @@
 
 use std::path::PathBuf;
 
-use ratelane::shared::{OnUnavailable, ReservationAnswer, SharedConfig, SharedScope, SharedUpdate};
+use ratelane::shared::{OnUnavailable, SharedConfig};
 use ratelane::{
     BodyHints, Config, Disposition, Failure, HeaderProfile, Limiter, Observation, Output, Request,
     Response,
 };
 use serde_json::{Value, json};
+
+#[path = "support/shared_json.rs"]
+mod shared_json;
 
 const MS: u64 = 1_000_000;
 const S: u64 = 1_000_000_000;
@@ -195,43 +198,10 @@ fn output_json(o: &Output) -> Value {
             "global_window_ns": r.global_window, "margin_ns": r.margin,
             "invalid_limit": r.invalid_limit, "invalid_window_ns": r.invalid_window,
         }),
-        Output::Share(u) => share_json(u),
+        Output::Share(u) => shared_json::update_json(u),
         Output::Observe(other) => panic!("new observation {other:?}: encode it"),
         Output::WaitUntil(t) => json!({"wait_until_ns": t}),
         Output::Idle => json!({"idle": true}),
-    }
-}
-
-fn share_json(u: &SharedUpdate) -> Value {
-    match u {
-        SharedUpdate::Bucket { id, identity, route, major, bucket, unlimited, limit, remaining, reset_after, window } => {
-            json!({
-                "share": "bucket", "id": id, "identity": identity, "route": route, "major": major,
-                "bucket": bucket, "unlimited": unlimited, "limit": limit, "remaining": remaining,
-                "reset_after_ns": reset_after, "window_ns": window,
-            })
-        }
-        SharedUpdate::Release { id, identity, route, major, bucket, reached } => json!({
-            "share": "release", "id": id, "identity": identity, "route": route, "major": major,
-            "bucket": bucket, "reached": reached,
-        }),
-        SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after } => json!({
-            "share": "hold", "scope": scope.as_str(), "identity": identity, "route": route,
-            "major": major, "bucket": bucket, "retry_after_ns": retry_after,
-        }),
-        SharedUpdate::Invalid { id, window } => json!({"share": "invalid", "id": id, "window_ns": window}),
-    }
-}
-
-fn answer_from(step: &Value) -> ReservationAnswer {
-    match step["answer"].as_str().expect("answer") {
-        "granted" => ReservationAnswer::Granted,
-        "unavailable" => ReservationAnswer::Unavailable,
-        "denied" => ReservationAnswer::Denied {
-            retry_after: step["retry_after_ns"].as_u64().expect("retry_after_ns"),
-            scope: SharedScope::from_name(step["scope"].as_str().expect("scope")).expect("known scope"),
-        },
-        other => panic!("unknown answer {other}"),
     }
 }
 
@@ -323,7 +293,7 @@ fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
                 Ok(p) => json!({"send_at_ns": p.send_at}),
                 Err(e) => json!({"error": e.code()}),
             },
-            "reservation" => match l.handle_reservation(at, step["id"].as_u64().expect("id"), answer_from(step)) {
+            "reservation" => match l.handle_reservation(at, step["id"].as_u64().expect("id"), shared_json::answer_from(step)) {
                 Ok(()) => json!({"ok": true}),
                 Err(e) => json!({"error": e.code()}),
             },
