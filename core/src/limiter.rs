@@ -1325,9 +1325,11 @@ impl Limiter {
     fn bucket_report(&self, id: RequestId, qid: Qid, info: &RateLimitInfo) -> SharedUpdate {
         let r = self.req(id);
         let b = &self.queue(qid).bucket;
-        // Only the window length learned from a window's first answer: the other estimates
-        // can be stretched by retries and would keep the store's own windows long.
-        let window = if b.known && !b.unlimited { b.period } else { None };
+        // The engine's own estimate, an upper bound as far as it knows (the learned length,
+        // else the longest reset or first-send-to-reset span seen, else 1 s): the store uses it
+        // to start windows and to keep header-less answers counting, and must be no less
+        // cautious than one process.
+        let window = (b.known && !b.unlimited).then(|| b.window_estimate());
         SharedUpdate::Bucket {
             id,
             identity: self.identities[r.identity].name.clone(),

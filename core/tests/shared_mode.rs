@@ -70,6 +70,51 @@ fn limit_violations(report: &Report) -> Vec<String> {
     report.known_limit_violations().iter().map(|&i| format!("{:?}", report.server_log[i])).collect()
 }
 
+/// `Report::known_limit_violations` minus the engine's documented limitation (README, "Known
+/// limitations"): when a bucket's window length was never observed (no 2xx that opened a
+/// window had been answered, only 429s and header-less answers), a header-less answer is
+/// counted until an *estimated* window end, and a longer real window costs one 429. One
+/// process alone has the same limitation; shared mode must not add to it.
+fn avoidable_violations(report: &Report) -> Vec<String> {
+    let sent_at: std::collections::HashMap<usize, (Nanos, Option<Nanos>)> = report
+        .requests
+        .iter()
+        .flat_map(|r| &r.sends)
+        .filter_map(|s| s.arrival.map(|i| (i, (s.at, s.answered_at))))
+        .collect();
+    report
+        .known_limit_violations()
+        .into_iter()
+        .filter(|&i| {
+            let a = &report.server_log[i];
+            let Some(&(send, _)) = sent_at.get(&i) else { return true };
+            let spec = a.bucket_spec.expect("a bucket 429 has a bucket");
+            // A 2xx that opened its window (nothing else counted in the window before it),
+            // answered before this request was sent: its headers gave the window length.
+            report.server_log[..i].iter().enumerate().any(|(j, b)| {
+                let opened = match spec.kind {
+                    ratelane::sim::WindowKind::Fixed => b.bucket_window == Some(b.at),
+                    ratelane::sim::WindowKind::Sliding => !report.server_log[..j].iter().any(|c| {
+                        c.counted_in_bucket
+                            && c.identity == b.identity
+                            && c.bucket == b.bucket
+                            && c.major == b.major
+                            && c.at + spec.window > b.at
+                    }),
+                };
+                b.identity == a.identity
+                    && b.bucket == a.bucket
+                    && b.major == a.major
+                    && b.counted_in_bucket
+                    && (200..300).contains(&b.status)
+                    && opened
+                    && sent_at.get(&j).and_then(|s| s.1).is_some_and(|t| t <= send)
+            })
+        })
+        .map(|i| format!("{:?}", report.server_log[i]))
+        .collect()
+}
+
 /// The invariants every shared-mode run keeps while the store is up (or down, fail-closed).
 fn check_limits(report: &Report, global: usize) {
     assert_eq!(report.stop, StopReason::Finished, "unfinished: {:?}", report.unfinished());
@@ -602,7 +647,7 @@ fn check_gen(g: &Gen, report: &Report) -> Result<(), TestCaseError> {
     // which is the documented trade-off, so only liveness is checked then.
     let limits_hold = g.outage.is_none_or(|o| o.2);
     if limits_hold {
-        let v = limit_violations(report);
+        let v = avoidable_violations(report);
         prop_assert!(v.is_empty(), "429 from a known bucket: {:?}", v);
         prop_assert_eq!(report.count(ServerOutcome::GlobalLimited), 0, "global 429s");
         for identity in ["bot0", "bot1"] {

@@ -283,6 +283,8 @@ pub struct SendRecord {
     pub arrival: Option<usize>,
     /// The status it was answered with, if a response was delivered.
     pub status: Option<u16>,
+    /// When its response was handed to the limiter, if it was (not dropped).
+    pub answered_at: Option<Nanos>,
     /// The transport failure reported for it, if any.
     pub failure: Option<Failure>,
     /// Sent after [`crate::Limiter::close`].
@@ -1190,6 +1192,7 @@ impl Simulation {
             )));
         }
         self.records[ticket].in_flight = None;
+        self.records[ticket].sends[send].answered_at = Some(now);
         if response.header("X-RateLimit-Bucket").is_some() {
             let r = &self.records[ticket];
             self.informed
@@ -1412,6 +1415,7 @@ impl Simulation {
             informed,
             arrival: None,
             status: None,
+            answered_at: None,
             failure: None,
             after_close: self.closed[p],
         });
