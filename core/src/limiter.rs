@@ -6,10 +6,10 @@
 //!
 //! * **inputs** (`&mut self`, take `now`): [`Limiter::enqueue`], [`Limiter::handle_response`],
 //!   [`Limiter::handle_failure`], [`Limiter::cancel`], [`Limiter::handle_timeout`],
-//!   [`Limiter::close`];
+//!   [`Limiter::close`], and in shared mode [`Limiter::handle_reservation`];
 //! * **outputs**: [`Limiter::poll_output`];
 //! * **getters** (`&self`): [`Limiter::predict`], [`Limiter::queued`], [`Limiter::in_flight`],
-//!   [`Limiter::config`].
+//!   [`Limiter::reserving`], [`Limiter::buckets`], [`Limiter::config`].
 //!
 //! **The drain invariant:** after every input, call [`Limiter::poll_output`] until it returns
 //! [`Output::WaitUntil`] or [`Output::Idle`]. Then wait for the next input (a response, a new
@@ -18,6 +18,23 @@
 //!
 //! `now` is any monotonic clock in nanoseconds, with an epoch of the driver's choice; it must
 //! never go backwards (a smaller `now` than before is treated as the previous one).
+//!
+//! A request's life: [`Limiter::enqueue`] → [`Output::Send`] → [`Limiter::handle_response`] (or
+//! [`Limiter::handle_failure`]) → [`Disposition::Complete`], with `Send` again after a
+//! [`Disposition::Retry`]; or an [`Output::Fail`]; or the caller's [`Limiter::cancel`].
+//!
+//! **Shared mode** ([`Config::shared`], see [`crate::shared`]) adds one step before each send:
+//! the engine emits [`Output::Reserve`] instead of `Send`, the driver asks the store and calls
+//! [`Limiter::handle_reservation`] with the answer, and `Send` comes out of that call (or the
+//! request waits and is reserved again). It also emits [`Output::Share`]: updates the driver
+//! writes to the store, in order, without waiting. A driver loop handles the two extra outputs
+//! like this:
+//!
+//! ```text
+//! Output::Reserve(r) => spawn { answer = store.reserve(client, r) or Unavailable on timeout;
+//!                               limiter.handle_reservation(now, r.id, answer); drain }
+//! Output::Share(u)   => store.record(client, u)   // same connection, in order, fire-and-forget
+//! ```
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};

@@ -16,58 +16,70 @@
 //!   limits exactly as before, takes the request's local bucket slot and global token, and emits
 //!   [`Output::Reserve`](crate::Output::Reserve) with a [`Reservation`]. The request is now
 //!   *reserving*: it holds its local slot (as if in flight) until the driver answers with
-//!   [`Limiter::handle_reservation`](crate::Limiter::handle_reservation):
+//!   [`Limiter::handle_reservation`](crate::Limiter::handle_reservation). Reservations are
+//!   pipelined: a queue may have several out at once.
 //!   * [`ReservationAnswer::Granted`]: the core emits `Output::Send(id)` during that call; the
-//!     send time is the time of the answer.
+//!     send time (for the local windows) is the time of the answer. Two exceptions: a request
+//!     whose deadline passed meanwhile fails with `deadline_exceeded` (or `max_wait_exceeded`),
+//!     and one that would overtake an earlier request of its queue (denied and back in line, or
+//!     reserving again) goes back behind it. In both cases the grant is returned to the store
+//!     with [`SharedUpdate::Release`] (`reached: false`), so FIFO per bucket holds.
 //!   * [`ReservationAnswer::Denied`]: the request gives back its local slot and global token (it
 //!     was never sent; no retry is counted) and goes back to its place in its queue, and what the
-//!     store said is exhausted is held until `retry_after` (see [`SharedScope`]). It is reserved
-//!     again afterwards. Deadlines and `max_wait` keep working: a request whose predicted wait now
-//!     exceeds its deadline fails at once with the prediction, and one whose deadline passes while
-//!     it is held fails then.
+//!     store said is exhausted is held until `retry_after` (at least 1 ms; see [`SharedScope`]
+//!     for what each scope holds). It is reserved again afterwards. Deadlines and `max_wait` keep
+//!     working: a request whose predicted wait now exceeds its deadline fails at once with the
+//!     prediction, and one whose deadline passes while it waits fails then.
 //!   * [`ReservationAnswer::Unavailable`] (the store is down, or did not answer in time): with
 //!     [`OnUnavailable::FailOpen`] the request is sent at once under this process's own limits;
 //!     with [`OnUnavailable::FailClosed`] it goes back to its queue. Either way the store is
-//!     marked down: until [`SharedConfig::retry_base`] (doubling per consecutive failure, up to
-//!     [`SharedConfig::retry_max`]) has passed, no reservation is made (fail-open sends directly,
-//!     fail-closed holds every request); then one reservation probes the store while the others
-//!     keep waiting (fail-closed) or keep going on local limits (fail-open). The first `Granted`
-//!     or `Denied` ends the outage. An [`Observation::StoreUnavailable`](crate::Observation::StoreUnavailable)
-//!     and later an [`Observation::StoreRecovered`](crate::Observation::StoreRecovered) are emitted.
-//!     A fail-closed hold always comes with a `WaitUntil`, so nothing hangs.
-//! * After a response or failure of a request the store granted, and on the events other processes
-//!   must know about, the core emits [`Output::Share`](crate::Output::Share) with a
-//!   [`SharedUpdate`]: plain data the driver writes to the store, fire-and-forget, **in the order
-//!   emitted and on the same connection as the reservations**, so that a report lands before the
-//!   next reservation that depends on it.
+//!     marked down: for [`SharedConfig::retry_base`] (doubling per consecutive failure, up to
+//!     [`SharedConfig::retry_max`]) no reservation is made (fail-open sends directly, fail-closed
+//!     holds every request); then one reservation probes the store while the others keep waiting
+//!     (fail-closed) or keep going on local limits (fail-open; but not the requests queued behind
+//!     the probe in its own queue, which wait for its answer). The first `Granted` or `Denied`
+//!     ends the outage. [`Observation::StoreUnavailable`](crate::Observation::StoreUnavailable)
+//!     and later [`Observation::StoreRecovered`](crate::Observation::StoreRecovered) are
+//!     emitted. A fail-closed hold always comes with a `WaitUntil`, so nothing hangs.
+//! * After a response to a request sent in shared mode, the core emits
+//!   [`Output::Share`](crate::Output::Share) with a [`SharedUpdate::Bucket`] report (whatever the
+//!   status), plus a [`SharedUpdate::Hold`] for a 429 (scope global, bucket for `shared` and
+//!   bucket 429s, route for a sub-limit, edge for a header-less one) and a
+//!   [`SharedUpdate::Invalid`] for an invalid response (401, 403, non-shared 429). A transport
+//!   failure or a cancellation in flight emits a [`SharedUpdate::Release`] (`reached` unless the
+//!   failure is [`Failure::NotSent`](crate::Failure::NotSent)). The driver writes them to the
+//!   store fire-and-forget, **in the order emitted and on the same connection as the
+//!   reservations**, so that a report lands before the next reservation that depends on it.
 //! * [`Limiter::cancel`](crate::Limiter::cancel) of a reserving request ends it at once (it was
 //!   never sent; its local slot is given back). [`Limiter::close`](crate::Limiter::close) fails
 //!   reserving requests with `closed` together with the queued ones, and so do the other paths
 //!   that fail queued requests (a 401 for their token). Their reservations are still outstanding
 //!   at the store: the driver answers them as usual, `handle_reservation` **ignores** such a late
 //!   answer (returns `Ok(())` without any outcome), and for a `Granted` one it emits a
-//!   [`SharedUpdate::Release`] so the store gives back the pioneer lock the grant may hold. An
-//!   answer for an id the limiter never reserved, or that already had its answer, is
-//!   [`Error::UnknownRequest`](crate::Error::UnknownRequest) /
-//!   [`Error::InvalidState`](crate::Error::InvalidState).
+//!   [`SharedUpdate::Release`] so the store takes the grant back. An answer for an id the limiter
+//!   never issued, or that ended otherwise, is
+//!   [`Error::UnknownRequest`](crate::Error::UnknownRequest); for a request that is not reserving
+//!   (queued, in flight, answered twice), [`Error::InvalidState`](crate::Error::InvalidState).
 //!
 //! The driver must answer every `Reserve` exactly once; if the store does not answer within the
 //! driver's own timeout, it answers [`ReservationAnswer::Unavailable`] (and drops the late
-//! answer). A request stays reserving until then: its deadline is checked when the answer comes
-//! (a `Granted` after the deadline fails the request with `deadline_exceeded` instead of sending
-//! it).
+//! answer). A request stays reserving until then: its deadline is checked when the answer comes.
 //!
-//! What the processes share is at most as permissive as what one process alone would allow: the
-//! store decides with every process's grants, and each process still applies its own limits.
-//! Two things are not shared: priorities (the store serves reservations in arrival order) and the
-//! latency margin (each process passes its own).
+//! What the processes send together is at most what one process alone would allow, with the
+//! exceptions below: the store decides with every process's grants, and each process still
+//! applies its own limits. Not shared, by design: priorities (the store serves reservations in
+//! arrival order), the latency margin (each process passes its own) and requests in flight at
+//! other processes, which the shared invalid-request budget does not count (the local budget
+//! does; keep `invalid_request_stop_at` a margin below the limit, as the defaults do). While the
+//! store is down, fail-open processes only keep their own limits.
 //!
 //! # The store contract
 //!
 //! [`MemoryStore`] is the reference model: a pure in-memory implementation of exactly what the
 //! Redis script does. Its behaviour is the specification; this section describes it key by key so
 //! a Lua script can be written from it, and `tests/vectors/store_*.json` replay it operation by
-//! operation. Two operations, each one atomic script call (one round trip):
+//! operation (answers and live key counts). Two operations, each one atomic script call (one
+//! round trip):
 //!
 //! * `reserve(now, client, reservation) -> answer`, called for each [`Output::Reserve`](crate::Output::Reserve);
 //! * `record(now, client, update)`, called for each [`Output::Share`](crate::Output::Share), fire-and-forget.
@@ -84,104 +96,118 @@
 //!
 //! ## Keys
 //!
-//! Every key starts with the driver's prefix, which should contain a Redis Cluster hash tag (e.g.
-//! `{ratelane:mybot}:`) so that all keys of one namespace live in one slot. Variable parts are
-//! length-prefixed so no identity, route or major parameter can collide with another:
+//! Every key starts with the driver's prefix `P`, which should contain a Redis Cluster hash tag
+//! (e.g. `{ratelane:mybot}:`) so that all keys of one namespace live in one slot. Variable parts
+//! are length-prefixed so no identity, route or major parameter can collide with another:
 //! `enc(s) = len(s) ":" s` (byte length in decimal). Times are store times; the model uses
 //! nanoseconds, a Lua script uses microseconds from `TIME` (divide the `_ns` arguments by 1000,
-//! rounding up, and multiply `retry_after` by 1000).
+//! rounding up, and multiply `retry_after` by 1000). A sorted set whose last member is removed
+//! is no key (as in Redis).
 //!
 //! | key | type | content | expires |
 //! |---|---|---|---|
 //! | `P "edge"` | string | time until which every request is held (a Cloudflare-style ban) | at that time |
-//! | `P "inv"` | sorted set | one member per invalid response (score: time) | `window` after the last add |
-//! | `P "g|" enc(identity)` | sorted set | one member per global grant (score: grant time; member `now ":" client ":" id`) | `global_window` after the last grant |
+//! | `P "inv"` | sorted set | one member per invalid response (score: its time) | `window` after the last add |
+//! | `P "g|" enc(identity)` | sorted set | one member per global grant, `member ":" now` (score: grant time) | `global_window` after the last grant |
 //! | `P "gp|" enc(identity)` | string | time until which the identity's global limit is paused | at that time |
 //! | `P "r|" enc(identity) enc(route)` | string | the route's bucket hash; `""`: the route has no bucket | `state_ttl` after the last write |
-//! | `P "b|" enc(identity) enc(hash) enc(major)` | hash | `limit`, `remaining`, `reset_at`, `window`, `window_start`, `provisional` (0/1), `margin` | `state_ttl` after `reset_at` |
-//! | `P "bp|" enc(identity) enc(hash) enc(major)` | sorted set | unanswered grants of the bucket (member, score: grant time) | `lease` after the last add |
-//! | `P "lr|" enc(identity) enc(route) enc(major)` | string | pioneer lock of an unknown route: the holder's member | `lease` after it was taken |
+//! | `P "b|" enc(identity) enc(hash) enc(major)` | hash | `limit`, `remaining`, `reset_at`, `window`, `window_start`, `provisional` (0/1), `margin` | `state_ttl` after `reset_at` (re-armed on every write) |
+//! | `P "bp|" enc(identity) enc(hash) enc(major)` | sorted set | unanswered grants: member, score = when it stops counting (a live grant: grant time + `lease`; a *ghost*: see below) | at its highest score |
+//! | `P "lr|" enc(identity) enc(route) enc(major)` | string | pioneer lock of a route without a known bucket: the holder's member | `lease` after it was taken |
 //! | `P "lb|" enc(identity) enc(hash) enc(major)` | string | pioneer lock of a bucket without state | `lease` after it was taken |
 //! | `P "hr|" enc(identity) enc(route) enc(major)` | string | hold of a route and major parameter (a sub-limit) until | at that time |
 //! | `P "hb|" enc(identity) enc(hash) enc(major)` | string | hold of a bucket (a shared-resource 429) until | at that time |
 //!
 //! The bucket hash of a reservation is read from the `r|` key, so `b|`, `bp|`, `lb|` and `hb|`
-//! keys are discovered inside the script: the script cannot declare every key it touches in
-//! `KEYS`. With the hash tag they are all in one slot, which Redis Cluster accepts in practice;
-//! a deployment that enforces declared keys strictly needs the bucket hash passed by the client
-//! (the reservation's `bucket`) and loses the cross-process route learning. This is a known
-//! limitation.
+//! keys are discovered inside the script: it cannot declare every key it touches in `KEYS`. With
+//! the hash tag they are all in one slot, which Redis Cluster accepts in practice; a deployment
+//! that enforces declared keys strictly has to pass the reservation's `bucket` and give up the
+//! cross-process route learning. This is a known limitation.
+//!
+//! **Rolling a bucket window** (`roll`): if the `b` key exists and now >= `reset_at`: drop `bp`
+//! members with score <= now; then `window_start = now`, `remaining = max(limit - card(bp), 0)`
+//! (unanswered grants may land in the new window: they are *carried*),
+//! `reset_at = now + window + margin`, `provisional = 1`. (A later report replaces a provisional
+//! `reset_at`.)
 //!
 //! ## `reserve`
 //!
-//! Checks run in this order; the first that fails answers
-//! `Denied { retry_after, scope }` **and changes nothing** (except a bucket window roll, step 5,
-//! which is a pure function of time and is kept). If none fails, the grant is committed (step 7)
-//! and the answer is `Granted`.
+//! Checks run in this order; the first that fails answers `Denied { retry_after, scope }` **and
+//! changes nothing** but a bucket roll (a pure function of time, kept). If none fails, the grant
+//! is committed (step 7) and the answer is `Granted`.
 //!
-//! 1. **edge**: `edge` key > now: denied until then, scope `edge`.
+//! 1. **edge**: `edge` > now: denied until then, scope `edge`.
 //! 2. **invalid** (if `invalid_limit > 0`): drop `inv` members with score <= now -
-//!    `invalid_window`; if `n` members remain and `n >= invalid_limit`: denied until the score of
-//!    the member at rank `n - invalid_limit` (0-based, ascending) + `invalid_window`, scope
-//!    `invalid`.
-//! 3. **global** (if `counts_global`): `gp` key > now: denied until then, scope `global`. Then if
-//!    `global_limit > 0`: count the `g` members with score > now - `global_window`; if that count
-//!    `n >= global_limit`: denied until (score of the member at rank `n - global_limit` among
-//!    those) + `global_window`, scope `global`. (Members older than twice `global_window` may be
-//!    dropped; processes may pass slightly different windows, so the count uses this
-//!    reservation's window.)
-//! 4. **route hold**: `hr` key > now: denied until then, scope `route`.
-//! 5. **bucket**: the hash is the `r` key's value if it exists, else the reservation's `bucket`.
+//!    `invalid_window`; if `n` remain and `n >= invalid_limit`: denied until the score of the
+//!    member at rank `n - invalid_limit` (0-based, ascending) + `invalid_window`, scope `invalid`.
+//! 3. **global** (if `counts_global`): `gp` > now: denied until then, scope `global`. Then if
+//!    `global_limit > 0`: drop `g` members with score <= now - 2 x `global_window`; of those with
+//!    score > now - `global_window` (this reservation's window: processes pass slightly
+//!    different margins), if there are `n >= global_limit`: denied until the score of the one at
+//!    rank `n - global_limit` among them + `global_window`, scope `global`.
+//! 4. **route hold**: `hr` > now: denied until then, scope `route`.
+//! 5. **bucket**: the hash is the `r` value if the key exists, else the reservation's `bucket`.
 //!    * `""`: the route has no bucket; go to step 7.
-//!    * a hash `h`: `hb` key > now: denied until then, scope `bucket`. Then, if the `b` key exists:
-//!      drop `bp` members with score <= now - `lease`; if now >= `reset_at`, **roll**:
-//!      `window_start = now`, `remaining = max(limit - card(bp), 0)`,
-//!      `reset_at = now + window + margin` (the reservation's `margin`), `provisional = 1`,
-//!      `margin` stored. If `remaining == 0`: denied until `reset_at`, scope `bucket`.
-//!      Otherwise the grant will take one (step 7). If the `b` key does not exist: the pioneer
-//!      lock `lb` (step 6).
+//!    * a hash `h`: `hb` > now: denied until then, scope `bucket`. Then, if the `b` key exists:
+//!      if now >= `reset_at`, set `margin` to the reservation's `margin` and roll; if
+//!      `remaining == 0`: denied until `reset_at`, scope `bucket`; otherwise the grant takes one
+//!      (step 7). If the `b` key does not exist: the pioneer lock `lb` (step 6).
 //!    * no hash: the pioneer lock `lr` (step 6).
 //! 6. **pioneer lock**: if the lock exists and its value is not this member: denied for
-//!    min(`pioneer_poll`, the lock's remaining time), scope `pioneer`. Otherwise the grant will
-//!    take (or refresh) it.
-//! 7. **commit**: if `counts_global` and `global_limit > 0`, add a `g` member (score now) and set
-//!    the key to expire after `global_window`; if step 5 found bucket state, `remaining -= 1`, add
-//!    this member to `bp` (score now; expire the key after `lease`) and re-arm the `b` key's
-//!    expiry; if step 6 applies, set the lock to this member, expiring after `lease`.
+//!    min(`pioneer_poll`, the lock's remaining time), scope `pioneer`. Otherwise the grant takes
+//!    (or refreshes) it.
+//! 7. **commit**: if `counts_global` and `global_limit > 0`, add `member ":" now` to `g` (score
+//!    now) and expire the key `global_window` later; if step 5 found bucket state,
+//!    `remaining -= 1`, add this member to `bp` with score now + `lease` (replacing its previous
+//!    score), expire `bp` at its highest score, re-arm the `b` expiry; if step 6 applies, set the
+//!    lock to this member, expiring `lease` later.
 //!
 //! ## `record`
 //!
-//! * [`SharedUpdate::Bucket`] (a response arrived): with `hash` = the update's `bucket`, else the
-//!   `r` key's value if it is not `""`:
+//! In all updates, `hash` is the update's `bucket`, else the `r` value if it is not `""`. A
+//! *live* `bp` entry of this member is one named `member` with a score > now; its grant time is
+//! its score - `lease`.
+//!
+//! * [`SharedUpdate::Bucket`] (a response arrived):
 //!   1. if the update names a `bucket`, set `r` to it; else if `unlimited`, set `r` to `""`
-//!      (expire after `state_ttl`);
-//!   2. delete the `lr` lock and (with `hash`) the `lb` lock if their value is this member;
-//!   3. with `hash`: remove this member from `bp`, remembering its score (the grant time);
-//!   4. if the update carries no `limit`, `remaining` nor `reset_after`, stop;
-//!   5. if the `b` key does not exist, create it: `limit` = the update's limit, else remaining +
+//!      (either way expiring `state_ttl` later);
+//!   2. with `hash`: roll the bucket if due, **before** anything else: this request reached the
+//!      server, maybe in the window that follows, so it still counts as carried;
+//!   3. delete the `lr` lock (and with `hash` the `lb` lock) if its value is this member;
+//!   4. without `limit`, `remaining` and `reset_after` (a 5xx, say): if `hash` and the `b` key
+//!      exist, the member's live entry becomes a **ghost**: removed, and added back as
+//!      `member "~" grant time` with score grant time + `window` + `margin` if that is later
+//!      than now, extending the key's expiry to it (the server may have counted the request, and a
+//!      sliding window keeps counting it past the known reset). Without them the live entry
+//!      stays as it is. Stop;
+//!   5. otherwise remove the member's live entry, remembering its grant time; without `hash`,
+//!      stop;
+//!   6. if the `b` key does not exist, create it: `limit` = the update's limit, else remaining +
 //!      1, else 1 (at least 1); `remaining` = the update's remaining (else `limit - 1`) minus
 //!      `card(bp)`, at least 0; `window` = max(the update's `window`, `reset_after`), or 1 s if
 //!      both are absent; `reset_at` = now + `reset_after` (`provisional = 0`), or now + `window`
-//!      (`provisional = 1`); `window_start = now`; `margin = 0`. Stop.
-//!   6. otherwise: if now >= `reset_at`, roll (as in `reserve`, with the stored `margin`). Take the
-//!      update's `limit` (at least 1) and `window = max(window, update window)`. The report is
-//!      **stale** if this member's grant time (step 3) is < `window_start`, or if
-//!      now + `reset_after` <= `window_start`; a stale report changes nothing more. Otherwise:
-//!      `remaining = min(remaining, max(update remaining - card(bp), 0))`; with `reset_after`:
-//!      `window = max(window, reset_after)`, and `reset_at` = now + `reset_after` if
-//!      `provisional` (then `provisional = 0`), else the larger of the two.
-//!   7. the `b` key expires `state_ttl` after `reset_at`.
-//! * [`SharedUpdate::Release`] (a granted request will not be answered): with `hash` as above,
-//!   delete the `lr` / `lb` locks held by this member; if not `reached`, remove the member from
-//!   `bp`. (A request that may have reached the server keeps counting until its lease ends.)
+//!      (`provisional = 1`); `window_start = now`; `margin = 0`. Go to 8;
+//!   7. otherwise take the update's `limit` (at least 1) and `window = max(window, update
+//!      window)`. The report is **stale** if the grant time from step 5 is < `window_start`, or
+//!      if now + `reset_after` <= `window_start`: it describes an earlier window and changes
+//!      nothing more. Otherwise: `remaining = min(remaining, max(update remaining - card(bp),
+//!      0))`; with `reset_after`: `window = max(window, reset_after)`, and `reset_at` =
+//!      now + `reset_after` if `provisional` (then `provisional = 0`), else the larger of the two;
+//!   8. re-arm the `b` key's expiry: `state_ttl` after `reset_at`.
+//! * [`SharedUpdate::Release`] (a granted request will not be answered): if `reached` (it may
+//!   have reached the server): roll the bucket if due, delete the locks held by this member, and
+//!   turn its live entry into a ghost (as in step 4 above). If not `reached` (it never left):
+//!   delete the locks held by this member, remove its live entry, and give the grant back: remove
+//!   this member's newest `g` member (`member ":" *`), and if the entry's grant time >=
+//!   `window_start` and now < `reset_at`, `remaining = min(remaining + 1, limit)`.
 //! * [`SharedUpdate::Hold`]: until = now + `retry_after`; set the key of its scope to the larger
 //!   of its value and until, expiring then: `edge` → `edge`; `global` → `gp`; `route` → `hr`;
-//!   `bucket` → `hb` (with `hash` as above; without one, `hr`). Other scopes are ignored.
-//! * [`SharedUpdate::Invalid`]: add a member to `inv` (score now, member
-//!   `now ":" client ":" id`) and set the key to expire after `window`.
+//!   `bucket` → `hb` (without `hash`: `hr`). Other scopes are ignored.
+//! * [`SharedUpdate::Invalid`]: add a member to `inv` (score now, e.g. `now ":" client ":"
+//!   id`) and expire the key `window` later.
 //!
-//! A key that expired is simply absent: every rule above falls back to the conservative path
-//! (a pioneer lock for a bucket without state), so expiry only ever costs throughput.
+//! A key that expired is simply absent: every rule above then takes the conservative path (a
+//! pioneer lock for a bucket without state), so expiry only ever costs throughput.
 //!
 //! # Example: two processes share a bucket through a store
 //!
@@ -483,4 +509,61 @@ pub enum SharedUpdate {
         #[cfg_attr(feature = "serde", serde(rename = "window_ns"))]
         window: Nanos,
     },
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The serde forms are the ones the vector files use (tests/vectors/README.md), so a
+    /// binding can pass them through.
+    #[test]
+    fn serde_forms_match_the_vector_files() {
+        let r = Reservation {
+            id: 7,
+            identity: "bot".into(),
+            route: "GET /guilds/:id".into(),
+            major: "1".into(),
+            bucket: None,
+            counts_global: true,
+            global_limit: 50,
+            global_window: 1_125_000_000,
+            margin: 125_000_000,
+            invalid_limit: 9000,
+            invalid_window: 600_000_000_000,
+        };
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            json!({"id": 7, "identity": "bot", "route": "GET /guilds/:id", "major": "1", "bucket": null,
+                   "counts_global": true, "global_limit": 50, "global_window_ns": 1_125_000_000u64,
+                   "margin_ns": 125_000_000, "invalid_limit": 9000, "invalid_window_ns": 600_000_000_000u64})
+        );
+        let denied = ReservationAnswer::Denied { retry_after: 5, scope: SharedScope::Pioneer };
+        assert_eq!(
+            serde_json::to_value(denied).unwrap(),
+            json!({"answer": "denied", "retry_after_ns": 5, "scope": "pioneer"})
+        );
+        assert_eq!(serde_json::to_value(ReservationAnswer::Granted).unwrap(), json!({"answer": "granted"}));
+        let hold = SharedUpdate::Hold {
+            scope: SharedScope::Route,
+            identity: "bot".into(),
+            route: "PATCH /channels/:id".into(),
+            major: "9".into(),
+            bucket: Some("rename".into()),
+            retry_after: 3,
+        };
+        assert_eq!(
+            serde_json::to_value(&hold).unwrap(),
+            json!({"share": "hold", "scope": "route", "identity": "bot", "route": "PATCH /channels/:id",
+                   "major": "9", "bucket": "rename", "retry_after_ns": 3})
+        );
+        let back: SharedUpdate = serde_json::from_value(serde_json::to_value(&hold).unwrap()).unwrap();
+        assert_eq!(back, hold);
+        assert_eq!(
+            serde_json::to_value(SharedUpdate::Invalid { id: 1, window: 2 }).unwrap(),
+            json!({"share": "invalid", "id": 1, "window_ns": 2})
+        );
+        assert_eq!(serde_json::to_value(OnUnavailable::FailClosed).unwrap(), json!("fail_closed"));
+    }
 }
