@@ -718,6 +718,7 @@ impl Limiter {
                         major: orphan.major,
                         bucket: orphan.bucket,
                         reached: false,
+                        window: None,
                     }));
                 }
                 ReservationAnswer::Denied { .. } => self.store_answered(),
@@ -1364,6 +1365,7 @@ impl Limiter {
     /// A granted request `id` will not be answered.
     fn release(&self, id: RequestId, reached: bool) -> SharedUpdate {
         let r = self.req(id);
+        let b = &self.queue(r.qid).bucket;
         SharedUpdate::Release {
             id,
             identity: self.identities[r.identity].name.clone(),
@@ -1371,6 +1373,7 @@ impl Limiter {
             major: r.major.clone(),
             bucket: self.queue_hash(r.qid),
             reached,
+            window: (b.known && !b.unlimited).then(|| b.window_estimate()),
         }
     }
 

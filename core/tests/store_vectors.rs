@@ -125,6 +125,7 @@ fn release(id: u64, route: &str, major: &str, bucket: Option<&str>, reached: boo
         major: major.into(),
         bucket: bucket.map(str::to_string),
         reached,
+        window: None,
     }
 }
 
@@ -259,6 +260,24 @@ fn cases() -> Vec<Case> {
             .record(70_600 * MS, "b", hold(SharedScope::Bucket, MSG, "8", Some("msg"), 1_337 * S))
             .reserve(70_700 * MS, "a", res(5, MSG, "8"))
             .reserve(70_800 * MS, "a", res(6, MSG, "7")),
+    });
+
+    v.push(Case {
+        file: "reported",
+        comment: "What a bucket still allows is its lowest report in the window minus the unanswered grants, \
+                  recomputed as answers come in: x's report (remaining 2) already counts y, which arrived first but \
+                  is not answered yet, so for a moment only 1 more is allowed; once y's report is in, 2 are.",
+        config: SharedConfig::default(),
+        script: Script::new()
+            .reserve(0, "a", with_bucket(res(1, MSG, "5"), "h"))
+            .record(100 * MS, "a", report(1, MSG, "5", Some("h"), Some(5), Some(4), Some(5 * S), Some(5 * S)))
+            .reserve(110 * MS, "b", with_bucket(res(1, MSG, "5"), "h"))
+            .reserve(111 * MS, "a", with_bucket(res(2, MSG, "5"), "h"))
+            .record(200 * MS, "a", report(2, MSG, "5", Some("h"), Some(5), Some(2), Some(4_900 * MS), None))
+            .record(210 * MS, "b", report(1, MSG, "5", Some("h"), Some(5), Some(3), Some(4_900 * MS), None))
+            .reserve(300 * MS, "a", with_bucket(res(3, MSG, "5"), "h"))
+            .reserve(301 * MS, "a", with_bucket(res(4, MSG, "5"), "h"))
+            .reserve(302 * MS, "a", with_bucket(res(5, MSG, "5"), "h")),
     });
 
     let mut short = SharedConfig::default();

@@ -111,7 +111,7 @@
 //! | `P "g|" enc(identity)` | sorted set | one member per global grant, `member ":" now` (score: grant time) | `global_window` after the last grant |
 //! | `P "gp|" enc(identity)` | string | time until which the identity's global limit is paused | at that time |
 //! | `P "r|" enc(identity) enc(route)` | string | the route's bucket hash; `""`: the route has no bucket | `state_ttl` after the last write |
-//! | `P "b|" enc(identity) enc(hash) enc(major)` | hash | `limit`, `remaining`, `reset_at`, `window`, `window_start`, `provisional` (0/1), `margin` | `state_ttl` after `reset_at` (re-armed on every write) |
+//! | `P "b|" enc(identity) enc(hash) enc(major)` | hash | `limit`, `remaining` (countdown of grants in this window), `reported` (lowest `remaining` reported in this window; absent after a roll), `reset_at`, `window`, `window_start`, `provisional` (0/1), `margin` | `state_ttl` after `reset_at` (re-armed on every write) |
 //! | `P "bp|" enc(identity) enc(hash) enc(major)` | sorted set | unanswered grants: member, score = when it stops counting (a live grant: grant time + `lease`; a *ghost*: see below) | at its highest score |
 //! | `P "lr|" enc(identity) enc(route) enc(major)` | string | pioneer lock of a route without a known bucket: the holder's member | `lease` after it was taken |
 //! | `P "lb|" enc(identity) enc(hash) enc(major)` | string | pioneer lock of a bucket without state | `lease` after it was taken |
@@ -126,9 +126,13 @@
 //!
 //! **Rolling a bucket window** (`roll`): if the `b` key exists and now >= `reset_at`: drop `bp`
 //! members with score <= now; then `window_start = now`, `remaining = max(limit - card(bp), 0)`
-//! (unanswered grants may land in the new window: they are *carried*),
+//! (unanswered grants may land in the new window: they are *carried*), `reported` deleted,
 //! `reset_at = now + window + margin`, `provisional = 1`. (A later report replaces a provisional
 //! `reset_at`.)
+//!
+//! **Available** in a bucket: `reported - card(bp)` (at least 0) if `reported` is set, else
+//! `remaining`. (The lowest report is the server's latest state; what it did not count is still
+//! unanswered, or came back with a lower report. This is the engine's own rule.)
 //!
 //! ## `reserve`
 //!
@@ -149,16 +153,16 @@
 //! 5. **bucket**: the hash is the `r` value if the key exists, else the reservation's `bucket`.
 //!    * `""`: the route has no bucket; go to step 7.
 //!    * a hash `h`: `hb` > now: denied until then, scope `bucket`. Then, if the `b` key exists:
-//!      if now >= `reset_at`, set `margin` to the reservation's `margin` and roll; if
-//!      `remaining == 0`: denied until `reset_at`, scope `bucket`; otherwise the grant takes one
-//!      (step 7). If the `b` key does not exist: the pioneer lock `lb` (step 6).
+//!      if now >= `reset_at`, set `margin` to the reservation's `margin` and roll; drop `bp`
+//!      members with score <= now; if *available* is 0: denied until `reset_at`, scope
+//!      `bucket`; otherwise the grant takes one (step 7). If the `b` key does not exist: the pioneer lock `lb` (step 6).
 //!    * no hash: the pioneer lock `lr` (step 6).
 //! 6. **pioneer lock**: if the lock exists and its value is not this member: denied for
 //!    min(`pioneer_poll`, the lock's remaining time), scope `pioneer`. Otherwise the grant takes
 //!    (or refreshes) it.
 //! 7. **commit**: if `counts_global` and `global_limit > 0`, add `member ":" now` to `g` (score
 //!    now) and expire the key `global_window` later; if step 5 found bucket state,
-//!    `remaining -= 1`, add this member to `bp` with score now + `lease` (replacing its previous
+//!    `remaining -= 1` (not below 0), add this member to `bp` with score now + `lease` (replacing its previous
 //!    score), expire `bp` at its highest score, re-arm the `b` expiry; if step 6 applies, set the
 //!    lock to this member, expiring `lease` later.
 //!
@@ -173,7 +177,11 @@
 //!      (either way expiring `state_ttl` later);
 //!   2. with `hash`: roll the bucket if due, **before** anything else: this request reached the
 //!      server, maybe in the window that follows, so it still counts as carried;
-//!   3. delete the `lr` lock (and with `hash` the `lb` lock) if its value is this member;
+//!   3. delete the `lr` lock (and with `hash` the `lb` lock) if its value is this member --
+//!      except, for an update without `limit`, `remaining` and `reset_after`, an `lb` lock when
+//!      the `b` key does not exist and the update has a `window`: that pioneer may have been
+//!      counted, so the lock stays as a ghost, its value set to `member "~"` (no grant matches
+//!      it) and its expiry brought forward to at most now + 2 x `window`;
 //!   4. without `limit`, `remaining` and `reset_after` (a 5xx, say): if `hash` and the `b` key
 //!      exist, the member's live entry becomes a **ghost**: removed, and added back as
 //!      `member "~" grant time` with score grant time + `window` + `margin` if that is later
@@ -183,20 +191,22 @@
 //!   5. otherwise remove the member's live entry, remembering its grant time; without `hash`,
 //!      stop;
 //!   6. if the `b` key does not exist, create it: `limit` = the update's limit, else remaining +
-//!      1, else 1 (at least 1); `remaining` = the update's remaining (else `limit - 1`) minus
-//!      `card(bp)`, at least 0; `window` = max(the update's `window`, `reset_after`), or 1 s if
+//!      1, else 1 (at least 1); `reported` = the update's remaining (absent without one);
+//!      `remaining` = the update's remaining (else `limit - 1`) minus `card(bp)`, at least 0;
+//!      `window` = max(the update's `window`, `reset_after`), or 1 s if
 //!      both are absent; `reset_at` = now + `reset_after` (`provisional = 0`), or now + `window`
 //!      (`provisional = 1`); `window_start = now`; `margin = 0`. Go to 8;
 //!   7. otherwise take the update's `limit` (at least 1) and `window = max(window, update
 //!      window)`. The report is **stale** if the grant time from step 5 is < `window_start`, or
 //!      if now + `reset_after` <= `window_start`: it describes an earlier window and changes
-//!      nothing more. Otherwise: `remaining = min(remaining, max(update remaining - card(bp),
-//!      0))`; with `reset_after`: `window = max(window, reset_after)`, and `reset_at` =
+//!      nothing more. Otherwise: with the update's remaining, `reported` = the smaller of it and
+//!      `reported` (or it, if absent); with `reset_after`: `window = max(window, reset_after)`, and `reset_at` =
 //!      now + `reset_after` if `provisional` (then `provisional = 0`), else the larger of the two;
 //!   8. re-arm the `b` key's expiry: `state_ttl` after `reset_at`.
 //! * [`SharedUpdate::Release`] (a granted request will not be answered): if `reached` (it may
-//!   have reached the server): roll the bucket if due, delete the locks held by this member, and
-//!   turn its live entry into a ghost (as in step 4 above). If not `reached` (it never left):
+//!   have reached the server): roll the bucket if due, delete the locks held by this member
+//!   (with the ghost-lock exception of step 3 above), and turn its live entry into a ghost (as
+//!   in step 4). If not `reached` (it never left):
 //!   delete the locks held by this member, remove its live entry, and give the grant back: remove
 //!   this member's newest `g` member (`member ":" *`), and if the entry's grant time >=
 //!   `window_start` and now < `reset_at`, `remaining = min(remaining + 1, limit)`.
@@ -481,6 +491,9 @@ pub enum SharedUpdate {
         bucket: Option<String>,
         /// Whether it may have reached the server (its grant then keeps counting).
         reached: bool,
+        /// The bucket's window length as this process estimates it (as in `Bucket`).
+        #[cfg_attr(feature = "serde", serde(rename = "window_ns"))]
+        window: Option<Nanos>,
     },
     /// Everyone must hold `scope` for `retry_after` (a 429 told so): `global` (a global 429),
     /// `route` (a sub-limit), `bucket` (a shared-resource 429) or `edge` (a 429 without

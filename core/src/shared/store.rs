@@ -67,7 +67,14 @@ type Triple = (String, String, String);
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct BucketState {
     limit: u32,
+    /// Grants still allowed in this window, counted down from its start (used until a report
+    /// of this window arrives).
     remaining: u32,
+    /// The lowest `remaining` a report of this window gave (`None` after a roll until one
+    /// arrives). What may still be granted is this minus the unanswered grants: the lowest
+    /// report is the server's latest state, and what it did not count is unanswered or came
+    /// back with a lower report (the engine's own rule).
+    reported: Option<u32>,
     reset_at: Nanos,
     window: Nanos,
     window_start: Nanos,
@@ -82,6 +89,7 @@ impl BucketState {
         if now >= self.reset_at {
             self.window_start = now;
             self.remaining = self.limit.saturating_sub(carried.min(u32::MAX as usize) as u32);
+            self.reported = None;
             self.reset_at = now.saturating_add(self.window).saturating_add(self.margin);
             self.provisional = true;
         }
@@ -322,8 +330,13 @@ impl MemoryStore {
                         b.margin = r.margin;
                     }
                     self.roll_if_due(now, &key);
+                    let unanswered = self.live_pending(now, &key);
                     let b = self.buckets.get(now, &key).expect("checked above");
-                    if b.remaining == 0 {
+                    let available = match b.reported {
+                        Some(r) => r.saturating_sub(unanswered.min(u32::MAX as usize) as u32),
+                        None => b.remaining,
+                    };
+                    if available == 0 {
                         return deny(b.reset_at.max(now + 1), SharedScope::Bucket);
                     }
                     Take::Slot(key)
@@ -362,7 +375,7 @@ impl MemoryStore {
             Take::Nothing => {}
             Take::Slot(key) => {
                 let b = self.buckets.get_mut(now, &key).expect("checked above");
-                b.remaining -= 1;
+                b.remaining = b.remaining.saturating_sub(1);
                 let expires = b.reset_at.saturating_add(self.state_ttl);
                 self.buckets.expire_at(&key, expires);
                 match self.pending.get_mut(now, &key) {
@@ -415,7 +428,8 @@ impl MemoryStore {
                 // 3. locks, the unanswered grant: answered, or, for an answer that says nothing
                 // about the bucket (a 5xx), a ghost.
                 let informative = limit.is_some() || remaining.is_some() || reset_after.is_some();
-                let granted_at = self.release(now, &member, identity, route, major, hash.as_deref(), !informative);
+                let granted_at =
+                    self.release(now, &member, identity, route, major, hash.as_deref(), !informative, *window);
                 let Some(h) = hash else { return };
                 if !informative {
                     self.ghost(now, &member, identity, major, &h);
@@ -436,6 +450,7 @@ impl MemoryStore {
                         let state = BucketState {
                             limit,
                             remaining: rem,
+                            reported: *remaining,
                             reset_at: t_r.unwrap_or_else(|| now.saturating_add(w)),
                             window: w,
                             window_start: now,
@@ -457,8 +472,7 @@ impl MemoryStore {
                             || t_r.is_some_and(|t| t <= b.window_start);
                         if !stale {
                             if let Some(rem) = remaining {
-                                let fresh = rem.saturating_sub(pending.min(u32::MAX as usize) as u32);
-                                b.remaining = b.remaining.min(fresh);
+                                b.reported = Some(b.reported.map_or(*rem, |r| r.min(*rem)));
                             }
                             if let (Some(t), Some(ra)) = (t_r, reset_after) {
                                 b.window = b.window.max(*ra);
@@ -472,7 +486,7 @@ impl MemoryStore {
                     }
                 }
             }
-            SharedUpdate::Release { id, identity, route, major, bucket, reached } => {
+            SharedUpdate::Release { id, identity, route, major, bucket, reached, window } => {
                 let member = format!("{client}:{id}");
                 let hash = bucket.clone().or_else(|| {
                     self.hash_for(now, identity, route, None).filter(|h| !h.is_empty())
@@ -480,7 +494,8 @@ impl MemoryStore {
                 if *reached && let Some(h) = &hash {
                     self.roll_if_due(now, &(identity.clone(), h.clone(), major.clone()));
                 }
-                let granted_at = self.release(now, &member, identity, route, major, hash.as_deref(), *reached);
+                let granted_at =
+                    self.release(now, &member, identity, route, major, hash.as_deref(), *reached, *window);
                 if !*reached {
                     self.give_back(now, &member, identity, major, hash.as_deref(), granted_at);
                 } else if let Some(h) = hash {
@@ -611,6 +626,7 @@ impl MemoryStore {
         major: &str,
         hash: Option<&str>,
         reached: bool,
+        window: Option<Nanos>,
     ) -> Option<Nanos> {
         let route_key: Triple = (identity.to_string(), route.to_string(), major.to_string());
         if self.route_locks.get(now, &route_key).is_some_and(|m| m == member) {
@@ -619,7 +635,17 @@ impl MemoryStore {
         let h = hash?;
         let key: Triple = (identity.to_string(), h.to_string(), major.to_string());
         if self.bucket_locks.get(now, &key).is_some_and(|m| m == member) {
-            self.bucket_locks.remove(&key);
+            match window {
+                // The pioneer of a known bucket without state may have been counted: its lock
+                // stays, as a ghost no grant can match, for up to two windows (the request may
+                // still arrive after now), within the lease.
+                Some(w) if reached && self.buckets.get(now, &key).is_none() => {
+                    let e = self.bucket_locks.map.get_mut(&key).expect("live lock");
+                    e.value = format!("{member}~");
+                    e.expires_at = e.expires_at.min(now.saturating_add(w.saturating_mul(2)));
+                }
+                _ => self.bucket_locks.remove(&key),
+            }
         }
         if reached {
             return None;

@@ -277,7 +277,9 @@ pub struct SendRecord {
     /// Global order of sends and enqueues (ties within one instant).
     pub seq: u64,
     /// Whether the limiter had already been given a response with bucket headers for the same
-    /// (identity, route, major) when it sent this: a limit it knew.
+    /// (identity, route, major) when it sent this: a limit it knew. In a cluster with a store,
+    /// also when the store had recorded such a response of another process (shared knowledge;
+    /// a report lost while the store was down shares nothing).
     pub informed: bool,
     /// The index of its arrival in [`Report::server_log`], if it reached the server.
     pub arrival: Option<usize>,
@@ -705,7 +707,7 @@ const MAX_TIMEOUTS_AT_INSTANT: u64 = 100_000;
 /// cover reservations: a `Reserve` only for a queued request, at most one outstanding per
 /// request, no `Send` while one is outstanding, and a late answer for a request that ended is
 /// accepted (ignored) by the limiter. Knowledge of a bucket ([`SendRecord::informed`]) counts
-/// across processes: they share it through the store.
+/// across processes once the store has recorded it: they share it through the store.
 #[derive(Debug)]
 pub struct Simulation {
     limiters: Vec<Limiter>,
@@ -721,7 +723,10 @@ pub struct Simulation {
     records: Vec<RequestRecord>,
     by_id: HashMap<(usize, RequestId), usize>,
     timer_generation: Vec<u64>,
-    informed: HashSet<(String, String, String)>,
+    /// (process, identity, route, major) whose bucket headers the process has seen.
+    informed: HashSet<(usize, String, String, String)>,
+    /// (identity, route, major) whose bucket report the store has recorded.
+    store_informed: HashSet<(String, String, String)>,
     observations: Vec<(Nanos, Observation)>,
     trace: Vec<String>,
     steps: u64,
@@ -765,6 +770,7 @@ impl Simulation {
             by_id: HashMap::new(),
             timer_generation: vec![0; n],
             informed: HashSet::new(),
+            store_informed: HashSet::new(),
             observations: Vec::new(),
             trace: Vec::new(),
             steps: 0,
@@ -1127,6 +1133,12 @@ impl Simulation {
                 if let Some(store) = self.store.as_mut() {
                     store.record(now, &client, &update);
                 }
+                if let SharedUpdate::Bucket { identity, route, major, bucket: Some(_), limit, remaining, reset_after, .. } =
+                    &update
+                    && (limit.is_some() || remaining.is_some() || reset_after.is_some())
+                {
+                    self.store_informed.insert((identity.clone(), route.clone(), major.clone()));
+                }
                 note!(self, "{}store: recorded {update:?}", self.tag(p));
                 Ok(())
             }
@@ -1195,8 +1207,12 @@ impl Simulation {
         self.records[ticket].sends[send].answered_at = Some(now);
         if response.header("X-RateLimit-Bucket").is_some() {
             let r = &self.records[ticket];
-            self.informed
-                .insert((r.request.identity.clone(), r.route.clone(), r.major.clone()));
+            self.informed.insert((
+                r.process,
+                r.request.identity.clone(),
+                r.route.clone(),
+                r.major.clone(),
+            ));
         }
         let wall = self.wall_clock_ms();
         let p = self.records[ticket].process;
@@ -1404,9 +1420,9 @@ impl Simulation {
             return Err(self.err(format!("Output::Send({id}) while it is already in flight")));
         }
         let r = &self.records[t];
-        let informed =
-            self.informed
-                .contains(&(r.request.identity.clone(), r.route.clone(), r.major.clone()));
+        let key = (r.request.identity.clone(), r.route.clone(), r.major.clone());
+        let informed = self.store_informed.contains(&key)
+            || self.informed.contains(&(p, key.0, key.1, key.2));
         self.seq += 1;
         let send = self.records[t].sends.len();
         self.records[t].sends.push(SendRecord {

@@ -53,9 +53,9 @@ pub fn update_json(u: &SharedUpdate) -> Value {
                 "reset_after_ns": reset_after, "window_ns": window,
             })
         }
-        SharedUpdate::Release { id, identity, route, major, bucket, reached } => json!({
+        SharedUpdate::Release { id, identity, route, major, bucket, reached, window } => json!({
             "share": "release", "id": id, "identity": identity, "route": route, "major": major,
-            "bucket": bucket, "reached": reached,
+            "bucket": bucket, "reached": reached, "window_ns": window,
         }),
         SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after } => json!({
             "share": "hold", "scope": scope.as_str(), "identity": identity, "route": route,
@@ -87,6 +87,7 @@ pub fn update_from(v: &Value) -> SharedUpdate {
             major: s(v, "major"),
             bucket: opt_s(v, "bucket"),
             reached: v["reached"].as_bool().expect("reached"),
+            window: v["window_ns"].as_u64(),
         },
         "hold" => SharedUpdate::Hold {
             scope: SharedScope::from_name(&s(v, "scope")).expect("scope"),
