@@ -5,7 +5,6 @@
 //! outputs are small frozen classes; `Idle` is one shared instance; dispositions are interned
 //! strings; headers are borrowed from the Python strings where the stable ABI allows it.
 
-use std::panic::AssertUnwindSafe;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
@@ -700,27 +699,11 @@ impl Limiter {
 // ------------------------------------------------------------------------------ simulator
 
 fn server_from_json(py: Python<'_>, text: Option<&str>) -> PyResult<sim::Server> {
+    // The core's parser checks everything `Server::new` asserts (known buckets, non-zero
+    // windows), so a bad configuration is an InvalidConfigError, never a panic.
     let config = ratelane::json::server_config_from_json(text.unwrap_or("{}"))
         .map_err(|e| core_error(py, e))?;
-    for (key, route) in &config.routes {
-        if let Some(hash) = &route.bucket
-            && !config.buckets.contains_key(hash)
-        {
-            return Err(core_error(
-                py,
-                Error::InvalidConfig(format!("route {key:?} names unknown bucket {hash:?}")),
-            ));
-        }
-    }
-    // Server::new asserts what remains (zero windows are already rejected by the parser).
-    std::panic::catch_unwind(AssertUnwindSafe(|| sim::Server::new(config))).map_err(|panic| {
-        let message = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "the simulator rejected its configuration".to_string());
-        core_error(py, Error::InvalidConfig(message))
-    })
+    Ok(sim::Server::new(config))
 }
 
 /// The simulator's model of Discord's server (`ratelane::sim::Server`).
