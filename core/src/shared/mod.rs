@@ -250,6 +250,26 @@ mod store;
 
 pub use store::MemoryStore;
 
+/// A store a program calls in-process, one operation at a time: [`MemoryStore`], or an adapter
+/// over a real store. The simulator ([`Simulation::with_store`](crate::sim::Simulation::with_store))
+/// takes any, so the same multi-process scenarios run against the model and, in the Redis
+/// crate's tests, against Redis. `now` is the store's clock (see the contract above).
+pub trait SharedStore: std::fmt::Debug {
+    /// The contract's `reserve`.
+    fn reserve(&mut self, now: Nanos, client: &str, reservation: &Reservation) -> ReservationAnswer;
+    /// The contract's `record`.
+    fn record(&mut self, now: Nanos, client: &str, update: &SharedUpdate);
+}
+
+impl SharedStore for MemoryStore {
+    fn reserve(&mut self, now: Nanos, client: &str, reservation: &Reservation) -> ReservationAnswer {
+        MemoryStore::reserve(self, now, client, reservation)
+    }
+    fn record(&mut self, now: Nanos, client: &str, update: &SharedUpdate) {
+        MemoryStore::record(self, now, client, update)
+    }
+}
+
 use crate::types::{MILLISECOND, Nanos, RequestId, SECOND};
 
 /// What a limiter in shared mode does when the store cannot answer

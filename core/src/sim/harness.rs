@@ -9,7 +9,7 @@ use super::server::{
     Arrival, BucketSpec, Server, ServerOutcome, ServerResponse, WindowKind, max_in_window,
 };
 use crate::limiter::Limiter;
-use crate::shared::{MemoryStore, Reservation, ReservationAnswer, SharedUpdate};
+use crate::shared::{Reservation, ReservationAnswer, SharedStore, SharedUpdate};
 use crate::types::{
     Disposition, FailReason, Failure, MILLISECOND, Nanos, Observation, Output, Request, RequestId,
     SECOND,
@@ -165,7 +165,7 @@ impl SimConfig {
 }
 
 /// The network between the processes of a [`Simulation::cluster`] and their shared
-/// [`MemoryStore`] (see [`Simulation::with_store`]), and the store's outages.
+/// [`MemoryStore`](crate::shared::MemoryStore) (see [`Simulation::with_store`]), and the store's outages.
 ///
 /// Each process talks to the store over one connection, in order (as the shared-mode docs ask
 /// of drivers): a reservation or a write reaches the store after `uplink`, but never before the
@@ -701,7 +701,7 @@ const MAX_TIMEOUTS_AT_INSTANT: u64 = 100_000;
 ///
 /// **Several processes.** [`Simulation::cluster`] runs several limiters (processes) against
 /// the one server, each with its own driver loop and timer; [`Simulation::with_store`] gives
-/// them a shared [`MemoryStore`] reached over a [`StoreLink`], for limiters in shared mode
+/// them a shared [`MemoryStore`](crate::shared::MemoryStore) reached over a [`StoreLink`], for limiters in shared mode
 /// ([`crate::shared`]): each `Reserve` goes to the store and its answer comes back to
 /// [`Limiter::handle_reservation`]; each `Share` is written to the store. The checks then also
 /// cover reservations: a `Reserve` only for a queued request, at most one outstanding per
@@ -711,7 +711,7 @@ const MAX_TIMEOUTS_AT_INSTANT: u64 = 100_000;
 #[derive(Debug)]
 pub struct Simulation {
     limiters: Vec<Limiter>,
-    store: Option<MemoryStore>,
+    store: Option<Box<dyn SharedStore>>,
     link: StoreLink,
     server: Server,
     config: SimConfig,
@@ -782,10 +782,11 @@ impl Simulation {
         }
     }
 
-    /// Gives the processes a shared store reached over `link` (for limiters in shared mode).
-    /// Process `i` calls the store as client `"p{i}"`.
-    pub fn with_store(mut self, store: MemoryStore, link: StoreLink) -> Self {
-        self.store = Some(store);
+    /// Gives the processes a shared store reached over `link` (for limiters in shared mode):
+    /// a [`MemoryStore`](crate::shared::MemoryStore), or any [`SharedStore`]. Process `i` calls the store as client
+    /// `"p{i}"`, at the simulation's virtual time.
+    pub fn with_store(mut self, store: impl SharedStore + 'static, link: StoreLink) -> Self {
+        self.store = Some(Box::new(store));
         self.link = link;
         self
     }
@@ -801,8 +802,8 @@ impl Simulation {
     }
 
     /// The shared store, if there is one.
-    pub fn store(&self) -> Option<&MemoryStore> {
-        self.store.as_ref()
+    pub fn store(&self) -> Option<&dyn SharedStore> {
+        self.store.as_deref()
     }
 
     /// The server.
