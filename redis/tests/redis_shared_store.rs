@@ -503,6 +503,7 @@ fn with_redis_clock_every_key_has_a_ttl_and_one_call_is_one_round_trip() {
 
 #[test]
 #[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+#[allow(clippy::disallowed_methods)] // a real-clock expiry needs some milliseconds to pass
 fn with_redis_clock_short_lived_keys_expire_by_themselves() {
     let mut con = support::connection();
     let prefix = format!("{{{}}}", support::unique_prefix(&mut con, "store-expire"));
