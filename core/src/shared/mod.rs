@@ -253,8 +253,9 @@ pub use store::MemoryStore;
 /// A store a program calls in-process, one operation at a time: [`MemoryStore`], or an adapter
 /// over a real store. The simulator ([`Simulation::with_store`](crate::sim::Simulation::with_store))
 /// takes any, so the same multi-process scenarios run against the model and, in the Redis
-/// crate's tests, against Redis. `now` is the store's clock (see the contract above).
-pub trait SharedStore: std::fmt::Debug {
+/// crate's tests, against Redis. `now` is the store's clock (see the contract above). `Send +
+/// Sync` so that a simulation stays both (the bindings wrap it in their classes).
+pub trait SharedStore: std::fmt::Debug + Send + Sync {
     /// The contract's `reserve`.
     fn reserve(&mut self, now: Nanos, client: &str, reservation: &Reservation) -> ReservationAnswer;
     /// The contract's `record`.
