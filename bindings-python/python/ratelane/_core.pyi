@@ -31,6 +31,7 @@ __all__ = [
     "FAIL_CODES",
     "ERROR_CODES",
     "CORE_VERSION",
+    "SHARED_STORE_LUA",
 ]
 
 _Headers: TypeAlias = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
@@ -39,6 +40,7 @@ _Disposition: TypeAlias = Literal["complete", "retry", "failed"]
 FAIL_CODES: Final[list[str]]
 ERROR_CODES: Final[list[str]]
 CORE_VERSION: Final[str]
+SHARED_STORE_LUA: Final[str]
 
 @final
 class Send:
