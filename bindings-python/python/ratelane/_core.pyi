@@ -297,13 +297,14 @@ class Limiter:
         self,
         now_ns: int,
         id: int,
-        answer: Literal["granted", "denied", "unavailable"],
+        answer: str,
         *,
         retry_after_ns: Optional[int] = None,
-        scope: Optional[Literal["edge", "invalid", "global", "route", "bucket", "pioneer"]] = None,
+        scope: Optional[str] = None,
     ) -> None:
-        """Shared mode: the store's answer to ``Reserve`` ``id`` ("denied" needs ``retry_after_ns``
-        and ``scope``). Raises UnknownRequestError, InvalidStateError."""
+        """Shared mode: the store's answer to ``Reserve`` ``id``: "granted", "unavailable", or
+        "denied" with ``retry_after_ns`` and ``scope`` (edge, invalid, global, route, bucket,
+        pioneer). Raises UnknownRequestError, InvalidStateError, InvalidArgumentError."""
     def close(self, now_ns: int) -> None:
         """Fails every queued request with ``closed``; refuses new ones."""
     def poll_output(self) -> _Output:
