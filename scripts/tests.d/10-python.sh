@@ -69,6 +69,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+echo "demo: examples/python/two_processes.py (two processes sharing limits through Redis)"
+"../$VENV/bin/python" ../examples/python/two_processes.py "$RATELANE_REDIS_URL" | tail -1
+
 echo "pytest"
 cd tests
 set +e
