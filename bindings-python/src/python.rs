@@ -1554,9 +1554,10 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FAIL_CODES", FailReason::ALL_CODES.to_vec())?;
     m.add("ERROR_CODES", Error::ALL_CODES.to_vec())?;
     m.add("CORE_VERSION", env!("CARGO_PKG_VERSION"))?;
-    // The shared store's script for `ratelane.redis`: the one file in the repository,
-    // embedded at build time so that the installed package carries it.
-    m.add("SHARED_STORE_LUA", include_str!("../../redis/scripts/shared_store.lua"))?;
+    // The shared store's script for `ratelane.redis`, embedded at build time so that the
+    // installed package carries it. `bindings-python/shared_store.lua` is a symlink to the one
+    // source, redis/scripts/shared_store.lua (cargo and maturin's sdist copy the file itself).
+    m.add("SHARED_STORE_LUA", include_str!("../shared_store.lua"))?;
     if m.py().version_info() < (3, 9) {
         return Err(PyRuntimeError::new_err("ratelane needs CPython 3.9 or newer"));
     }
