@@ -17,13 +17,15 @@ use ratelane::{BodyHints, FailReason, Failure, Observation, Output, Request, Res
 use serde::{Deserialize, Deserializer};
 use wasm_bindgen::prelude::*;
 
+mod shared;
+
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
 // The contract's types (js/CONTRACT.md) are written once, in js/core.d.ts, which build.sh
 // copies beside this file; the Node package uses the same file.
 import type {
-  Disposition, FailCode, Output, RequestSpec, ResponseSpec, SimReport, SimResponseSpec,
-  TransportFailure,
+  Disposition, FailCode, Output, RequestSpec, ReservationAnswer, ResponseSpec, SimReport,
+  SimResponseSpec, TransportFailure,
 } from './core.js';
 "#;
 
@@ -251,6 +253,10 @@ fn observation_object(o: &Object, observation: &Observation) {
             set(o, "count", *count);
             set(o, "limit", *limit);
         }
+        Observation::StoreUnavailable { id, retry_at } => {
+            shared::store_unavailable_object(o, *id, *retry_at)
+        }
+        Observation::StoreRecovered => set(o, "type", "store_recovered"),
     }
 }
 
@@ -263,6 +269,8 @@ fn output_object(output: &Output) -> JsValue {
         }
         Output::Fail(id, reason) => fail_object(&o, *id, reason),
         Output::Observe(observation) => observation_object(&o, observation),
+        Output::Reserve(reservation) => shared::reserve_object(&o, reservation),
+        Output::Share(update) => shared::share_object(&o, update),
         Output::WaitUntil(t) => {
             set(&o, "type", "wait_until");
             set(&o, "atNs", num(*t));
@@ -394,6 +402,27 @@ impl Limiter {
         let now = number_arg("nowNs", &now_ns)?;
         let id = number_arg("id", &id)?;
         self.inner.cancel(now, id).map_err(core_error)
+    }
+
+    /// Shared mode: the store's answer to the `reserve` output of request `id`. Throws
+    /// `unknown_request`, `invalid_state`.
+    #[wasm_bindgen(js_name = handleReservation)]
+    pub fn handle_reservation(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ReservationAnswer")] answer: JsValue,
+    ) -> Result<(), JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let id = number_arg("id", &id)?;
+        let answer = shared::answer_arg(answer)?;
+        self.inner.handle_reservation(now, id, answer).map_err(core_error)
+    }
+
+    /// Shared mode: requests waiting for their reservation's answer.
+    #[wasm_bindgen(getter)]
+    pub fn reserving(&self) -> usize {
+        self.inner.reserving()
     }
 
     /// Time passed. Harmless when called early or twice.
