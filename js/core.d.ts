@@ -63,6 +63,67 @@ export type ErrorCode =
 
 export type RateLimitScopeName = 'bucket' | 'global' | 'shared' | 'sub_limit' | 'edge'
 
+/** What a shared-mode denial or hold concerns (`ratelane::shared::SharedScope`). */
+export type SharedScopeName = 'edge' | 'invalid' | 'global' | 'route' | 'bucket' | 'pioneer'
+
+/** Shared mode: what the store must decide before request `id` may be sent. */
+export interface Reservation {
+  id: number
+  identity: string
+  route: string
+  major: string
+  /** The bucket hash this process learned for the route, or null. */
+  bucket: string | null
+  countsGlobal: boolean
+  globalLimit: number
+  globalWindowNs: number
+  marginNs: number
+  invalidLimit: number
+  invalidWindowNs: number
+}
+
+/** Shared mode: what the store must record (fire-and-forget, in order). */
+export type SharedUpdate =
+  | {
+      kind: 'bucket'
+      id: number
+      identity: string
+      route: string
+      major: string
+      bucket: string | null
+      unlimited: boolean
+      limit: number | null
+      remaining: number | null
+      resetAfterNs: number | null
+      windowNs: number | null
+    }
+  | {
+      kind: 'release'
+      id: number
+      identity: string
+      route: string
+      major: string
+      bucket: string | null
+      reached: boolean
+      windowNs: number | null
+    }
+  | {
+      kind: 'hold'
+      scope: SharedScopeName
+      identity: string
+      route: string
+      major: string
+      bucket: string | null
+      retryAfterNs: number
+    }
+  | { kind: 'invalid'; id: number; windowNs: number }
+
+/** Shared mode: the store's answer, for `handleReservation`. */
+export type ReservationAnswer =
+  | { answer: 'granted' }
+  | { answer: 'denied'; retryAfterNs: number; scope: SharedScopeName }
+  | { answer: 'unavailable' }
+
 export type Output =
   | { type: 'send'; id: number }
   | {
@@ -80,6 +141,10 @@ export type Output =
   | { type: 'rate_limited'; id: number; scope: RateLimitScopeName; retryAfterNs: number }
   | { type: 'bucket_learned'; route: string; bucket: string }
   | { type: 'invalid_request_warning'; count: number; limit: number }
+  | { type: 'reserve'; id: number; reservation: Reservation }
+  | { type: 'share'; update: SharedUpdate }
+  | { type: 'store_unavailable'; id: number; retryAtNs: number }
+  | { type: 'store_recovered' }
   | { type: 'wait_until'; atNs: number }
   | { type: 'idle' }
 
@@ -131,6 +196,8 @@ export interface CoreLimiter {
   cancel(nowNs: number, id: number): void
   handleTimeout(nowNs: number): void
   close(nowNs: number): void
+  /** Shared mode: the store's answer to the `reserve` output of request `id`. */
+  handleReservation(nowNs: number, id: number, answer: ReservationAnswer): void
   pollOutput(): Output
   drain(): Output[]
   predict(nowNs: number, request: RequestSpec): number
@@ -153,6 +220,8 @@ export interface CoreLimiter {
   drainPacked(): ArrayLike<number>
   readonly queued: number
   readonly inFlight: number
+  /** Shared mode: requests waiting for their reservation's answer. */
+  readonly reserving: number
   readonly buckets: number
   readonly isClosed: boolean
   configJson(): string

@@ -198,6 +198,11 @@ function createRatelane(core) {
     for (const name of Object.keys(options)) {
       const value = options[name]
       if (DRIVER_OPTIONS.has(name) || value === undefined) continue
+      if (name === 'shared') {
+        throw badOption('the shared option (several processes sharing limits through a store such as Redis) ' +
+          'is not supported by the JavaScript driver yet; drive the core Limiter in shared mode yourself ' +
+          '(js/CONTRACT.md, "Shared mode") or use the Python driver')
+      }
       const entry = Object.prototype.hasOwnProperty.call(OPTION_KEYS, name) ? OPTION_KEYS[name] : undefined
       if (!entry) {
         const known = Object.keys(OPTION_KEYS).concat([...DRIVER_OPTIONS]).join(', ')

@@ -50,7 +50,7 @@ pub fn pack(output: &Output) -> Option<(f64, f64)> {
         Output::Send(id) => Some((0.0, *id as f64)),
         Output::WaitUntil(at) => Some((1.0, *at as f64)),
         Output::Idle => Some((2.0, 0.0)),
-        Output::Fail(..) | Output::Observe(_) => None,
+        Output::Fail(..) | Output::Observe(_) | Output::Reserve(_) | Output::Share(_) => None,
     }
 }
 

@@ -26,6 +26,7 @@ mod server;
 // napi registers its exports itself; re-exported so that a `cargo test` build, which has no
 // registration, does not count the renderers as dead code.
 pub use server::{render_ietf_headers, render_x_ratelimit_headers};
+mod shared;
 
 use convert::{FailView, fail_view};
 
@@ -210,6 +211,12 @@ pub struct JsOutput {
     pub count: Option<u32>,
     pub limit: Option<u32>,
     pub at_ns: Option<f64>,
+    /// `reserve` (shared mode).
+    pub reservation: Option<shared::JsReservation>,
+    /// `share` (shared mode).
+    pub update: Option<shared::JsSharedUpdate>,
+    /// `store_unavailable` (shared mode).
+    pub retry_at_ns: Option<f64>,
 }
 
 impl JsOutput {
@@ -229,6 +236,9 @@ impl JsOutput {
             count: None,
             limit: None,
             at_ns: None,
+            reservation: None,
+            update: None,
+            retry_at_ns: None,
         }
     }
 }
@@ -238,6 +248,8 @@ fn output_to_js(output: Output) -> JsOutput {
         Output::Send(id) => JsOutput { id: Some(to_js_number(id)), ..JsOutput::of("send") },
         Output::Fail(id, reason) => fail_to_js(id, &reason),
         Output::Observe(observation) => observation_to_js(observation),
+        Output::Reserve(reservation) => shared::reserve_to_js(reservation),
+        Output::Share(update) => shared::share_to_js(update),
         Output::WaitUntil(t) => JsOutput { at_ns: Some(to_js_number(t)), ..JsOutput::of("wait_until") },
         Output::Idle => JsOutput::of("idle"),
     }
@@ -275,6 +287,8 @@ fn observation_to_js(observation: Observation) -> JsOutput {
             limit: Some(limit),
             ..JsOutput::of("invalid_request_warning")
         },
+        Observation::StoreUnavailable { id, retry_at } => shared::store_unavailable_to_js(id, retry_at),
+        Observation::StoreRecovered => JsOutput::of("store_recovered"),
         // `Observation` is exhaustive: a new observation breaks this build until it is
         // converted here.
     }
@@ -366,6 +380,28 @@ impl Limiter {
         let now = whole_arg(now_ns, "nowNs")?;
         let id = whole_arg(id, "id")?;
         self.inner.cancel(now, id).map_err(core_error)
+    }
+
+    /// Shared mode: the store's answer to the `reserve` output of request `id`
+    /// (`{answer: 'granted'}`, `{answer: 'denied', retryAfterNs, scope}` or
+    /// `{answer: 'unavailable'}`). Throws `unknown_request`, `invalid_state`.
+    #[napi(ts_args_type = "nowNs: number, id: number, answer: ReservationAnswer")]
+    pub fn handle_reservation(
+        &mut self,
+        now_ns: NumArg<'_>,
+        id: NumArg<'_>,
+        answer: Either<Object<'_>, Unknown<'_>>,
+    ) -> Result<()> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let id = whole_arg(id, "id")?;
+        let answer = shared::answer_from(&object_arg(answer, "answer")?)?;
+        self.inner.handle_reservation(now, id, answer).map_err(core_error)
+    }
+
+    /// Shared mode: requests waiting for their reservation's answer.
+    #[napi(getter)]
+    pub fn reserving(&self) -> u32 {
+        saturate(self.inner.reserving())
     }
 
     /// Time passed. Harmless when called early or twice.

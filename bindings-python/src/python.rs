@@ -5,7 +5,6 @@
 //! outputs are small frozen classes; `Idle` is one shared instance; dispositions are interned
 //! strings; headers are borrowed from the Python strings where the stable ABI allows it.
 
-use std::panic::AssertUnwindSafe;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
@@ -23,7 +22,9 @@ use ratelane::{
     BodyHints, Disposition, Error, FailReason, Failure, Observation, Output, Request, Response,
 };
 
-use crate::{error_class_name, fail_class_name, observation_class_name};
+use ratelane::shared::{Reservation, ReservationAnswer, SharedScope, SharedUpdate};
+
+use crate::{error_class_name, fail_class_name, observation_class_name, update_class_name};
 
 // ------------------------------------------------------------------------------ errors
 
@@ -489,6 +490,316 @@ fn idle(py: Python<'_>) -> &Py<Idle> {
     IDLE.get_or_init(py, || Py::new(py, Idle).expect("allocating the Idle output"))
 }
 
+// ------------------------------------------------------------------------------ shared mode
+
+/// `Reserve(id, ...)`: shared mode; ask the store whether request `id` may be sent, then
+/// answer with `Limiter.handle_reservation` (`ratelane::shared::Reservation`).
+#[pyclass(module = "ratelane", frozen, eq, get_all)]
+#[derive(Debug, PartialEq)]
+pub struct Reserve {
+    id: u64,
+    identity: String,
+    route: String,
+    major: String,
+    bucket: Option<String>,
+    counts_global: bool,
+    global_limit: u32,
+    global_window_ns: u64,
+    margin_ns: u64,
+    invalid_limit: u32,
+    invalid_window_ns: u64,
+}
+
+#[pymethods]
+impl Reserve {
+    #[classattr]
+    fn __match_args__() -> (&'static str,) {
+        ("id",)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Reserve(id={}, identity={:?}, route={:?}, major={:?}, bucket={})",
+            self.id,
+            self.identity,
+            self.route,
+            self.major,
+            py_opt_str(self.bucket.as_deref())
+        )
+    }
+}
+
+fn py_opt_str(s: Option<&str>) -> String {
+    s.map_or_else(|| "None".to_string(), |s| format!("{s:?}"))
+}
+
+/// `ShareBucket(id, ...)`: shared mode; a response's report on its bucket, for the store
+/// (`SharedUpdate::Bucket`). Write it fire-and-forget, in order.
+#[pyclass(module = "ratelane", frozen, eq, get_all)]
+#[derive(Debug, PartialEq)]
+pub struct ShareBucket {
+    id: u64,
+    identity: String,
+    route: String,
+    major: String,
+    bucket: Option<String>,
+    unlimited: bool,
+    limit: Option<u32>,
+    remaining: Option<u32>,
+    reset_after_ns: Option<u64>,
+    window_ns: Option<u64>,
+}
+
+#[pymethods]
+impl ShareBucket {
+    #[classattr]
+    fn __match_args__() -> (&'static str,) {
+        ("id",)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "ShareBucket(id={}, route={:?}, major={:?}, bucket={}, remaining={:?})",
+            self.id,
+            self.route,
+            self.major,
+            py_opt_str(self.bucket.as_deref()),
+            self.remaining
+        )
+    }
+}
+
+/// `ShareRelease(id, ...)`: shared mode; a granted request will not be answered
+/// (`SharedUpdate::Release`).
+#[pyclass(module = "ratelane", frozen, eq, get_all)]
+#[derive(Debug, PartialEq)]
+pub struct ShareRelease {
+    id: u64,
+    identity: String,
+    route: String,
+    major: String,
+    bucket: Option<String>,
+    reached: bool,
+    window_ns: Option<u64>,
+}
+
+#[pymethods]
+impl ShareRelease {
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str) {
+        ("id", "reached")
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "ShareRelease(id={}, route={:?}, major={:?}, reached={})",
+            self.id,
+            self.route,
+            self.major,
+            if self.reached { "True" } else { "False" }
+        )
+    }
+}
+
+/// `ShareHold(scope, ...)`: shared mode; everyone must hold `scope` for `retry_after_ns`
+/// (`SharedUpdate::Hold`).
+#[pyclass(module = "ratelane", frozen, eq, get_all)]
+#[derive(Debug, PartialEq)]
+pub struct ShareHold {
+    scope: &'static str,
+    identity: String,
+    route: String,
+    major: String,
+    bucket: Option<String>,
+    retry_after_ns: u64,
+}
+
+#[pymethods]
+impl ShareHold {
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str) {
+        ("scope", "retry_after_ns")
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "ShareHold(scope={:?}, route={:?}, major={:?}, retry_after_ns={})",
+            self.scope, self.route, self.major, self.retry_after_ns
+        )
+    }
+}
+
+/// `ShareInvalid(id, window_ns)`: shared mode; request `id` got an invalid response
+/// (`SharedUpdate::Invalid`).
+#[pyclass(module = "ratelane", frozen, eq, get_all)]
+#[derive(Debug, PartialEq)]
+pub struct ShareInvalid {
+    id: u64,
+    window_ns: u64,
+}
+
+#[pymethods]
+impl ShareInvalid {
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str) {
+        ("id", "window_ns")
+    }
+    fn __repr__(&self) -> String {
+        format!("ShareInvalid(id={}, window_ns={})", self.id, self.window_ns)
+    }
+}
+
+/// `StoreUnavailable(id, retry_at_ns)`: shared mode; the store could not answer request
+/// `id`'s reservation; it is asked again from `retry_at_ns` (an observation).
+#[pyclass(module = "ratelane", frozen, eq, get_all)]
+#[derive(Debug, PartialEq)]
+pub struct StoreUnavailable {
+    id: u64,
+    retry_at_ns: u64,
+}
+
+#[pymethods]
+impl StoreUnavailable {
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str) {
+        ("id", "retry_at_ns")
+    }
+    fn __repr__(&self) -> String {
+        format!("StoreUnavailable(id={}, retry_at_ns={})", self.id, self.retry_at_ns)
+    }
+}
+
+/// `StoreRecovered()`: shared mode; the store answers again (an observation).
+#[pyclass(module = "ratelane", frozen, eq)]
+#[derive(Debug, PartialEq)]
+pub struct StoreRecovered;
+
+#[pymethods]
+impl StoreRecovered {
+    #[new]
+    fn new() -> Self {
+        StoreRecovered
+    }
+    fn __repr__(&self) -> &'static str {
+        "StoreRecovered()"
+    }
+}
+
+fn reserve_object(py: Python<'_>, r: Reservation) -> PyResult<Py<PyAny>> {
+    let Reservation {
+        id,
+        identity,
+        route,
+        major,
+        bucket,
+        counts_global,
+        global_limit,
+        global_window,
+        margin,
+        invalid_limit,
+        invalid_window,
+    } = r;
+    Ok(Py::new(
+        py,
+        Reserve {
+            id,
+            identity,
+            route,
+            major,
+            bucket,
+            counts_global,
+            global_limit,
+            global_window_ns: global_window,
+            margin_ns: margin,
+            invalid_limit,
+            invalid_window_ns: invalid_window,
+        },
+    )?
+    .into_any())
+}
+
+fn share_object(py: Python<'_>, update: SharedUpdate) -> PyResult<Py<PyAny>> {
+    debug_assert!(!update_class_name(&update).is_empty());
+    Ok(match update {
+        SharedUpdate::Bucket {
+            id,
+            identity,
+            route,
+            major,
+            bucket,
+            unlimited,
+            limit,
+            remaining,
+            reset_after,
+            window,
+        } => Py::new(
+            py,
+            ShareBucket {
+                id,
+                identity,
+                route,
+                major,
+                bucket,
+                unlimited,
+                limit,
+                remaining,
+                reset_after_ns: reset_after,
+                window_ns: window,
+            },
+        )?
+        .into_any(),
+        SharedUpdate::Release { id, identity, route, major, bucket, reached, window } => Py::new(
+            py,
+            ShareRelease { id, identity, route, major, bucket, reached, window_ns: window },
+        )?
+        .into_any(),
+        SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after } => Py::new(
+            py,
+            ShareHold { scope: scope.as_str(), identity, route, major, bucket, retry_after_ns: retry_after },
+        )?
+        .into_any(),
+        SharedUpdate::Invalid { id, window } => {
+            Py::new(py, ShareInvalid { id, window_ns: window })?.into_any()
+        }
+    })
+}
+
+/// `answer` of `Limiter.handle_reservation`: `"granted"`, `"unavailable"`, or `"denied"` with
+/// `retry_after_ns` and `scope`.
+fn reservation_answer(
+    py: Python<'_>,
+    answer: &Bound<'_, PyAny>,
+    retry_after_ns: Option<u64>,
+    scope: Option<&Bound<'_, PyAny>>,
+) -> PyResult<ReservationAnswer> {
+    let text = answer.cast::<PyString>().ok().and_then(|s| utf8::text(s).ok());
+    let extra = retry_after_ns.is_some() || scope.is_some_and(|s| !s.is_none());
+    match text {
+        Some("granted") | Some("unavailable") if extra => Err(invalid_argument(
+            py,
+            "retry_after_ns and scope are for a 'denied' answer only".to_string(),
+        )),
+        Some("granted") => Ok(ReservationAnswer::Granted),
+        Some("unavailable") => Ok(ReservationAnswer::Unavailable),
+        Some("denied") => {
+            let Some(retry_after) = retry_after_ns else {
+                return Err(invalid_argument(py, "a 'denied' answer needs retry_after_ns".to_string()));
+            };
+            let name = scope.and_then(|s| s.cast::<PyString>().ok()).and_then(|s| utf8::text(s).ok());
+            match name.and_then(SharedScope::from_name) {
+                Some(scope) => Ok(ReservationAnswer::Denied { retry_after, scope }),
+                None => Err(invalid_argument(
+                    py,
+                    format!(
+                        "scope must be 'edge', 'invalid', 'global', 'route', 'bucket' or 'pioneer', got {}",
+                        scope.map_or_else(|| "None".to_string(), repr)
+                    ),
+                )),
+            }
+        }
+        _ => Err(invalid_argument(
+            py,
+            format!("answer must be 'granted', 'denied' or 'unavailable', got {}", repr(answer)),
+        )),
+    }
+}
+
 fn output_object(py: Python<'_>, output: Output) -> PyResult<Py<PyAny>> {
     Ok(match output {
         Output::Send(id) => Py::new(py, Send { id })?.into_any(),
@@ -507,8 +818,14 @@ fn output_object(py: Python<'_>, output: Output) -> PyResult<Py<PyAny>> {
                 Observation::InvalidRequestWarning { count, limit } => {
                     Py::new(py, InvalidRequestWarning { count, limit })?.into_any()
                 }
+                Observation::StoreUnavailable { id, retry_at } => {
+                    Py::new(py, StoreUnavailable { id, retry_at_ns: retry_at })?.into_any()
+                }
+                Observation::StoreRecovered => Py::new(py, StoreRecovered)?.into_any(),
             }
         }
+        Output::Reserve(reservation) => reserve_object(py, reservation)?,
+        Output::Share(update) => share_object(py, update)?,
         Output::WaitUntil(at_ns) => Py::new(py, WaitUntil { at_ns })?.into_any(),
         Output::Idle => idle(py).clone_ref(py).into_any(),
     })
@@ -630,6 +947,21 @@ impl Limiter {
         self.inner.handle_timeout(now_ns)
     }
 
+    /// Shared mode: the store's answer to request `id`'s `Reserve`.
+    #[pyo3(signature = (now_ns, id, answer, *, retry_after_ns = None, scope = None))]
+    fn handle_reservation(
+        &mut self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        #[pyo3(from_py_with = arg_id)] id: u64,
+        answer: &Bound<'_, PyAny>,
+        #[pyo3(from_py_with = arg_opt_ns)] retry_after_ns: Option<u64>,
+        scope: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let answer = reservation_answer(py, answer, retry_after_ns, scope)?;
+        self.inner.handle_reservation(now_ns, id, answer).map_err(|e| core_error(py, e))
+    }
+
     fn close(&mut self, #[pyo3(from_py_with = arg_ns)] now_ns: u64) {
         self.inner.close(now_ns)
     }
@@ -681,6 +1013,12 @@ impl Limiter {
         self.inner.in_flight()
     }
 
+    /// Shared mode: requests waiting for their reservation's answer.
+    #[getter]
+    fn reserving(&self) -> usize {
+        self.inner.reserving()
+    }
+
     #[getter]
     fn buckets(&self) -> usize {
         self.inner.buckets()
@@ -700,27 +1038,11 @@ impl Limiter {
 // ------------------------------------------------------------------------------ simulator
 
 fn server_from_json(py: Python<'_>, text: Option<&str>) -> PyResult<sim::Server> {
+    // The core's parser checks everything `Server::new` asserts (known buckets, non-zero
+    // windows), so a bad configuration is an InvalidConfigError, never a panic.
     let config = ratelane::json::server_config_from_json(text.unwrap_or("{}"))
         .map_err(|e| core_error(py, e))?;
-    for (key, route) in &config.routes {
-        if let Some(hash) = &route.bucket
-            && !config.buckets.contains_key(hash)
-        {
-            return Err(core_error(
-                py,
-                Error::InvalidConfig(format!("route {key:?} names unknown bucket {hash:?}")),
-            ));
-        }
-    }
-    // Server::new asserts what remains (zero windows are already rejected by the parser).
-    std::panic::catch_unwind(AssertUnwindSafe(|| sim::Server::new(config))).map_err(|panic| {
-        let message = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "the simulator rejected its configuration".to_string());
-        core_error(py, Error::InvalidConfig(message))
-    })
+    Ok(sim::Server::new(config))
 }
 
 /// The simulator's model of Discord's server (`ratelane::sim::Server`).
@@ -1213,6 +1535,13 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RateLimited>()?;
     m.add_class::<BucketLearned>()?;
     m.add_class::<InvalidRequestWarning>()?;
+    m.add_class::<Reserve>()?;
+    m.add_class::<ShareBucket>()?;
+    m.add_class::<ShareRelease>()?;
+    m.add_class::<ShareHold>()?;
+    m.add_class::<ShareInvalid>()?;
+    m.add_class::<StoreUnavailable>()?;
+    m.add_class::<StoreRecovered>()?;
     m.add_class::<WaitUntil>()?;
     m.add_class::<Idle>()?;
     m.add_class::<SimServer>()?;
@@ -1225,6 +1554,10 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FAIL_CODES", FailReason::ALL_CODES.to_vec())?;
     m.add("ERROR_CODES", Error::ALL_CODES.to_vec())?;
     m.add("CORE_VERSION", env!("CARGO_PKG_VERSION"))?;
+    // The shared store's script for `ratelane.redis`, embedded at build time so that the
+    // installed package carries it. `bindings-python/shared_store.lua` is a symlink to the one
+    // source, redis/scripts/shared_store.lua (cargo and maturin's sdist copy the file itself).
+    m.add("SHARED_STORE_LUA", include_str!("../shared_store.lua"))?;
     if m.py().version_info() < (3, 9) {
         return Err(PyRuntimeError::new_err("ratelane needs CPython 3.9 or newer"));
     }

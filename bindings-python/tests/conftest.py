@@ -34,11 +34,39 @@ def output_json(output: Any) -> Dict[str, Any]:
         return {"observe": "bucket_learned", "route": output.route, "bucket": output.bucket}
     if isinstance(output, ratelane.InvalidRequestWarning):
         return {"observe": "invalid_request_warning", "count": output.count, "limit": output.limit}
+    if isinstance(output, ratelane.Reserve):
+        return {
+            "reserve": output.id,
+            **{
+                k: getattr(output, k)
+                for k in ("identity", "route", "major", "bucket", "counts_global", "global_limit",
+                          "global_window_ns", "margin_ns", "invalid_limit", "invalid_window_ns")
+            },
+        }
+    if isinstance(output, ratelane.ShareBucket):
+        return {"share": "bucket", **fields(output, "id", "identity", "route", "major", "bucket", "unlimited",
+                                            "limit", "remaining", "reset_after_ns", "window_ns")}
+    if isinstance(output, ratelane.ShareRelease):
+        return {"share": "release", **fields(output, "id", "identity", "route", "major", "bucket", "reached",
+                                             "window_ns")}
+    if isinstance(output, ratelane.ShareHold):
+        return {"share": "hold", **fields(output, "scope", "identity", "route", "major", "bucket",
+                                          "retry_after_ns")}
+    if isinstance(output, ratelane.ShareInvalid):
+        return {"share": "invalid", "id": output.id, "window_ns": output.window_ns}
+    if isinstance(output, ratelane.StoreUnavailable):
+        return {"observe": "store_unavailable", "id": output.id, "retry_at_ns": output.retry_at_ns}
+    if isinstance(output, ratelane.StoreRecovered):
+        return {"observe": "store_recovered"}
     if isinstance(output, ratelane.WaitUntil):
         return {"wait_until_ns": output.at_ns}
     if isinstance(output, ratelane.Idle):
         return {"idle": True}
     raise AssertionError(f"unknown output {output!r}")
+
+
+def fields(output: Any, *names: str) -> Dict[str, Any]:
+    return {name: getattr(output, name) for name in names}
 
 
 def request_kwargs(request: Dict[str, Any]) -> Dict[str, Any]:

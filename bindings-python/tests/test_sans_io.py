@@ -241,7 +241,7 @@ def test_simulator_runs_in_virtual_time() -> None:
 def test_simulator_settings_are_checked() -> None:
     from ratelane.sim import Server, Simulation
 
-    with pytest.raises(ratelane.InvalidConfigError, match="unknown bucket"):
+    with pytest.raises(ratelane.InvalidConfigError, match="not in buckets"):
         Server({"routes": {"GET /x": {"bucket": "nope"}}})
     with pytest.raises(ratelane.InvalidConfigError):
         Simulation(network={"latency": 3})

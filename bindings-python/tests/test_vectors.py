@@ -16,6 +16,9 @@ CLIENT_FILES = sorted(VECTORS.glob("client_*.json"))
 
 def test_there_are_vectors() -> None:
     assert len(CLIENT_FILES) > 20
+    # Shared mode (Reserve, Share*, handle_reservation) is replayed too.
+    shared = [p for p in CLIENT_FILES if "shared" in json.loads(p.read_text())["config"]]
+    assert len(shared) >= 8
 
 
 def run_step(limiter: ratelane.Limiter, step: Dict[str, Any]) -> Dict[str, Any]:
@@ -51,6 +54,15 @@ def run_step(limiter: ratelane.Limiter, step: Dict[str, Any]) -> Dict[str, Any]:
         if op == "close":
             limiter.close(now)
             return {"ok": True}
+        if op == "reservation":
+            answer = step["answer"]
+            if answer == "denied":
+                limiter.handle_reservation(
+                    now, step["id"], "denied", retry_after_ns=step["retry_after_ns"], scope=step["scope"]
+                )
+            else:
+                limiter.handle_reservation(now, step["id"], answer)
+            return {"ok": True}
     except ratelane.RatelaneError as exc:
         assert exc.code in ratelane.ERROR_CODES
         assert isinstance(exc, ratelane.ERROR_CLASSES[exc.code])
@@ -72,3 +84,5 @@ def test_client_vector(path: Any) -> None:
         assert outputs == step["outputs"], where
         assert limiter.queued == step["queued"], where
         assert limiter.in_flight == step["in_flight"], where
+        if "shared" in vector["config"]:
+            assert limiter.reserving == step["reserving"], where

@@ -21,14 +21,16 @@ use serde::{Deserialize, Deserializer};
 use wasm_bindgen::prelude::*;
 
 mod server;
+mod shared;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &str = r#"
 // The contract's types (js/CONTRACT.md) are written once, in js/core.d.ts, which build.sh
 // copies beside this file; the Node package uses the same file.
 import type {
-  Disposition, FailCode, LeakyBucketOptions, LegacyLimit, Output, RequestSpec, ResponseSpec,
-  Scheduled, ServerDecision, SimReport, SimResponseSpec, StoreOptions, TransportFailure,
+  Disposition, FailCode, LeakyBucketOptions, LegacyLimit, Output, RequestSpec,
+  ReservationAnswer, ResponseSpec, Scheduled, ServerDecision, SimReport, SimResponseSpec,
+  StoreOptions, TransportFailure,
 } from './core.js';
 "#;
 
@@ -259,6 +261,10 @@ fn observation_object(o: &Object, observation: &Observation) {
         }
         // `Observation` is exhaustive (js/CONTRACT.md, "Precisions"): a new observation
         // breaks this build until it is converted here.
+        Observation::StoreUnavailable { id, retry_at } => {
+            shared::store_unavailable_object(o, *id, *retry_at)
+        }
+        Observation::StoreRecovered => set(o, "type", "store_recovered"),
     }
 }
 
@@ -271,6 +277,8 @@ fn output_object(output: &Output) -> JsValue {
         }
         Output::Fail(id, reason) => fail_object(&o, *id, reason),
         Output::Observe(observation) => observation_object(&o, observation),
+        Output::Reserve(reservation) => shared::reserve_object(&o, reservation),
+        Output::Share(update) => shared::share_object(&o, update),
         Output::WaitUntil(t) => {
             set(&o, "type", "wait_until");
             set(&o, "atNs", num(*t));
@@ -404,6 +412,27 @@ impl Limiter {
         let now = number_arg("nowNs", &now_ns)?;
         let id = number_arg("id", &id)?;
         self.inner.cancel(now, id).map_err(core_error)
+    }
+
+    /// Shared mode: the store's answer to the `reserve` output of request `id`. Throws
+    /// `unknown_request`, `invalid_state`.
+    #[wasm_bindgen(js_name = handleReservation)]
+    pub fn handle_reservation(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ReservationAnswer")] answer: JsValue,
+    ) -> Result<(), JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let id = number_arg("id", &id)?;
+        let answer = shared::answer_arg(answer)?;
+        self.inner.handle_reservation(now, id, answer).map_err(core_error)
+    }
+
+    /// Shared mode: requests waiting for their reservation's answer.
+    #[wasm_bindgen(getter)]
+    pub fn reserving(&self) -> usize {
+        self.inner.reserving()
     }
 
     /// Time passed. Harmless when called early or twice.
@@ -545,7 +574,7 @@ impl Limiter {
                 Output::Send(id) => (0.0, id as f64),
                 Output::WaitUntil(at) => (1.0, at as f64),
                 Output::Idle => (2.0, 0.0),
-                Output::Fail(..) | Output::Observe(_) => {
+                Output::Fail(..) | Output::Observe(_) | Output::Reserve(_) | Output::Share(_) => {
                     self.held = Some(output);
                     packed.extend([3.0, 0.0]);
                     return packed;

@@ -1,6 +1,7 @@
 //! Limiter configuration.
 
 use crate::error::Error;
+use crate::shared::SharedConfig;
 use crate::types::{HeaderProfile, MILLISECOND, Nanos, SECOND};
 
 /// Settings for a [`crate::Limiter`]. `Config::default()` is right for a Discord bot.
@@ -55,6 +56,9 @@ pub struct Config {
     pub max_routes: usize,
     /// How long an idle, fully reset bucket is kept before it is forgotten.
     pub bucket_idle_ttl: Nanos,
+    /// Shared mode: several processes share this token's limits through a store (see
+    /// [`crate::shared`]). `None` (the default): this limiter alone decides.
+    pub shared: Option<SharedConfig>,
 }
 
 impl Default for Config {
@@ -81,6 +85,7 @@ impl Default for Config {
             jitter_seed: 0x5EED_u64,
             max_routes: 100_000,
             bucket_idle_ttl: 300 * SECOND,
+            shared: None,
         }
     }
 }
@@ -131,6 +136,9 @@ impl Config {
         }
         if self.max_routes == 0 {
             return bad("max_routes must be > 0");
+        }
+        if let Some(shared) = &self.shared {
+            shared.validate().or_else(bad)?;
         }
         Ok(())
     }

@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 
 use crate::config::Config;
 use crate::error::Error;
+use crate::shared::{OnUnavailable, SharedConfig};
 use crate::sim::{
     BucketSpec, Latency, Outcome, Remap, Report, RouteSpec, ServerConfig, SimConfig, StopReason,
     WindowKind,
@@ -62,7 +63,10 @@ fn field<T: serde::de::DeserializeOwned>(key: &str, value: Value) -> Result<T, E
 
 /// Builds and validates a [`Config`] from a JSON object (see the [module](self) docs).
 /// Absent keys keep the defaults of the object's `profile` (Discord when absent);
-/// `max_wait_ns` may be `null` (no limit).
+/// `max_wait_ns` may be `null` (no limit). `shared` turns shared mode on: an object with
+/// optional `on_unavailable` (`"fail_open"` | `"fail_closed"`), `retry_base_ns`, `retry_max_ns`,
+/// `lease_ns`, `pioneer_poll_ns`, `state_ttl_ns` (absent keys: [`SharedConfig::default`]), or
+/// `null` (off, the default).
 ///
 /// # Errors
 /// [`Error::InvalidConfig`] for malformed JSON, unknown keys, wrong types or values that
@@ -74,9 +78,12 @@ pub fn config_from_json(text: &str) -> Result<Config, Error> {
         None => HeaderProfile::default(),
     };
     let mut c = Config::for_profile(profile);
+    if let Some(v) = map.remove("shared") {
+        c.shared = shared_from_json(v)?;
+    }
     macro_rules! fields {
         ($($key:literal => $field:ident),* $(,)?) => {
-            const KEYS: &[&str] = &["profile", $($key),*];
+            const KEYS: &[&str] = &["profile", "shared", $($key),*];
             for (key, value) in map {
                 match key.as_str() {
                     $($key => c.$field = field($key, value)?,)*
@@ -116,9 +123,45 @@ pub fn config_from_json(text: &str) -> Result<Config, Error> {
     Ok(c)
 }
 
-/// Every field of `config` as a JSON object, in the form [`config_from_json`] reads.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SharedJson {
+    on_unavailable: Option<OnUnavailable>,
+    retry_base_ns: Option<Nanos>,
+    retry_max_ns: Option<Nanos>,
+    lease_ns: Option<Nanos>,
+    pioneer_poll_ns: Option<Nanos>,
+    state_ttl_ns: Option<Nanos>,
+}
+
+fn shared_from_json(v: Value) -> Result<Option<SharedConfig>, Error> {
+    let Some(s) = field::<Option<SharedJson>>("shared", v)? else { return Ok(None) };
+    let mut c = SharedConfig::default();
+    if let Some(p) = s.on_unavailable {
+        c.on_unavailable = p;
+    }
+    if let Some(v) = s.retry_base_ns {
+        c.retry_base = v;
+    }
+    if let Some(v) = s.retry_max_ns {
+        c.retry_max = v;
+    }
+    if let Some(v) = s.lease_ns {
+        c.lease = v;
+    }
+    if let Some(v) = s.pioneer_poll_ns {
+        c.pioneer_poll = v;
+    }
+    if let Some(v) = s.state_ttl_ns {
+        c.state_ttl = v;
+    }
+    Ok(Some(c))
+}
+
+/// Every field of `config` as a JSON object, in the form [`config_from_json`] reads. `shared`
+/// appears only when shared mode is on.
 pub fn config_to_json(config: &Config) -> String {
-    json!({
+    let mut v = json!({
         "profile": config.profile,
         "global_limit": config.global_limit,
         "global_window_ns": config.global_window,
@@ -140,8 +183,18 @@ pub fn config_to_json(config: &Config) -> String {
         "jitter_seed": config.jitter_seed,
         "max_routes": config.max_routes,
         "bucket_idle_ttl_ns": config.bucket_idle_ttl,
-    })
-    .to_string()
+    });
+    if let Some(sh) = &config.shared {
+        v["shared"] = json!({
+            "on_unavailable": sh.on_unavailable,
+            "retry_base_ns": sh.retry_base,
+            "retry_max_ns": sh.retry_max,
+            "lease_ns": sh.lease,
+            "pioneer_poll_ns": sh.pioneer_poll,
+            "state_ttl_ns": sh.state_ttl,
+        });
+    }
+    v.to_string()
 }
 
 // ------------------------------------------------------------------------------ simulator
@@ -261,6 +314,13 @@ pub fn server_config_from_json(text: &str) -> Result<ServerConfig, Error> {
         c.buckets.insert(hash, b.spec()?);
     }
     for (key, r) in s.routes {
+        if let Some(hash) = &r.bucket
+            && !c.buckets.contains_key(hash)
+        {
+            return Err(Error::InvalidConfig(format!(
+                "route {key:?} names bucket {hash:?}, which is not in buckets"
+            )));
+        }
         let route = RouteSpec {
             bucket: r.bucket,
             global_exempt: r.global_exempt,
@@ -499,6 +559,13 @@ mod tests {
         // An explicit null clears max_wait.
         let cleared = config_from_json(r#"{"max_wait_ns": null}"#).unwrap();
         assert_eq!(cleared.max_wait, None);
+        // Shared mode round-trips too; absent keys take SharedConfig's defaults.
+        c.shared = Some(SharedConfig::with_policy(OnUnavailable::FailClosed));
+        assert_eq!(config_from_json(&config_to_json(&c)).unwrap(), c);
+        let on = config_from_json(r#"{"shared": {"lease_ns": 60000000000}}"#).unwrap();
+        assert_eq!(on.shared.as_ref().map(|s| s.lease), Some(60 * SECOND));
+        assert_eq!(on.shared.unwrap().on_unavailable, OnUnavailable::FailOpen);
+        assert_eq!(config_from_json(r#"{"shared": null}"#).unwrap().shared, None);
     }
 
     #[test]
@@ -518,7 +585,7 @@ mod tests {
             assert_eq!(again, v["config"], "{name}");
             seen += 1;
         }
-        assert!(seen > 20);
+        assert!(seen > 28);
     }
 
     #[test]
@@ -530,6 +597,9 @@ mod tests {
             (r#"{"max_wait_ns": 1.5}"#, "max_wait_ns"),
             (r#"{"profile": "slack"}"#, "slack"),
             (r#"{"backoff_base_ns": 0}"#, "backoff_base"),
+            (r#"{"shared": {"lease": 1}}"#, "lease"),
+            (r#"{"shared": {"on_unavailable": "maybe"}}"#, "maybe"),
+            (r#"{"shared": {"pioneer_poll_ns": 0}}"#, "pioneer_poll"),
             ("[1]", "expected a JSON object"),
             ("{", "EOF"),
         ] {
@@ -552,6 +622,8 @@ mod tests {
         assert_eq!(s.global, None);
         assert_eq!(server_config_from_json("{}").unwrap(), ServerConfig::discord());
         assert!(server_config_from_json(r#"{"error_rate": 2}"#).is_err());
+        let e = server_config_from_json(r#"{"routes": {"GET /x": {"bucket": "nope"}}}"#).unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
         assert!(server_config_from_json(r#"{"buckets": {"h": {"limit": 0, "window_ns": 1}}}"#).is_err());
 
         let n = sim_config_from_json(r#"{"seed": 7, "uplink": {"base_ns": 5}, "drop_chance": 0.5}"#)

@@ -8,7 +8,8 @@
 //! inputs — a request enqueued, a response received, a transport failure, a cancellation, time
 //! passing — and drains the outputs it emits: [`Output::Send`] this request now,
 //! [`Output::Fail`] that one with a reason, [`Output::WaitUntil`] call me back at that time,
-//! [`Output::Idle`], plus [`Output::Observe`] events for metrics. Because time is an argument,
+//! [`Output::Idle`], plus [`Output::Observe`] events for metrics (and, in [`shared`] mode,
+//! [`Output::Reserve`] / [`Output::Share`] for the store). Because time is an argument,
 //! tests run in virtual time: [`sim`] holds a model of Discord's rate limiting that jumps
 //! straight to the next deadline, so an hour of throttling takes milliseconds.
 //!
@@ -38,6 +39,7 @@
 //!         Output::Send(id) => in_flight.push((now + 50 * MILLISECOND, id)),
 //!         Output::Fail(id, reason) => panic!("request {id} failed: {reason}"),
 //!         Output::Observe(_) => {}
+//!         Output::Reserve(_) | Output::Share(_) => unreachable!("shared mode is off"),
 //!         Output::WaitUntil(t) => break Some(t),
 //!         Output::Idle => break None,
 //!         }
@@ -83,6 +85,8 @@
 //! * [`headers`] — what a response says about rate limits, per [`HeaderProfile`].
 //! * [`route`] — route templates and major parameters.
 //! * [`server`] — server-side limiters (GCRA, leaky bucket, fixed window) and their headers.
+//! * [`shared`] — shared mode: several processes share one token's limits through a store
+//!   (Redis), with the store's reference model [`shared::MemoryStore`].
 //! * [`sim`] — a Discord simulator to test your own code in virtual time.
 //!
 //! Errors: caller misuse is an [`Error`] with a stable [`Error::code`]; a request that cannot
@@ -98,6 +102,7 @@ pub mod json;
 pub mod limiter;
 pub mod route;
 pub mod server;
+pub mod shared;
 pub mod sim;
 pub mod types;
 

@@ -6,10 +6,10 @@
 //!
 //! * **inputs** (`&mut self`, take `now`): [`Limiter::enqueue`], [`Limiter::handle_response`],
 //!   [`Limiter::handle_failure`], [`Limiter::cancel`], [`Limiter::handle_timeout`],
-//!   [`Limiter::close`];
+//!   [`Limiter::close`], and in shared mode [`Limiter::handle_reservation`];
 //! * **outputs**: [`Limiter::poll_output`];
 //! * **getters** (`&self`): [`Limiter::predict`], [`Limiter::queued`], [`Limiter::in_flight`],
-//!   [`Limiter::config`].
+//!   [`Limiter::reserving`], [`Limiter::buckets`], [`Limiter::config`].
 //!
 //! **The drain invariant:** after every input, call [`Limiter::poll_output`] until it returns
 //! [`Output::WaitUntil`] or [`Output::Idle`]. Then wait for the next input (a response, a new
@@ -18,6 +18,23 @@
 //!
 //! `now` is any monotonic clock in nanoseconds, with an epoch of the driver's choice; it must
 //! never go backwards (a smaller `now` than before is treated as the previous one).
+//!
+//! A request's life: [`Limiter::enqueue`] → [`Output::Send`] → [`Limiter::handle_response`] (or
+//! [`Limiter::handle_failure`]) → [`Disposition::Complete`], with `Send` again after a
+//! [`Disposition::Retry`]; or an [`Output::Fail`]; or the caller's [`Limiter::cancel`].
+//!
+//! **Shared mode** ([`Config::shared`], see [`crate::shared`]) adds one step before each send:
+//! the engine emits [`Output::Reserve`] instead of `Send`, the driver asks the store and calls
+//! [`Limiter::handle_reservation`] with the answer, and `Send` comes out of that call (or the
+//! request waits and is reserved again). It also emits [`Output::Share`]: updates the driver
+//! writes to the store, in order, without waiting. A driver loop handles the two extra outputs
+//! like this:
+//!
+//! ```text
+//! Output::Reserve(r) => spawn { answer = store.reserve(client, r) or Unavailable on timeout;
+//!                               limiter.handle_reservation(now, r.id, answer); drain }
+//! Output::Share(u)   => store.record(client, u)   // same connection, in order, fire-and-forget
+//! ```
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
@@ -27,6 +44,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::headers;
 use crate::route::{Route, route_for};
+use crate::shared::{OnUnavailable, Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 use crate::types::*;
 
 /// When a request is expected to be sent (see [`Limiter::predict`]).
@@ -114,6 +132,20 @@ pub struct Limiter {
     invalid_warned: bool,
     /// Requests sent and not answered, all identities.
     in_flight_total: usize,
+    /// Shared mode: requests whose reservation is outstanding.
+    reserving_total: usize,
+    /// Shared mode: requests that ended while their reservation was outstanding, with what a
+    /// late grant must release at the store.
+    orphans: HashMap<RequestId, Orphan>,
+    /// Shared mode: the store failed to answer; no reservation before `store_retry_at`, then
+    /// one probe at a time.
+    store_down: bool,
+    store_retry_at: Nanos,
+    store_failures: u32,
+    /// Shared mode: round trips of recent reservations, for the margin passed to the store.
+    reservation_latencies: VecDeque<Nanos>,
+    reservation_samples: u64,
+    reservation_margin: Nanos,
     /// No request goes out before this (a Cloudflare-style ban).
     edge_until: Nanos,
     edge_strikes: u32,
@@ -184,6 +216,14 @@ enum ReqState {
     Queued,
     /// Its response or failure is being handled: neither queued nor in flight.
     Answered,
+    /// Shared mode: it holds its slot (as if in flight) while the store decides.
+    Reserving {
+        /// When the reservation was emitted.
+        since: Nanos,
+        window_seq: u32,
+        window_epoch: u64,
+        global_counted: bool,
+    },
     InFlight {
         sent_at: Nanos,
         /// Sends of this bucket since its last local reset, this one included.
@@ -293,8 +333,19 @@ impl Bucket {
     }
 }
 
+/// What a late grant for a request that already ended must release at the store.
+#[derive(Debug)]
+struct Orphan {
+    identity: String,
+    route: String,
+    major: String,
+    bucket: Option<String>,
+}
+
 #[derive(Debug)]
 struct Identity {
+    /// The caller's key for the token.
+    name: String,
     /// Send times of non-exempt requests within the global window (+ margin).
     sends: VecDeque<Nanos>,
     paused_until: Nanos,
@@ -355,6 +406,14 @@ impl Limiter {
             invalid: VecDeque::new(),
             invalid_warned: false,
             in_flight_total: 0,
+            reserving_total: 0,
+            orphans: HashMap::default(),
+            store_down: false,
+            store_retry_at: 0,
+            store_failures: 0,
+            reservation_latencies: VecDeque::new(),
+            reservation_samples: 0,
+            reservation_margin: 0,
             edge_until: 0,
             edge_strikes: 0,
             gate_wake: None,
@@ -372,9 +431,14 @@ impl Limiter {
         &self.config
     }
 
-    /// Requests queued and not yet sent.
+    /// Requests queued and not yet sent (reserving ones excluded).
     pub fn queued(&self) -> usize {
-        self.requests.len() - self.in_flight_total
+        self.requests.len() - self.in_flight_total - self.reserving_total
+    }
+
+    /// Shared mode: requests whose reservation is outstanding at the store.
+    pub fn reserving(&self) -> usize {
+        self.reserving_total
     }
 
     /// Requests sent and not yet answered.
@@ -435,7 +499,7 @@ impl Limiter {
         let predicted = match deadline {
             Some(_) => {
                 let position = self.queue(qid).pending.len();
-                self.predict_position(now, qid, position, exempt)
+                self.predict_position(now, qid, &route.key, position, exempt)
             }
             None => now,
         };
@@ -478,7 +542,7 @@ impl Limiter {
         }
         self.queue_mut(qid).pending.push_back(id);
         if let Some(d) = deadline {
-            self.timers.push(Reverse((d, Timer::Deadline(id))));
+            self.arm_deadline(id, d);
         }
         self.mark_dirty(qid);
         self.pump(now);
@@ -516,11 +580,15 @@ impl Limiter {
             self.edge_strikes = 0;
         }
         self.apply_headers(now, id, qid, sent_at, &info, status);
+        if self.config.shared.is_some() {
+            let update = self.bucket_report(id, qid, &info);
+            self.outputs.push_back(Output::Share(update));
+        }
 
         let disposition = match status {
             429 => self.on_rate_limited(now, id, qid, &info, response),
             401 => {
-                self.record_invalid(now);
+                self.record_invalid(now, id);
                 if self.config.stop_on_unauthorized {
                     let iid = self.req(id).identity;
                     self.mark_unauthorized(iid);
@@ -528,7 +596,7 @@ impl Limiter {
                 Disposition::Complete
             }
             403 => {
-                self.record_invalid(now);
+                self.record_invalid(now, id);
                 Disposition::Complete
             }
             500..=599 if self.req(id).idempotent => self.retry_after_error(now, id, false),
@@ -560,6 +628,10 @@ impl Limiter {
         let now = self.advance(now);
         let flight = self.take_in_flight(id)?;
         let qid = self.req(id).qid;
+        if self.config.shared.is_some() {
+            let update = self.release(id, failure == Failure::MaybeSent);
+            self.outputs.push_back(Output::Share(update));
+        }
         let disposition = match failure {
             Failure::NotSent => {
                 self.refund(qid, id, flight);
@@ -584,6 +656,10 @@ impl Limiter {
     /// an in-flight one stops being waited for, and what it consumed stays consumed, since it
     /// may have reached the server. No output is emitted for it: cancellation is its outcome.
     ///
+    /// In shared mode a reserving request (its reservation outstanding) ends at once and gives
+    /// back its local slot; the late answer to its reservation is ignored by
+    /// [`Limiter::handle_reservation`]. An in-flight one emits a [`SharedUpdate::Release`].
+    ///
     /// # Errors
     /// [`Error::UnknownRequest`] if `id` is not queued or in flight.
     pub fn cancel(&mut self, now: Nanos, id: RequestId) -> Result<(), Error> {
@@ -596,10 +672,95 @@ impl Limiter {
                 self.take_in_flight(id)?;
                 // It may have reached the server: it keeps its slot until the window resets.
                 self.add_ghost(qid, id);
+                if self.config.shared.is_some() {
+                    let update = self.release(id, true);
+                    self.outputs.push_back(Output::Share(update));
+                }
             }
+            ReqState::Reserving { .. } => self.abandon_reservation(id),
             ReqState::Answered => return Err(Error::UnknownRequest(id)),
         }
         self.finish(id);
+        self.mark_dirty(qid);
+        self.pump(now);
+        Ok(())
+    }
+
+    /// Shared mode: the store answered the reservation of request `id` (an
+    /// [`Output::Reserve`] emitted earlier). `Granted` emits `Output::Send(id)` now (or fails the
+    /// request if its deadline passed meanwhile); `Denied` puts it back in its queue and holds
+    /// what the store said is exhausted; `Unavailable` follows
+    /// [`SharedConfig::on_unavailable`](crate::shared::SharedConfig::on_unavailable). See
+    /// [`crate::shared`] for the whole protocol.
+    ///
+    /// The answer for a request that ended while its reservation was outstanding (cancelled,
+    /// closed, failed) is ignored: `Ok(())`, no outcome, and a [`SharedUpdate::Release`] for a
+    /// `Granted` one.
+    ///
+    /// # Errors
+    /// [`Error::UnknownRequest`] if `id` was never issued or already ended otherwise;
+    /// [`Error::InvalidState`] if it is not reserving (queued, in flight, or answered twice).
+    pub fn handle_reservation(
+        &mut self,
+        now: Nanos,
+        id: RequestId,
+        answer: ReservationAnswer,
+    ) -> Result<(), Error> {
+        let now = self.advance(now);
+        if let Some(orphan) = self.orphans.remove(&id) {
+            match answer {
+                ReservationAnswer::Granted => {
+                    self.store_answered();
+                    self.outputs.push_back(Output::Share(SharedUpdate::Release {
+                        id,
+                        identity: orphan.identity,
+                        route: orphan.route,
+                        major: orphan.major,
+                        bucket: orphan.bucket,
+                        reached: false,
+                        window: None,
+                    }));
+                }
+                ReservationAnswer::Denied { .. } => self.store_answered(),
+                ReservationAnswer::Unavailable => self.store_unavailable(now, id),
+            }
+            self.pump(now);
+            return Ok(());
+        }
+        let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
+        let ReqState::Reserving { since, window_seq, window_epoch, global_counted } = req.state
+        else {
+            return Err(Error::InvalidState { id, expected: "reserving" });
+        };
+        let qid = req.qid;
+        let flight = Flight { sent_at: since, window_seq, window_epoch, global_counted };
+        self.reserving_total -= 1;
+        self.req_mut(id).state = ReqState::Answered;
+        self.learn_reservation_latency(now.saturating_sub(since));
+        let fail_open = self
+            .config
+            .shared
+            .as_ref()
+            .is_some_and(|s| s.on_unavailable == OnUnavailable::FailOpen);
+        match answer {
+            ReservationAnswer::Granted => {
+                self.store_answered();
+                self.grant(now, qid, id, flight);
+            }
+            ReservationAnswer::Unavailable if fail_open => {
+                self.store_unavailable(now, id);
+                self.grant(now, qid, id, flight);
+            }
+            ReservationAnswer::Denied { retry_after, scope } => {
+                self.store_answered();
+                self.unreserve(qid, id, flight);
+                self.hold(now, id, qid, scope, retry_after.max(MILLISECOND));
+            }
+            ReservationAnswer::Unavailable => {
+                self.store_unavailable(now, id);
+                self.unreserve(qid, id, flight);
+            }
+        }
         self.mark_dirty(qid);
         self.pump(now);
         Ok(())
@@ -613,7 +774,8 @@ impl Limiter {
 
     /// Closes the limiter: every queued request fails with [`FailReason::Closed`], in the order
     /// they were enqueued, and [`Limiter::enqueue`] refuses new ones. Requests in flight still
-    /// take their responses, but are not re-sent.
+    /// take their responses, but are not re-sent. In shared mode, reserving requests fail with
+    /// the queued ones (they were never sent); their late answers are ignored.
     pub fn close(&mut self, now: Nanos) {
         let now = self.advance(now);
         self.closed = true;
@@ -645,16 +807,16 @@ impl Limiter {
         let route = self.validate_request(request)?;
         let exempt = request.global_exempt.unwrap_or(route.global_exempt);
         let Some(&iid) = self.identity_index.get(&request.identity) else {
-            return Ok(Prediction { send_at: now.max(self.edge_until) });
+            return Ok(Prediction { send_at: now.max(self.host_hold()) });
         };
         let key = self.queue_key_for(iid, &route.key, &route.major);
         let send_at = match self.queue_index.get(&key) {
             Some(&qid) => {
                 let position = self.queue(qid).pending.len();
-                self.predict_position(now, qid, position, exempt)
+                self.predict_position(now, qid, &route.key, position, exempt)
             }
             None => {
-                let mut t = now.max(self.edge_until);
+                let mut t = now.max(self.host_hold());
                 if !exempt {
                     t = t.max(self.global_estimate(now, iid, 0));
                 }
@@ -706,6 +868,7 @@ impl Limiter {
         }
         let iid = self.identities.len();
         self.identities.push(Identity {
+            name: name.to_string(),
             sends: VecDeque::new(),
             paused_until: 0,
             blocked: BTreeSet::new(),
@@ -879,6 +1042,353 @@ impl Limiter {
         }
     }
 
+    // ------------------------------------------------------------------ shared mode
+
+    /// Whether the next send goes through the store: always, unless the store is down; then
+    /// only one probe at a time once the pause has passed.
+    fn should_reserve(&self, now: Nanos) -> bool {
+        !self.store_down || (now >= self.store_retry_at && self.reserving_total == 0)
+    }
+
+    /// Fail-closed while the store is down: nothing goes until the pause has passed, and then
+    /// only the probe until it is answered.
+    fn store_gate(&self, now: Nanos) -> Gate {
+        let fail_closed = self
+            .config
+            .shared
+            .as_ref()
+            .is_some_and(|s| s.on_unavailable == OnUnavailable::FailClosed);
+        if !fail_closed || !self.store_down {
+            Gate::Open
+        } else if self.reserving_total > 0 {
+            Gate::UntilResponse
+        } else if now < self.store_retry_at {
+            Gate::Until(self.store_retry_at)
+        } else {
+            Gate::Open
+        }
+    }
+
+    /// No request of any identity goes before this (an edge ban, a shared hold, a fail-closed
+    /// store outage).
+    fn host_hold(&self) -> Nanos {
+        let mut t = self.edge_until;
+        if self.store_down
+            && self
+                .config
+                .shared
+                .as_ref()
+                .is_some_and(|s| s.on_unavailable == OnUnavailable::FailClosed)
+        {
+            t = t.max(self.store_retry_at);
+        }
+        t
+    }
+
+    /// The bucket hash of queue `qid`, if learned.
+    fn queue_hash(&self, qid: Qid) -> Option<String> {
+        match &self.queue(qid).key.bucket {
+            BucketId::Hash(h) => Some(h.clone()),
+            BucketId::Route(_) => None,
+        }
+    }
+
+    /// The latency margin passed to the store: the global margin (spread of HTTP round trips)
+    /// plus the spread of reservation round trips (a grant reaches the process after an uneven
+    /// delay too), capped like the global margin.
+    fn shared_margin(&self) -> Nanos {
+        self.global_margin.saturating_add(self.reservation_margin).min(self.config.global_margin_max)
+    }
+
+    fn reservation(&self, id: RequestId, counts_global: bool) -> Reservation {
+        let r = self.req(id);
+        let margin = self.shared_margin();
+        let c = &self.config;
+        Reservation {
+            id,
+            identity: self.identities[r.identity].name.clone(),
+            route: r.route_key.clone(),
+            major: r.major.clone(),
+            bucket: self.queue_hash(r.qid),
+            counts_global,
+            global_limit: c.global_limit,
+            global_window: c.global_window.saturating_add(margin),
+            margin,
+            invalid_limit: if c.invalid_request_limit > 0 { c.invalid_request_stop_at } else { 0 },
+            invalid_window: c.invalid_request_window,
+        }
+    }
+
+    /// Like [`Limiter::learn_latency`], for reservation round trips: 1.5x their spread once 16
+    /// samples are in (the floor is already in the global margin).
+    fn learn_reservation_latency(&mut self, latency: Nanos) {
+        const SAMPLES: usize = 256;
+        self.reservation_latencies.push_back(latency);
+        if self.reservation_latencies.len() > SAMPLES {
+            self.reservation_latencies.pop_front();
+        }
+        self.reservation_samples = self.reservation_samples.wrapping_add(1);
+        if self.reservation_latencies.len() >= 16 && self.reservation_samples.is_multiple_of(16) {
+            let min = self.reservation_latencies.iter().copied().min().unwrap_or(0);
+            let max = self.reservation_latencies.iter().copied().max().unwrap_or(0);
+            let spread = max - min;
+            self.reservation_margin = spread.saturating_add(spread / 2);
+        }
+    }
+
+    /// The store granted reserving request `id` (or is unavailable and the policy is fail-open):
+    /// send it now, as of now.
+    fn grant(&mut self, now: Nanos, qid: Qid, id: RequestId, flight: Flight) {
+        let r = self.req(id);
+        if let Some(deadline) = r.deadline
+            && now > deadline
+        {
+            // Too late: the slot goes back, the store's grant is released.
+            let reason = if r.deadline_is_max_wait {
+                FailReason::MaxWaitExceeded { predicted_wait: now - r.enqueued_at }
+            } else {
+                FailReason::DeadlineExceeded { predicted_send_at: None }
+            };
+            self.leave_in_flight_list(qid, id);
+            self.refund(qid, id, flight);
+            let update = self.release(id, false);
+            self.outputs.push_back(Output::Share(update));
+            self.fail(id, reason);
+            return;
+        }
+        if self.overtakes(now, qid, id) {
+            // An earlier request of this queue went back to wait (denied, or not yet reserved
+            // again): sending this one now would break FIFO. It goes back behind it, and the
+            // store takes its grant back.
+            let update = self.release(id, false);
+            self.outputs.push_back(Output::Share(update));
+            self.unreserve(qid, id, flight);
+            return;
+        }
+        let iid = r.identity;
+        // The send happens now, not when the reservation left: re-stamp the global token and
+        // the sliding log so the local windows count from the real send.
+        if flight.global_counted {
+            let sends = &mut self.identities[iid].sends;
+            if let Some(pos) = sends.iter().rposition(|&t| t == flight.sent_at) {
+                sends.remove(pos);
+            }
+            sends.push_back(now);
+        }
+        let q = self.queue_mut(qid);
+        q.last_active = now;
+        let b = &mut q.bucket;
+        b.last_send = now;
+        if b.window_first_send == Some(flight.sent_at) {
+            b.window_first_send = Some(now);
+        }
+        if b.sliding && flight.window_epoch == b.epoch {
+            if let Some(pos) = b.send_log.iter().rposition(|&t| t == flight.sent_at) {
+                b.send_log.remove(pos);
+            }
+            b.send_log.push_back(now);
+        }
+        let r = self.req_mut(id);
+        r.state = ReqState::InFlight {
+            sent_at: now,
+            window_seq: flight.window_seq,
+            window_epoch: flight.window_epoch,
+            global_counted: flight.global_counted,
+        };
+        r.sends += 1;
+        self.in_flight_total += 1;
+        self.outputs.push_back(Output::Send(id));
+    }
+
+    /// Whether sending `id` now would overtake an earlier request of its queue that is waiting
+    /// only for its turn (not for its own backoff, nor for a sub-limit of another route), or
+    /// whose own reservation (made again after a denial) is still outstanding.
+    fn overtakes(&self, now: Nanos, qid: Qid, id: RequestId) -> bool {
+        let q = self.queue(qid);
+        let route = &self.requests[&id].route_key;
+        let waiting = q.pending.iter().take_while(|&&p| p < id).any(|p| {
+            let r = &self.requests[p];
+            let other_route_held =
+                r.route_key != *route && q.sub_limits.iter().any(|(k, t)| *k == r.route_key && *t > now);
+            r.not_before <= now && !other_route_held
+        });
+        waiting
+            || q.in_flight.iter().any(|p| {
+                *p < id && matches!(self.requests[p].state, ReqState::Reserving { .. })
+            })
+    }
+
+    /// Removes `id` from its queue's in-flight list (which also holds reserving requests).
+    fn leave_in_flight_list(&mut self, qid: Qid, id: RequestId) {
+        let q = self.queue_mut(qid);
+        if let Some(pos) = q.in_flight.iter().position(|&p| p == id) {
+            q.in_flight.swap_remove(pos);
+        }
+    }
+
+    /// A reservation that will not be sent now (denied, or the store is unavailable and the
+    /// policy is fail-closed): the slot and the global token go back, and the request goes back
+    /// to its place in its queue. It was never sent, so no retry is counted.
+    fn unreserve(&mut self, qid: Qid, id: RequestId, flight: Flight) {
+        self.leave_in_flight_list(qid, id);
+        self.refund(qid, id, flight);
+        self.undo_window_start(qid, flight);
+        self.requeue(id);
+    }
+
+    /// A reservation that was not sent: if it opened the local window, the window's first send
+    /// is the earliest of the others still out in it, or none (with no other, its provisional
+    /// end goes too): a send that did not happen must not skew the window-length estimates.
+    fn undo_window_start(&mut self, qid: Qid, flight: Flight) {
+        let q = self.queue(qid);
+        let epoch = q.bucket.epoch;
+        if flight.window_epoch != epoch || q.bucket.window_first_send != Some(flight.sent_at) {
+            return;
+        }
+        let first = q
+            .in_flight
+            .iter()
+            .filter_map(|id| match self.requests[id].state {
+                ReqState::InFlight { sent_at: t, window_epoch, .. }
+                | ReqState::Reserving { since: t, window_epoch, .. }
+                    if window_epoch == epoch =>
+                {
+                    Some(t)
+                }
+                _ => None,
+            })
+            .min();
+        let b = &mut self.queue_mut(qid).bucket;
+        b.window_first_send = first;
+        if first.is_none() && b.reset_provisional {
+            b.reset_at = None;
+            b.reset_provisional = false;
+        }
+    }
+
+    /// A reserving request ends before its answer (cancelled, closed, failed): the slot and the
+    /// global token go back, and the late answer will be ignored.
+    fn abandon_reservation(&mut self, id: RequestId) {
+        let r = self.req(id);
+        let ReqState::Reserving { since, window_seq, window_epoch, global_counted } = r.state else {
+            return;
+        };
+        let qid = r.qid;
+        let orphan = Orphan {
+            identity: self.identities[r.identity].name.clone(),
+            route: r.route_key.clone(),
+            major: r.major.clone(),
+            bucket: self.queue_hash(qid),
+        };
+        self.reserving_total -= 1;
+        self.req_mut(id).state = ReqState::Answered;
+        self.leave_in_flight_list(qid, id);
+        let flight = Flight { sent_at: since, window_seq, window_epoch, global_counted };
+        self.refund(qid, id, flight);
+        self.undo_window_start(qid, flight);
+        self.orphans.insert(id, orphan);
+        self.mark_dirty(qid);
+    }
+
+    /// Holds what a denial says is exhausted until `now + wait`.
+    fn hold(&mut self, now: Nanos, id: RequestId, qid: Qid, scope: SharedScope, wait: Nanos) {
+        let until = now.saturating_add(wait);
+        match scope {
+            SharedScope::Edge | SharedScope::Invalid => self.edge_until = self.edge_until.max(until),
+            SharedScope::Global => {
+                let iid = self.req(id).identity;
+                let ident = &mut self.identities[iid];
+                ident.paused_until = ident.paused_until.max(until);
+                self.wake_identity_at(iid, until);
+            }
+            SharedScope::Route => {
+                let route_key = self.req(id).route_key.clone();
+                let q = self.queue_mut(qid);
+                match q.sub_limits.iter_mut().find(|(k, _)| *k == route_key) {
+                    Some((_, t)) => *t = (*t).max(until),
+                    None => q.sub_limits.push((route_key, until)),
+                }
+            }
+            SharedScope::Bucket | SharedScope::Pioneer => {
+                let q = self.queue_mut(qid);
+                q.shared_until = q.shared_until.max(until);
+            }
+        }
+    }
+
+    fn store_answered(&mut self) {
+        if self.store_down {
+            self.store_down = false;
+            self.store_failures = 0;
+            self.outputs.push_back(Output::Observe(Observation::StoreRecovered));
+        }
+    }
+
+    fn store_unavailable(&mut self, now: Nanos, id: RequestId) {
+        let Some(shared) = &self.config.shared else { return };
+        self.store_failures = self.store_failures.saturating_add(1);
+        let pause = shared
+            .retry_base
+            .saturating_mul(1u64 << (self.store_failures - 1).min(30))
+            .min(shared.retry_max);
+        self.store_retry_at = now.saturating_add(pause);
+        self.store_down = true;
+        self.outputs.push_back(Output::Observe(Observation::StoreUnavailable {
+            id,
+            retry_at: self.store_retry_at,
+        }));
+    }
+
+    /// What request `id`'s response says about its bucket, for the store.
+    fn bucket_report(&self, id: RequestId, qid: Qid, info: &RateLimitInfo) -> SharedUpdate {
+        let r = self.req(id);
+        let b = &self.queue(qid).bucket;
+        // The engine's own estimate, an upper bound as far as it knows (the learned length,
+        // else the longest reset or first-send-to-reset span seen, else 1 s): the store uses it
+        // to start windows and to keep header-less answers counting, and must be no less
+        // cautious than one process.
+        let window = (b.known && !b.unlimited).then(|| b.window_estimate());
+        SharedUpdate::Bucket {
+            id,
+            identity: self.identities[r.identity].name.clone(),
+            route: r.route_key.clone(),
+            major: r.major.clone(),
+            bucket: info.bucket.clone().or_else(|| self.queue_hash(qid)),
+            unlimited: b.known && b.unlimited && info.bucket.is_none(),
+            limit: info.limit.filter(|&l| l > 0),
+            remaining: info.remaining,
+            reset_after: info.reset_after.map(|ra| ra.min(self.config.max_server_wait)),
+            window,
+        }
+    }
+
+    /// A granted request `id` will not be answered.
+    fn release(&self, id: RequestId, reached: bool) -> SharedUpdate {
+        let r = self.req(id);
+        let b = &self.queue(r.qid).bucket;
+        SharedUpdate::Release {
+            id,
+            identity: self.identities[r.identity].name.clone(),
+            route: r.route_key.clone(),
+            major: r.major.clone(),
+            bucket: self.queue_hash(r.qid),
+            reached,
+            window: (b.known && !b.unlimited).then(|| b.window_estimate()),
+        }
+    }
+
+    fn hold_update(&self, id: RequestId, qid: Qid, scope: SharedScope, wait: Nanos) -> SharedUpdate {
+        let r = self.req(id);
+        SharedUpdate::Hold {
+            scope,
+            identity: self.identities[r.identity].name.clone(),
+            route: r.route_key.clone(),
+            major: r.major.clone(),
+            bucket: self.queue_hash(qid),
+            retry_after: wait,
+        }
+    }
+
     // ------------------------------------------------------------------ learning
 
     /// Maps the request's route to `bucket` and moves its queue when the mapping is new or
@@ -1004,7 +1514,9 @@ impl Limiter {
         // are per bucket, so the old numbers mean nothing there).
         let epoch = self.queue(to).bucket.epoch;
         for id in self.queue(to).in_flight.clone() {
-            if let ReqState::InFlight { window_epoch, .. } = &mut self.req_mut(id).state {
+            if let ReqState::InFlight { window_epoch, .. } | ReqState::Reserving { window_epoch, .. } =
+                &mut self.req_mut(id).state
+            {
                 *window_epoch = epoch;
             }
         }
@@ -1190,7 +1702,18 @@ impl Limiter {
             }
         }
         if scope != RateLimitScope::Shared {
-            self.record_invalid(now);
+            self.record_invalid(now, id);
+        }
+        if self.config.shared.is_some() {
+            // Every process must hold what this 429 says is exhausted.
+            let shared_scope = match scope {
+                RateLimitScope::Global => SharedScope::Global,
+                RateLimitScope::Shared | RateLimitScope::Bucket => SharedScope::Bucket,
+                RateLimitScope::SubLimit => SharedScope::Route,
+                RateLimitScope::Edge => SharedScope::Edge,
+            };
+            let update = self.hold_update(id, qid, shared_scope, wait);
+            self.outputs.push_back(Output::Share(update));
         }
         self.outputs.push_back(Output::Observe(Observation::RateLimited {
             id,
@@ -1226,7 +1749,7 @@ impl Limiter {
             self.identities[iid].queued += 1;
         }
         if let Some(d) = self.req(id).deadline {
-            self.timers.push(Reverse((d, Timer::Deadline(id))));
+            self.arm_deadline(id, d);
         }
         self.clear_slot(qid);
         self.mark_dirty(qid);
@@ -1293,9 +1816,13 @@ impl Limiter {
         self.queue_mut(qid).bucket.ghosts.push(route);
     }
 
-    fn record_invalid(&mut self, now: Nanos) {
+    fn record_invalid(&mut self, now: Nanos, id: RequestId) {
         if self.config.invalid_request_limit == 0 {
             return;
+        }
+        if self.config.shared.is_some() {
+            let window = self.config.invalid_request_window;
+            self.outputs.push_back(Output::Share(SharedUpdate::Invalid { id, window }));
         }
         self.expire_invalid(now);
         self.invalid.push_back(now);
@@ -1324,17 +1851,24 @@ impl Limiter {
         self.fail_queued(|r| r.identity == iid, FailReason::Unauthorized);
     }
 
-    /// Fails every queued request that `which` selects, in enqueue order.
+    /// Fails every queued (or reserving: never sent either) request that `which` selects, in
+    /// enqueue order.
     fn fail_queued(&mut self, which: impl Fn(&Req) -> bool, reason: FailReason) {
         let mut queued: Vec<RequestId> = self
             .requests
             .iter()
-            .filter(|(_, r)| r.state == ReqState::Queued && which(r))
+            .filter(|(_, r)| {
+                matches!(r.state, ReqState::Queued | ReqState::Reserving { .. }) && which(r)
+            })
             .map(|(id, _)| *id)
             .collect();
         queued.sort_unstable();
         for id in queued {
-            self.unqueue(id);
+            if matches!(self.req(id).state, ReqState::Reserving { .. }) {
+                self.abandon_reservation(id);
+            } else {
+                self.unqueue(id);
+            }
             self.fail(id, reason.clone());
         }
     }
@@ -1402,11 +1936,15 @@ impl Limiter {
                 }
                 Timer::Deadline(id) => {
                     let Some(req) = self.requests.get(&id) else { continue };
-                    if req.state != ReqState::Queued || req.deadline != Some(t) {
+                    // The timer is armed just after the deadline: sending at it is allowed.
+                    let Some(deadline) = req.deadline.filter(|&d| d.saturating_add(1) == t) else {
+                        continue;
+                    };
+                    if req.state != ReqState::Queued {
                         continue;
                     }
                     let reason = if req.deadline_is_max_wait {
-                        FailReason::MaxWaitExceeded { predicted_wait: t - req.enqueued_at }
+                        FailReason::MaxWaitExceeded { predicted_wait: deadline - req.enqueued_at }
                     } else {
                         FailReason::DeadlineExceeded { predicted_send_at: None }
                     };
@@ -1482,6 +2020,11 @@ impl Limiter {
                 }
             }
         }
+        if self.store_down && has_reserving(&q.in_flight, &self.requests) {
+            // The store is down and this queue's probe is out: what follows it waits for its
+            // answer rather than overtake it on local limits.
+            return;
+        }
         let bucket_wait = bucket_gate(&q.bucket, q.in_flight.len(), now);
         let mut wait = match bucket_wait {
             Gate::Open => None,
@@ -1549,7 +2092,7 @@ impl Limiter {
                 position += 1;
                 continue;
             };
-            let predicted = self.predict_position(now, qid, position, r.exempt).max(r.not_before);
+            let predicted = self.predict_position(now, qid, &r.route_key, position, r.exempt).max(r.not_before);
             if predicted > deadline {
                 let reason = if r.deadline_is_max_wait {
                     FailReason::MaxWaitExceeded { predicted_wait: predicted - r.enqueued_at }
@@ -1584,11 +2127,26 @@ impl Limiter {
                 }
                 Gate::UntilResponse => break,
             }
+            match self.store_gate(now) {
+                Gate::Open => {}
+                Gate::Until(t) => {
+                    self.arm_gate(t);
+                    break;
+                }
+                Gate::UntilResponse => break,
+            }
             let qid = key.2;
             let Slot::Ready(_, id) = self.queue(qid).slot else {
                 self.ready.remove(&key);
                 continue;
             };
+            if self.store_down && has_reserving(&self.queue(qid).in_flight, &self.requests) {
+                // Became ready before the store went down; now it waits for the queue's probe
+                // (the answer re-evaluates the queue).
+                self.ready.remove(&key);
+                self.queue_mut(qid).slot = Slot::None;
+                continue;
+            }
             let (exempt, iid) = {
                 let r = &self.requests[&id];
                 (r.exempt, r.identity)
@@ -1624,7 +2182,37 @@ impl Limiter {
         sent
     }
 
+    /// Sends request `id` (the head of `qid`), or in shared mode reserves it at the store.
     fn send(&mut self, now: Nanos, qid: Qid, id: RequestId) {
+        let flight = self.occupy(now, qid, id);
+        if self.config.shared.is_some() && self.should_reserve(now) {
+            self.req_mut(id).state = ReqState::Reserving {
+                since: now,
+                window_seq: flight.window_seq,
+                window_epoch: flight.window_epoch,
+                global_counted: flight.global_counted,
+            };
+            self.reserving_total += 1;
+            let reservation = self.reservation(id, flight.global_counted);
+            self.outputs.push_back(Output::Reserve(reservation));
+            return;
+        }
+        let state = ReqState::InFlight {
+            sent_at: now,
+            window_seq: flight.window_seq,
+            window_epoch: flight.window_epoch,
+            global_counted: flight.global_counted,
+        };
+        let r = self.req_mut(id);
+        r.state = state;
+        r.sends += 1;
+        self.in_flight_total += 1;
+        self.outputs.push_back(Output::Send(id));
+    }
+
+    /// Takes the request's global token and bucket slot, and moves it from its queue's pending
+    /// list to its in-flight list. Returns how it was taken.
+    fn occupy(&mut self, now: Nanos, qid: Qid, id: RequestId) -> Flight {
         let (exempt, iid) = {
             let r = &self.requests[&id];
             (r.exempt, r.identity)
@@ -1660,17 +2248,12 @@ impl Limiter {
                 b.send_log.pop_front();
             }
         }
-        let state = ReqState::InFlight {
-            sent_at: now,
-            window_seq: b.sends_in_window,
-            window_epoch: b.epoch,
-            global_counted,
-        };
-        let r = self.req_mut(id);
-        r.state = state;
-        r.sends += 1;
-        self.in_flight_total += 1;
-        self.outputs.push_back(Output::Send(id));
+        Flight { sent_at: now, window_seq: b.sends_in_window, window_epoch: b.epoch, global_counted }
+    }
+
+    /// Fails `id` once time passes its deadline `d` (a send at `d` itself is still allowed).
+    fn arm_deadline(&mut self, id: RequestId, d: Nanos) {
+        self.timers.push(Reverse((d.saturating_add(1), Timer::Deadline(id))));
     }
 
     fn arm_gate(&mut self, t: Nanos) {
@@ -1715,7 +2298,7 @@ impl Limiter {
             return Gate::Open;
         }
         self.expire_invalid(now);
-        let used = self.invalid.len() + self.in_flight_total;
+        let used = self.invalid.len() + self.in_flight_total + self.reserving_total;
         if used < self.config.invalid_request_stop_at as usize {
             return Gate::Open;
         }
@@ -1729,10 +2312,14 @@ impl Limiter {
 
     // ------------------------------------------------------------------ prediction
 
-    /// When the request at `position` in queue `qid` is expected to be sent.
-    fn predict_position(&self, now: Nanos, qid: Qid, position: usize, exempt: bool) -> Nanos {
+    /// When the request of route `route_key` at `position` in queue `qid` is expected to be sent.
+    fn predict_position(&self, now: Nanos, qid: Qid, route_key: &str, position: usize, exempt: bool) -> Nanos {
         let q = self.queue(qid);
-        let mut t = now.max(self.edge_until).max(q.shared_until);
+        let mut t = now.max(self.host_hold()).max(q.shared_until);
+        // A sub-limit holds this route (and major parameter) whatever the bucket says.
+        if let Some(&(_, until)) = q.sub_limits.iter().find(|(k, _)| k == route_key) {
+            t = t.max(until);
+        }
         if self.config.invalid_request_limit > 0
             && self.invalid.len() >= self.config.invalid_request_stop_at as usize
             && let Some(&first) = self.invalid.front()
@@ -1802,7 +2389,9 @@ impl Limiter {
                 Timer::Deadline(id) => self
                     .requests
                     .get(&id)
-                    .is_some_and(|r| r.state == ReqState::Queued && r.deadline == Some(t)),
+                    .is_some_and(|r| {
+                        r.state == ReqState::Queued && r.deadline.map(|d| d.saturating_add(1)) == Some(t)
+                    }),
                 Timer::Gate => self.gate_wake == Some(t),
             };
             if live {
@@ -1857,6 +2446,11 @@ struct Flight {
     window_seq: u32,
     window_epoch: u64,
     global_counted: bool,
+}
+
+/// Whether any of `ids` is reserving (shared mode).
+fn has_reserving(ids: &[RequestId], requests: &HashMap<RequestId, Req>) -> bool {
+    ids.iter().any(|id| matches!(requests[id].state, ReqState::Reserving { .. }))
 }
 
 /// Whether a bucket lets one more request go now.

@@ -267,6 +267,17 @@ pub enum Observation {
         /// The configured budget.
         limit: u32,
     },
+    /// Shared mode: the store could not answer the reservation of request `id`. Until
+    /// `retry_at` no reservation is made (fail-open: requests go on under local limits;
+    /// fail-closed: they wait); then one reservation probes the store.
+    StoreUnavailable {
+        /// The request whose reservation failed.
+        id: RequestId,
+        /// When the store is asked again (monotonic).
+        retry_at: Nanos,
+    },
+    /// Shared mode: the store answered again after being unavailable.
+    StoreRecovered,
 }
 
 /// The scope of a 429 as the core classified it.
@@ -308,6 +319,11 @@ pub enum Output {
     Fail(RequestId, FailReason),
     /// A metric or log event.
     Observe(Observation),
+    /// Shared mode ([`crate::shared`]): ask the store whether this request may be sent, then
+    /// answer with [`crate::Limiter::handle_reservation`].
+    Reserve(crate::shared::Reservation),
+    /// Shared mode ([`crate::shared`]): write this to the store, fire-and-forget, in order.
+    Share(crate::shared::SharedUpdate),
     /// Drained. Call [`crate::Limiter::handle_timeout`] at this monotonic time (or earlier:
     /// an early call is harmless).
     WaitUntil(Nanos),

@@ -15,11 +15,15 @@
 
 use std::path::PathBuf;
 
+use ratelane::shared::{OnUnavailable, SharedConfig};
 use ratelane::{
     BodyHints, Config, Disposition, Failure, HeaderProfile, Limiter, Observation, Output, Request,
     Response,
 };
 use serde_json::{Value, json};
+
+#[path = "support/shared_json.rs"]
+mod shared_json;
 
 const MS: u64 = 1_000_000;
 const S: u64 = 1_000_000_000;
@@ -51,7 +55,7 @@ fn profile_from(name: &str) -> HeaderProfile {
 }
 
 fn config_json(c: &Config) -> Value {
-    json!({
+    let mut v = json!({
         "profile": profile_name(c.profile),
         "global_limit": c.global_limit,
         "global_window_ns": c.global_window,
@@ -73,7 +77,38 @@ fn config_json(c: &Config) -> Value {
         "jitter_seed": c.jitter_seed,
         "max_routes": c.max_routes,
         "bucket_idle_ttl_ns": c.bucket_idle_ttl,
-    })
+    });
+    // Shared mode only appears when it is on, so the files of the other scenarios keep their form.
+    if let Some(sh) = &c.shared {
+        v["shared"] = json!({
+            "on_unavailable": sh.on_unavailable.as_str(),
+            "retry_base_ns": sh.retry_base,
+            "retry_max_ns": sh.retry_max,
+            "lease_ns": sh.lease,
+            "pioneer_poll_ns": sh.pioneer_poll,
+            "state_ttl_ns": sh.state_ttl,
+        });
+    }
+    v
+}
+
+fn shared_from(v: &Value) -> Option<SharedConfig> {
+    if v.is_null() {
+        return None;
+    }
+    let u = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("config.shared.{k} missing"));
+    let mut sh = SharedConfig::default();
+    sh.on_unavailable = match v["on_unavailable"].as_str().expect("on_unavailable") {
+        "fail_open" => OnUnavailable::FailOpen,
+        "fail_closed" => OnUnavailable::FailClosed,
+        other => panic!("unknown on_unavailable {other}"),
+    };
+    sh.retry_base = u("retry_base_ns");
+    sh.retry_max = u("retry_max_ns");
+    sh.lease = u("lease_ns");
+    sh.pioneer_poll = u("pioneer_poll_ns");
+    sh.state_ttl = u("state_ttl_ns");
+    Some(sh)
 }
 
 fn config_from(v: &Value) -> Config {
@@ -100,6 +135,7 @@ fn config_from(v: &Value) -> Config {
     c.jitter_seed = u("jitter_seed");
     c.max_routes = u("max_routes") as usize;
     c.bucket_idle_ttl = u("bucket_idle_ttl_ns");
+    c.shared = shared_from(v.get("shared").unwrap_or(&Value::Null));
     c
 }
 
@@ -152,6 +188,17 @@ fn output_json(o: &Output) -> Value {
         Output::Observe(Observation::InvalidRequestWarning { count, limit }) => json!({
             "observe": "invalid_request_warning", "count": count, "limit": limit
         }),
+        Output::Observe(Observation::StoreUnavailable { id, retry_at }) => json!({
+            "observe": "store_unavailable", "id": id, "retry_at_ns": retry_at
+        }),
+        Output::Observe(Observation::StoreRecovered) => json!({"observe": "store_recovered"}),
+        Output::Reserve(r) => json!({
+            "reserve": r.id, "identity": r.identity, "route": r.route, "major": r.major,
+            "bucket": r.bucket, "counts_global": r.counts_global, "global_limit": r.global_limit,
+            "global_window_ns": r.global_window, "margin_ns": r.margin,
+            "invalid_limit": r.invalid_limit, "invalid_window_ns": r.invalid_window,
+        }),
+        Output::Share(u) => shared_json::update_json(u),
         Output::WaitUntil(t) => json!({"wait_until_ns": t}),
         Output::Idle => json!({"idle": true}),
     }
@@ -245,6 +292,10 @@ fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
                 Ok(p) => json!({"send_at_ns": p.send_at}),
                 Err(e) => json!({"error": e.code()}),
             },
+            "reservation" => match l.handle_reservation(at, step["id"].as_u64().expect("id"), shared_json::answer_from(step)) {
+                Ok(()) => json!({"ok": true}),
+                Err(e) => json!({"error": e.code()}),
+            },
             other => panic!("unknown op {other}"),
         };
         let mut s = step.clone();
@@ -252,6 +303,9 @@ fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
         s["outputs"] = Value::Array(if op == "predict" { Vec::new() } else { drain(&mut l) });
         s["queued"] = json!(l.queued());
         s["in_flight"] = json!(l.in_flight());
+        if config.shared.is_some() {
+            s["reserving"] = json!(l.reserving());
+        }
         done.push(s);
     }
     done
@@ -305,6 +359,19 @@ impl Script {
     }
     fn predict(mut self, at: u64, method: &str, path: &str) -> Self {
         self.steps.push(json!({"at_ns": at, "op": "predict", "request": {"method": method, "path": path}}));
+        self
+    }
+    fn granted(mut self, at: u64, id: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "granted"}));
+        self
+    }
+    fn unavailable(mut self, at: u64, id: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "unavailable"}));
+        self
+    }
+    fn denied(mut self, at: u64, id: u64, retry_after: u64, scope: &str) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "denied",
+            "retry_after_ns": retry_after, "scope": scope}));
         self
     }
 }
@@ -416,6 +483,7 @@ fn vectors_replay() {
                 o.remove("outputs");
                 o.remove("queued");
                 o.remove("in_flight");
+                o.remove("reserving");
                 s
             })
             .collect();

@@ -32,6 +32,8 @@ fn observation_name(observation: &Observation) -> &'static str {
         Observation::RateLimited { .. } => "rate_limited",
         Observation::BucketLearned { .. } => "bucket_learned",
         Observation::InvalidRequestWarning { .. } => "invalid_request_warning",
+        Observation::StoreUnavailable { .. } => "store_unavailable",
+        Observation::StoreRecovered => "store_recovered",
     }
 }
 
@@ -73,6 +75,8 @@ fn every_observation_is_matched() {
         Observation::RateLimited { id: 1, scope: RateLimitScope::Bucket, retry_after: 1 },
         Observation::BucketLearned { route: String::new(), bucket: String::new() },
         Observation::InvalidRequestWarning { count: 1, limit: 2 },
+        Observation::StoreUnavailable { id: 1, retry_at: 2 },
+        Observation::StoreRecovered,
     ];
     let names: std::collections::BTreeSet<&str> = all.iter().map(observation_name).collect();
     assert_eq!(names.len(), all.len());

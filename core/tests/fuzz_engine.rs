@@ -98,6 +98,8 @@ fn drain(l: &mut Limiter, book: &mut Book) -> Option<u64> {
             }
             Output::Fail(id, _) => book.end(id, "failed"),
             Output::Observe(_) => {}
+            Output::Reserve(r) => panic!("Reserve({}) with shared mode off", r.id),
+            Output::Share(u) => panic!("Share({u:?}) with shared mode off"),
             Output::WaitUntil(t) => return Some(t),
             Output::Idle => return None,
         }

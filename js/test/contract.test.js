@@ -169,6 +169,39 @@ test('fail outputs carry the message and the code fields', () => {
   assert.equal(typeof dl.predictedSendAtNs, 'number')
 })
 
+test('shared mode: reserve, handleReservation, share and the store observations', () => {
+  const limiter = new core.Limiter(JSON.stringify({ shared: { on_unavailable: 'fail_open' } }))
+  assert.equal(limiter.reserving, 0)
+  const id = limiter.enqueue(0, { method: 'POST', path: '/channels/100000000000000001/messages' })
+  const [reserve, last] = limiter.drain()
+  assert.equal(reserve.type, 'reserve')
+  assert.equal(reserve.id, id)
+  assert.equal(reserve.reservation.id, id)
+  assert.equal(reserve.reservation.bucket, null)
+  assert.equal(reserve.reservation.route, 'POST /channels/:id/messages')
+  assert.equal(typeof reserve.reservation.globalWindowNs, 'number')
+  assert.equal(last.type, 'idle')
+  assert.equal(limiter.reserving, 1)
+  throwsCode(() => limiter.handleReservation(1, id, 'granted'), 'invalid_argument')
+  throwsCode(() => limiter.handleReservation(1, id, { answer: 'maybe' }), 'invalid_argument')
+  throwsCode(() => limiter.handleReservation(1, id, { answer: 'denied', retryAfterNs: 5 }), 'invalid_argument')
+  throwsCode(() => limiter.handleReservation(1, id, { answer: 'denied', retryAfterNs: 5, scope: 'x' }), 'invalid_argument')
+  throwsCode(() => limiter.handleReservation(1, 999, { answer: 'granted' }), 'unknown_request')
+  // The store is down: fail-open sends at once and says so.
+  limiter.handleReservation(1, id, { answer: 'unavailable' })
+  const outputs = limiter.drain()
+  assert.deepEqual(outputs.map((o) => o.type).filter((t) => t !== 'wait_until' && t !== 'idle'), ['store_unavailable', 'send'])
+  assert.equal(typeof outputs[0].retryAtNs, 'number')
+  throwsCode(() => limiter.handleReservation(2, id, { answer: 'granted' }), 'invalid_state')
+  limiter.handleResponse(3, id, { status: 200, headers: [['X-RateLimit-Bucket', 'abc'], ['X-RateLimit-Limit', '5'],
+    ['X-RateLimit-Remaining', '4'], ['X-RateLimit-Reset-After', '1']] })
+  const share = limiter.drain().find((o) => o.type === 'share')
+  assert.ok(share, 'a response in shared mode is shared with the store')
+  assert.equal(share.update.kind, 'bucket')
+  assert.equal(share.update.bucket, 'abc')
+  assert.equal(share.update.remaining, 4)
+})
+
 test('SimServer answers like Discord and counts 429s', () => {
   const server = new core.SimServer(JSON.stringify({
     buckets: { h: { limit: 1, window_ns: 1e9 } },

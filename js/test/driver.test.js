@@ -102,6 +102,14 @@ test('options: unknown names, wrong types and out-of-range values throw InvalidC
   }
 })
 
+test('options: shared mode is refused with a clear InvalidConfigError (no store support yet)', () => {
+  assert.throws(() => new RateLimiter({ shared: { onUnavailable: 'fail_open' } }), (e) => {
+    assert.ok(e instanceof InvalidConfigError, `${e}`)
+    assert.match(e.message, /shared.*not supported by the JavaScript driver/)
+    return true
+  })
+})
+
 // ------------------------------------------------------------------ errors
 
 test('errors: every core code has a class, and a new code fails at load time', () => {

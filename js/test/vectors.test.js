@@ -49,6 +49,21 @@ function vectorForm(o) {
       return { observe: 'bucket_learned', route: o.route, bucket: o.bucket }
     case 'invalid_request_warning':
       return { observe: 'invalid_request_warning', count: o.count, limit: o.limit }
+    case 'reserve': {
+      const r = o.reservation
+      assert.equal(r.id, o.id)
+      return {
+        reserve: o.id, identity: r.identity, route: r.route, major: r.major, bucket: r.bucket,
+        counts_global: r.countsGlobal, global_limit: r.globalLimit, global_window_ns: r.globalWindowNs,
+        margin_ns: r.marginNs, invalid_limit: r.invalidLimit, invalid_window_ns: r.invalidWindowNs,
+      }
+    }
+    case 'share':
+      return updateForm(o.update)
+    case 'store_unavailable':
+      return { observe: 'store_unavailable', id: o.id, retry_at_ns: o.retryAtNs }
+    case 'store_recovered':
+      return { observe: 'store_recovered' }
     case 'wait_until':
       return { wait_until_ns: o.atNs }
     case 'idle':
@@ -56,6 +71,35 @@ function vectorForm(o) {
     default:
       assert.fail(`unknown output ${JSON.stringify(o)}`)
   }
+}
+
+/** A `share` output's update in the vectors' JSON form (exactly the variant's fields). */
+function updateForm(u) {
+  const where = { id: u.id, identity: u.identity, route: u.route, major: u.major, bucket: u.bucket }
+  switch (u.kind) {
+    case 'bucket':
+      return {
+        share: 'bucket', ...where, unlimited: u.unlimited, limit: u.limit, remaining: u.remaining,
+        reset_after_ns: u.resetAfterNs, window_ns: u.windowNs,
+      }
+    case 'release':
+      return { share: 'release', ...where, reached: u.reached, window_ns: u.windowNs }
+    case 'hold':
+      return {
+        share: 'hold', scope: u.scope, identity: u.identity, route: u.route, major: u.major,
+        bucket: u.bucket, retry_after_ns: u.retryAfterNs,
+      }
+    case 'invalid':
+      return { share: 'invalid', id: u.id, window_ns: u.windowNs }
+    default:
+      assert.fail(`unknown update ${JSON.stringify(u)}`)
+  }
+}
+
+/** A vector's `reservation` step's answer in the contract's form. */
+function answer(step) {
+  if (step.answer === 'denied') return { answer: 'denied', retryAfterNs: step.retry_after_ns, scope: step.scope }
+  return { answer: step.answer }
 }
 
 function attempt(fn, wrap) {
@@ -135,6 +179,9 @@ function replay(vector, mode) {
       case 'predict':
         result = attempt(() => limiter.predict(now, request(step.request)), (t) => ({ send_at_ns: t }))
         break
+      case 'reservation':
+        result = attempt(() => limiter.handleReservation(now, step.id, answer(step)), () => ({ ok: true }))
+        break
       default:
         assert.fail(`${where}: unknown op`)
     }
@@ -143,11 +190,14 @@ function replay(vector, mode) {
     assert.deepEqual(outputs, step.outputs, `${where}: outputs`)
     assert.equal(limiter.queued, step.queued, `${where}: queued`)
     assert.equal(limiter.inFlight, step.in_flight, `${where}: in_flight`)
+    if ('shared' in vector.config) assert.equal(limiter.reserving, step.reserving, `${where}: reserving`)
   })
 }
 
 test('the vector directory holds client scenarios', () => {
   assert.ok(files.length >= 30, `found ${files.length}`)
+  const shared = files.filter((f) => 'shared' in JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')).config)
+  assert.ok(shared.length >= 8, `shared-mode scenarios: ${shared.length}`)
 })
 
 for (const file of files) {

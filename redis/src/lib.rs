@@ -1,6 +1,10 @@
 //! ratelane's server-side limiters evaluated atomically in Redis, for several processes or
 //! machines sharing one limit.
 //!
+//! Also the store of the core's shared mode ([`ratelane::shared`]: several processes sharing
+//! one Discord token's limits): [`RedisStore`], run by `redis/scripts/shared_store.lua`
+//! ([`SHARED_STORE_LUA`]).
+//!
 //! The three algorithms of [`ratelane::server`] — [GCRA](RedisGcra),
 //! [Sharkey's leaky bucket](RedisLeakyBucket) and [fixed windows with release
 //! estimates](RedisFixedWindow) — each run by one Lua script (`redis/scripts/*.lua`, also
@@ -72,11 +76,13 @@ mod gcra;
 mod leaky_bucket;
 mod reply;
 mod script;
+mod shared;
 
 pub use error::Error;
 pub use fixed_window::RedisFixedWindow;
 pub use gcra::RedisGcra;
 pub use leaky_bucket::RedisLeakyBucket;
+pub use shared::RedisStore;
 
 use ratelane::Nanos;
 
@@ -86,6 +92,14 @@ pub const GCRA_LUA: &str = include_str!("../scripts/gcra.lua");
 pub const LEAKY_BUCKET_LUA: &str = include_str!("../scripts/leaky_bucket.lua");
 /// `redis/scripts/fixed_window.lua`: fixed-window check, schedule and release.
 pub const FIXED_WINDOW_LUA: &str = include_str!("../scripts/fixed_window.lua");
+
+/// `redis/scripts/shared_store.lua`: the store of the core's shared mode ([`RedisStore`]).
+pub const SHARED_STORE_LUA: &str = include_str!("../scripts/shared_store.lua");
+
+/// The SHA-1 of `shared_store.lua`, as `EVALSHA` takes it.
+pub fn shared_store_sha() -> &'static str {
+    script::SHARED_STORE.sha()
+}
 
 /// The longest window the scripts evaluate exactly: 2^52 ns (about 52 days). Lua numbers
 /// are doubles, exact for integers below 2^53, and the scripts add up to two windows.

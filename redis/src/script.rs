@@ -50,6 +50,17 @@ impl LuaScript {
         }
     }
 
+    /// [`invoke`](Self::invoke) with string arguments (the shared store's `ARGV`).
+    pub(crate) fn invoke_strings(
+        &self,
+        con: &mut dyn ConnectionLike,
+        key: &str,
+        args: &[String],
+    ) -> Result<Value, Error> {
+        let args: Vec<Arg<'_>> = args.iter().map(|a| Arg::Str(a.as_str())).collect();
+        self.invoke(con, key, &args)
+    }
+
     /// The SHA-1 Redis knows the script by (`EVALSHA`).
     pub(crate) fn sha(&self) -> &str {
         &self.sha
@@ -78,3 +89,5 @@ pub(crate) static LEAKY_BUCKET: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(crate::LEAKY_BUCKET_LUA));
 pub(crate) static FIXED_WINDOW: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(crate::FIXED_WINDOW_LUA));
+pub(crate) static SHARED_STORE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(crate::SHARED_STORE_LUA));

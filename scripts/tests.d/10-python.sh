@@ -51,6 +51,31 @@ fi
 echo "demo: examples/python/discord_bot.py"
 "../$VENV/bin/python" ../examples/python/discord_bot.py | tail -1
 
+# Shared mode (ratelane.redis) is tested against a real Redis: the one named by
+# RATELANE_REDIS_URL, or a throwaway redis-server started here (installed when missing) and
+# stopped on exit. The outage tests start and stop their own servers too.
+. ../scripts/lib/redis-server.sh
+redis_dir=""
+if [ -z "${RATELANE_REDIS_URL:-}" ]; then
+  redis_install
+  redis_dir="$(mktemp -d)"
+  redis_start "$redis_dir"
+  echo "redis-server $REDIS_PID on $RATELANE_REDIS_URL (for the shared-mode tests)"
+fi
+cleanup() {
+  redis_stop
+  [ -z "$redis_dir" ] || rm -rf "$redis_dir"
+  [ -z "${wheels:-}" ] || rm -rf "$wheels"
+}
+trap cleanup EXIT
+
+echo "demo: examples/python/two_processes.py (two processes sharing limits through Redis)"
+"../$VENV/bin/python" ../examples/python/two_processes.py "$RATELANE_REDIS_URL" | tail -1
+
 echo "pytest"
 cd tests
-exec "../../$VENV/bin/python" -m pytest -q -p no:cacheprovider
+set +e
+"../../$VENV/bin/python" -m pytest -q -p no:cacheprovider
+status=$?
+set -e
+exit "$status"

@@ -6,54 +6,19 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TERM_COLOR=never
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  # Others may run apt at the same time: wait for the lock instead of failing.
-  apt_get() { $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 "$@"; }
-  apt_get install -y --no-install-recommends redis-server \
-    || { apt_get update && apt_get install -y --no-install-recommends redis-server; }
-fi
+. scripts/lib/redis-server.sh
+redis_install
 redis-server --version
 
 dir="$(mktemp -d)"
-pid=""
 log="$dir/cargo-test.log"
 stop() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill "$pid"
-    wait "$pid" 2>/dev/null || true
-  fi
+  redis_stop
   rm -rf "$dir"
 }
 trap stop EXIT
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-# A port found free may be taken before redis binds it: try a few.
-for attempt in 1 2 3 4 5; do
-  port="$(free_port)"
-  redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$dir" \
-    --daemonize no --logfile "$dir/redis.log" &
-  pid=$!
-  for _ in $(seq 1 50); do
-    if [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = "PONG" ]; then
-      break 2
-    fi
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  pid=""
-  echo "redis-server did not start on port $port (attempt $attempt)"
-  tail -5 "$dir/redis.log" 2>/dev/null || true
-done
-[ -n "$pid" ] || { echo "could not start redis-server"; exit 1; }
-export RATELANE_REDIS_URL="redis://127.0.0.1:$port/"
-echo "redis-server $pid on $RATELANE_REDIS_URL"
+redis_start "$dir"
+echo "redis-server $REDIS_PID on $RATELANE_REDIS_URL"
 
 set +e
 PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261122}" \

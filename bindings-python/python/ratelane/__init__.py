@@ -4,7 +4,9 @@
   ``async with limiter.acquire(method, path) as permit``).
 * ``Limiter``: the sans-IO engine for frameworks that run their own loop, with its outputs
   ``Send``, ``Fail``, ``WaitUntil``, ``Idle`` and the observations ``RateLimited``,
-  ``BucketLearned``, ``InvalidRequestWarning``.
+  ``BucketLearned``, ``InvalidRequestWarning``; in shared mode also ``Reserve``, the updates
+  ``ShareBucket``, ``ShareRelease``, ``ShareHold``, ``ShareInvalid`` and the observations
+  ``StoreUnavailable``, ``StoreRecovered``.
 * ``ratelane.sim``: the Discord simulator, to test code in virtual time.
 * ``ratelane.server``: server-side limiters (GCRA, leaky bucket, fixed window) that render
   ``X-RateLimit-*`` and IETF ``RateLimit`` headers, for your own API.
@@ -24,7 +26,14 @@ from ._core import (
     Idle,
     InvalidRequestWarning,
     RateLimited,
+    Reserve,
     Send,
+    ShareBucket,
+    ShareHold,
+    ShareInvalid,
+    ShareRelease,
+    StoreRecovered,
+    StoreUnavailable,
     WaitUntil,
 )
 from ._driver import Permit, RateLimiter
@@ -79,6 +88,13 @@ __all__ = [
     "RateLimited",
     "BucketLearned",
     "InvalidRequestWarning",
+    "Reserve",
+    "ShareBucket",
+    "ShareRelease",
+    "ShareHold",
+    "ShareInvalid",
+    "StoreUnavailable",
+    "StoreRecovered",
     "RatelaneError",
     "RateLimitError",
     "DeadlineExceededError",

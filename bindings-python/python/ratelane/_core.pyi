@@ -12,6 +12,13 @@ __all__ = [
     "RateLimited",
     "BucketLearned",
     "InvalidRequestWarning",
+    "Reserve",
+    "ShareBucket",
+    "ShareRelease",
+    "ShareHold",
+    "ShareInvalid",
+    "StoreUnavailable",
+    "StoreRecovered",
     "WaitUntil",
     "Idle",
     "Server",
@@ -24,6 +31,7 @@ __all__ = [
     "FAIL_CODES",
     "ERROR_CODES",
     "CORE_VERSION",
+    "SHARED_STORE_LUA",
 ]
 
 _Headers: TypeAlias = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
@@ -32,6 +40,7 @@ _Disposition: TypeAlias = Literal["complete", "retry", "failed"]
 FAIL_CODES: Final[list[str]]
 ERROR_CODES: Final[list[str]]
 CORE_VERSION: Final[str]
+SHARED_STORE_LUA: Final[str]
 
 @final
 class Send:
@@ -108,7 +117,144 @@ class Idle:
 
     def __new__(cls) -> Idle: ...
 
-_Output: TypeAlias = Union[Send, Fail, RateLimited, BucketLearned, InvalidRequestWarning, WaitUntil, Idle]
+@final
+class Reserve:
+    """Shared mode: ask the store whether request ``id`` may be sent, then answer with
+    ``Limiter.handle_reservation``."""
+
+    __match_args__: ClassVar[Tuple[str]]
+    @property
+    def id(self) -> int: ...
+    @property
+    def identity(self) -> str: ...
+    @property
+    def route(self) -> str: ...
+    @property
+    def major(self) -> str: ...
+    @property
+    def bucket(self) -> Optional[str]: ...
+    @property
+    def counts_global(self) -> bool: ...
+    @property
+    def global_limit(self) -> int: ...
+    @property
+    def global_window_ns(self) -> int: ...
+    @property
+    def margin_ns(self) -> int: ...
+    @property
+    def invalid_limit(self) -> int: ...
+    @property
+    def invalid_window_ns(self) -> int: ...
+
+@final
+class ShareBucket:
+    """Shared mode: what a response said about its bucket (write it to the store, in order)."""
+
+    __match_args__: ClassVar[Tuple[str]]
+    @property
+    def id(self) -> int: ...
+    @property
+    def identity(self) -> str: ...
+    @property
+    def route(self) -> str: ...
+    @property
+    def major(self) -> str: ...
+    @property
+    def bucket(self) -> Optional[str]: ...
+    @property
+    def unlimited(self) -> bool: ...
+    @property
+    def limit(self) -> Optional[int]: ...
+    @property
+    def remaining(self) -> Optional[int]: ...
+    @property
+    def reset_after_ns(self) -> Optional[int]: ...
+    @property
+    def window_ns(self) -> Optional[int]: ...
+
+@final
+class ShareRelease:
+    """Shared mode: granted request ``id`` will not be answered (``reached``: it may have
+    reached the server)."""
+
+    __match_args__: ClassVar[Tuple[str, str]]
+    @property
+    def id(self) -> int: ...
+    @property
+    def identity(self) -> str: ...
+    @property
+    def route(self) -> str: ...
+    @property
+    def major(self) -> str: ...
+    @property
+    def bucket(self) -> Optional[str]: ...
+    @property
+    def reached(self) -> bool: ...
+    @property
+    def window_ns(self) -> Optional[int]: ...
+
+@final
+class ShareHold:
+    """Shared mode: every process holds ``scope`` (edge, global, route, bucket) for
+    ``retry_after_ns``."""
+
+    __match_args__: ClassVar[Tuple[str, str]]
+    @property
+    def scope(self) -> str: ...
+    @property
+    def identity(self) -> str: ...
+    @property
+    def route(self) -> str: ...
+    @property
+    def major(self) -> str: ...
+    @property
+    def bucket(self) -> Optional[str]: ...
+    @property
+    def retry_after_ns(self) -> int: ...
+
+@final
+class ShareInvalid:
+    """Shared mode: request ``id`` got an invalid response (counts for ``window_ns``)."""
+
+    __match_args__: ClassVar[Tuple[str, str]]
+    @property
+    def id(self) -> int: ...
+    @property
+    def window_ns(self) -> int: ...
+
+@final
+class StoreUnavailable:
+    """An observation (shared mode): the store did not answer request ``id``'s reservation;
+    it is asked again from ``retry_at_ns``."""
+
+    __match_args__: ClassVar[Tuple[str, str]]
+    @property
+    def id(self) -> int: ...
+    @property
+    def retry_at_ns(self) -> int: ...
+
+@final
+class StoreRecovered:
+    """An observation (shared mode): the store answers again."""
+
+    def __new__(cls) -> StoreRecovered: ...
+
+_Output: TypeAlias = Union[
+    Send,
+    Fail,
+    RateLimited,
+    BucketLearned,
+    InvalidRequestWarning,
+    Reserve,
+    ShareBucket,
+    ShareRelease,
+    ShareHold,
+    ShareInvalid,
+    StoreUnavailable,
+    StoreRecovered,
+    WaitUntil,
+    Idle,
+]
 
 @disjoint_base
 class Limiter:
@@ -147,6 +293,18 @@ class Limiter:
         """The caller gave up on ``id``. Raises UnknownRequestError."""
     def handle_timeout(self, now_ns: int) -> None:
         """Time passed (harmless when early or repeated)."""
+    def handle_reservation(
+        self,
+        now_ns: int,
+        id: int,
+        answer: str,
+        *,
+        retry_after_ns: Optional[int] = None,
+        scope: Optional[str] = None,
+    ) -> None:
+        """Shared mode: the store's answer to ``Reserve`` ``id``: "granted", "unavailable", or
+        "denied" with ``retry_after_ns`` and ``scope`` (edge, invalid, global, route, bucket,
+        pioneer). Raises UnknownRequestError, InvalidStateError, InvalidArgumentError."""
     def close(self, now_ns: int) -> None:
         """Fails every queued request with ``closed``; refuses new ones."""
     def poll_output(self) -> _Output:
@@ -171,6 +329,8 @@ class Limiter:
     def queued(self) -> int: ...
     @property
     def in_flight(self) -> int: ...
+    @property
+    def reserving(self) -> int: ...
     @property
     def buckets(self) -> int: ...
     @property

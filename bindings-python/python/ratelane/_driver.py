@@ -11,6 +11,7 @@ background task.
 from __future__ import annotations
 
 import asyncio
+import json
 from types import TracebackType
 from typing import (
     TYPE_CHECKING,
@@ -32,8 +33,10 @@ from typing import (
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from .redis import Answer, RedisStore
+
 from . import _core
-from ._core import Fail, Idle, Send, WaitUntil
+from ._core import Fail, Idle, Reserve, Send, ShareBucket, ShareHold, ShareInvalid, ShareRelease, WaitUntil
 from ._errors import (
     DeadlineExceededError,
     InvalidArgumentError,
@@ -75,6 +78,8 @@ _SENDABLE = 1  # the core said Send: it may go now
 _FAILED = 2  # the core said Fail
 _DONE = 3  # answered, failed or cancelled: nothing left in the core
 
+_SHARE_TYPES = (ShareBucket, ShareRelease, ShareHold, ShareInvalid)
+
 Observer = Callable[[Any], None]
 Headers = Union[Mapping[str, str], Iterable[Tuple[str, str]], None]
 
@@ -106,7 +111,12 @@ class RateLimiter:
     ``"retry_after_only"``. Unknown keys raise ``InvalidConfigError``.
 
     ``on_observation`` is called with every ``RateLimited``, ``BucketLearned`` and
-    ``InvalidRequestWarning`` observation (for metrics and logs); it must not raise.
+    ``InvalidRequestWarning`` observation (and, in shared mode, ``StoreUnavailable`` and
+    ``StoreRecovered``), for metrics and logs; it must not raise.
+
+    ``shared`` (a ``ratelane.redis.RedisStore``) turns on shared mode: several processes using
+    one token share its limits through Redis (see ``ratelane.redis``). ``aclose()`` then also
+    writes what is left for the store and closes it.
 
     The limiter belongs to the event loop it is first used on.
     """
@@ -117,11 +127,22 @@ class RateLimiter:
         /,
         *,
         on_observation: Optional[Observer] = None,
+        shared: "Optional[RedisStore]" = None,
         **settings: Any,
     ) -> None:
         merged = dict(config or {})
         merged.update(settings)
-        self._core = _core.Limiter(config_json(seconds_settings(merged)))
+        core_settings = seconds_settings(merged)
+        if shared is not None:
+            if "shared" in core_settings:
+                raise InvalidArgumentError("give the shared store as shared=RedisStore(...), not as a setting")
+            core_settings["shared"] = shared.core_settings()
+        self._core = _core.Limiter(config_json(core_settings))
+        self._store = shared
+        self._asking: Dict[int, Tuple["asyncio.Future[Answer]", asyncio.TimerHandle]] = {}
+        self._asked: Optional[asyncio.Event] = None
+        if shared is not None:
+            shared.bind(json.loads(self._core.config_json())["shared"])
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._waiters: Dict[int, _Waiter] = {}
         self._timer: Optional[asyncio.TimerHandle] = None
@@ -303,6 +324,13 @@ class RateLimiter:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._store is not None:
+            # Outstanding reservations are answered (each within the store's timeout), so
+            # that grants nobody will use are given back, then the updates are written.
+            if self._asking:
+                self._asked = asyncio.Event()
+                await self._asked.wait()
+            await self._store.aclose()
 
     async def __aenter__(self) -> "RateLimiter":
         self._bind()
@@ -453,8 +481,49 @@ class RateLimiter:
                     future = waiter.future
                     if future is not None and not future.done():
                         future.set_result(None)
+            elif kind is Reserve:
+                self._reserve(output)
+            elif kind in _SHARE_TYPES:
+                assert self._store is not None
+                self._store.record(output)
             elif self._on_observation is not None:
                 self._on_observation(output)
+
+    # ------------------------------------------------------------------ shared mode
+
+    def _reserve(self, reservation: Reserve) -> None:
+        """Asks the store; the answer (or "unavailable" after its timeout) goes back to the
+        core exactly once."""
+        store = self._store
+        assert store is not None and self._loop is not None
+        rid = reservation.id
+        future = store.reserve(reservation)
+        timer = self._loop.call_later(store.timeout, self._answer, rid)
+        self._asking[rid] = (future, timer)
+        future.add_done_callback(lambda _: self._answer(rid))
+
+    def _answer(self, rid: int) -> None:
+        entry = self._asking.pop(rid, None)
+        if entry is None:
+            return  # answered already (the timeout, then the late reply, or the other way)
+        future, timer = entry
+        timer.cancel()
+        answer: "Answer" = ("unavailable", None, None)
+        if future.done() and not future.cancelled() and future.exception() is None:
+            answer = future.result()
+        elif not future.done():
+            future.cancel()  # too late: the store's queue drops it if it was not sent yet
+        kind, retry_after_ns, scope = answer
+        try:
+            if kind == "denied":
+                self._core.handle_reservation(self._now(), rid, "denied", retry_after_ns=retry_after_ns, scope=scope)
+            else:
+                self._core.handle_reservation(self._now(), rid, kind)
+        except RatelaneError:
+            pass  # the request ended meanwhile in a way the core no longer tracks
+        self._pump()
+        if not self._asking and self._asked is not None:
+            self._asked.set()
 
     def _arm(self, at_ns: int) -> None:
         if self._closed:

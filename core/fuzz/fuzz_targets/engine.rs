@@ -29,6 +29,7 @@ fn drain(l: &mut Limiter, live: &mut BTreeMap<u64, bool>) {
             Output::Send(id) => assert_eq!(live.insert(id, true), Some(false), "send of a request not queued"),
             Output::Fail(id, _) => assert!(live.remove(&id).is_some(), "fail of a request not live"),
             Output::Observe(_) => {}
+            Output::Reserve(_) | Output::Share(_) => panic!("shared-mode output with shared mode off"),
             Output::WaitUntil(_) | Output::Idle => return,
         }
     }

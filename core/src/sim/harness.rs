@@ -9,6 +9,7 @@ use super::server::{
     Arrival, BucketSpec, Server, ServerOutcome, ServerResponse, WindowKind, max_in_window,
 };
 use crate::limiter::Limiter;
+use crate::shared::{Reservation, ReservationAnswer, SharedStore, SharedUpdate};
 use crate::types::{
     Disposition, FailReason, Failure, MILLISECOND, Nanos, Observation, Output, Request, RequestId,
     SECOND,
@@ -163,6 +164,59 @@ impl SimConfig {
     }
 }
 
+/// The network between the processes of a [`Simulation::cluster`] and their shared
+/// [`MemoryStore`](crate::shared::MemoryStore) (see [`Simulation::with_store`]), and the store's outages.
+///
+/// Each process talks to the store over one connection, in order (as the shared-mode docs ask
+/// of drivers): a reservation or a write reaches the store after `uplink`, but never before the
+/// process's previous message; an answer comes back after `downlink`, never before the previous
+/// answer. When an answer would come later than `timeout` after its reservation, or the store is
+/// in an outage when the reservation arrives, the driver answers
+/// [`ReservationAnswer::Unavailable`] at `timeout` (a late answer is dropped, as a driver would;
+/// the store may still have granted it). A write ([`Output::Share`]) is lost during an outage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreLink {
+    /// Process -> store latency.
+    pub uplink: Latency,
+    /// Store -> process latency.
+    pub downlink: Latency,
+    /// The driver's timeout for an answer.
+    pub timeout: Nanos,
+    /// Intervals `[start, end)` (virtual time) during which the store is down.
+    pub outages: Vec<(Nanos, Nanos)>,
+}
+
+impl Default for StoreLink {
+    fn default() -> Self {
+        StoreLink {
+            uplink: Latency::jittered(MILLISECOND, MILLISECOND),
+            downlink: Latency::jittered(MILLISECOND, MILLISECOND),
+            timeout: 250 * MILLISECOND,
+            outages: Vec::new(),
+        }
+    }
+}
+
+impl StoreLink {
+    /// Sets both latencies.
+    pub fn latency(mut self, uplink: Latency, downlink: Latency) -> Self {
+        self.uplink = uplink;
+        self.downlink = downlink;
+        self
+    }
+
+    /// Adds an outage from `start` to `end`.
+    pub fn outage(mut self, start: Nanos, end: Nanos) -> Self {
+        self.outages.push((start, end));
+        self
+    }
+
+    /// Whether the store is down at `t`.
+    pub fn is_down(&self, t: Nanos) -> bool {
+        self.outages.iter().any(|&(a, b)| a <= t && t < b)
+    }
+}
+
 /// What the network does with one send, when a test scripts it with
 /// [`Simulation::script_send`] instead of leaving it to [`SimConfig::drop_chance`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,12 +277,16 @@ pub struct SendRecord {
     /// Global order of sends and enqueues (ties within one instant).
     pub seq: u64,
     /// Whether the limiter had already been given a response with bucket headers for the same
-    /// (identity, route, major) when it sent this: a limit it knew.
+    /// (identity, route, major) when it sent this: a limit it knew. In a cluster with a store,
+    /// also when the store had recorded such a response of another process (shared knowledge;
+    /// a report lost while the store was down shares nothing).
     pub informed: bool,
     /// The index of its arrival in [`Report::server_log`], if it reached the server.
     pub arrival: Option<usize>,
     /// The status it was answered with, if a response was delivered.
     pub status: Option<u16>,
+    /// When its response was handed to the limiter, if it was (not dropped).
+    pub answered_at: Option<Nanos>,
     /// The transport failure reported for it, if any.
     pub failure: Option<Failure>,
     /// Sent after [`crate::Limiter::close`].
@@ -238,6 +296,8 @@ pub struct SendRecord {
 /// Everything the simulation recorded about one scheduled request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestRecord {
+    /// The process (limiter) it was given to: always 0 outside [`Simulation::cluster`].
+    pub process: usize,
     /// The request.
     pub request: Request,
     /// Its route key, as the limiter derives it.
@@ -260,7 +320,11 @@ pub struct RequestRecord {
     pub sends: Vec<SendRecord>,
     /// When the test asked to cancel it.
     pub cancel_at: Option<Nanos>,
+    /// Shared mode: how many reservations it made, and the answers it got (in order).
+    pub reservations: Vec<ReservationAnswer>,
     in_flight: Option<usize>,
+    /// A reservation whose answer has not been delivered yet (its number).
+    reserving: Option<usize>,
     expect_fail: bool,
 }
 
@@ -404,6 +468,11 @@ impl Report {
         self.requests.iter().map(|r| r.sends.len()).sum()
     }
 
+    /// Shared mode: every `Reserve` the limiters emitted.
+    pub fn total_reservations(&self) -> usize {
+        self.requests.iter().map(|r| r.reservations.len()).sum()
+    }
+
     /// From the first enqueue to the last outcome.
     pub fn makespan(&self) -> Nanos {
         let start = self
@@ -497,15 +566,17 @@ impl Report {
         max_in_window(&times, g.window)
     }
 
-    /// Pairs `(earlier, later)` of requests with the same identity, route, major parameter
-    /// and priority, both completed, where the later-enqueued one was first sent before the
-    /// earlier one. Empty when the limiter is FIFO per bucket.
+    /// Pairs `(earlier, later)` of requests of the same process with the same identity, route,
+    /// major parameter and priority, both completed, where the later-enqueued one was first sent
+    /// before the earlier one. Empty when the limiter is FIFO per bucket. (Across processes of a
+    /// cluster there is no order to keep.)
     pub fn fifo_violations(&self) -> Vec<(Ticket, Ticket)> {
-        let mut groups: HashMap<(&str, &str, &str, i32), Vec<usize>> = HashMap::new();
+        let mut groups: HashMap<(usize, &str, &str, &str, i32), Vec<usize>> = HashMap::new();
         for (i, r) in self.requests.iter().enumerate() {
             if matches!(r.outcome, Some(Outcome::Completed(_))) && !r.sends.is_empty() {
                 groups
                     .entry((
+                        r.process,
                         r.request.identity.as_str(),
                         r.route.as_str(),
                         r.major.as_str(),
@@ -536,7 +607,7 @@ impl Report {
 enum Event {
     Enqueue(usize),
     Cancel(usize),
-    Close,
+    Close(usize),
     Arrive {
         ticket: usize,
         send: usize,
@@ -553,7 +624,28 @@ enum Event {
         failure: Failure,
     },
     Timeout {
+        process: usize,
         generation: u64,
+    },
+    /// A reservation reaches the store; with `answer_after`, its answer reaches the process
+    /// that much later.
+    StoreReserve {
+        ticket: usize,
+        number: usize,
+        reservation: Reservation,
+        /// The driver's timeout (`None`: it already gave up on this one).
+        deadline: Option<Nanos>,
+    },
+    /// The answer to reservation `number` of `ticket` reaches its process.
+    Answer {
+        ticket: usize,
+        number: usize,
+        answer: ReservationAnswer,
+    },
+    /// A write reaches the store.
+    StoreRecord {
+        process: usize,
+        update: SharedUpdate,
     },
 }
 
@@ -606,9 +698,21 @@ const MAX_TIMEOUTS_AT_INSTANT: u64 = 100_000;
 /// an output naming an unknown id, a second outcome for a request, a `Send` for a request
 /// already in flight or finished, [`Disposition::Failed`] without a matching `Fail`, an
 /// error for a request the driver knows is live, a drain that never ends.
+///
+/// **Several processes.** [`Simulation::cluster`] runs several limiters (processes) against
+/// the one server, each with its own driver loop and timer; [`Simulation::with_store`] gives
+/// them a shared [`MemoryStore`](crate::shared::MemoryStore) reached over a [`StoreLink`], for limiters in shared mode
+/// ([`crate::shared`]): each `Reserve` goes to the store and its answer comes back to
+/// [`Limiter::handle_reservation`]; each `Share` is written to the store. The checks then also
+/// cover reservations: a `Reserve` only for a queued request, at most one outstanding per
+/// request, no `Send` while one is outstanding, and a late answer for a request that ended is
+/// accepted (ignored) by the limiter. Knowledge of a bucket ([`SendRecord::informed`]) counts
+/// across processes once the store has recorded it: they share it through the store.
 #[derive(Debug)]
 pub struct Simulation {
-    limiter: Limiter,
+    limiters: Vec<Limiter>,
+    store: Option<Box<dyn SharedStore>>,
+    link: StoreLink,
     server: Server,
     config: SimConfig,
     rng: SplitMix64,
@@ -617,23 +721,44 @@ pub struct Simulation {
     events: BinaryHeap<Reverse<Scheduled>>,
     pending_other: usize,
     records: Vec<RequestRecord>,
-    by_id: HashMap<RequestId, usize>,
-    timer_generation: u64,
-    informed: HashSet<(String, String, String)>,
+    by_id: HashMap<(usize, RequestId), usize>,
+    timer_generation: Vec<u64>,
+    /// (process, identity, route, major) whose bucket headers the process has seen.
+    informed: HashSet<(usize, String, String, String)>,
+    /// (identity, route, major) whose bucket report the store has recorded.
+    store_informed: HashSet<(String, String, String)>,
     observations: Vec<(Nanos, Observation)>,
     trace: Vec<String>,
     steps: u64,
-    timeouts_at_instant: (Nanos, u64),
-    closed: bool,
+    timeouts_at_instant: Vec<(Nanos, u64)>,
+    closed: Vec<bool>,
     scripted: HashMap<(usize, usize), Fate>,
+    /// Per process: when its last message reaches the store, and its last answer comes back
+    /// (one ordered connection each).
+    store_up: Vec<Nanos>,
+    store_down: Vec<Nanos>,
 }
 
 impl Simulation {
     /// A simulation of `limiter` against `server` over the network `config`.
     pub fn new(limiter: Limiter, server: Server, config: SimConfig) -> Self {
+        Simulation::cluster(vec![limiter], server, config)
+    }
+
+    /// A simulation of several processes, one limiter each, against the one `server` (they
+    /// share its limits, as processes using one token do). Without
+    /// [`Simulation::with_store`] nothing coordinates them.
+    ///
+    /// # Panics
+    /// If `limiters` is empty.
+    pub fn cluster(limiters: Vec<Limiter>, server: Server, config: SimConfig) -> Self {
+        assert!(!limiters.is_empty(), "a simulation needs at least one limiter");
         let rng = SplitMix64::new(config.seed);
+        let n = limiters.len();
         Simulation {
-            limiter,
+            limiters,
+            store: None,
+            link: StoreLink::default(),
             server,
             config,
             rng,
@@ -643,20 +768,42 @@ impl Simulation {
             pending_other: 0,
             records: Vec::new(),
             by_id: HashMap::new(),
-            timer_generation: 0,
+            timer_generation: vec![0; n],
             informed: HashSet::new(),
+            store_informed: HashSet::new(),
             observations: Vec::new(),
             trace: Vec::new(),
             steps: 0,
-            timeouts_at_instant: (0, 0),
-            closed: false,
+            timeouts_at_instant: vec![(0, 0); n],
+            closed: vec![false; n],
             scripted: HashMap::new(),
+            store_up: vec![0; n],
+            store_down: vec![0; n],
         }
     }
 
-    /// The limiter.
+    /// Gives the processes a shared store reached over `link` (for limiters in shared mode):
+    /// a [`MemoryStore`](crate::shared::MemoryStore), or any [`SharedStore`]. Process `i` calls the store as client
+    /// `"p{i}"`, at the simulation's virtual time.
+    pub fn with_store(mut self, store: impl SharedStore + 'static, link: StoreLink) -> Self {
+        self.store = Some(Box::new(store));
+        self.link = link;
+        self
+    }
+
+    /// The limiter (of process 0).
     pub fn limiter(&self) -> &Limiter {
-        &self.limiter
+        &self.limiters[0]
+    }
+
+    /// The limiter of process `process`.
+    pub fn limiter_of(&self, process: usize) -> &Limiter {
+        &self.limiters[process]
+    }
+
+    /// The shared store, if there is one.
+    pub fn store(&self) -> Option<&dyn SharedStore> {
+        self.store.as_deref()
     }
 
     /// The server.
@@ -681,11 +828,20 @@ impl Simulation {
         }));
     }
 
-    /// Schedules `request` to be enqueued at `at`.
+    /// Schedules `request` to be enqueued at `at` (by process 0).
     pub fn enqueue_at(&mut self, at: Nanos, request: Request) -> Ticket {
-        let route = super::server::route_of(self.limiter.config().profile, &request);
+        self.enqueue_on(0, at, request)
+    }
+
+    /// Schedules `request` to be enqueued at `at` by process `process`.
+    ///
+    /// # Panics
+    /// If there is no such process.
+    pub fn enqueue_on(&mut self, process: usize, at: Nanos, request: Request) -> Ticket {
+        let route = super::server::route_of(self.limiters[process].config().profile, &request);
         let ticket = self.records.len();
         self.records.push(RequestRecord {
+            process,
             request,
             route: route.key,
             major: route.major,
@@ -697,7 +853,9 @@ impl Simulation {
             finished_at: None,
             sends: Vec::new(),
             cancel_at: None,
+            reservations: Vec::new(),
             in_flight: None,
+            reserving: None,
             expect_fail: false,
         });
         self.schedule(at, Event::Enqueue(ticket));
@@ -706,6 +864,9 @@ impl Simulation {
 
     /// Schedules a cancellation of `ticket` at `at` (ignored if the request has not been
     /// enqueued by then or has already ended).
+    ///
+    /// # Panics
+    /// If `ticket` was not returned by [`Simulation::enqueue_at`] of this simulation.
     pub fn cancel_at(&mut self, at: Nanos, ticket: Ticket) {
         self.records[ticket.0].cancel_at = Some(at);
         self.schedule(at, Event::Cancel(ticket.0));
@@ -717,9 +878,16 @@ impl Simulation {
         self.scripted.insert((ticket.0, attempt), fate);
     }
 
-    /// Schedules [`Limiter::close`] at `at`.
+    /// Schedules [`Limiter::close`] at `at` (of every process).
     pub fn close_at(&mut self, at: Nanos) {
-        self.schedule(at, Event::Close);
+        for process in 0..self.limiters.len() {
+            self.schedule(at, Event::Close(process));
+        }
+    }
+
+    /// Schedules [`Limiter::close`] of process `process` at `at`.
+    pub fn close_process_at(&mut self, process: usize, at: Nanos) {
+        self.schedule(at, Event::Close(process));
     }
 
     /// Runs until everything ended, or a limit is reached.
@@ -796,26 +964,33 @@ impl Simulation {
         self.records[ticket].id.unwrap_or(u64::MAX)
     }
 
+    /// `"[p1] "` in a cluster, nothing for a single process (so traces read as before).
+    fn tag(&self, process: usize) -> String {
+        if self.limiters.len() > 1 { format!("[p{process}] ") } else { String::new() }
+    }
+
     fn process(&mut self, event: Event) -> Result<(), SimError> {
         let now = self.now;
         match event {
             Event::Enqueue(t) => {
+                let p = self.records[t].process;
                 let request = self.records[t].request.clone();
                 self.seq += 1;
                 self.records[t].enqueue_seq = self.seq;
-                match self.limiter.enqueue(now, request) {
+                match self.limiters[p].enqueue(now, request) {
                     Ok(id) => {
-                        if let Some(&other) = self.by_id.get(&id) {
+                        if let Some(&other) = self.by_id.get(&(p, id)) {
                             return Err(self.err(format!(
                                 "enqueue returned id {id} for ticket {t}, already issued for ticket {other}"
                             )));
                         }
-                        self.by_id.insert(id, t);
+                        self.by_id.insert((p, id), t);
                         self.records[t].id = Some(id);
                         self.records[t].enqueued_at = Some(now);
                         note!(
                             self,
-                            "enqueue ticket {t} -> id {id} ({} {:?} {}prio {})",
+                            "{}enqueue ticket {t} -> id {id} ({} {:?} {}prio {})",
+                            self.tag(p),
                             self.records[t].route,
                             self.records[t].major,
                             if self.records[t].request.identity.is_empty() {
@@ -827,38 +1002,39 @@ impl Simulation {
                         );
                     }
                     Err(e) => {
-                        note!(self, "enqueue ticket {t} rejected: {e}");
+                        note!(self, "{}enqueue ticket {t} rejected: {e}", self.tag(p));
                         self.records[t].enqueued_at = Some(now);
                         self.set_outcome(t, Outcome::Rejected(e.code()))?;
                     }
                 }
-                self.drain()
+                self.drain(p)
             }
             Event::Cancel(t) => {
+                let p = self.records[t].process;
                 let Some(id) = self.records[t].id else {
-                    note!(self, "cancel ticket {t}: not enqueued, ignored");
+                    note!(self, "{}cancel ticket {t}: not enqueued, ignored", self.tag(p));
                     return Ok(());
                 };
                 if self.records[t].outcome.is_some() {
-                    note!(self, "cancel id {id}: already ended, ignored");
+                    note!(self, "{}cancel id {id}: already ended, ignored", self.tag(p));
                     return Ok(());
                 }
-                match self.limiter.cancel(now, id) {
+                match self.limiters[p].cancel(now, id) {
                     Ok(()) => {
-                        note!(self, "cancel id {id}: ok");
+                        note!(self, "{}cancel id {id}: ok", self.tag(p));
                         self.set_outcome(t, Outcome::Cancelled)?;
                     }
                     Err(e) => {
                         return Err(self.err(format!("cancel of live request {id} failed: {e}")));
                     }
                 }
-                self.drain()
+                self.drain(p)
             }
-            Event::Close => {
-                note!(self, "close");
-                self.closed = true;
-                self.limiter.close(now);
-                self.drain()
+            Event::Close(p) => {
+                note!(self, "{}close", self.tag(p));
+                self.closed[p] = true;
+                self.limiters[p].close(now);
+                self.drain(p)
             }
             Event::Arrive { ticket, send, lost } => {
                 let id = self.id_of(ticket);
@@ -867,7 +1043,8 @@ impl Simulation {
                 self.records[ticket].sends[send].arrival = Some(index);
                 note!(
                     self,
-                    "arrive id {id} #{send}: {} {:?}{}",
+                    "{}arrive id {id} #{send}: {} {:?}{}",
+                    self.tag(self.records[ticket].process),
                     response.status,
                     self.server.log()[index].outcome,
                     if lost { " (response lost)" } else { "" }
@@ -897,26 +1074,111 @@ impl Simulation {
                 send,
                 failure,
             } => self.deliver_failure(ticket, send, failure),
-            Event::Timeout { generation } => {
-                if generation != self.timer_generation {
+            Event::Timeout { process: p, generation } => {
+                if generation != self.timer_generation[p] {
                     return Ok(());
                 }
-                if self.timeouts_at_instant.0 == now {
-                    self.timeouts_at_instant.1 += 1;
-                    if self.timeouts_at_instant.1 > MAX_TIMEOUTS_AT_INSTANT {
+                if self.timeouts_at_instant[p].0 == now {
+                    self.timeouts_at_instant[p].1 += 1;
+                    if self.timeouts_at_instant[p].1 > MAX_TIMEOUTS_AT_INSTANT {
                         return Err(self.err(format!(
                             "livelock: {MAX_TIMEOUTS_AT_INSTANT} timeouts at the same instant \
                              (WaitUntil never moves forward)"
                         )));
                     }
                 } else {
-                    self.timeouts_at_instant = (now, 1);
+                    self.timeouts_at_instant[p] = (now, 1);
                 }
-                note!(self, "timeout");
-                self.limiter.handle_timeout(now);
-                self.drain()
+                note!(self, "{}timeout", self.tag(p));
+                self.limiters[p].handle_timeout(now);
+                self.drain(p)
+            }
+            Event::StoreReserve {
+                ticket,
+                number,
+                reservation,
+                deadline,
+            } => {
+                let p = self.records[ticket].process;
+                let client = format!("p{p}");
+                let Some(store) = self.store.as_mut() else {
+                    return Err(self.err("internal: a reservation without a store".into()));
+                };
+                let answer = store.reserve(now, &client, &reservation);
+                let back = (now + self.link.downlink.sample(&mut self.rng)).max(self.store_down[p]);
+                self.store_down[p] = back;
+                let in_time = deadline.is_some_and(|d| back <= d);
+                note!(
+                    self,
+                    "{}store: reservation {number} of id {} -> {answer:?}{}",
+                    self.tag(p),
+                    reservation.id,
+                    if in_time { "" } else { " (too late for the driver)" }
+                );
+                if in_time {
+                    self.schedule(back, Event::Answer { ticket, number, answer });
+                } else if let Some(d) = deadline {
+                    let answer = ReservationAnswer::Unavailable;
+                    self.schedule(d, Event::Answer { ticket, number, answer });
+                }
+                Ok(())
+            }
+            Event::Answer {
+                ticket,
+                number,
+                answer,
+            } => self.deliver_answer(ticket, number, answer),
+            Event::StoreRecord { process: p, update } => {
+                if self.link.is_down(now) {
+                    note!(self, "{}store down: write lost: {update:?}", self.tag(p));
+                    return Ok(());
+                }
+                let client = format!("p{p}");
+                if let Some(store) = self.store.as_mut() {
+                    store.record(now, &client, &update);
+                }
+                if let SharedUpdate::Bucket { identity, route, major, bucket: Some(_), limit, remaining, reset_after, .. } =
+                    &update
+                    && (limit.is_some() || remaining.is_some() || reset_after.is_some())
+                {
+                    self.store_informed.insert((identity.clone(), route.clone(), major.clone()));
+                }
+                note!(self, "{}store: recorded {update:?}", self.tag(p));
+                Ok(())
             }
         }
+    }
+
+    fn deliver_answer(
+        &mut self,
+        ticket: usize,
+        number: usize,
+        answer: ReservationAnswer,
+    ) -> Result<(), SimError> {
+        let now = self.now;
+        let p = self.records[ticket].process;
+        let id = self.id_of(ticket);
+        if self.records[ticket].reserving != Some(number) {
+            return Err(self.err(format!(
+                "internal: answer to reservation {number} of id {id}, which is not outstanding"
+            )));
+        }
+        self.records[ticket].reserving = None;
+        self.records[ticket].reservations.push(answer);
+        let ended = self.records[ticket].outcome.is_some();
+        let result = self.limiters[p].handle_reservation(now, id, answer);
+        note!(
+            self,
+            "{}answer id {id} reservation {number}: {answer:?} -> {result:?}{}",
+            self.tag(p),
+            if ended { " (request already ended)" } else { "" }
+        );
+        if let Err(e) = result {
+            return Err(self.err(format!(
+                "handle_reservation for id {id} (reserving; ended: {ended}) failed: {e}"
+            )));
+        }
+        self.drain(p)
     }
 
     fn deliver_response(
@@ -946,15 +1208,21 @@ impl Simulation {
             )));
         }
         self.records[ticket].in_flight = None;
+        self.records[ticket].sends[send].answered_at = Some(now);
         if response.header("X-RateLimit-Bucket").is_some() {
             let r = &self.records[ticket];
-            self.informed
-                .insert((r.request.identity.clone(), r.route.clone(), r.major.clone()));
+            self.informed.insert((
+                r.process,
+                r.request.identity.clone(),
+                r.route.clone(),
+                r.major.clone(),
+            ));
         }
         let wall = self.wall_clock_ms();
-        let limiter = &mut self.limiter;
+        let p = self.records[ticket].process;
+        let limiter = &mut self.limiters[p];
         let result = response.with_response(wall, |r| limiter.handle_response(now, id, r));
-        note!(self, "deliver id {id}: {} -> {result:?}", response.status);
+        note!(self, "{}deliver id {id}: {} -> {result:?}", self.tag(p), response.status);
         match result {
             Ok(Disposition::Complete) => {
                 self.set_outcome(ticket, Outcome::Completed(response.status))?
@@ -965,7 +1233,7 @@ impl Simulation {
                 return Err(self.err(format!("handle_response for in-flight id {id} failed: {e}")));
             }
         }
-        self.drain()?;
+        self.drain(self.records[ticket].process)?;
         self.check_expected_fail(ticket)
     }
 
@@ -991,8 +1259,9 @@ impl Simulation {
             )));
         }
         self.records[ticket].in_flight = None;
-        let result = self.limiter.handle_failure(now, id, failure);
-        note!(self, "failure id {id}: {failure:?} -> {result:?}");
+        let p = self.records[ticket].process;
+        let result = self.limiters[p].handle_failure(now, id, failure);
+        note!(self, "{}failure id {id}: {failure:?} -> {result:?}", self.tag(p));
         match result {
             Ok(Disposition::Complete) => {
                 return Err(self.err(format!(
@@ -1005,7 +1274,7 @@ impl Simulation {
                 return Err(self.err(format!("handle_failure for in-flight id {id} failed: {e}")));
             }
         }
-        self.drain()?;
+        self.drain(self.records[ticket].process)?;
         self.check_expected_fail(ticket)
     }
 
@@ -1040,17 +1309,17 @@ impl Simulation {
         Ok(())
     }
 
-    fn drain(&mut self) -> Result<(), SimError> {
+    fn drain(&mut self, p: usize) -> Result<(), SimError> {
         for _ in 0..MAX_DRAIN {
-            match self.limiter.poll_output() {
-                Output::Send(id) => self.on_send(id)?,
+            match self.limiters[p].poll_output() {
+                Output::Send(id) => self.on_send(p, id)?,
                 Output::Fail(id, reason) => {
-                    let Some(&t) = self.by_id.get(&id) else {
+                    let Some(&t) = self.by_id.get(&(p, id)) else {
                         return Err(self.err(format!(
                             "Output::Fail({id}, {reason:?}) names an unknown id"
                         )));
                     };
-                    note!(self, "fail id {id}: {reason:?}");
+                    note!(self, "{}fail id {id}: {reason:?}", self.tag(p));
                     if self.records[t].in_flight.is_some() {
                         note!(
                             self,
@@ -1061,20 +1330,32 @@ impl Simulation {
                     self.set_outcome(t, Outcome::Failed(reason))?;
                 }
                 Output::Observe(o) => {
-                    note!(self, "observe {o:?}");
+                    note!(self, "{}observe {o:?}", self.tag(p));
                     self.observations.push((self.now, o));
                 }
+                Output::Reserve(reservation) => self.on_reserve(p, reservation)?,
+                Output::Share(update) => {
+                    if self.store.is_none() {
+                        return Err(self.err(format!(
+                            "Output::Share({update:?}) from a limiter without a store"
+                        )));
+                    }
+                    let at = (self.now + self.link.uplink.sample(&mut self.rng)).max(self.store_up[p]);
+                    self.store_up[p] = at;
+                    note!(self, "{}share {update:?}", self.tag(p));
+                    self.schedule(at, Event::StoreRecord { process: p, update });
+                }
                 Output::WaitUntil(t) => {
-                    self.timer_generation += 1;
-                    let generation = self.timer_generation;
+                    self.timer_generation[p] += 1;
+                    let generation = self.timer_generation[p];
                     let at = t.max(self.now);
-                    note!(self, "wait until {}", fmt_t(t));
-                    self.schedule(at, Event::Timeout { generation });
+                    note!(self, "{}wait until {}", self.tag(p), fmt_t(t));
+                    self.schedule(at, Event::Timeout { process: p, generation });
                     return Ok(());
                 }
                 Output::Idle => {
-                    self.timer_generation += 1;
-                    note!(self, "idle");
+                    self.timer_generation[p] += 1;
+                    note!(self, "{}idle", self.tag(p));
                     return Ok(());
                 }
             }
@@ -1084,11 +1365,56 @@ impl Simulation {
         )))
     }
 
-    fn on_send(&mut self, id: RequestId) -> Result<(), SimError> {
+    fn on_reserve(&mut self, p: usize, reservation: Reservation) -> Result<(), SimError> {
         let now = self.now;
-        let Some(&t) = self.by_id.get(&id) else {
+        let id = reservation.id;
+        let Some(&t) = self.by_id.get(&(p, id)) else {
+            return Err(self.err(format!("Output::Reserve({id}) names an unknown id")));
+        };
+        if self.store.is_none() {
+            return Err(self.err(format!("Output::Reserve({id}) from a limiter without a store")));
+        }
+        if let Some(o) = &self.records[t].outcome {
+            return Err(self.err(format!(
+                "Output::Reserve({id}) for a request that already ended: {o:?}"
+            )));
+        }
+        if self.records[t].in_flight.is_some() {
+            return Err(self.err(format!("Output::Reserve({id}) while it is in flight")));
+        }
+        if self.records[t].reserving.is_some() {
+            return Err(self.err(format!(
+                "Output::Reserve({id}) while its previous reservation is outstanding"
+            )));
+        }
+        let number = self.records[t].reservations.len();
+        self.records[t].reserving = Some(number);
+        let arrives = (now + self.link.uplink.sample(&mut self.rng)).max(self.store_up[p]);
+        self.store_up[p] = arrives;
+        let deadline = now + self.link.timeout;
+        let reachable = !self.link.is_down(arrives) && arrives <= deadline;
+        note!(self, "{}reserve id {id} #{number}", self.tag(p));
+        if !self.link.is_down(arrives) {
+            let deadline = reachable.then_some(deadline);
+            self.schedule(arrives, Event::StoreReserve { ticket: t, number, reservation, deadline });
+        }
+        if !reachable {
+            let answer = ReservationAnswer::Unavailable;
+            self.schedule(deadline, Event::Answer { ticket: t, number, answer });
+        }
+        Ok(())
+    }
+
+    fn on_send(&mut self, p: usize, id: RequestId) -> Result<(), SimError> {
+        let now = self.now;
+        let Some(&t) = self.by_id.get(&(p, id)) else {
             return Err(self.err(format!("Output::Send({id}) names an unknown id")));
         };
+        if self.records[t].reserving.is_some() {
+            return Err(self.err(format!(
+                "Output::Send({id}) while its reservation is outstanding"
+            )));
+        }
         if let Some(o) = &self.records[t].outcome {
             return Err(self.err(format!(
                 "Output::Send({id}) for a request that already ended: {o:?}"
@@ -1098,9 +1424,9 @@ impl Simulation {
             return Err(self.err(format!("Output::Send({id}) while it is already in flight")));
         }
         let r = &self.records[t];
-        let informed =
-            self.informed
-                .contains(&(r.request.identity.clone(), r.route.clone(), r.major.clone()));
+        let key = (r.request.identity.clone(), r.route.clone(), r.major.clone());
+        let informed = self.store_informed.contains(&key)
+            || self.informed.contains(&(p, key.0, key.1, key.2));
         self.seq += 1;
         let send = self.records[t].sends.len();
         self.records[t].sends.push(SendRecord {
@@ -1109,8 +1435,9 @@ impl Simulation {
             informed,
             arrival: None,
             status: None,
+            answered_at: None,
             failure: None,
-            after_close: self.closed,
+            after_close: self.closed[p],
         });
         self.records[t].in_flight = Some(send);
         let up = self.config.uplink.sample(&mut self.rng);
@@ -1137,7 +1464,7 @@ impl Simulation {
                         lost: false,
                     },
                 );
-                note!(self, "send id {id} #{send}");
+                note!(self, "{}send id {id} #{send}", self.tag(p));
             }
             Fate::NotSent => {
                 self.schedule(
@@ -1150,7 +1477,8 @@ impl Simulation {
                 );
                 note!(
                     self,
-                    "send id {id} #{send} (connection will fail: not sent)"
+                    "{}send id {id} #{send} (connection will fail: not sent)",
+                    self.tag(p)
                 );
             }
             Fate::MaybeSent { arrives } => {
@@ -1175,7 +1503,8 @@ impl Simulation {
                 );
                 note!(
                     self,
-                    "send id {id} #{send} (connection will drop: maybe sent, arrives: {arrives})"
+                    "{}send id {id} #{send} (connection will drop: maybe sent, arrives: {arrives})",
+                    self.tag(p)
                 );
             }
         }

@@ -71,7 +71,7 @@ mod server;
 
 pub use harness::{
     Fate, Latency, Outcome, Report, RequestRecord, SendRecord, SimConfig, SimError, Simulation,
-    StopReason, Ticket,
+    StopReason, StoreLink, Ticket,
 };
 pub use rng::SplitMix64;
 pub use server::{

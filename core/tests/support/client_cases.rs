@@ -223,7 +223,8 @@
         file: "deadline",
         comment: "A request whose predicted send time (the bucket reset at ~5.1 s) is after its deadline (2 s) fails \
                   at once with the prediction; one with a later deadline waits; one whose deadline passes while a \
-                  pioneer is out fails at the deadline.",
+                  pioneer is out is still queued at its deadline (it could be sent at that instant) and fails 1 ns \
+                  later; a request whose deadline is now goes at once.",
         config: discord_config(),
         script: Script::new()
             .enqueue(0, "POST", ch1)
@@ -232,7 +233,9 @@
             .enqueue_with(200 * MS, json!({"method": "POST", "path": ch1, "deadline_ns": 10 * S}))
             .enqueue(300 * MS, "POST", ch2)
             .enqueue_with(300 * MS, json!({"method": "POST", "path": ch2, "deadline_ns": 1 * S}))
-            .timeout(1 * S),
+            .timeout(1 * S)
+            .timeout(1 * S + 1)
+            .enqueue_with(1 * S + 1, json!({"method": "POST", "path": ch3, "deadline_ns": 1 * S + 1})),
     });
     let mut c = discord_config();
     c.max_wait = Some(3 * S);
@@ -561,6 +564,182 @@
             .respond(100 * MS, 1, 200, &refs(&h(5, 4, "5", "ev")))
             .timeout(20 * S)
             .enqueue(20 * S, "POST", ch1),
+    });
+
+    // 25. A sub-limit counts in predictions: predict() and max_wait see the hold.
+    let rename = "/channels/100000000000000001";
+    let mut c = discord_config();
+    c.max_wait = Some(10 * S);
+    v.push(Case {
+        file: "sub_limit_prediction",
+        comment: "max_wait 10 s. A hidden sub-limit 429 (remaining 3) holds channel renames for 300 s while the \
+                  bucket resets in 1 s: predict() for another rename says 300 s, not the bucket reset; the retried \
+                  rename, whose wait now exceeds max_wait, fails at once with max_wait_exceeded, and a new rename \
+                  fails on enqueue; a message to the same channel (another route) still goes.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "PATCH", rename)
+            .respond(100 * MS, 1, 200, &refs(&h(5, 4, "1", "rename")))
+            .enqueue(200 * MS, "PATCH", rename)
+            .respond(300 * MS, 2, 429, &[
+                ("Retry-After", "300"), ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "3"),
+                ("X-RateLimit-Reset-After", "0.8"), ("X-RateLimit-Bucket", "rename"),
+            ])
+            .predict(400 * MS, "PATCH", rename)
+            .enqueue(500 * MS, "PATCH", rename)
+            .enqueue(600 * MS, "POST", ch1),
+    });
+
+    // 26. Shared mode (ratelane::shared): the driver asks a store before each send.
+    let shared = |policy: OnUnavailable| {
+        let mut c = discord_config();
+        c.shared = Some(SharedConfig::with_policy(policy));
+        c
+    };
+    let b5 = h(5, 4, "5", "sh");
+    v.push(Case {
+        file: "shared_mode_reserve",
+        comment: "Shared mode: where the engine would send, it emits `reserve` and the request holds its slot until the \
+                  store answers. `granted` sends it; its response is shared as a `bucket` update. Pipelined requests are \
+                  reserved together; one the store denies (scope bucket, another process took the slot) goes back to \
+                  its place, gives back its global token, and is reserved again when the hold ends.",
+        config: shared(OnUnavailable::FailOpen),
+        script: Script::new()
+            .enqueue(0, "POST", ch1).enqueue(0, "POST", ch1).enqueue(0, "POST", ch1)
+            .granted(2 * MS, 1)
+            .respond(100 * MS, 1, 200, &refs(&b5))
+            .granted(102 * MS, 2)
+            .denied(102 * MS, 3, 900 * MS, "bucket")
+            .respond(200 * MS, 2, 200, &refs(&h(5, 2, "4.9", "sh")))
+            .timeout(1_002 * MS)
+            .granted(1_004 * MS, 3)
+            .respond(1_100 * MS, 3, 200, &refs(&h(5, 1, "4", "sh"))),
+    });
+    v.push(Case {
+        file: "shared_mode_denied_global",
+        comment: "Shared mode: the store denies a reservation for the identity's global limit (other processes used \
+                  it): every non-exempt request of that identity waits for retry_after, including one to another \
+                  channel; an exempt interaction callback is still reserved (it does not count against the global limit).",
+        config: shared(OnUnavailable::FailOpen),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .denied(2 * MS, 1, 300 * MS, "global")
+            .enqueue(10 * MS, "POST", ch2)
+            .enqueue(20 * MS, "POST", "/interactions/300000000000000001/aW50ZXJhY3Rpb24tdG9rZW4/callback")
+            .granted(22 * MS, 3)
+            .timeout(302 * MS)
+            .granted(304 * MS, 1)
+            .granted(304 * MS, 2),
+    });
+    v.push(Case {
+        file: "shared_mode_pioneer",
+        comment: "Shared mode: another process's pioneer is learning the bucket (denied, scope pioneer, for the poll \
+                  interval): the queue waits and asks again; a request whose deadline falls before the hold ends fails \
+                  at once with the prediction.",
+        config: shared(OnUnavailable::FailOpen),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .enqueue_with(1 * MS, json!({"method": "POST", "path": ch1, "deadline_ns": 30 * MS}))
+            .denied(2 * MS, 1, 50 * MS, "pioneer")
+            .timeout(52 * MS)
+            .granted(54 * MS, 1)
+            .respond(150 * MS, 1, 200, &refs(&b5)),
+    });
+    v.push(Case {
+        file: "shared_mode_fail_open",
+        comment: "Shared mode, fail_open: the store is unavailable, so the request is sent at once under local limits \
+                  (observation store_unavailable, next try after retry_base 100 ms); until then requests are sent \
+                  without a reservation; after it one reservation probes the store while others still go directly; \
+                  the probe's grant ends the outage (store_recovered) and reservations resume.",
+        config: shared(OnUnavailable::FailOpen),
+        script: Script::new()
+            .enqueue(0, "GET", "/guilds/100000000000000001")
+            .unavailable(250 * MS, 1)
+            .enqueue(260 * MS, "GET", "/guilds/100000000000000002")
+            .enqueue(400 * MS, "GET", "/guilds/100000000000000003")
+            .enqueue(410 * MS, "GET", "/guilds/100000000000000004")
+            .granted(412 * MS, 3)
+            .enqueue(420 * MS, "GET", "/guilds/100000000000000005"),
+    });
+    v.push(Case {
+        file: "shared_mode_fail_closed",
+        comment: "Shared mode, fail_closed: an unavailable store holds every request (with a WaitUntil: nothing hangs); \
+                  the pause doubles per consecutive failure (100 ms, then 200 ms); after it one reservation probes the \
+                  store and the others wait for its answer; a request whose deadline falls within the pause fails at \
+                  once with the predicted send time; the grant ends the outage and the rest are reserved.",
+        config: shared(OnUnavailable::FailClosed),
+        script: Script::new()
+            .enqueue(0, "GET", "/guilds/100000000000000001")
+            .unavailable(250 * MS, 1)
+            .enqueue(260 * MS, "GET", "/guilds/100000000000000002")
+            .enqueue_with(270 * MS, json!({"method": "GET", "path": "/guilds/100000000000000003", "deadline_ns": 300 * MS}))
+            .timeout(300 * MS)
+            .timeout(350 * MS)
+            .unavailable(600 * MS, 1)
+            .timeout(800 * MS)
+            .granted(802 * MS, 1),
+    });
+    v.push(Case {
+        file: "shared_mode_cancel_close",
+        comment: "Shared mode: cancelling a reserving request ends it at once (its slot goes back; the next request \
+                  is reserved); its late answer is ignored (ok) and, being a grant, released at the store. close() fails \
+                  reserving requests with `closed` like queued ones; their late answers are ignored too. An answer for \
+                  a request that is not reserving is invalid_state; for an unknown id, unknown_request.",
+        config: shared(OnUnavailable::FailOpen),
+        script: Script::new()
+            .enqueue(0, "POST", ch1).enqueue(0, "POST", ch1)
+            .cancel(1 * MS, 1)
+            .granted(2 * MS, 1)
+            .granted(3 * MS, 2)
+            .granted(4 * MS, 2)
+            .granted(5 * MS, 42)
+            .enqueue(10 * MS, "POST", ch2)
+            .close(11 * MS)
+            .denied(12 * MS, 3, 100 * MS, "bucket")
+            .respond(100 * MS, 2, 200, &refs(&b5)),
+    });
+    v.push(Case {
+        file: "shared_mode_deadline",
+        comment: "Shared mode: a grant that arrives after the request's deadline does not send it: it fails with \
+                  deadline_exceeded and the grant is released at the store.",
+        config: shared(OnUnavailable::FailOpen),
+        script: Script::new()
+            .enqueue_with(0, json!({"method": "POST", "path": ch1, "deadline_ns": 100 * MS}))
+            .granted(150 * MS, 1),
+    });
+    let mut c = shared(OnUnavailable::FailOpen);
+    c.invalid_request_limit = 100;
+    c.invalid_request_stop_at = 50;
+    c.invalid_request_warn_at = 40;
+    v.push(Case {
+        file: "shared_mode_updates",
+        comment: "Shared mode: what other processes must know is shared as updates: a global 429 becomes a `hold` of \
+                  scope global, a shared-scope 429 a `hold` of the bucket, a sub-limit 429 a `hold` of the route; \
+                  invalid responses (403, non-shared 429) become `invalid` updates; a 2xx without rate-limit headers \
+                  marks the route unlimited; a dropped connection releases the grant (reached: true for maybe_sent).",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "GET", "/users/@me")
+            .granted(1 * MS, 1)
+            .respond(50 * MS, 1, 200, &[])
+            .enqueue(60 * MS, "POST", ch1)
+            .granted(61 * MS, 2)
+            .respond_body(100 * MS, 2, 429, &global_429, json!({"retry_after": 64.57, "global": true}))
+            .enqueue(200 * MS, "POST", ch2)
+            .timeout(65_100 * MS)
+            .granted(65_101 * MS, 2)
+            .granted(65_101 * MS, 3)
+            .respond_body(65_200 * MS, 2, 429, &shared_429, json!({"retry_after": 1336.57, "global": false}))
+            .respond(65_210 * MS, 3, 403, &[])
+            .enqueue(65_300 * MS, "PATCH", topic)
+            .granted(65_301 * MS, 4)
+            .respond(65_400 * MS, 4, 429, &[
+                ("Retry-After", "300"), ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "3"),
+                ("X-RateLimit-Reset-After", "599.8"), ("X-RateLimit-Bucket", "rename"),
+            ])
+            .enqueue(65_500 * MS, "GET", "/guilds/100000000000000009")
+            .granted(65_501 * MS, 5)
+            .fail(65_600 * MS, 5, "maybe_sent"),
     });
 
     v

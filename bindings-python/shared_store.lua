@@ -1,0 +1,1 @@
+../redis/scripts/shared_store.lua

@@ -1,0 +1,603 @@
+//! Shared mode: several processes (or machines) that use one token share its limits through a
+//! store such as Redis.
+//!
+//! A bot large enough to run several processes shares one token, and with it the token's global
+//! limit (Discord: 50 requests per second), its buckets and its invalid-request budget. Each
+//! [`Limiter`](crate::Limiter) only sees its own requests, so N processes would together send up
+//! to N times what one may. Shared mode closes that gap while keeping the core sans-IO: **the core
+//! emits what it needs to reserve or record, and the driver does the store I/O.**
+//!
+//! # How the core behaves in shared mode
+//!
+//! Turn it on with [`Config::shared`](crate::Config::shared) (`Some(SharedConfig::default())`).
+//! With it off nothing changes: no output below is ever emitted.
+//!
+//! * Where the core would emit [`Output::Send`](crate::Output::Send), it first checks its own
+//!   limits exactly as before, takes the request's local bucket slot and global token, and emits
+//!   [`Output::Reserve`](crate::Output::Reserve) with a [`Reservation`]. The request is now
+//!   *reserving*: it holds its local slot (as if in flight) until the driver answers with
+//!   [`Limiter::handle_reservation`](crate::Limiter::handle_reservation). Reservations are
+//!   pipelined: a queue may have several out at once.
+//!   * [`ReservationAnswer::Granted`]: the core emits `Output::Send(id)` during that call; the
+//!     send time (for the local windows) is the time of the answer. Two exceptions: a request
+//!     whose deadline passed meanwhile fails with `deadline_exceeded` (or `max_wait_exceeded`),
+//!     and one that would overtake an earlier request of its queue (denied and back in line, or
+//!     reserving again) goes back behind it. In both cases the grant is returned to the store
+//!     with [`SharedUpdate::Release`] (`reached: false`), so FIFO per bucket holds.
+//!   * [`ReservationAnswer::Denied`]: the request gives back its local slot and global token (it
+//!     was never sent; no retry is counted) and goes back to its place in its queue, and what the
+//!     store said is exhausted is held until `retry_after` (at least 1 ms; see [`SharedScope`]
+//!     for what each scope holds). It is reserved again afterwards. Deadlines and `max_wait` keep
+//!     working: a request whose predicted wait now exceeds its deadline fails at once with the
+//!     prediction, and one whose deadline passes while it waits fails then.
+//!   * [`ReservationAnswer::Unavailable`] (the store is down, or did not answer in time): with
+//!     [`OnUnavailable::FailOpen`] the request is sent at once under this process's own limits;
+//!     with [`OnUnavailable::FailClosed`] it goes back to its queue. Either way the store is
+//!     marked down: for [`SharedConfig::retry_base`] (doubling per consecutive failure, up to
+//!     [`SharedConfig::retry_max`]) no reservation is made (fail-open sends directly, fail-closed
+//!     holds every request); then one reservation probes the store while the others keep waiting
+//!     (fail-closed) or keep going on local limits (fail-open; but not the requests queued behind
+//!     the probe in its own queue, which wait for its answer). The first `Granted` or `Denied`
+//!     ends the outage. [`Observation::StoreUnavailable`](crate::Observation::StoreUnavailable)
+//!     and later [`Observation::StoreRecovered`](crate::Observation::StoreRecovered) are
+//!     emitted. A fail-closed hold always comes with a `WaitUntil`, so nothing hangs.
+//! * After a response to a request sent in shared mode, the core emits
+//!   [`Output::Share`](crate::Output::Share) with a [`SharedUpdate::Bucket`] report (whatever the
+//!   status), plus a [`SharedUpdate::Hold`] for a 429 (scope global, bucket for `shared` and
+//!   bucket 429s, route for a sub-limit, edge for a header-less one) and a
+//!   [`SharedUpdate::Invalid`] for an invalid response (401, 403, non-shared 429). A transport
+//!   failure or a cancellation in flight emits a [`SharedUpdate::Release`] (`reached` unless the
+//!   failure is [`Failure::NotSent`](crate::Failure::NotSent)). The driver writes them to the
+//!   store fire-and-forget, **in the order emitted and on the same connection as the
+//!   reservations**, so that a report lands before the next reservation that depends on it.
+//! * [`Limiter::cancel`](crate::Limiter::cancel) of a reserving request ends it at once (it was
+//!   never sent; its local slot is given back). [`Limiter::close`](crate::Limiter::close) fails
+//!   reserving requests with `closed` together with the queued ones, and so do the other paths
+//!   that fail queued requests (a 401 for their token). Their reservations are still outstanding
+//!   at the store: the driver answers them as usual, `handle_reservation` **ignores** such a late
+//!   answer (returns `Ok(())` without any outcome), and for a `Granted` one it emits a
+//!   [`SharedUpdate::Release`] so the store takes the grant back. An answer for an id the limiter
+//!   never issued, or that ended otherwise, is
+//!   [`Error::UnknownRequest`](crate::Error::UnknownRequest); for a request that is not reserving
+//!   (queued, in flight, answered twice), [`Error::InvalidState`](crate::Error::InvalidState).
+//!
+//! The driver must answer every `Reserve` exactly once; if the store does not answer within the
+//! driver's own timeout, it answers [`ReservationAnswer::Unavailable`] (and drops the late
+//! answer). A request stays reserving until then: its deadline is checked when the answer comes.
+//!
+//! What the processes send together is at most what one process alone would allow, with the
+//! exceptions below: the store decides with every process's grants, and each process still
+//! applies its own limits. Not shared, by design: priorities (the store serves reservations in
+//! arrival order), the latency margin (each process passes its own) and requests in flight at
+//! other processes, which the shared invalid-request budget does not count (the local budget
+//! does; keep `invalid_request_stop_at` a margin below the limit, as the defaults do). While the
+//! store is down, fail-open processes only keep their own limits.
+//!
+//! # The store contract
+//!
+//! [`MemoryStore`] is the reference model: a pure in-memory implementation of exactly what the
+//! Redis script does. Its behaviour is the specification; this section describes it key by key so
+//! a Lua script can be written from it, and `tests/vectors/store_*.json` replay it operation by
+//! operation (answers and live key counts). Two operations, each one atomic script call (one
+//! round trip):
+//!
+//! * `reserve(now, client, reservation) -> answer`, called for each [`Output::Reserve`](crate::Output::Reserve);
+//! * `record(now, client, update)`, called for each [`Output::Share`](crate::Output::Share), fire-and-forget.
+//!
+//! `now` is the **store's** clock (Redis `TIME`), never the core's: every process has its own
+//! monotonic epoch, so the core only ever passes durations. `client` is a string unique to the
+//! process (the driver picks it at start-up, e.g. a random UUID); a grant's *member* is
+//! `client ":" id`, which identifies it among all processes.
+//!
+//! The store-wide settings come from [`SharedConfig`] (every process of one bot uses the same):
+//! `lease` (how long a pioneer lock and an unanswered grant last), `pioneer_poll` (how long a
+//! request denied by another process's pioneer waits before asking again) and `state_ttl` (how
+//! long idle state is kept).
+//!
+//! ## Keys
+//!
+//! Every key starts with the driver's prefix `P`, which should contain a Redis Cluster hash tag
+//! (e.g. `{ratelane:mybot}:`) so that all keys of one namespace live in one slot. Variable parts
+//! are length-prefixed so no identity, route or major parameter can collide with another:
+//! `enc(s) = len(s) ":" s` (byte length in decimal). Times are store times; the model uses
+//! nanoseconds, a Lua script uses microseconds from `TIME` (divide the `_ns` arguments by 1000,
+//! rounding up, and multiply `retry_after` by 1000). A sorted set whose last member is removed
+//! is no key (as in Redis).
+//!
+//! | key | type | content | expires |
+//! |---|---|---|---|
+//! | `P "edge"` | string | time until which every request is held (a Cloudflare-style ban) | at that time |
+//! | `P "inv"` | sorted set | one member per invalid response (score: its time) | `window` after the last add |
+//! | `P "g|" enc(identity)` | sorted set | one member per global grant, `member ":" now` (score: grant time) | `global_window` after the last grant |
+//! | `P "gp|" enc(identity)` | string | time until which the identity's global limit is paused | at that time |
+//! | `P "r|" enc(identity) enc(route)` | string | the route's bucket hash; `""`: the route has no bucket | `state_ttl` after the last write |
+//! | `P "b|" enc(identity) enc(hash) enc(major)` | hash | `limit`, `remaining` (countdown of grants in this window), `reported` (lowest `remaining` reported in this window; absent after a roll), `reset_at`, `window`, `window_start`, `provisional` (0/1), `margin` | `state_ttl` after `reset_at` (re-armed on every write) |
+//! | `P "bp|" enc(identity) enc(hash) enc(major)` | sorted set | unanswered grants: member, score = when it stops counting (a live grant: grant time + `lease`; a *ghost*: see below) | at its highest score |
+//! | `P "lr|" enc(identity) enc(route) enc(major)` | string | pioneer lock of a route without a known bucket: the holder's member | `lease` after it was taken |
+//! | `P "lb|" enc(identity) enc(hash) enc(major)` | string | pioneer lock of a bucket without state | `lease` after it was taken |
+//! | `P "hr|" enc(identity) enc(route) enc(major)` | string | hold of a route and major parameter (a sub-limit) until | at that time |
+//! | `P "hb|" enc(identity) enc(hash) enc(major)` | string | hold of a bucket (a shared-resource 429) until | at that time |
+//!
+//! The bucket hash of a reservation is read from the `r|` key, so `b|`, `bp|`, `lb|` and `hb|`
+//! keys are discovered inside the script: it cannot declare every key it touches in `KEYS`. With
+//! the hash tag they are all in one slot, which Redis Cluster accepts in practice; a deployment
+//! that enforces declared keys strictly has to pass the reservation's `bucket` and give up the
+//! cross-process route learning. This is a known limitation.
+//!
+//! **Rolling a bucket window** (`roll`): if the `b` key exists and now >= `reset_at`: drop `bp`
+//! members with score <= now; then `window_start = now`, `remaining = max(limit - card(bp), 0)`
+//! (unanswered grants may land in the new window: they are *carried*), `reported` deleted,
+//! `reset_at = now + window + margin`, `provisional = 1`. (A later report replaces a provisional
+//! `reset_at`.)
+//!
+//! **Available** in a bucket: `reported - card(bp)` (at least 0) if `reported` is set, else
+//! `remaining`. (The lowest report is the server's latest state; what it did not count is still
+//! unanswered, or came back with a lower report. This is the engine's own rule.)
+//!
+//! ## `reserve`
+//!
+//! Checks run in this order; the first that fails answers `Denied { retry_after, scope }` **and
+//! changes nothing** but a bucket roll (a pure function of time, kept). If none fails, the grant
+//! is committed (step 7) and the answer is `Granted`.
+//!
+//! 1. **edge**: `edge` > now: denied until then, scope `edge`.
+//! 2. **invalid** (if `invalid_limit > 0`): drop `inv` members with score <= now -
+//!    `invalid_window`; if `n` remain and `n >= invalid_limit`: denied until the score of the
+//!    member at rank `n - invalid_limit` (0-based, ascending) + `invalid_window`, scope `invalid`.
+//! 3. **global** (if `counts_global`): `gp` > now: denied until then, scope `global`. Then if
+//!    `global_limit > 0`: drop `g` members with score <= now - 2 x `global_window`; of those with
+//!    score > now - `global_window` (this reservation's window: processes pass slightly
+//!    different margins), if there are `n >= global_limit`: denied until the score of the one at
+//!    rank `n - global_limit` among them + `global_window`, scope `global`.
+//! 4. **route hold**: `hr` > now: denied until then, scope `route`.
+//! 5. **bucket**: the hash is the `r` value if the key exists, else the reservation's `bucket`.
+//!    * `""`: the route has no bucket; go to step 7.
+//!    * a hash `h`: `hb` > now: denied until then, scope `bucket`. Then, if the `b` key exists:
+//!      if now >= `reset_at`, set `margin` to the reservation's `margin` and roll; drop `bp`
+//!      members with score <= now; if *available* is 0: denied until `reset_at`, scope
+//!      `bucket`; otherwise the grant takes one (step 7). If the `b` key does not exist: the pioneer lock `lb` (step 6).
+//!    * no hash: the pioneer lock `lr` (step 6).
+//! 6. **pioneer lock**: if the lock exists and its value is not this member: denied for
+//!    min(`pioneer_poll`, the lock's remaining time), scope `pioneer`. Otherwise the grant takes
+//!    (or refreshes) it.
+//! 7. **commit**: if `counts_global` and `global_limit > 0`, add `member ":" now` to `g` (score
+//!    now) and expire the key `global_window` later; if step 5 found bucket state,
+//!    `remaining -= 1` (not below 0), add this member to `bp` with score now + `lease` (replacing its previous
+//!    score), expire `bp` at its highest score, re-arm the `b` expiry; if step 6 applies, set the
+//!    lock to this member, expiring `lease` later.
+//!
+//! ## `record`
+//!
+//! In all updates, `hash` is the update's `bucket`, else the `r` value if it is not `""`. A
+//! *live* `bp` entry of this member is one named `member` with a score > now; its grant time is
+//! its score - `lease`.
+//!
+//! * [`SharedUpdate::Bucket`] (a response arrived):
+//!   1. if the update names a `bucket`, set `r` to it; else if `unlimited`, set `r` to `""`
+//!      (either way expiring `state_ttl` later);
+//!   2. with `hash`: roll the bucket if due, **before** anything else: this request reached the
+//!      server, maybe in the window that follows, so it still counts as carried;
+//!   3. delete the `lr` lock (and with `hash` the `lb` lock) if its value is this member --
+//!      except, for an update without `limit`, `remaining` and `reset_after`, an `lb` lock when
+//!      the `b` key does not exist and the update has a `window`: that pioneer may have been
+//!      counted, so the lock stays as a ghost, its value set to `member "~"` (no grant matches
+//!      it) and its expiry brought forward to at most now + 2 x `window`;
+//!   4. without `limit`, `remaining` and `reset_after` (a 5xx, say): if `hash` and the `b` key
+//!      exist, the member's live entry becomes a **ghost**: removed, and added back as
+//!      `member "~" grant time` with score grant time + `window` + `margin` if that is later
+//!      than now, extending the key's expiry to it (the server may have counted the request, and a
+//!      sliding window keeps counting it past the known reset). Without them the live entry
+//!      stays as it is. Stop;
+//!   5. otherwise remove the member's live entry, remembering its grant time; without `hash`,
+//!      stop;
+//!   6. if the `b` key does not exist, create it: `limit` = the update's limit, else remaining +
+//!      1, else 1 (at least 1); `reported` = the update's remaining (absent without one);
+//!      `remaining` = the update's remaining (else `limit - 1`) minus `card(bp)`, at least 0;
+//!      `window` = max(the update's `window`, `reset_after`), or 1 s if
+//!      both are absent; `reset_at` = now + `reset_after` (`provisional = 0`), or now + `window`
+//!      (`provisional = 1`); `window_start = now`; `margin = 0`. Go to 8;
+//!   7. otherwise take the update's `limit` (at least 1) and `window = max(window, update
+//!      window)`. The report is **stale** if the grant time from step 5 is < `window_start`, or
+//!      if now + `reset_after` <= `window_start`: it describes an earlier window and changes
+//!      nothing more. Otherwise: with the update's remaining, `reported` = the smaller of it and
+//!      `reported` (or it, if absent); with `reset_after`: `window = max(window, reset_after)`, and `reset_at` =
+//!      now + `reset_after` if `provisional` (then `provisional = 0`), else the larger of the two;
+//!   8. re-arm the `b` key's expiry: `state_ttl` after `reset_at`.
+//! * [`SharedUpdate::Release`] (a granted request will not be answered): if `reached` (it may
+//!   have reached the server): roll the bucket if due, delete the locks held by this member
+//!   (with the ghost-lock exception of step 3 above), and turn its live entry into a ghost (as
+//!   in step 4). If not `reached` (it never left):
+//!   delete the locks held by this member, remove its live entry, and give the grant back: remove
+//!   this member's newest `g` member (`member ":" *`), and if the entry's grant time >=
+//!   `window_start` and now < `reset_at`, `remaining = min(remaining + 1, limit)`.
+//! * [`SharedUpdate::Hold`]: until = now + `retry_after`; set the key of its scope to the larger
+//!   of its value and until, expiring then: `edge` → `edge`; `global` → `gp`; `route` → `hr`;
+//!   `bucket` → `hb` (without `hash`: `hr`). Other scopes are ignored.
+//! * [`SharedUpdate::Invalid`]: add a member to `inv` (score now, e.g. `now ":" client ":"
+//!   id`) and expire the key `window` later.
+//!
+//! A key that expired is simply absent: every rule above then takes the conservative path (a
+//! pioneer lock for a bucket without state), so expiry only ever costs throughput.
+//!
+//! # Example: two processes share a bucket through a store
+//!
+//! ```
+//! use ratelane::shared::{MemoryStore, ReservationAnswer, SharedConfig};
+//! use ratelane::{Config, Limiter, Output, Request, Response};
+//!
+//! let mut config = Config::default();
+//! config.shared = Some(SharedConfig::default());
+//! let mut store = MemoryStore::new(config.shared.as_ref().unwrap());
+//! let mut a = Limiter::new(config.clone()).unwrap();
+//! let mut b = Limiter::new(config).unwrap();
+//! let msg = || Request::new("POST", "/channels/100000000000000001/messages");
+//!
+//! // Both processes want to send to the same channel; neither knows its bucket yet.
+//! let ida = a.enqueue(0, msg()).unwrap();
+//! let idb = b.enqueue(0, msg()).unwrap();
+//! let Output::Reserve(ra) = a.poll_output() else { panic!() };
+//! let Output::Reserve(rb) = b.poll_output() else { panic!() };
+//! // The store lets one pioneer through and holds the other.
+//! assert_eq!(store.reserve(0, "process-a", &ra), ReservationAnswer::Granted);
+//! let denied = store.reserve(0, "process-b", &rb);
+//! assert!(matches!(denied, ReservationAnswer::Denied { .. }));
+//! a.handle_reservation(1, ida, ReservationAnswer::Granted).unwrap();
+//! assert_eq!(a.poll_output(), Output::Send(ida));
+//! b.handle_reservation(1, idb, denied).unwrap(); // b waits and asks again later
+//! ```
+
+mod store;
+
+pub use store::MemoryStore;
+
+/// A store a program calls in-process, one operation at a time: [`MemoryStore`], or an adapter
+/// over a real store. The simulator ([`Simulation::with_store`](crate::sim::Simulation::with_store))
+/// takes any, so the same multi-process scenarios run against the model and, in the Redis
+/// crate's tests, against Redis. `now` is the store's clock (see the contract above). `Send +
+/// Sync` so that a simulation stays both (the bindings wrap it in their classes).
+pub trait SharedStore: std::fmt::Debug + Send + Sync {
+    /// The contract's `reserve`.
+    fn reserve(&mut self, now: Nanos, client: &str, reservation: &Reservation) -> ReservationAnswer;
+    /// The contract's `record`.
+    fn record(&mut self, now: Nanos, client: &str, update: &SharedUpdate);
+}
+
+impl SharedStore for MemoryStore {
+    fn reserve(&mut self, now: Nanos, client: &str, reservation: &Reservation) -> ReservationAnswer {
+        MemoryStore::reserve(self, now, client, reservation)
+    }
+    fn record(&mut self, now: Nanos, client: &str, update: &SharedUpdate) {
+        MemoryStore::record(self, now, client, update)
+    }
+}
+
+use crate::types::{MILLISECOND, Nanos, RequestId, SECOND};
+
+/// What a limiter in shared mode does when the store cannot answer
+/// ([`ReservationAnswer::Unavailable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum OnUnavailable {
+    /// Send under this process's own limits, which stay safe for one process (N processes
+    /// may together exceed the shared limits while the store is down).
+    #[default]
+    FailOpen,
+    /// Hold every request until the store answers again (deadlines and `max_wait` still apply).
+    FailClosed,
+}
+
+impl OnUnavailable {
+    /// The stable lowercase name (`fail_open`, `fail_closed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnUnavailable::FailOpen => "fail_open",
+            OnUnavailable::FailClosed => "fail_closed",
+        }
+    }
+}
+
+/// Settings of shared mode ([`Config::shared`](crate::Config::shared)). Every process sharing
+/// one store should use the same values; the store reads `lease`, `pioneer_poll` and
+/// `state_ttl` too ([`MemoryStore::new`]).
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[non_exhaustive]
+pub struct SharedConfig {
+    /// What to do while the store cannot answer.
+    pub on_unavailable: OnUnavailable,
+    /// After an `Unavailable` answer, no reservation is made for this long; doubles with each
+    /// consecutive one.
+    #[cfg_attr(feature = "serde", serde(rename = "retry_base_ns"))]
+    pub retry_base: Nanos,
+    /// The longest such pause.
+    #[cfg_attr(feature = "serde", serde(rename = "retry_max_ns"))]
+    pub retry_max: Nanos,
+    /// How long the store keeps a pioneer lock and counts a grant that was never answered
+    /// (a process that crashed mid-request stops holding anything after this).
+    #[cfg_attr(feature = "serde", serde(rename = "lease_ns"))]
+    pub lease: Nanos,
+    /// How long a request waits before asking again when another process's pioneer is
+    /// learning its bucket.
+    #[cfg_attr(feature = "serde", serde(rename = "pioneer_poll_ns"))]
+    pub pioneer_poll: Nanos,
+    /// How long the store keeps idle state (route mappings, bucket windows after their reset).
+    #[cfg_attr(feature = "serde", serde(rename = "state_ttl_ns"))]
+    pub state_ttl: Nanos,
+}
+
+impl Default for SharedConfig {
+    fn default() -> Self {
+        SharedConfig {
+            on_unavailable: OnUnavailable::FailOpen,
+            retry_base: 100 * MILLISECOND,
+            retry_max: 5 * SECOND,
+            lease: 30 * SECOND,
+            pioneer_poll: 50 * MILLISECOND,
+            state_ttl: 600 * SECOND,
+        }
+    }
+}
+
+impl SharedConfig {
+    /// The defaults with `on_unavailable` set.
+    pub fn with_policy(on_unavailable: OnUnavailable) -> Self {
+        SharedConfig { on_unavailable, ..SharedConfig::default() }
+    }
+
+    /// Checks every value; [`Config::validate`](crate::Config::validate) calls this.
+    pub(crate) fn validate(&self) -> Result<(), &'static str> {
+        if self.retry_base == 0 || self.retry_max < self.retry_base {
+            return Err("shared.retry_base must be > 0 and shared.retry_max >= shared.retry_base");
+        }
+        if self.lease == 0 {
+            return Err("shared.lease must be > 0");
+        }
+        if self.pioneer_poll == 0 || self.pioneer_poll > self.lease {
+            return Err("shared.pioneer_poll must be in 1..=shared.lease");
+        }
+        if self.state_ttl == 0 {
+            return Err("shared.state_ttl must be > 0");
+        }
+        Ok(())
+    }
+}
+
+/// What the store must decide before request `id` may be sent (emitted as
+/// [`Output::Reserve`](crate::Output::Reserve)). Every duration is relative; the store uses
+/// its own clock. See the [module documentation](self) for what the store does with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Reservation {
+    /// The request. Answer with [`Limiter::handle_reservation`](crate::Limiter::handle_reservation).
+    pub id: RequestId,
+    /// The request's identity (a key for the token).
+    pub identity: String,
+    /// The route key, `METHOD /template`.
+    pub route: String,
+    /// The major parameter (channel, guild, webhook id + token), or `""`.
+    pub major: String,
+    /// The bucket hash this process has learned for the route, if any.
+    pub bucket: Option<String>,
+    /// Whether the request counts against the identity's global limit (not exempt).
+    pub counts_global: bool,
+    /// Global grants allowed per `global_window` (`0`: no global limit).
+    pub global_limit: u32,
+    /// The global window, already widened by this process's latency margin.
+    #[cfg_attr(feature = "serde", serde(rename = "global_window_ns"))]
+    pub global_window: Nanos,
+    /// This process's latency margin, added to a bucket window the store starts on its own.
+    #[cfg_attr(feature = "serde", serde(rename = "margin_ns"))]
+    pub margin: Nanos,
+    /// Stop granting when this many invalid responses were recorded within `invalid_window`
+    /// (`0`: no budget).
+    pub invalid_limit: u32,
+    /// The invalid-request window.
+    #[cfg_attr(feature = "serde", serde(rename = "invalid_window_ns"))]
+    pub invalid_window: Nanos,
+}
+
+/// The store's answer to a [`Reservation`], passed to
+/// [`Limiter::handle_reservation`](crate::Limiter::handle_reservation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "answer", rename_all = "snake_case"))]
+pub enum ReservationAnswer {
+    /// Send it now.
+    Granted,
+    /// Not now: `scope` is exhausted for `retry_after`.
+    Denied {
+        /// How long to hold what `scope` names (at least 1 ms is applied).
+        #[cfg_attr(feature = "serde", serde(rename = "retry_after_ns"))]
+        retry_after: Nanos,
+        /// What is exhausted.
+        scope: SharedScope,
+    },
+    /// The store could not answer (down, or too slow): see [`OnUnavailable`].
+    Unavailable,
+}
+
+/// The part of the limits a denial or a hold concerns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum SharedScope {
+    /// Everything (a Cloudflare-style ban on the shared egress). Holds every request.
+    Edge,
+    /// The shared invalid-request budget is used up. Holds every request.
+    Invalid,
+    /// The identity's global limit (window full, or paused by a global 429). Holds the
+    /// identity's non-exempt requests.
+    Global,
+    /// A route and major parameter (a hidden sub-limit). Holds that route in its queue.
+    Route,
+    /// A bucket and major parameter (exhausted, or a shared-resource 429). Holds the queue.
+    Bucket,
+    /// Another process's pioneer is learning this bucket. Holds the queue.
+    Pioneer,
+}
+
+impl SharedScope {
+    /// The stable lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SharedScope::Edge => "edge",
+            SharedScope::Invalid => "invalid",
+            SharedScope::Global => "global",
+            SharedScope::Route => "route",
+            SharedScope::Bucket => "bucket",
+            SharedScope::Pioneer => "pioneer",
+        }
+    }
+
+    /// The scope named `name` ([`SharedScope::as_str`]).
+    pub fn from_name(name: &str) -> Option<SharedScope> {
+        Some(match name {
+            "edge" => SharedScope::Edge,
+            "invalid" => SharedScope::Invalid,
+            "global" => SharedScope::Global,
+            "route" => SharedScope::Route,
+            "bucket" => SharedScope::Bucket,
+            "pioneer" => SharedScope::Pioneer,
+            _ => return None,
+        })
+    }
+}
+
+/// What the store must record (emitted as [`Output::Share`](crate::Output::Share)); the driver
+/// writes it fire-and-forget. See the [module documentation](self) for what the store does with
+/// each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "share", rename_all = "snake_case"))]
+pub enum SharedUpdate {
+    /// A response arrived for request `id`, sent in shared mode: what it says about its bucket
+    /// (every field optional). It also ends the request's grant (pioneer lock, unanswered grant).
+    Bucket {
+        /// The request.
+        id: RequestId,
+        /// Its identity.
+        identity: String,
+        /// Its route key.
+        route: String,
+        /// Its major parameter.
+        major: String,
+        /// The bucket hash, from the response or as this process knows it.
+        bucket: Option<String>,
+        /// The route turned out to have no rate-limit headers (only the global limit applies).
+        unlimited: bool,
+        /// The bucket's limit.
+        limit: Option<u32>,
+        /// What the server said remains in the current window (0 after a bucket 429).
+        remaining: Option<u32>,
+        /// Time from the response until the window resets (or the 429's wait, if longer).
+        #[cfg_attr(feature = "serde", serde(rename = "reset_after_ns"))]
+        reset_after: Option<Nanos>,
+        /// The window length as this process estimates it.
+        #[cfg_attr(feature = "serde", serde(rename = "window_ns"))]
+        window: Option<Nanos>,
+    },
+    /// Request `id` was granted but will not be answered: cancelled or failed before it was
+    /// sent (`reached: false`), or after it may have reached the server (`reached: true`).
+    Release {
+        /// The request.
+        id: RequestId,
+        /// Its identity.
+        identity: String,
+        /// Its route key.
+        route: String,
+        /// Its major parameter.
+        major: String,
+        /// The bucket hash as this process knows it.
+        bucket: Option<String>,
+        /// Whether it may have reached the server (its grant then keeps counting).
+        reached: bool,
+        /// The bucket's window length as this process estimates it (as in `Bucket`).
+        #[cfg_attr(feature = "serde", serde(rename = "window_ns"))]
+        window: Option<Nanos>,
+    },
+    /// Everyone must hold `scope` for `retry_after` (a 429 told so): `global` (a global 429),
+    /// `route` (a sub-limit), `bucket` (a shared-resource 429) or `edge` (a 429 without
+    /// rate-limit headers).
+    Hold {
+        /// What to hold.
+        scope: SharedScope,
+        /// The identity whose limit it is.
+        identity: String,
+        /// The route key of the request that got the 429.
+        route: String,
+        /// Its major parameter.
+        major: String,
+        /// The bucket hash as this process knows it.
+        bucket: Option<String>,
+        /// How long.
+        #[cfg_attr(feature = "serde", serde(rename = "retry_after_ns"))]
+        retry_after: Nanos,
+    },
+    /// Request `id` got an invalid response (401, 403 or a non-shared 429): it counts against
+    /// the shared invalid-request budget for `window`.
+    Invalid {
+        /// The request.
+        id: RequestId,
+        /// The invalid-request window.
+        #[cfg_attr(feature = "serde", serde(rename = "window_ns"))]
+        window: Nanos,
+    },
+}
+
+#[cfg(all(test, feature = "serde"))]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The serde forms are the ones the vector files use (tests/vectors/README.md), so a
+    /// binding can pass them through.
+    #[test]
+    fn serde_forms_match_the_vector_files() {
+        let r = Reservation {
+            id: 7,
+            identity: "bot".into(),
+            route: "GET /guilds/:id".into(),
+            major: "1".into(),
+            bucket: None,
+            counts_global: true,
+            global_limit: 50,
+            global_window: 1_125_000_000,
+            margin: 125_000_000,
+            invalid_limit: 9000,
+            invalid_window: 600_000_000_000,
+        };
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            json!({"id": 7, "identity": "bot", "route": "GET /guilds/:id", "major": "1", "bucket": null,
+                   "counts_global": true, "global_limit": 50, "global_window_ns": 1_125_000_000u64,
+                   "margin_ns": 125_000_000, "invalid_limit": 9000, "invalid_window_ns": 600_000_000_000u64})
+        );
+        let denied = ReservationAnswer::Denied { retry_after: 5, scope: SharedScope::Pioneer };
+        assert_eq!(
+            serde_json::to_value(denied).unwrap(),
+            json!({"answer": "denied", "retry_after_ns": 5, "scope": "pioneer"})
+        );
+        assert_eq!(serde_json::to_value(ReservationAnswer::Granted).unwrap(), json!({"answer": "granted"}));
+        let hold = SharedUpdate::Hold {
+            scope: SharedScope::Route,
+            identity: "bot".into(),
+            route: "PATCH /channels/:id".into(),
+            major: "9".into(),
+            bucket: Some("rename".into()),
+            retry_after: 3,
+        };
+        assert_eq!(
+            serde_json::to_value(&hold).unwrap(),
+            json!({"share": "hold", "scope": "route", "identity": "bot", "route": "PATCH /channels/:id",
+                   "major": "9", "bucket": "rename", "retry_after_ns": 3})
+        );
+        let back: SharedUpdate = serde_json::from_value(serde_json::to_value(&hold).unwrap()).unwrap();
+        assert_eq!(back, hold);
+        assert_eq!(
+            serde_json::to_value(SharedUpdate::Invalid { id: 1, window: 2 }).unwrap(),
+            json!({"share": "invalid", "id": 1, "window_ns": 2})
+        );
+        assert_eq!(serde_json::to_value(OnUnavailable::FailClosed).unwrap(), json!("fail_closed"));
+    }
+}

@@ -1,0 +1,389 @@
+//! Shared vectors for the shared-mode store: `tests/vectors/store_*.json`.
+//!
+//! Each scenario is a script of store operations (`reserve`, `record`) at store times, run
+//! through the reference model `ratelane::shared::MemoryStore`; the answers and the number of
+//! live keys after each step are recorded. A Redis script implementing the contract of
+//! `ratelane::shared` must give the same answers and hold the same number of keys (`DBSIZE` of
+//! the namespace). Two tests, as for the client vectors: `store_vectors_are_fresh` (set
+//! `RATELANE_BLESS=1` to rewrite) and `store_vectors_replay` (reads the files alone).
+//!
+//! Times are whole milliseconds (in nanoseconds), so a script working in microseconds from
+//! `TIME` computes exactly the same waits.
+
+#![allow(clippy::identity_op)] // scenario times read better as `1 * S`
+
+use std::path::PathBuf;
+
+use ratelane::shared::{MemoryStore, Reservation, SharedConfig, SharedScope, SharedUpdate};
+use serde_json::{Value, json};
+
+#[path = "support/shared_json.rs"]
+mod shared_json;
+use shared_json::{answer_json, reservation_from, reservation_json, update_from, update_json};
+
+const MS: u64 = 1_000_000;
+const S: u64 = 1_000_000_000;
+
+fn vectors_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors")
+}
+
+fn config_json(c: &SharedConfig) -> Value {
+    json!({"lease_ns": c.lease, "pioneer_poll_ns": c.pioneer_poll, "state_ttl_ns": c.state_ttl})
+}
+
+fn config_from(v: &Value) -> SharedConfig {
+    let mut c = SharedConfig::default();
+    c.lease = v["lease_ns"].as_u64().expect("lease_ns");
+    c.pioneer_poll = v["pioneer_poll_ns"].as_u64().expect("pioneer_poll_ns");
+    c.state_ttl = v["state_ttl_ns"].as_u64().expect("state_ttl_ns");
+    c
+}
+
+/// Runs the steps' inputs; returns them with `answer` (for `reserve`) and `keys` filled in.
+fn run_steps(config: &SharedConfig, steps: &[Value]) -> Vec<Value> {
+    let mut store = MemoryStore::new(config);
+    steps
+        .iter()
+        .map(|step| {
+            let at = step["at_ns"].as_u64().expect("at_ns");
+            let client = step["client"].as_str().expect("client");
+            let mut s = step.clone();
+            match step["op"].as_str().expect("op") {
+                "reserve" => {
+                    let answer = store.reserve(at, client, &reservation_from(&step["reservation"]));
+                    s["answer"] = answer_json(&answer);
+                }
+                "record" => store.record(at, client, &update_from(&step["update"])),
+                other => panic!("unknown op {other}"),
+            }
+            s["keys"] = json!(store.keys(at));
+            s
+        })
+        .collect()
+}
+
+struct Script {
+    steps: Vec<Value>,
+}
+
+impl Script {
+    fn new() -> Self {
+        Script { steps: Vec::new() }
+    }
+    fn reserve(mut self, at: u64, client: &str, r: Reservation) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "reserve", "client": client, "reservation": reservation_json(&r)}));
+        self
+    }
+    fn record(mut self, at: u64, client: &str, u: SharedUpdate) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "record", "client": client, "update": update_json(&u)}));
+        self
+    }
+}
+
+/// A reservation of request `id` on `route` / `major` by identity "bot", with a global limit of
+/// 50 per 1.1 s (1 s + a 100 ms margin) and no invalid-request budget.
+fn res(id: u64, route: &str, major: &str) -> Reservation {
+    Reservation {
+        id,
+        identity: "bot".into(),
+        route: route.into(),
+        major: major.into(),
+        bucket: None,
+        counts_global: true,
+        global_limit: 50,
+        global_window: 1_100 * MS,
+        margin: 100 * MS,
+        invalid_limit: 0,
+        invalid_window: 0,
+    }
+}
+
+const MSG: &str = "POST /channels/:id/messages";
+
+#[allow(clippy::too_many_arguments)]
+fn report(id: u64, route: &str, major: &str, bucket: Option<&str>, limit: Option<u32>, remaining: Option<u32>, reset_after: Option<u64>, window: Option<u64>) -> SharedUpdate {
+    SharedUpdate::Bucket {
+        id,
+        identity: "bot".into(),
+        route: route.into(),
+        major: major.into(),
+        bucket: bucket.map(str::to_string),
+        unlimited: false,
+        limit,
+        remaining,
+        reset_after,
+        window,
+    }
+}
+
+fn release(id: u64, route: &str, major: &str, bucket: Option<&str>, reached: bool) -> SharedUpdate {
+    SharedUpdate::Release {
+        id,
+        identity: "bot".into(),
+        route: route.into(),
+        major: major.into(),
+        bucket: bucket.map(str::to_string),
+        reached,
+        window: None,
+    }
+}
+
+fn hold(scope: SharedScope, route: &str, major: &str, bucket: Option<&str>, retry_after: u64) -> SharedUpdate {
+    SharedUpdate::Hold {
+        scope,
+        identity: "bot".into(),
+        route: route.into(),
+        major: major.into(),
+        bucket: bucket.map(str::to_string),
+        retry_after,
+    }
+}
+
+struct Case {
+    file: &'static str,
+    comment: &'static str,
+    config: SharedConfig,
+    script: Script,
+}
+
+fn cases() -> Vec<Case> {
+    let mut v = Vec::new();
+    let with_bucket = |mut r: Reservation, h: &str| {
+        r.bucket = Some(h.into());
+        r
+    };
+
+    v.push(Case {
+        file: "buckets",
+        comment: "Buckets: the first request of an unknown route takes the pioneer lock and another client's waits \
+                  (pioneer, the poll interval); the pioneer's report creates the bucket and maps the route, so the \
+                  other client's request finds it; grants count down `remaining`; a stale report changes nothing; \
+                  an exhausted bucket denies until its reset; the window that follows is started by the store with \
+                  unanswered grants carried; a grant that was never sent comes back (release, not reached); a 5xx \
+                  answer leaves a ghost that keeps counting one window past its grant.",
+        config: SharedConfig::default(),
+        script: Script::new()
+            .reserve(0, "a", res(1, MSG, "1"))
+            .reserve(1 * MS, "b", res(1, MSG, "1"))
+            .record(100 * MS, "a", report(1, MSG, "1", Some("h"), Some(3), Some(2), Some(2_000 * MS), Some(2_100 * MS)))
+            .reserve(110 * MS, "b", res(1, MSG, "1"))
+            .reserve(111 * MS, "b", res(2, MSG, "1"))
+            .reserve(112 * MS, "a", with_bucket(res(2, MSG, "1"), "h"))
+            .record(200 * MS, "b", report(1, MSG, "1", Some("h"), Some(3), Some(1), Some(1_900 * MS), None))
+            .reserve(2_100 * MS, "a", with_bucket(res(2, MSG, "1"), "h"))
+            .record(2_150 * MS, "b", report(2, MSG, "1", Some("h"), Some(3), Some(0), Some(1_850 * MS), None))
+            .record(2_200 * MS, "a", report(2, MSG, "1", Some("h"), Some(3), Some(2), Some(2_000 * MS), None))
+            .reserve(2_300 * MS, "c", with_bucket(res(7, MSG, "1"), "h"))
+            .record(2_301 * MS, "c", release(7, MSG, "1", Some("h"), false))
+            .reserve(2_302 * MS, "c", with_bucket(res(8, MSG, "1"), "h"))
+            .record(2_400 * MS, "c", report(8, MSG, "1", Some("h"), None, None, None, None))
+            .reserve(4_200 * MS, "a", with_bucket(res(3, MSG, "1"), "h"))
+            .reserve(4_201 * MS, "a", with_bucket(res(4, MSG, "1"), "h"))
+            .reserve(4_202 * MS, "a", with_bucket(res(5, MSG, "1"), "h"))
+            .reserve(4_203 * MS, "b", res(3, MSG, "2")),
+    });
+
+    let global = |id: u64, major: &str| {
+        let mut r = res(id, "GET /guilds/:id", major);
+        r.global_limit = 2;
+        r.global_window = 1_000 * MS;
+        r
+    };
+    let unlimited = |id: u64, major: &str| SharedUpdate::Bucket {
+        id,
+        identity: "bot".into(),
+        route: "GET /guilds/:id".into(),
+        major: major.into(),
+        bucket: None,
+        unlimited: true,
+        limit: None,
+        remaining: None,
+        reset_after: None,
+        window: None,
+    };
+    v.push(Case {
+        file: "global",
+        comment: "The global limit: 2 grants per 1 s window (as passed by the reservation) across clients; the third \
+                  is denied until the oldest leaves the window; a request that does not count (exempt) still goes; a \
+                  grant that was never sent gives its place back; a global 429 shared as a hold pauses the identity.",
+        config: SharedConfig::default(),
+        script: Script::new()
+            .reserve(0, "a", global(1, "1"))
+            .record(50 * MS, "a", unlimited(1, "1"))
+            .reserve(60 * MS, "b", global(1, "2"))
+            .reserve(70 * MS, "a", global(2, "3"))
+            .reserve(80 * MS, "a", {
+                let mut r = global(3, "4");
+                r.counts_global = false;
+                r
+            })
+            .record(90 * MS, "b", release(1, "GET /guilds/:id", "2", None, false))
+            .reserve(100 * MS, "a", global(2, "3"))
+            .reserve(1_000 * MS, "b", global(4, "5"))
+            .record(1_100 * MS, "b", hold(SharedScope::Global, "GET /guilds/:id", "5", None, 5 * S))
+            .reserve(1_200 * MS, "a", global(5, "6"))
+            .reserve(1_300 * MS, "a", {
+                let mut r = global(6, "7");
+                r.counts_global = false;
+                r
+            }),
+    });
+
+    let budget = |id: u64, major: &str| {
+        let mut r = res(id, "GET /guilds/:id", major);
+        r.invalid_limit = 2;
+        r.invalid_window = 10 * S;
+        r
+    };
+    v.push(Case {
+        file: "holds",
+        comment: "Holds and the invalid-request budget: two invalid responses reach the budget (2 per 10 s) and \
+                  reservations are denied until the oldest leaves the window; an edge hold (Cloudflare ban) denies \
+                  everything; a route hold (sub-limit) denies that route and major parameter only; a bucket hold \
+                  (shared-resource 429) denies the bucket.",
+        config: SharedConfig::default(),
+        script: Script::new()
+            .record(0, "a", SharedUpdate::Invalid { id: 1, window: 10 * S })
+            .reserve(100 * MS, "a", budget(2, "1"))
+            .record(200 * MS, "b", SharedUpdate::Invalid { id: 1, window: 10 * S })
+            .reserve(300 * MS, "a", budget(3, "2"))
+            .reserve(400 * MS, "a", res(3, "GET /guilds/:id", "2"))
+            .record(10_000 * MS, "a", hold(SharedScope::Edge, "GET /guilds/:id", "2", None, 60 * S))
+            .reserve(10_100 * MS, "a", budget(4, "3"))
+            .reserve(70_000 * MS, "a", budget(4, "3"))
+            .record(70_100 * MS, "a", report(4, "PATCH /channels/:id", "9", Some("rename"), Some(2), Some(1), Some(600 * S), None))
+            .record(70_200 * MS, "a", hold(SharedScope::Route, "PATCH /channels/:id", "9", Some("rename"), 300 * S))
+            .reserve(70_300 * MS, "b", res(1, "PATCH /channels/:id", "9"))
+            .reserve(70_400 * MS, "b", res(2, "PATCH /channels/:id", "8"))
+            .record(70_500 * MS, "b", report(2, MSG, "8", Some("msg"), Some(5), Some(4), Some(5 * S), None))
+            .record(70_600 * MS, "b", hold(SharedScope::Bucket, MSG, "8", Some("msg"), 1_337 * S))
+            .reserve(70_700 * MS, "a", res(5, MSG, "8"))
+            .reserve(70_800 * MS, "a", res(6, MSG, "7")),
+    });
+
+    v.push(Case {
+        file: "reported",
+        comment: "What a bucket still allows is its lowest report in the window minus the unanswered grants, \
+                  recomputed as answers come in: x's report (remaining 2) already counts y, which arrived first but \
+                  is not answered yet, so for a moment only 1 more is allowed; once y's report is in, 2 are.",
+        config: SharedConfig::default(),
+        script: Script::new()
+            .reserve(0, "a", with_bucket(res(1, MSG, "5"), "h"))
+            .record(100 * MS, "a", report(1, MSG, "5", Some("h"), Some(5), Some(4), Some(5 * S), Some(5 * S)))
+            .reserve(110 * MS, "b", with_bucket(res(1, MSG, "5"), "h"))
+            .reserve(111 * MS, "a", with_bucket(res(2, MSG, "5"), "h"))
+            .record(200 * MS, "a", report(2, MSG, "5", Some("h"), Some(5), Some(2), Some(4_900 * MS), None))
+            .record(210 * MS, "b", report(1, MSG, "5", Some("h"), Some(5), Some(3), Some(4_900 * MS), None))
+            .reserve(300 * MS, "a", with_bucket(res(3, MSG, "5"), "h"))
+            .reserve(301 * MS, "a", with_bucket(res(4, MSG, "5"), "h"))
+            .reserve(302 * MS, "a", with_bucket(res(5, MSG, "5"), "h")),
+    });
+
+    let mut short = SharedConfig::default();
+    short.lease = 1 * S;
+    short.pioneer_poll = 100 * MS;
+    short.state_ttl = 5 * S;
+    v.push(Case {
+        file: "expiry",
+        comment: "Expiry with lease 1 s and state_ttl 5 s: a pioneer whose client vanished holds the lock for the \
+                  lease only (the poll answer shrinks to the lock's remaining time); bucket state and route mappings \
+                  expire state_ttl after their reset / last write, and the route is probed by a pioneer again.",
+        config: short,
+        script: Script::new()
+            .reserve(0, "a", res(1, MSG, "1"))
+            .reserve(950 * MS, "b", res(1, MSG, "1"))
+            .reserve(1_000 * MS, "b", res(1, MSG, "1"))
+            .record(1_100 * MS, "b", report(1, MSG, "1", Some("h"), Some(5), Some(4), Some(2 * S), Some(2 * S)))
+            .reserve(1_200 * MS, "c", res(1, MSG, "1"))
+            .record(1_300 * MS, "c", report(1, MSG, "1", Some("h"), Some(5), Some(3), Some(1_800 * MS), None))
+            .reserve(6_000 * MS, "c", res(2, MSG, "1"))
+            .reserve(8_200 * MS, "c", res(3, MSG, "1"))
+            .reserve(8_300 * MS, "a", res(2, MSG, "1")),
+    });
+    v
+}
+
+fn render(case: &Case) -> Value {
+    json!({
+        "_comment": case.comment,
+        "kind": "store",
+        "config": config_json(&case.config),
+        "steps": run_steps(&case.config, &case.script.steps),
+    })
+}
+
+fn pretty(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).expect("json");
+    s.push('\n');
+    s
+}
+
+#[test]
+fn store_vectors_are_fresh() {
+    let bless = std::env::var("RATELANE_BLESS").is_ok_and(|v| v == "1");
+    let mut stale = Vec::new();
+    let mut names = std::collections::BTreeSet::new();
+    for case in cases() {
+        assert!(names.insert(case.file), "duplicate vector file {}", case.file);
+        let path = vectors_dir().join(format!("store_{}.json", case.file));
+        let text = pretty(&render(&case));
+        if std::fs::read_to_string(&path).unwrap_or_default() != text {
+            if bless {
+                std::fs::write(&path, &text).expect("write vector");
+            } else {
+                stale.push(path.display().to_string());
+            }
+        }
+    }
+    for entry in std::fs::read_dir(vectors_dir()).expect("tests/vectors") {
+        let name = entry.expect("entry").file_name().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_prefix("store_").and_then(|n| n.strip_suffix(".json"))
+            && !names.contains(stem)
+        {
+            if bless {
+                std::fs::remove_file(vectors_dir().join(&name)).expect("remove");
+            } else {
+                stale.push(name);
+            }
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "these store vector files do not match the reference model: {stale:?}\n\
+         If the change is intended, regenerate them with \
+         `RATELANE_BLESS=1 cargo test -p ratelane --test store_vectors` and say why in the commit."
+    );
+}
+
+#[test]
+fn store_vectors_replay() {
+    let mut count = 0;
+    for entry in std::fs::read_dir(vectors_dir()).expect("tests/vectors") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.starts_with("store_") && name.ends_with(".json")) {
+            continue;
+        }
+        let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(file["kind"], "store", "{name}");
+        let config = config_from(&file["config"]);
+        let expected = file["steps"].as_array().expect("steps");
+        let inputs: Vec<Value> = expected
+            .iter()
+            .map(|s| {
+                let mut s = s.clone();
+                let o = s.as_object_mut().unwrap();
+                o.remove("answer");
+                o.remove("keys");
+                s
+            })
+            .collect();
+        for (i, (a, e)) in run_steps(&config, &inputs).iter().zip(expected).enumerate() {
+            assert_eq!(a, e, "{name}: step {i} differs");
+        }
+        count += 1;
+    }
+    assert!(count > 0, "no store vectors found");
+}

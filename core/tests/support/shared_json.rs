@@ -1,0 +1,127 @@
+// JSON forms of the shared-mode values, as the vector files hold them (included by
+// client_vectors.rs and store_vectors.rs). They are the forms the `serde` feature derives.
+
+use ratelane::shared::{Reservation, ReservationAnswer, SharedScope, SharedUpdate};
+use serde_json::{Value, json};
+
+#[allow(dead_code)]
+pub fn reservation_json(r: &Reservation) -> Value {
+    json!({
+        "id": r.id, "identity": r.identity, "route": r.route, "major": r.major,
+        "bucket": r.bucket, "counts_global": r.counts_global, "global_limit": r.global_limit,
+        "global_window_ns": r.global_window, "margin_ns": r.margin,
+        "invalid_limit": r.invalid_limit, "invalid_window_ns": r.invalid_window,
+    })
+}
+
+fn s(v: &Value, k: &str) -> String {
+    v[k].as_str().unwrap_or_else(|| panic!("{k}: a string")).to_string()
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("{k}: an integer"))
+}
+
+fn opt_s(v: &Value, k: &str) -> Option<String> {
+    v[k].as_str().map(str::to_string)
+}
+
+#[allow(dead_code)]
+pub fn reservation_from(v: &Value) -> Reservation {
+    Reservation {
+        id: u(v, "id"),
+        identity: s(v, "identity"),
+        route: s(v, "route"),
+        major: s(v, "major"),
+        bucket: opt_s(v, "bucket"),
+        counts_global: v["counts_global"].as_bool().expect("counts_global"),
+        global_limit: u(v, "global_limit") as u32,
+        global_window: u(v, "global_window_ns"),
+        margin: u(v, "margin_ns"),
+        invalid_limit: u(v, "invalid_limit") as u32,
+        invalid_window: u(v, "invalid_window_ns"),
+    }
+}
+
+#[allow(dead_code)]
+pub fn update_json(u: &SharedUpdate) -> Value {
+    match u {
+        SharedUpdate::Bucket { id, identity, route, major, bucket, unlimited, limit, remaining, reset_after, window } => {
+            json!({
+                "share": "bucket", "id": id, "identity": identity, "route": route, "major": major,
+                "bucket": bucket, "unlimited": unlimited, "limit": limit, "remaining": remaining,
+                "reset_after_ns": reset_after, "window_ns": window,
+            })
+        }
+        SharedUpdate::Release { id, identity, route, major, bucket, reached, window } => json!({
+            "share": "release", "id": id, "identity": identity, "route": route, "major": major,
+            "bucket": bucket, "reached": reached, "window_ns": window,
+        }),
+        SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after } => json!({
+            "share": "hold", "scope": scope.as_str(), "identity": identity, "route": route,
+            "major": major, "bucket": bucket, "retry_after_ns": retry_after,
+        }),
+        SharedUpdate::Invalid { id, window } => json!({"share": "invalid", "id": id, "window_ns": window}),
+    }
+}
+
+#[allow(dead_code)]
+pub fn update_from(v: &Value) -> SharedUpdate {
+    match v["share"].as_str().expect("share") {
+        "bucket" => SharedUpdate::Bucket {
+            id: u(v, "id"),
+            identity: s(v, "identity"),
+            route: s(v, "route"),
+            major: s(v, "major"),
+            bucket: opt_s(v, "bucket"),
+            unlimited: v["unlimited"].as_bool().expect("unlimited"),
+            limit: v["limit"].as_u64().map(|n| n as u32),
+            remaining: v["remaining"].as_u64().map(|n| n as u32),
+            reset_after: v["reset_after_ns"].as_u64(),
+            window: v["window_ns"].as_u64(),
+        },
+        "release" => SharedUpdate::Release {
+            id: u(v, "id"),
+            identity: s(v, "identity"),
+            route: s(v, "route"),
+            major: s(v, "major"),
+            bucket: opt_s(v, "bucket"),
+            reached: v["reached"].as_bool().expect("reached"),
+            window: v["window_ns"].as_u64(),
+        },
+        "hold" => SharedUpdate::Hold {
+            scope: SharedScope::from_name(&s(v, "scope")).expect("scope"),
+            identity: s(v, "identity"),
+            route: s(v, "route"),
+            major: s(v, "major"),
+            bucket: opt_s(v, "bucket"),
+            retry_after: u(v, "retry_after_ns"),
+        },
+        "invalid" => SharedUpdate::Invalid { id: u(v, "id"), window: u(v, "window_ns") },
+        other => panic!("unknown update {other}"),
+    }
+}
+
+#[allow(dead_code)]
+pub fn answer_json(a: &ReservationAnswer) -> Value {
+    match a {
+        ReservationAnswer::Granted => json!({"answer": "granted"}),
+        ReservationAnswer::Denied { retry_after, scope } => {
+            json!({"answer": "denied", "retry_after_ns": retry_after, "scope": scope.as_str()})
+        }
+        ReservationAnswer::Unavailable => json!({"answer": "unavailable"}),
+    }
+}
+
+#[allow(dead_code)]
+pub fn answer_from(v: &Value) -> ReservationAnswer {
+    match v["answer"].as_str().expect("answer") {
+        "granted" => ReservationAnswer::Granted,
+        "unavailable" => ReservationAnswer::Unavailable,
+        "denied" => ReservationAnswer::Denied {
+            retry_after: u(v, "retry_after_ns"),
+            scope: SharedScope::from_name(&s(v, "scope")).expect("known scope"),
+        },
+        other => panic!("unknown answer {other}"),
+    }
+}

@@ -1,0 +1,625 @@
+--[[
+ratelane shared store: the store of the core's shared mode (several processes sharing one
+token's limits), one atomic call per operation.
+
+This script implements exactly the store contract documented in the core, module
+`ratelane::shared` ("The store contract", key by key), whose reference model is
+`ratelane::shared::MemoryStore`; tests/vectors/store_*.json replay both. Two operations:
+
+  reserve(now, client, reservation) -> granted | denied(retry_after, scope)
+  record(now, client, update)
+
+KEYS[1]  the namespace prefix P (every key this script touches starts with it). Give it a Redis
+         Cluster hash tag, e.g. "{ratelane:mybot}:", so that all keys live in one slot; it is
+         passed as a key so that a cluster client routes the call to that slot.
+
+ARGV, common part:
+  [1] op            "reserve" or "record"
+  [2] now_ns        "" = Redis's clock (TIME). Otherwise decimal integer nanoseconds of a
+                    virtual clock, for replays (tests): expiry is then virtual too (below).
+  [3] client        the calling process's identity (non-empty; e.g. a random UUID)
+  [4] lease_ns      SharedConfig::lease
+  [5] poll_ns       SharedConfig::pioneer_poll
+  [6] ttl_ns        SharedConfig::state_ttl
+"reserve" (ratelane::shared::Reservation):
+  [7] id  [8] identity  [9] route  [10] major  [11] bucket (opt)  [12] counts_global (0|1)
+  [13] global_limit  [14] global_window_ns  [15] margin_ns  [16] invalid_limit
+  [17] invalid_window_ns
+"record" (ratelane::shared::SharedUpdate), [7] the variant:
+  "bucket":  [8] id [9] identity [10] route [11] major [12] bucket (opt) [13] unlimited (0|1)
+             [14] limit (opt) [15] remaining (opt) [16] reset_after_ns (opt) [17] window_ns (opt)
+  "release": [8] id [9] identity [10] route [11] major [12] bucket (opt) [13] reached (0|1)
+             [14] window_ns (opt)
+  "hold":    [8] scope [9] identity [10] route [11] major [12] bucket (opt) [13] retry_after_ns
+  "invalid": [8] id [9] window_ns
+Numbers are decimal integers; an optional number is "" when absent. An optional string (the
+bucket hash) is "" when absent and "=" followed by the value when present.
+
+Reply: reserve -> {"granted"} or {"denied", retry_after_us, scope}; record -> {"recorded"}.
+Errors: "RATELANE_ARG <what>" for a bad argument (nothing written).
+
+Time. The script works in integer microseconds (Redis TIME's resolution). Durations given in
+nanoseconds are rounded up to whole microseconds; retry_after in the reply is in microseconds
+(multiply by 1000 for the core). Durations are capped at 2^50 us (35 years), so that every
+absolute time stays an exact integer in a Lua number. Like Redis's own expiry, the script
+assumes that Redis's clock does not go backwards.
+
+Expiry. With Redis's clock, keys carry real TTLs (PEXPIREAT, rounded up to the millisecond) and
+disappear on their own. With a virtual clock (now_ns given), real TTLs would not follow the
+replayed time, so the script keeps each key's expiry time in the sorted set P "~expiry"
+(member: the key, score: the time it expires) instead, deletes the keys whose time has come
+at the start of every call, and sets no real TTL. Every caller of one namespace must use the
+same clock; a test counts the live keys of a namespace as those of "~expiry" whose score is
+later than now.
+]]
+
+local P = KEYS[1]
+local MAX_US = 1125899906842624 -- 2^50 us
+
+local function arg_error(what)
+  return redis.error_reply('RATELANE_ARG ' .. what)
+end
+
+-- Exact integer arithmetic on doubles below 2^53.
+local function floor_div(a, b) return (a - math.fmod(a, b)) / b end
+
+-- A duration in ns (decimal string) as whole microseconds, rounded up and capped.
+local function us_of(s)
+  local n = tonumber(s)
+  if n >= 9007199254740992 then return MAX_US end
+  local u = floor_div(n + 999, 1000)
+  if u > MAX_US then return MAX_US end
+  return u
+end
+
+local function digits(s) return type(s) == 'string' and s:match('^%d+$') ~= nil and #s <= 20 end
+
+local bad = nil
+local function need_int(i, what)
+  local s = ARGV[i]
+  if not digits(s) then bad = bad or (what .. ' must be a decimal integer') return 0 end
+  return tonumber(s)
+end
+local function need_us(i, what)
+  local s = ARGV[i]
+  if not digits(s) then bad = bad or (what .. ' must be a decimal integer of nanoseconds') return 0 end
+  return us_of(s)
+end
+local function opt_int(i, what)
+  if ARGV[i] == '' then return nil end
+  return need_int(i, what)
+end
+local function opt_us(i, what)
+  if ARGV[i] == '' then return nil end
+  return need_us(i, what)
+end
+local function opt_str(i, what)
+  local s = ARGV[i]
+  if s == nil then bad = bad or (what .. ' is missing') return nil end
+  if s == '' then return nil end
+  if s:sub(1, 1) ~= '=' then bad = bad or (what .. ' must be "" or "=" followed by the value') return nil end
+  return s:sub(2)
+end
+local function need_str(i, what)
+  local s = ARGV[i]
+  if s == nil then bad = bad or (what .. ' is missing') return '' end
+  return s
+end
+local function need_flag(i, what)
+  local s = ARGV[i]
+  if s ~= '0' and s ~= '1' then bad = bad or (what .. ' must be 0 or 1') return false end
+  return s == '1'
+end
+
+local op = ARGV[1]
+if op ~= 'reserve' and op ~= 'record' then return arg_error('op must be "reserve" or "record"') end
+if P == nil or P == '' then return arg_error('KEYS[1] (the prefix) is required') end
+
+local now
+local virtual = ARGV[2] ~= nil and ARGV[2] ~= ''
+if virtual then
+  if not digits(ARGV[2]) then return arg_error('now_ns must be a decimal integer or ""') end
+  -- Whole microseconds, by dropping the last three digits: Unix nanoseconds do not fit in a
+  -- Lua number exactly, their microseconds do.
+  local s = ARGV[2]
+  if #s > 3 then now = tonumber(s:sub(1, -4)) else now = 0 end
+  if now >= 9007199254740992 then return arg_error('now_ns is out of range') end
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local client = need_str(3, 'client')
+if client == '' then return arg_error('client must not be empty') end
+local lease = need_us(4, 'lease_ns')
+local poll = need_us(5, 'poll_ns')
+local ttl = need_us(6, 'ttl_ns')
+if bad then return arg_error(bad) end
+if lease < 1 then lease = 1 end
+if poll < 1 then poll = 1 end
+if ttl < 1 then ttl = 1 end
+
+local function fmt(n) return string.format('%.0f', n) end
+
+-- ------------------------------------------------------------------------------- expiry
+
+local IDX = P .. '~expiry'
+
+if virtual then
+  -- Keys whose virtual time has come are gone, as Redis would have expired them.
+  local dead = redis.call('ZRANGEBYSCORE', IDX, '-inf', fmt(now))
+  for _, k in ipairs(dead) do redis.call('DEL', k) end
+  if #dead > 0 then redis.call('ZREMRANGEBYSCORE', IDX, '-inf', fmt(now)) end
+end
+
+-- When `key` expires (us), or nil when it does not exist.
+local function expiry_of(key)
+  if virtual then
+    if redis.call('EXISTS', key) == 0 then return nil end
+    local s = redis.call('ZSCORE', IDX, key)
+    if s then return tonumber(s) end
+    return nil
+  end
+  local ms = redis.call('PEXPIRETIME', key)
+  if ms < 0 then return nil end
+  return ms * 1000
+end
+
+local function del(key)
+  redis.call('DEL', key)
+  if virtual then redis.call('ZREM', IDX, key) end
+end
+
+-- `key` expires at `t` (us); at or before now it is deleted.
+local function expire_at(key, t)
+  if t <= now then del(key) return end
+  if virtual then
+    redis.call('ZADD', IDX, fmt(t), key)
+  else
+    redis.call('PEXPIREAT', key, fmt(floor_div(t + 999, 1000)))
+  end
+end
+
+-- `base`, or `base "#" n` if a member of that name is already in the sorted set `key` (the
+-- same request granted twice within a microsecond still counts twice).
+local function unique_member(key, base)
+  local m, n = base, 1
+  while redis.call('ZSCORE', key, m) do
+    n = n + 1
+    m = base .. '#' .. n
+  end
+  return m
+end
+
+-- ------------------------------------------------------------------------------- keys
+
+local function enc(s) return #s .. ':' .. s end
+local K = {}
+function K.edge() return P .. 'edge' end
+function K.inv() return P .. 'inv' end
+function K.g(id) return P .. 'g|' .. enc(id) end
+function K.gp(id) return P .. 'gp|' .. enc(id) end
+function K.r(id, route) return P .. 'r|' .. enc(id) .. enc(route) end
+function K.b(id, h, major) return P .. 'b|' .. enc(id) .. enc(h) .. enc(major) end
+function K.bp(id, h, major) return P .. 'bp|' .. enc(id) .. enc(h) .. enc(major) end
+function K.lr(id, route, major) return P .. 'lr|' .. enc(id) .. enc(route) .. enc(major) end
+function K.lb(id, h, major) return P .. 'lb|' .. enc(id) .. enc(h) .. enc(major) end
+function K.hr(id, route, major) return P .. 'hr|' .. enc(id) .. enc(route) .. enc(major) end
+function K.hb(id, h, major) return P .. 'hb|' .. enc(id) .. enc(h) .. enc(major) end
+
+-- The time stored in a hold-like key (value = until = its expiry), if it is still ahead.
+local function until_of(key)
+  local v = redis.call('GET', key)
+  if not v then return nil end
+  local t = tonumber(v)
+  if t and t > now then return t end
+  return nil
+end
+
+-- The bucket hash of a route: the learned mapping ("" = no bucket), else `known`.
+local function hash_for(identity, route, known)
+  local v = redis.call('GET', K.r(identity, route))
+  if v then return v end
+  return known
+end
+
+-- A learned, non-empty hash (what updates use when they name none).
+local function learned_hash(identity, route)
+  local v = redis.call('GET', K.r(identity, route))
+  if v and v ~= '' then return v end
+  return nil
+end
+
+-- ------------------------------------------------------------------------------- buckets
+
+local function bucket_state(key)
+  local v = redis.call('HMGET', key, 'limit', 'remaining', 'reported', 'reset_at', 'window',
+    'window_start', 'provisional', 'margin')
+  if not v[1] then return nil end
+  return {
+    limit = tonumber(v[1]), remaining = tonumber(v[2]), reported = v[3] and tonumber(v[3]) or nil,
+    reset_at = tonumber(v[4]), window = tonumber(v[5]), window_start = tonumber(v[6]),
+    provisional = v[7] == '1', margin = tonumber(v[8]),
+  }
+end
+
+-- Unanswered grants of a bucket after dropping those that stopped counting.
+local function live_pending(bp)
+  redis.call('ZREMRANGEBYSCORE', bp, '-inf', fmt(now))
+  return redis.call('ZCARD', bp)
+end
+
+-- Starts a new window if the bucket's has ended, counting live unanswered grants as carried.
+local function roll_if_due(b, bp)
+  local s = bucket_state(b)
+  if not s or now < s.reset_at then return end
+  local carried = live_pending(bp)
+  local remaining = s.limit - carried
+  if remaining < 0 then remaining = 0 end
+  local reset_at = now + s.window + s.margin
+  redis.call('HSET', b, 'window_start', fmt(now), 'remaining', fmt(remaining),
+    'reset_at', fmt(reset_at), 'provisional', '1')
+  redis.call('HDEL', b, 'reported')
+  expire_at(b, reset_at + ttl)
+end
+
+-- A live unanswered grant of `member` in `bp`: its score, or nil.
+local function live_entry(bp, member)
+  local s = redis.call('ZSCORE', bp, member)
+  if not s then return nil end
+  s = tonumber(s)
+  if s > now then return s end
+  return nil
+end
+
+-- The grant may have been counted without a report: it keeps counting, as a ghost, until one
+-- window (plus margin) after it was granted.
+local function ghost(member, identity, major, h)
+  local s = bucket_state(K.b(identity, h, major))
+  if not s then return end
+  local bp = K.bp(identity, h, major)
+  local score = live_entry(bp, member)
+  if not score then return end
+  local old = expiry_of(bp)
+  redis.call('ZREM', bp, member)
+  local granted = score - lease
+  local until_t = granted + s.window + s.margin
+  if until_t > now then redis.call('ZADD', bp, fmt(until_t), member .. '~' .. fmt(granted)) end
+  if redis.call('EXISTS', bp) == 1 then
+    local t = until_t
+    if old and old > t then t = old end
+    expire_at(bp, t)
+  end
+end
+
+-- Deletes the pioneer locks `member` holds and, unless `reached`, its unanswered grant; returns
+-- that grant's time, if there was one.
+local function release(member, identity, route, major, h, reached, window)
+  local lr = K.lr(identity, route, major)
+  if redis.call('GET', lr) == member then del(lr) end
+  if not h then return nil end
+  local lb = K.lb(identity, h, major)
+  if redis.call('GET', lb) == member then
+    if reached and window and redis.call('EXISTS', K.b(identity, h, major)) == 0 then
+      -- The pioneer of a known bucket without state may have been counted: the lock stays as
+      -- a ghost no grant matches, for up to two windows, within the lease.
+      local old = expiry_of(lb)
+      redis.call('SET', lb, member .. '~', 'KEEPTTL')
+      local t = now + 2 * window
+      if old and old < t then t = old end
+      expire_at(lb, t)
+    else
+      del(lb)
+    end
+  end
+  if reached then return nil end
+  local bp = K.bp(identity, h, major)
+  local score = live_entry(bp, member)
+  if not score then return nil end
+  redis.call('ZREM', bp, member)
+  return score - lease
+end
+
+-- A grant that was never sent: its newest global entry goes, and its bucket slot comes back
+-- if its window is still the current one.
+local function give_back(member, identity, major, h, granted_at)
+  local g = K.g(identity)
+  local entries = redis.call('ZREVRANGE', g, 0, -1)
+  local head = member .. ':'
+  for _, m in ipairs(entries) do
+    local rest = m:sub(#head + 1)
+    if m:sub(1, #head) == head and (rest:match('^%d+$') or rest:match('^%d+#%d+$')) then
+      redis.call('ZREM', g, m)
+      break
+    end
+  end
+  if h and granted_at then
+    local b = K.b(identity, h, major)
+    local s = bucket_state(b)
+    if s and granted_at >= s.window_start and now < s.reset_at then
+      local r = s.remaining + 1
+      if r > s.limit then r = s.limit end
+      redis.call('HSET', b, 'remaining', fmt(r))
+    end
+  end
+end
+
+-- ------------------------------------------------------------------------------- reserve
+
+local function reserve()
+  local id = need_str(7, 'id')
+  local identity = need_str(8, 'identity')
+  local route = need_str(9, 'route')
+  local major = need_str(10, 'major')
+  local known = opt_str(11, 'bucket')
+  local counts_global = need_flag(12, 'counts_global')
+  local global_limit = need_int(13, 'global_limit')
+  local gw = need_us(14, 'global_window_ns')
+  local margin = need_us(15, 'margin_ns')
+  local invalid_limit = need_int(16, 'invalid_limit')
+  local iw = need_us(17, 'invalid_window_ns')
+  if bad then return arg_error(bad) end
+  local member = client .. ':' .. id
+  local function deny(until_t, scope) return {'denied', until_t - now, scope} end
+
+  -- 1. edge
+  local t = until_of(K.edge())
+  if t then return deny(t, 'edge') end
+  -- 2. invalid budget
+  if invalid_limit > 0 then
+    local inv = K.inv()
+    if redis.call('EXISTS', inv) == 1 then
+      redis.call('ZREMRANGEBYSCORE', inv, '-inf', fmt(now - iw))
+      local n = redis.call('ZCARD', inv)
+      if n >= invalid_limit then
+        local e = redis.call('ZRANGE', inv, n - invalid_limit, n - invalid_limit, 'WITHSCORES')
+        return deny(tonumber(e[2]) + iw, 'invalid')
+      end
+    end
+  end
+  -- 3. global
+  local g = K.g(identity)
+  if counts_global then
+    t = until_of(K.gp(identity))
+    if t then return deny(t, 'global') end
+    if global_limit > 0 and redis.call('EXISTS', g) == 1 then
+      redis.call('ZREMRANGEBYSCORE', g, '-inf', fmt(now - 2 * gw))
+      local card = redis.call('ZCARD', g)
+      local old = redis.call('ZCOUNT', g, '-inf', fmt(now - gw))
+      if card - old >= global_limit then
+        local e = redis.call('ZRANGE', g, card - global_limit, card - global_limit, 'WITHSCORES')
+        return deny(tonumber(e[2]) + gw, 'global')
+      end
+    end
+  end
+  -- 4. route hold
+  t = until_of(K.hr(identity, route, major))
+  if t then return deny(t, 'route') end
+  -- 5. bucket, 6. pioneer lock
+  local take, key = nil, nil
+  local h = hash_for(identity, route, known)
+  if h == '' then
+    take = 'nothing'
+  elseif h then
+    t = until_of(K.hb(identity, h, major))
+    if t then return deny(t, 'bucket') end
+    local b = K.b(identity, h, major)
+    local s = bucket_state(b)
+    if s then
+      if now >= s.reset_at then redis.call('HSET', b, 'margin', fmt(margin)) end
+      local bp = K.bp(identity, h, major)
+      roll_if_due(b, bp)
+      local unanswered = live_pending(bp)
+      s = bucket_state(b)
+      local available = s.remaining
+      if s.reported then
+        available = s.reported - unanswered
+        if available < 0 then available = 0 end
+      end
+      if available == 0 then
+        local until_t = s.reset_at
+        if until_t < now + 1 then until_t = now + 1 end
+        return deny(until_t, 'bucket')
+      end
+      take, key = 'slot', h
+    else
+      key = K.lb(identity, h, major)
+      take = 'lock'
+    end
+  else
+    key = K.lr(identity, route, major)
+    take = 'lock'
+  end
+  if take == 'lock' then
+    local holder = redis.call('GET', key)
+    if holder and holder ~= member then
+      local until_t = now + poll
+      local e = expiry_of(key)
+      if e and e < until_t then until_t = e end
+      return deny(until_t, 'pioneer')
+    end
+  end
+  -- 7. commit
+  if counts_global and global_limit > 0 then
+    redis.call('ZADD', g, fmt(now), unique_member(g, member .. ':' .. fmt(now)))
+    expire_at(g, now + gw)
+  end
+  local lease_end = now + lease
+  if take == 'slot' then
+    local b = K.b(identity, key, major)
+    local s = bucket_state(b)
+    local r = s.remaining - 1
+    if r < 0 then r = 0 end
+    redis.call('HSET', b, 'remaining', fmt(r))
+    expire_at(b, s.reset_at + ttl)
+    local bp = K.bp(identity, key, major)
+    local old = expiry_of(bp)
+    redis.call('ZADD', bp, fmt(lease_end), member)
+    local e = lease_end
+    if old and old > e then e = old end
+    expire_at(bp, e)
+  elseif take == 'lock' then
+    redis.call('SET', key, member)
+    expire_at(key, lease_end)
+  end
+  return {'granted'}
+end
+
+-- ------------------------------------------------------------------------------- record
+
+local function record_bucket()
+  local id = need_str(8, 'id')
+  local identity = need_str(9, 'identity')
+  local route = need_str(10, 'route')
+  local major = need_str(11, 'major')
+  local bucket = opt_str(12, 'bucket')
+  local unlimited = need_flag(13, 'unlimited')
+  local limit = opt_int(14, 'limit')
+  local remaining = opt_int(15, 'remaining')
+  local reset_after = opt_us(16, 'reset_after_ns')
+  local window = opt_us(17, 'window_ns')
+  if bad then return arg_error(bad) end
+  local member = client .. ':' .. id
+  local h = bucket or learned_hash(identity, route)
+  -- 1. the route's mapping
+  local r = K.r(identity, route)
+  if bucket then
+    redis.call('SET', r, bucket)
+    expire_at(r, now + ttl)
+  elseif unlimited then
+    redis.call('SET', r, '')
+    expire_at(r, now + ttl)
+  end
+  local b, bp
+  if h then
+    b, bp = K.b(identity, h, major), K.bp(identity, h, major)
+    -- 2. a window that has ended rolls first, counting this request as still unanswered
+    roll_if_due(b, bp)
+  end
+  -- 3. locks and the unanswered grant
+  local informative = limit ~= nil or remaining ~= nil or reset_after ~= nil
+  local granted_at = release(member, identity, route, major, h, not informative, window)
+  if not h then return {'recorded'} end
+  if not informative then
+    ghost(member, identity, major, h)
+    return {'recorded'}
+  end
+  local pending = live_pending(bp)
+  local t_r = nil
+  if reset_after then t_r = now + reset_after end
+  local s = bucket_state(b)
+  if not s then
+    -- a new bucket
+    local l = limit
+    if not l and remaining then l = remaining + 1 end
+    if not l then l = 1 end
+    if l < 1 then l = 1 end
+    local rem = remaining
+    if not rem then rem = l - 1 end
+    rem = rem - pending
+    if rem < 0 then rem = 0 end
+    local w = window or 0
+    if reset_after and reset_after > w then w = reset_after end
+    if w == 0 then w = 1000000 end
+    local reset_at = t_r or (now + w)
+    redis.call('HSET', b, 'limit', fmt(l), 'remaining', fmt(rem), 'reset_at', fmt(reset_at),
+      'window', fmt(w), 'window_start', fmt(now), 'provisional', t_r and '0' or '1', 'margin', '0')
+    if remaining then redis.call('HSET', b, 'reported', fmt(remaining)) end
+    expire_at(b, reset_at + ttl)
+  else
+    -- merge into the current window (rolled in step 2)
+    if limit then
+      local l = limit
+      if l < 1 then l = 1 end
+      s.limit = l
+    end
+    if window and window > s.window then s.window = window end
+    local stale = (granted_at ~= nil and granted_at < s.window_start)
+      or (t_r ~= nil and t_r <= s.window_start)
+    if not stale then
+      if remaining then
+        if s.reported == nil or remaining < s.reported then s.reported = remaining end
+      end
+      if t_r then
+        if reset_after > s.window then s.window = reset_after end
+        if s.provisional or t_r > s.reset_at then s.reset_at = t_r end
+        s.provisional = false
+      end
+    end
+    redis.call('HSET', b, 'limit', fmt(s.limit), 'window', fmt(s.window), 'reset_at', fmt(s.reset_at),
+      'provisional', s.provisional and '1' or '0')
+    if s.reported then redis.call('HSET', b, 'reported', fmt(s.reported)) end
+    expire_at(b, s.reset_at + ttl)
+  end
+  return {'recorded'}
+end
+
+local function record_release()
+  local id = need_str(8, 'id')
+  local identity = need_str(9, 'identity')
+  local route = need_str(10, 'route')
+  local major = need_str(11, 'major')
+  local bucket = opt_str(12, 'bucket')
+  local reached = need_flag(13, 'reached')
+  local window = opt_us(14, 'window_ns')
+  if bad then return arg_error(bad) end
+  local member = client .. ':' .. id
+  local h = bucket or learned_hash(identity, route)
+  if reached and h then roll_if_due(K.b(identity, h, major), K.bp(identity, h, major)) end
+  local granted_at = release(member, identity, route, major, h, reached, window)
+  if not reached then
+    give_back(member, identity, major, h, granted_at)
+  elseif h then
+    ghost(member, identity, major, h)
+  end
+  return {'recorded'}
+end
+
+local function record_hold()
+  local scope = need_str(8, 'scope')
+  local identity = need_str(9, 'identity')
+  local route = need_str(10, 'route')
+  local major = need_str(11, 'major')
+  local bucket = opt_str(12, 'bucket')
+  local retry_after = need_us(13, 'retry_after_ns')
+  if bad then return arg_error(bad) end
+  local key
+  if scope == 'edge' then
+    key = K.edge()
+  elseif scope == 'global' then
+    key = K.gp(identity)
+  elseif scope == 'route' or scope == 'bucket' then
+    local h = bucket or learned_hash(identity, route)
+    if scope == 'bucket' and h then key = K.hb(identity, h, major) else key = K.hr(identity, route, major) end
+  elseif scope == 'invalid' or scope == 'pioneer' then
+    return {'recorded'}
+  else
+    return arg_error('scope must be edge, invalid, global, route, bucket or pioneer')
+  end
+  local t = now + retry_after
+  local old = until_of(key)
+  if old and old > t then t = old end
+  if t > now then
+    redis.call('SET', key, fmt(t))
+    expire_at(key, t)
+  end
+  return {'recorded'}
+end
+
+local function record_invalid()
+  local id = need_str(8, 'id')
+  local window = need_us(9, 'window_ns')
+  if bad then return arg_error(bad) end
+  local inv = K.inv()
+  -- One member per invalid response: its time, client and id (made unique if repeated).
+  redis.call('ZADD', inv, fmt(now), unique_member(inv, fmt(now) .. ':' .. client .. ':' .. id))
+  expire_at(inv, now + window)
+  return {'recorded'}
+end
+
+if op == 'reserve' then return reserve() end
+local kind = ARGV[7]
+if kind == 'bucket' then return record_bucket() end
+if kind == 'release' then return record_release() end
+if kind == 'hold' then return record_hold() end
+if kind == 'invalid' then return record_invalid() end
+return arg_error('record: the update must be bucket, release, hold or invalid')

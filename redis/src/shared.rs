@@ -1,0 +1,327 @@
+//! The store of the core's shared mode in Redis: [`RedisStore`].
+
+use ratelane::Nanos;
+use ratelane::shared::{Reservation, ReservationAnswer, SharedConfig, SharedScope, SharedUpdate};
+use redis::{ConnectionLike, Value};
+
+use crate::error::Error;
+use crate::script::SHARED_STORE;
+
+/// The shared-mode store ([`ratelane::shared`]) in Redis: `scripts/shared_store.lua`, which
+/// implements the store contract of the core's module documentation exactly (the reference
+/// model is [`MemoryStore`](ratelane::shared::MemoryStore); both replay
+/// `tests/vectors/store_*.json` with the same answers and key counts).
+///
+/// One [`reserve`](Self::reserve) or [`record`](Self::record) is one `EVALSHA`, one round
+/// trip. Every key lives under `prefix`, which should carry a Redis Cluster hash tag (e.g.
+/// `"{ratelane:mybot}:"`). The value holds only configuration; each call takes the connection
+/// to use. A driver must send a process's calls **in order on one connection** (records are
+/// fire-and-forget, but a report must land before the reservations that depend on it).
+///
+/// ```no_run
+/// use ratelane::shared::{ReservationAnswer, SharedConfig};
+/// use ratelane::{Config, Limiter, Output, Request};
+/// use ratelane_redis::RedisStore;
+///
+/// let mut config = Config::default();
+/// config.shared = Some(SharedConfig::default());
+/// let store = RedisStore::new("{ratelane:mybot}:", config.shared.as_ref().unwrap())?;
+/// let mut con = redis::Client::open("redis://127.0.0.1/")?.get_connection()?;
+/// let client = "process-1"; // unique per process, e.g. a random UUID
+///
+/// let mut limiter = Limiter::new(config)?;
+/// let id = limiter.enqueue(0, Request::new("GET", "/users/@me"))?;
+/// if let Output::Reserve(r) = limiter.poll_output() {
+///     // A driver answers Unavailable when the store fails or is too slow.
+///     let answer = store.reserve(&mut con, client, &r).unwrap_or(ReservationAnswer::Unavailable);
+///     limiter.handle_reservation(1, id, answer)?;
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisStore {
+    prefix: String,
+    lease: Nanos,
+    pioneer_poll: Nanos,
+    state_ttl: Nanos,
+}
+
+impl RedisStore {
+    /// A store under `prefix` with the store-wide settings of `config` (`lease`,
+    /// `pioneer_poll`, `state_ttl`; every process of one bot uses the same).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for an empty prefix.
+    pub fn new(prefix: impl Into<String>, config: &SharedConfig) -> Result<RedisStore, Error> {
+        let prefix = prefix.into();
+        if prefix.is_empty() {
+            return Err(Error::InvalidConfig("the key prefix must not be empty".into()));
+        }
+        Ok(RedisStore {
+            prefix,
+            lease: config.lease,
+            pioneer_poll: config.pioneer_poll,
+            state_ttl: config.state_ttl,
+        })
+    }
+
+    /// The key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Decides `reservation` of process `client` at Redis's clock.
+    ///
+    /// # Errors
+    ///
+    /// Redis failures (see [`Error`]); a driver answers the limiter
+    /// [`ReservationAnswer::Unavailable`] then.
+    pub fn reserve(
+        &self,
+        con: &mut dyn ConnectionLike,
+        client: &str,
+        reservation: &Reservation,
+    ) -> Result<ReservationAnswer, Error> {
+        self.reserve_inner(con, None, client, reservation)
+    }
+
+    /// [`reserve`](Self::reserve) at `now` (nanoseconds of a virtual clock, for replays; keys
+    /// then expire in that clock too, see the script's header).
+    ///
+    /// # Errors
+    ///
+    /// Redis failures (see [`Error`]).
+    pub fn reserve_at(
+        &self,
+        con: &mut dyn ConnectionLike,
+        now: Nanos,
+        client: &str,
+        reservation: &Reservation,
+    ) -> Result<ReservationAnswer, Error> {
+        self.reserve_inner(con, Some(now), client, reservation)
+    }
+
+    /// Records `update` of process `client` at Redis's clock.
+    ///
+    /// # Errors
+    ///
+    /// Redis failures (see [`Error`]); the update is then lost (the store's state only ever
+    /// errs on the conservative side without it, until its keys expire).
+    pub fn record(&self, con: &mut dyn ConnectionLike, client: &str, update: &SharedUpdate) -> Result<(), Error> {
+        self.record_inner(con, None, client, update)
+    }
+
+    /// [`record`](Self::record) at `now` (a virtual clock, as [`reserve_at`](Self::reserve_at)).
+    ///
+    /// # Errors
+    ///
+    /// Redis failures (see [`Error`]).
+    pub fn record_at(
+        &self,
+        con: &mut dyn ConnectionLike,
+        now: Nanos,
+        client: &str,
+        update: &SharedUpdate,
+    ) -> Result<(), Error> {
+        self.record_inner(con, Some(now), client, update)
+    }
+
+    /// The `ARGV` of a `reserve` call (`now`: `None` for Redis's clock), as the script's header
+    /// and `redis/README.md` document them.
+    pub fn reserve_args(&self, now: Option<Nanos>, client: &str, r: &Reservation) -> Vec<String> {
+        let mut args = self.common("reserve", now, client);
+        args.extend([
+            r.id.to_string(),
+            r.identity.clone(),
+            r.route.clone(),
+            r.major.clone(),
+            opt_str(r.bucket.as_deref()),
+            flag(r.counts_global),
+            r.global_limit.to_string(),
+            r.global_window.to_string(),
+            r.margin.to_string(),
+            r.invalid_limit.to_string(),
+            r.invalid_window.to_string(),
+        ]);
+        args
+    }
+
+    /// The `ARGV` of a `record` call.
+    pub fn record_args(&self, now: Option<Nanos>, client: &str, update: &SharedUpdate) -> Vec<String> {
+        let mut args = self.common("record", now, client);
+        match update {
+            SharedUpdate::Bucket {
+                id,
+                identity,
+                route,
+                major,
+                bucket,
+                unlimited,
+                limit,
+                remaining,
+                reset_after,
+                window,
+            } => args.extend([
+                "bucket".to_string(),
+                id.to_string(),
+                identity.clone(),
+                route.clone(),
+                major.clone(),
+                opt_str(bucket.as_deref()),
+                flag(*unlimited),
+                opt_num(*limit),
+                opt_num(*remaining),
+                opt_num(*reset_after),
+                opt_num(*window),
+            ]),
+            SharedUpdate::Release { id, identity, route, major, bucket, reached, window } => args.extend([
+                "release".to_string(),
+                id.to_string(),
+                identity.clone(),
+                route.clone(),
+                major.clone(),
+                opt_str(bucket.as_deref()),
+                flag(*reached),
+                opt_num(*window),
+            ]),
+            SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after } => args.extend([
+                "hold".to_string(),
+                scope.as_str().to_string(),
+                identity.clone(),
+                route.clone(),
+                major.clone(),
+                opt_str(bucket.as_deref()),
+                retry_after.to_string(),
+            ]),
+            SharedUpdate::Invalid { id, window } => {
+                args.extend(["invalid".to_string(), id.to_string(), window.to_string()])
+            }
+        }
+        args
+    }
+
+    fn common(&self, op: &str, now: Option<Nanos>, client: &str) -> Vec<String> {
+        vec![
+            op.to_string(),
+            now.map_or_else(String::new, |n| n.to_string()),
+            client.to_string(),
+            self.lease.to_string(),
+            self.pioneer_poll.to_string(),
+            self.state_ttl.to_string(),
+        ]
+    }
+
+    fn reserve_inner(
+        &self,
+        con: &mut dyn ConnectionLike,
+        now: Option<Nanos>,
+        client: &str,
+        r: &Reservation,
+    ) -> Result<ReservationAnswer, Error> {
+        check_client(client)?;
+        let value = SHARED_STORE.invoke_strings(con, &self.prefix, &self.reserve_args(now, client, r))?;
+        parse_answer(&value)
+    }
+
+    fn record_inner(
+        &self,
+        con: &mut dyn ConnectionLike,
+        now: Option<Nanos>,
+        client: &str,
+        update: &SharedUpdate,
+    ) -> Result<(), Error> {
+        check_client(client)?;
+        let value = SHARED_STORE.invoke_strings(con, &self.prefix, &self.record_args(now, client, update))?;
+        match tag_and_rest(&value)? {
+            ("recorded", []) => Ok(()),
+            _ => Err(Error::BadReply(format!("record: expected [\"recorded\"], got {value:?}"))),
+        }
+    }
+}
+
+fn check_client(client: &str) -> Result<(), Error> {
+    if client.is_empty() {
+        Err(Error::InvalidConfig("the client name must not be empty".into()))
+    } else {
+        Ok(())
+    }
+}
+
+/// An optional string argument: `""` when absent, `"=" value` when present (so that an empty
+/// value stays distinct from none).
+fn opt_str(s: Option<&str>) -> String {
+    s.map_or_else(String::new, |s| format!("={s}"))
+}
+
+fn opt_num<T: ToString>(n: Option<T>) -> String {
+    n.map_or_else(String::new, |n| n.to_string())
+}
+
+fn flag(b: bool) -> String {
+    if b { "1" } else { "0" }.to_string()
+}
+
+fn text(value: &Value) -> Option<&str> {
+    match value {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+        Value::SimpleString(s) => Some(s.as_str()),
+        _ => None,
+    }
+}
+
+fn tag_and_rest(value: &Value) -> Result<(&str, &[Value]), Error> {
+    if let Value::Array(items) = value
+        && let Some((first, rest)) = items.split_first()
+        && let Some(tag) = text(first)
+    {
+        return Ok((tag, rest));
+    }
+    Err(Error::BadReply(format!("expected a tagged array, got {value:?}")))
+}
+
+/// `["granted"]` or `["denied", retry_after_us, scope]` as the core's answer.
+fn parse_answer(value: &Value) -> Result<ReservationAnswer, Error> {
+    match tag_and_rest(value)? {
+        ("granted", []) => Ok(ReservationAnswer::Granted),
+        ("denied", [Value::Int(us), scope]) => {
+            let scope = text(scope)
+                .and_then(SharedScope::from_name)
+                .ok_or_else(|| Error::BadReply(format!("denied: unknown scope {scope:?}")))?;
+            let us = u64::try_from(*us).map_err(|_| Error::BadReply(format!("denied: retry_after {us} < 0")))?;
+            Ok(ReservationAnswer::Denied { retry_after: us.saturating_mul(1000), scope })
+        }
+        _ => Err(Error::BadReply(format!("reserve: unexpected reply {value:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_parse_into_answers_or_bad_reply() {
+        let s = |t: &str| Value::BulkString(t.as_bytes().to_vec());
+        assert_eq!(parse_answer(&Value::Array(vec![s("granted")])).unwrap(), ReservationAnswer::Granted);
+        assert_eq!(
+            parse_answer(&Value::Array(vec![s("denied"), Value::Int(50_000), s("pioneer")])).unwrap(),
+            ReservationAnswer::Denied { retry_after: 50_000_000, scope: SharedScope::Pioneer }
+        );
+        for bad in [
+            Value::Nil,
+            Value::Array(vec![]),
+            Value::Array(vec![s("denied"), Value::Int(-1), s("bucket")]),
+            Value::Array(vec![s("denied"), Value::Int(1), s("nope")]),
+            Value::Array(vec![s("granted"), Value::Int(1)]),
+        ] {
+            assert_eq!(parse_answer(&bad).unwrap_err().code(), "redis_bad_reply", "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn optional_strings_keep_empty_apart_from_absent() {
+        assert_eq!(opt_str(None), "");
+        assert_eq!(opt_str(Some("")), "=");
+        assert_eq!(opt_str(Some("abc")), "=abc");
+    }
+}
