@@ -4,7 +4,7 @@ import type { ErrorCode, FailCode } from './core'
 import type { RateLimiterOptions, RateLimitError, RatelaneError } from './driver'
 
 export type * from './core'
-export { Limiter, SimServer, Simulation, FAIL_CODES, ERROR_CODES } from './native'
+export { Limiter, SimServer, Simulation, GcraStore, LeakyBucketStore, FixedWindowStore, FAIL_CODES, ERROR_CODES } from './native'
 export {
   RateLimiter,
   RatelaneError,
@@ -16,6 +16,7 @@ export {
   LimiterClosedError,
   InvalidArgumentError,
   SimulationContractError,
+  InsufficientCapacityError,
   RateLimitError,
   DeadlineExceededError,
   MaxWaitExceededError,
@@ -39,7 +40,7 @@ export type {
 } from './driver'
 
 export declare const FAIL_CLASSES: Readonly<Record<FailCode, typeof RateLimitError>>
-export declare const USAGE_CLASSES: Readonly<Record<ErrorCode | 'simulation_contract', typeof RatelaneError>>
+export declare const USAGE_CLASSES: Readonly<Record<ErrorCode, typeof RatelaneError>>
 /** The matching ratelane class for an error the core threw (anything else unchanged). */
 export declare function fromCoreError(error: unknown): unknown
 /** RateLimiter options as the core's JSON configuration (throws InvalidConfigError). */

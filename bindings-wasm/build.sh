@@ -64,16 +64,21 @@ done
 cp entries/types/index.d.ts pkg/node/index.d.mts   # the same types for index.mjs (ES module)
 
 # The shared Promise driver, written once in ../js (js/README.md): one export line appended
-# makes the CommonJS and the ES module file. Its types come along; their extensionless
-# './core' becomes './core.js' so they also resolve in the ES module folders.
+# makes the CommonJS and the ES module file. Its types come along as they are (they import
+# './core.js', which resolves in the ES module folders too).
 driver=../js/driver.js
 { cat "$driver"; echo 'module.exports = { createRatelane };'; } > pkg/node/driver.cjs
 for d in web bundler; do
   { cat "$driver"; echo 'export { createRatelane };'; } > "pkg/$d/driver.mjs"
 done
+# The shapes of the server-side answers (js/server_objects.js), the same way; core.* registers them.
+objects=../js/server_objects.js
+{ cat "$objects"; echo 'module.exports = { createServerObjects };'; } > pkg/node/server_objects.cjs
+for d in web bundler; do
+  { cat "$objects"; echo 'export { createServerObjects };'; } > "pkg/$d/server_objects.mjs"
+done
 for d in node web bundler; do
-  cp ../js/core.d.ts "pkg/$d/core.d.ts"
-  sed "s#from './core'#from './core.js'#" ../js/driver.d.ts > "pkg/$d/driver.d.ts"
+  cp ../js/core.d.ts ../js/driver.d.ts "pkg/$d/"
 done
 
 # The ES module entries name every export of createRatelane; read them from the driver itself.

@@ -48,7 +48,10 @@ export type FailCode =
   | 'unauthorized'
   | 'closed'
 
-/** Codes of misuse errors (`ERROR_CODES`, plus `invalid_argument` from the binding). */
+/**
+ * Codes of thrown errors: the core's misuse codes (`ERROR_CODES`), `invalid_argument` from the
+ * binding, and `simulation_contract` from `Simulation.run`.
+ */
 export type ErrorCode =
   | 'unknown_request'
   | 'invalid_state'
@@ -56,6 +59,7 @@ export type ErrorCode =
   | 'invalid_request'
   | 'limiter_closed'
   | 'invalid_argument'
+  | 'simulation_contract'
 
 export type RateLimitScopeName = 'bucket' | 'global' | 'shared' | 'sub_limit' | 'edge'
 
@@ -197,6 +201,23 @@ export interface CoreLimiter {
   pollOutput(): Output
   drain(): Output[]
   predict(nowNs: number, request: RequestSpec): number
+  /** `enqueue(nowNs, { method, path, identity })`, positional (js/CONTRACT.md, "Fast paths"). */
+  enqueueSimple(nowNs: number, method: string, path: string, identity?: string | null): number
+  /** `handleResponse` with the headers as `"name\nvalue\nname\nvalue"` (`""`: none). */
+  handleResponseFlat(
+    nowNs: number,
+    id: number,
+    status: number,
+    headerLines: string,
+    wallClockMs?: number | null,
+    retryAfter?: number | null,
+    global?: boolean | null,
+  ): Disposition
+  /**
+   * `drain()` as `[kind, value, ...]` pairs: 0 send (id), 1 wait_until (atNs), 2 idle, 3 the
+   * rest needs objects: call `drain()` next. An Array (napi) or a Float64Array (wasm).
+   */
+  drainPacked(): ArrayLike<number>
   readonly queued: number
   readonly inFlight: number
   /** Shared mode: requests waiting for their reservation's answer. */
@@ -218,6 +239,96 @@ export interface CoreSimulation {
   run(): SimReport
 }
 
+// ------------------------------------------------------------------ server side (ratelane::server)
+
+/**
+ * What a server-side check decided for one key (`ratelane::server::Decision`): its own
+ * enumerable properties are the data below; the two header methods are on its prototype and
+ * rendered by the core from those fields.
+ */
+export interface ServerDecision {
+  /** The request was admitted (and counted); false: blocked (and not counted). */
+  allowed: boolean
+  /** The policy's quota: the GCRA burst, the (scaled) bucket size, the requests per window. */
+  limit: number
+  /** Requests that could be admitted right now, one after another, after this decision. */
+  remaining: number
+  /** Until the next request is allowed (ns); never 0 when blocked. */
+  resetAfterNs: number
+  /** Until the key is back to empty (ns). */
+  clearAfterNs: number
+  /** Until `remaining` next grows (ns), or null when nothing is used. */
+  replenishAfterNs: number | null
+  /** The time a full quota takes to come back (ns); the IETF policy's `w`. */
+  windowNs: number
+  /** `Retry-After` in whole seconds (rounded up, at least 1) when blocked, else null. */
+  retryAfterS: number | null
+  /** `X-RateLimit-Remaining`, `X-RateLimit-Clear` and, when blocked, `X-RateLimit-Reset` and `Retry-After`. */
+  xRateLimitHeaders(): Array<[string, string]>
+  /** `RateLimit-Policy` and `RateLimit` for the policy named `policy`, and `Retry-After` when blocked. */
+  ietfHeaders(policy: string): Array<[string, string]>
+}
+
+/** When a delayed job may start (`ratelane::server::Scheduled`). */
+export interface Scheduled {
+  /** True when the job runs now; it needs no release. */
+  runNow: boolean
+  /** When to start (and then release) the job, on the `nowNs` clock. */
+  releaseAtNs: number
+  /** The group's delayed jobs not released yet. */
+  waiting: number
+}
+
+export interface StoreOptions {
+  /** The most keys kept (default 100000); see `untracked`. */
+  maxKeys?: number | null
+}
+
+export interface LeakyBucketOptions extends StoreOptions {
+  /** Requests drained per drip (default 1). */
+  dripSize?: number | null
+  /** At most one request per this many ns (a second bucket of size 1). */
+  minIntervalNs?: number | null
+}
+
+/** A Misskey/Sharkey legacy limit: `max` per `durationNs`, and/or one per `minIntervalNs`. */
+export interface LegacyLimit extends StoreOptions {
+  max?: number | null
+  durationNs?: number | null
+  minIntervalNs?: number | null
+}
+
+/** What every keyed store reports about itself. */
+export interface CoreStoreCounts {
+  /** Keys currently stored. */
+  readonly len: number
+  /** New keys answered without being stored because the store was full of live keys. */
+  readonly untracked: number
+  /** The bound on stored keys. */
+  readonly maxKeys: number
+}
+
+/** GCRA per key (`ratelane::server::GcraStore`). */
+export interface CoreGcraStore extends CoreStoreCounts {
+  check(key: string, nowNs: number): ServerDecision
+  /** Throws `insufficient_capacity` (with `requested`, `capacity`) when `n` exceeds the burst. */
+  checkN(key: string, nowNs: number, n: number): ServerDecision
+}
+
+/** A leaky bucket per key (`ratelane::server::LeakyBucketStore`). */
+export interface CoreLeakyBucketStore extends CoreStoreCounts {
+  check(key: string, nowNs: number): ServerDecision
+  /** The bucket scaled by `factor` in (0, 1] for this subject; another factor: `invalid_config`. */
+  checkScaled(key: string, nowNs: number, factor: number): ServerDecision
+}
+
+/** A fixed window per key (`ratelane::server::FixedWindowStore`). */
+export interface CoreFixedWindowStore extends CoreStoreCounts {
+  check(key: string, nowNs: number): ServerDecision
+  schedule(key: string, nowNs: number): Scheduled
+  release(key: string, nowNs: number): boolean
+}
+
 /** What a core module (napi or wasm) exports. */
 export interface CoreModule {
   Limiter: new (configJson?: string | null) => CoreLimiter
@@ -227,6 +338,15 @@ export interface CoreModule {
     serverConfigJson?: string | null,
     simConfigJson?: string | null,
   ) => CoreSimulation
+  GcraStore: {
+    new (intervalNs: number, burst: number, options?: StoreOptions | null): CoreGcraStore
+    perWindow(quota: number, windowNs: number, options?: StoreOptions | null): CoreGcraStore
+  }
+  LeakyBucketStore: {
+    new (size: number, dripRateNs: number, options?: LeakyBucketOptions | null): CoreLeakyBucketStore
+    fromLegacy(limit: LegacyLimit): CoreLeakyBucketStore
+  }
+  FixedWindowStore: new (quota: number, windowNs: number, options?: StoreOptions | null) => CoreFixedWindowStore
   readonly FAIL_CODES: readonly string[]
   readonly ERROR_CODES: readonly string[]
 }

@@ -1,5 +1,5 @@
 // Types of the Promise driver (js/driver.js). Shared by the Node and the wasm package.
-import type { CoreModule, ErrorCode, FailCode, RateLimitScopeName, RequestSpec } from './core'
+import type { CoreModule, ErrorCode, FailCode, RateLimitScopeName, RequestSpec } from './core.js'
 
 /** Anything `send` may resolve to: a fetch `Response`, or an object with `status` and `headers`. */
 export interface ResponseLike {
@@ -88,7 +88,7 @@ export declare class RatelaneError extends Error {
   readonly code: string
 }
 export declare class UsageError extends RatelaneError {
-  readonly code: ErrorCode | 'simulation_contract'
+  readonly code: ErrorCode
 }
 export declare class UnknownRequestError extends UsageError {}
 export declare class InvalidStateError extends UsageError {}
@@ -97,6 +97,14 @@ export declare class InvalidRequestError extends UsageError {}
 export declare class LimiterClosedError extends UsageError {}
 export declare class InvalidArgumentError extends UsageError {}
 export declare class SimulationContractError extends RatelaneError {}
+/** A server-side `checkN` weight above the burst (`fromCoreError` of an `insufficient_capacity` error). */
+export declare class InsufficientCapacityError extends RatelaneError {
+  readonly code: 'insufficient_capacity'
+  /** The weight asked for. */
+  readonly requested: number
+  /** The largest weight that can ever be admitted (the burst). */
+  readonly capacity: number
+}
 
 export declare class RateLimitError extends RatelaneError {
   readonly code: FailCode
@@ -157,6 +165,7 @@ export interface Ratelane<C extends CoreModule = CoreModule> {
   LimiterClosedError: typeof LimiterClosedError
   InvalidArgumentError: typeof InvalidArgumentError
   SimulationContractError: typeof SimulationContractError
+  InsufficientCapacityError: typeof InsufficientCapacityError
   RateLimitError: typeof RateLimitError
   DeadlineExceededError: typeof DeadlineExceededError
   MaxWaitExceededError: typeof MaxWaitExceededError
@@ -166,7 +175,7 @@ export interface Ratelane<C extends CoreModule = CoreModule> {
   UnauthorizedError: typeof UnauthorizedError
   ClosedError: typeof ClosedError
   FAIL_CLASSES: Readonly<Record<FailCode, typeof RateLimitError>>
-  USAGE_CLASSES: Readonly<Record<ErrorCode | 'simulation_contract', typeof RatelaneError>>
+  USAGE_CLASSES: Readonly<Record<ErrorCode, typeof RatelaneError>>
   /** The matching ratelane class for an error the core threw (anything else unchanged). */
   fromCoreError(error: unknown): unknown
   /** RateLimiter options as the core's JSON configuration (throws InvalidConfigError). */
@@ -177,6 +186,9 @@ export interface Ratelane<C extends CoreModule = CoreModule> {
   Limiter: C['Limiter']
   SimServer: C['SimServer']
   Simulation: C['Simulation']
+  GcraStore: C['GcraStore']
+  LeakyBucketStore: C['LeakyBucketStore']
+  FixedWindowStore: C['FixedWindowStore']
   FAIL_CODES: C['FAIL_CODES']
   ERROR_CODES: C['ERROR_CODES']
 }

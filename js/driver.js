@@ -34,6 +34,18 @@ function createRatelane(core) {
   class InvalidArgumentError extends UsageError {}
   /** A simulation found that the limiter broke the driver contract (a core bug). */
   class SimulationContractError extends RatelaneError {}
+  /**
+   * A server-side `GcraStore.checkN` weight above the burst: it can never be admitted.
+   * `requested` is the weight asked for, `capacity` the largest one that can be.
+   */
+  class InsufficientCapacityError extends RatelaneError {
+    constructor(code, message, details) {
+      super(code, message, details)
+      const d = details || {}
+      this.requested = d.requested
+      this.capacity = d.capacity
+    }
+  }
 
   /** A request ended without an answer. One subclass per core failure code. */
   class RateLimitError extends RatelaneError {
@@ -118,6 +130,9 @@ function createRatelane(core) {
    */
   function fromCoreError(error) {
     if (error instanceof RatelaneError) return error
+    if (error && error.code === 'insufficient_capacity') {
+      return new InsufficientCapacityError(error.code, error.message, { cause: error, requested: error.requested, capacity: error.capacity })
+    }
     const cls = error && typeof error.code === 'string' ? USAGE_CLASSES[error.code] : undefined
     return cls ? new cls(error.code, error.message, { cause: error }) : error
   }
@@ -216,6 +231,11 @@ function createRatelane(core) {
     return config
   }
 
+  /** `drainPacked`'s kinds (js/CONTRACT.md, "Fast paths"). */
+  const PACKED_SEND = 0
+  const PACKED_WAIT_UNTIL = 1
+  const PACKED_IDLE = 2
+
   // ------------------------------------------------------------------ time
 
   const clock = typeof performance !== 'undefined' && performance && typeof performance.now === 'function'
@@ -230,25 +250,53 @@ function createRatelane(core) {
 
   // ------------------------------------------------------------------ responses
 
-  /** Header pairs from a fetch `Headers`, a `Map`, an array of pairs or a plain object. */
-  function headerPairs(headers) {
-    if (headers === undefined || headers === null) return []
-    if (Array.isArray(headers)) return headers.map((p) => [String(p[0]), String(p[1])])
-    const pairs = []
+  /**
+   * Calls `each(name, value)` for every header of a fetch `Headers`, a `Map`, an array of
+   * pairs or a plain object (whose array values are repeated headers), in order, as strings.
+   */
+  function forEachHeader(headers, each) {
+    if (headers === undefined || headers === null) return
+    if (Array.isArray(headers)) {
+      for (let i = 0; i < headers.length; i++) each(String(headers[i][0]), String(headers[i][1]))
+      return
+    }
     if (typeof headers.forEach === 'function' && typeof headers.get === 'function') {
-      headers.forEach((value, name) => { pairs.push([String(name), String(value)]) })
-      return pairs
+      headers.forEach((value, name) => { each(String(name), String(value)) })
+      return
     }
     if (typeof headers[Symbol.iterator] === 'function') {
-      for (const p of headers) pairs.push([String(p[0]), String(p[1])])
-      return pairs
+      for (const p of headers) each(String(p[0]), String(p[1]))
+      return
     }
     for (const name of Object.keys(headers)) {
       const value = headers[name]
-      if (Array.isArray(value)) for (const v of value) pairs.push([name, String(v)])
-      else if (value !== undefined && value !== null) pairs.push([name, String(value)])
+      if (Array.isArray(value)) for (const v of value) each(name, String(v))
+      else if (value !== undefined && value !== null) each(name, String(value))
     }
+  }
+
+  /** Header pairs from a fetch `Headers`, a `Map`, an array of pairs or a plain object. */
+  function headerPairs(headers) {
+    const pairs = []
+    forEachHeader(headers, (name, value) => { pairs.push([name, value]) })
     return pairs
+  }
+
+  /**
+   * The same headers as `headerPairs`, as the core's fast path takes them: names and values on
+   * alternate lines. `null` when a name or value holds a line break (HTTP forbids it, but a
+   * hand-made response might), for which the caller uses the pairs instead.
+   */
+  function headerLines(headers) {
+    let lines = ''
+    let first = true
+    let clean = true
+    forEachHeader(headers, (name, value) => {
+      if (name.indexOf('\n') !== -1 || value.indexOf('\n') !== -1) clean = false
+      lines = first ? name + '\n' + value : lines + '\n' + name + '\n' + value
+      first = false
+    })
+    return clean ? lines : null
   }
 
   /** Discord's 429 fields from a parsed JSON body. */
@@ -479,12 +527,25 @@ function createRatelane(core) {
           return
         }
         const now = nowNs()
-        const spec = this._spec(method, path, opts, now)
         let id
-        try {
-          id = this._core.enqueue(now, spec)
-        } catch (error) {
-          throw fromCoreError(error)
+        let spec
+        if (opts.major == null && opts.priority === undefined && opts.idempotent === undefined &&
+            opts.globalExempt === undefined && opts.deadline == null) {
+          // Nothing but method, path and identity: the core's positional fast path.
+          spec = this._methodPath(method, path)
+          const identity = opts.identity !== undefined ? opts.identity : this._identity
+          try {
+            id = this._core.enqueueSimple(now, spec.method, spec.path, identity)
+          } catch (error) {
+            throw fromCoreError(error)
+          }
+        } else {
+          spec = this._spec(method, path, opts, now)
+          try {
+            id = this._core.enqueue(now, spec)
+          } catch (error) {
+            throw fromCoreError(error)
+          }
         }
         const entry = {
           id,
@@ -527,7 +588,8 @@ function createRatelane(core) {
 
     // -------------------------------------------------------------- internals
 
-    _spec(method, path, opts, now) {
+    /** `{ method, path }` checked, a URL-like path as its pathname and search. */
+    _methodPath(method, path) {
       if (typeof method !== 'string') {
         throw usage(InvalidArgumentError, 'invalid_argument', 'method must be a string')
       }
@@ -536,7 +598,11 @@ function createRatelane(core) {
       if (typeof p !== 'string') {
         throw usage(InvalidArgumentError, 'invalid_argument', 'path must be a string')
       }
-      const spec = { method, path: p }
+      return { method, path: p }
+    }
+
+    _spec(method, path, opts, now) {
+      const spec = this._methodPath(method, path)
       if (opts.major !== undefined && opts.major !== null) spec.major = opts.major
       const identity = opts.identity !== undefined ? opts.identity : this._identity
       if (identity !== undefined && identity !== null) spec.identity = identity
@@ -562,8 +628,22 @@ function createRatelane(core) {
       try {
         do {
           this._again = false
-          const outputs = this._core.drain()
-          for (let i = 0; i < outputs.length; i++) this._act(outputs[i])
+          // The packed drain carries send, wait_until and idle as numbers (js/CONTRACT.md,
+          // "Fast paths"); kind 3 means the rest of this drain needs objects.
+          const packed = this._core.drainPacked()
+          for (let i = 0; i < packed.length; i += 2) {
+            const kind = packed[i]
+            if (kind === PACKED_SEND) {
+              this._start(packed[i + 1])
+            } else if (kind === PACKED_WAIT_UNTIL) {
+              this._arm(packed[i + 1])
+            } else if (kind === PACKED_IDLE) {
+              this._clearTimer()
+            } else {
+              const outputs = this._core.drain()
+              for (let j = 0; j < outputs.length; j++) this._act(outputs[j])
+            }
+          }
         } while (this._again)
       } finally {
         this._pumping = false
@@ -619,12 +699,26 @@ function createRatelane(core) {
       const entry = this._entries.get(id)
       if (!entry) return
       entry.attempt += 1
-      const controller = typeof AbortController === 'function' ? new AbortController() : null
+      // One token per attempt: it tells a late answer of an earlier attempt from the current
+      // one, and holds the attempt's AbortController, made only when `send` reads `signal`
+      // (an AbortController and its signal cost microseconds; a send that never looks at the
+      // signal cannot observe whether one exists).
+      const controller = { abortController: null, aborted: false, reason: undefined }
       entry.attemptController = controller
-      const attempt = entry.attempt
+      const context = {
+        attempt: entry.attempt,
+        get signal() {
+          if (controller.abortController === null) {
+            if (typeof AbortController !== 'function') return undefined
+            controller.abortController = new AbortController()
+            if (controller.aborted) controller.abortController.abort(controller.reason)
+          }
+          return controller.abortController.signal
+        },
+      }
       let pending
       try {
-        pending = Promise.resolve(entry.send({ signal: controller ? controller.signal : undefined, attempt }))
+        pending = Promise.resolve(entry.send(context))
       } catch (error) {
         // It threw before returning: nothing was sent.
         const e = error !== null && typeof error === 'object' ? error : new Error(String(error))
@@ -647,22 +741,32 @@ function createRatelane(core) {
           'send must resolve to a response with a numeric status (e.g. a fetch Response)'))
         return
       }
-      let spec
+      let lines
+      let pairs = null
+      const wallClockMs = Date.now()
       try {
-        spec = { status: response.status, headers: headerPairs(response.headers), wallClockMs: Date.now() }
+        lines = headerLines(response.headers)
+        if (lines === null) pairs = headerPairs(response.headers)
       } catch (error) {
         this._settleMisuse(entry, usage(InvalidArgumentError, 'invalid_argument', `the response's headers could not be read: ${error}`))
         return
       }
+      let hints = null
       if (response.status === 429) {
-        const hints = await readHints(response)
-        if (hints) spec.body = hints
+        hints = await readHints(response)
         if (!this._current(entry, controller)) return
       }
       entry.attemptController = null
       let disposition
       try {
-        disposition = this._core.handleResponse(nowNs(), entry.id, spec)
+        if (lines !== null) {
+          disposition = this._core.handleResponseFlat(nowNs(), entry.id, response.status, lines, wallClockMs,
+            hints ? hints.retryAfter : null, hints ? hints.global : null)
+        } else {
+          const spec = { status: response.status, headers: pairs, wallClockMs }
+          if (hints) spec.body = hints
+          disposition = this._core.handleResponse(nowNs(), entry.id, spec)
+        }
       } catch (error) {
         this._settleMisuse(entry, fromCoreError(error))
         return
@@ -738,7 +842,12 @@ function createRatelane(core) {
         this._core.cancel(nowNs(), entry.id)
       } catch (_) { /* it ended in the same tick */ }
       this._settle(entry)
-      if (controller) controller.abort(entry.signal.reason)
+      if (controller) {
+        // A signal already handed out aborts now; one asked for later comes out aborted.
+        controller.aborted = true
+        controller.reason = entry.signal.reason
+        if (controller.abortController) controller.abortController.abort(controller.reason)
+      }
       entry.reject(entry.signal.reason)
       this._pump()
     }
@@ -795,6 +904,7 @@ function createRatelane(core) {
     LimiterClosedError,
     InvalidArgumentError,
     SimulationContractError,
+    InsufficientCapacityError,
     RateLimitError,
     DeadlineExceededError,
     MaxWaitExceededError,
@@ -812,6 +922,9 @@ function createRatelane(core) {
     Limiter: core.Limiter,
     SimServer: core.SimServer,
     Simulation: core.Simulation,
+    GcraStore: core.GcraStore,
+    LeakyBucketStore: core.LeakyBucketStore,
+    FixedWindowStore: core.FixedWindowStore,
     FAIL_CODES: core.FAIL_CODES,
     ERROR_CODES: core.ERROR_CODES,
   }

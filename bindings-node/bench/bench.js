@@ -1,7 +1,8 @@
 // Benchmark of the ratelane Node package (command in BENCHMARKS.md):
 //
-//  1. cost per request of the sans-IO API (Limiter: enqueue, drain, handleResponse, drain) and
-//     of the Promise driver (RateLimiter.run with an in-process response), no HTTP;
+//  1. cost per request of the sans-IO API (Limiter: enqueue, drain, handleResponse, drain; the
+//     same through the fast paths enqueueSimple, drainPacked, handleResponseFlat) and of the
+//     Promise driver (RateLimiter.run with an in-process response), no HTTP;
 //  2. the same Discord workloads sent through ratelane's driver + fetch and through
 //     @discordjs/rest, one after the other in this process, each against its own fresh copy of
 //     the local Discord-like server (../test/discord-server.cjs, run in a child process so only
@@ -38,6 +39,34 @@ function sansIo(n) {
       if (out[0].type !== 'send' || out[0].id !== id) throw new Error(`unexpected ${JSON.stringify(out)}`)
       limiter.handleResponse(now + 500, id, response)
       limiter.drain()
+    }
+  }
+  run(Math.min(n, 20_000)) // warm-up
+  const cpu = process.cpuUsage()
+  const t0 = process.hrtime.bigint()
+  run(n)
+  const wallNs = Number(process.hrtime.bigint() - t0)
+  return { perRequestNs: wallNs / n, cpuPerRequestUs: (cpuMs(cpu) * 1000) / n }
+}
+
+/** The same request life through the fast paths the driver uses (js/CONTRACT.md). */
+function sansIoFast(n) {
+  const limiter = new Limiter(JSON.stringify({ global_limit: 0 }))
+  const lines = [
+    'X-RateLimit-Limit', '1000000', 'X-RateLimit-Remaining', '999999',
+    'X-RateLimit-Reset-After', '60', 'X-RateLimit-Bucket', 'bench', 'Content-Type', 'application/json',
+  ].join('\n')
+  const wallClockMs = Date.now()
+  let now = 0
+  const run = (count) => {
+    for (let i = 0; i < count; i++) {
+      now += 1000
+      const id = limiter.enqueueSimple(now, 'POST', '/channels/100000000000000001/messages')
+      const out = limiter.drainPacked()
+      if (out[0] !== 0 || out[1] !== id) throw new Error(`unexpected ${out}`)
+      limiter.handleResponseFlat(now + 500, id, 200, lines, wallClockMs)
+      const after = limiter.drainPacked()
+      if (after[after.length - 2] === 3) limiter.drain() // bucket_learned, the first time
     }
   }
   run(Math.min(n, 20_000)) // warm-up
@@ -168,10 +197,12 @@ async function main() {
   const n = Number(process.env.BENCH_N || 200_000)
   console.log(`node ${process.version}; ${n} requests per micro-benchmark`)
   const s = sansIo(n)
+  const f = sansIoFast(n)
   const d = await driverOnly(Math.round(n / 4))
   console.log('\nper request, no HTTP (one bucket, no waits):')
   console.table({
     'sans-IO Limiter (enqueue, drain, handleResponse, drain)': { wallUs: +(s.perRequestNs / 1000).toFixed(2), cpuUs: +s.cpuPerRequestUs.toFixed(2) },
+    'sans-IO fast paths (enqueueSimple, drainPacked, handleResponseFlat, drainPacked)': { wallUs: +(f.perRequestNs / 1000).toFixed(2), cpuUs: +f.cpuPerRequestUs.toFixed(2) },
     'RateLimiter.run (driver, in-process response)': { wallUs: +(d.perRequestNs / 1000).toFixed(2), cpuUs: +d.cpuPerRequestUs.toFixed(2) },
   })
   for (const [name, options, channels] of workloads()) {

@@ -8,7 +8,9 @@
 //!   objects);
 //! * [`SimServer`] and [`Simulation`]: `ratelane::sim`;
 //! * `FAIL_CODES` and `ERROR_CODES`: the core's stable codes, so the driver can check at load
-//!   time that it maps each to an error class.
+//!   time that it maps each to an error class;
+//! * `GcraStore`, `LeakyBucketStore` and `FixedWindowStore`: the server-side limiters of
+//!   `ratelane::server` (module `server`).
 //!
 //! Caller misuse throws a JS `Error` whose `code` is the core's stable code
 //! ([`ratelane::Error::code`]), or `invalid_argument` for a JS value of the wrong type or range.
@@ -19,6 +21,11 @@ use ratelane::sim::{Server, SimError};
 use ratelane::{BodyHints, Disposition, FailReason, Failure, Observation, Output, Request, Response};
 
 mod convert;
+mod server;
+
+// napi registers its exports itself; re-exported so that a `cargo test` build, which has no
+// registration, does not count the renderers as dead code.
+pub use server::{render_ietf_headers, render_x_ratelimit_headers};
 mod shared;
 
 use convert::{FailView, fail_view};
@@ -84,6 +91,33 @@ fn required<T: napi::bindgen_prelude::FromNapiValue>(obj: &Object, key: &str, wh
     opt(obj, key, what)?.ok_or_else(|| invalid_argument(format!("{what} is required")))
 }
 
+/// A string argument that napi has not type-checked (so a wrong type maps to our code).
+type StrArg<'a> = Either<String, Unknown<'a>>;
+
+fn string_arg(value: StrArg<'_>, what: &str) -> Result<String> {
+    match value {
+        Either::A(s) => Ok(s),
+        Either::B(_) => Err(invalid_argument(format!("{what} must be a string"))),
+    }
+}
+
+/// A status code: an integer in 100..=999.
+fn status_value(status: f64) -> Result<u16> {
+    if status.fract() != 0.0 || !(100.0..=999.0).contains(&status) {
+        return Err(invalid_argument(format!(
+            "response.status must be an integer in 100..=999, got {status}"
+        )));
+    }
+    Ok(status as u16)
+}
+
+fn status_arg(status: NumArg<'_>) -> Result<u16> {
+    match status {
+        Either::A(v) => status_value(v),
+        Either::B(_) => Err(invalid_argument("status must be a number")),
+    }
+}
+
 fn object_arg<'a>(value: Either<Object<'a>, Unknown<'a>>, what: &str) -> Result<Object<'a>> {
     match value {
         Either::A(o) => Ok(o),
@@ -129,12 +163,7 @@ struct OwnedResponse {
 }
 
 fn response_from(obj: &Object) -> Result<OwnedResponse> {
-    let status: f64 = required(obj, "status", "response.status (a number)")?;
-    if status.fract() != 0.0 || !(100.0..=999.0).contains(&status) {
-        return Err(invalid_argument(format!(
-            "response.status must be an integer in 100..=999, got {status}"
-        )));
-    }
+    let status = status_value(required(obj, "status", "response.status (a number)")?)?;
     let headers: Vec<Vec<String>> = opt(obj, "headers", "response.headers (an array of [name, value])")?
         .unwrap_or_default();
     let mut pairs = Vec::with_capacity(headers.len());
@@ -152,7 +181,7 @@ fn response_from(obj: &Object) -> Result<OwnedResponse> {
     let wall_clock_ms = opt::<f64>(obj, "wallClockMs", "response.wallClockMs (a number)")?
         .map(|ms| whole(ms, "response.wallClockMs"))
         .transpose()?;
-    Ok(OwnedResponse { status: status as u16, headers: pairs, body, wall_clock_ms })
+    Ok(OwnedResponse { status, headers: pairs, body, wall_clock_ms })
 }
 
 fn disposition_name(d: Disposition) -> &'static str {
@@ -277,6 +306,8 @@ fn json_arg(value: Option<String>) -> String {
 #[derive(Debug)]
 pub struct Limiter {
     inner: ratelane::Limiter,
+    /// An output `drainPacked` met but cannot carry, handed out first by the next poll.
+    held: Option<Output>,
 }
 
 #[napi]
@@ -287,7 +318,7 @@ impl Limiter {
     pub fn new(config_json: Option<String>) -> Result<Self> {
         let config = ratelane::json::config_from_json(&json_arg(config_json)).map_err(core_error)?;
         let inner = ratelane::Limiter::new(config).map_err(core_error)?;
-        Ok(Limiter { inner })
+        Ok(Limiter { inner, held: None })
     }
 
     /// Queues a request and returns its id. Throws `invalid_request` or `limiter_closed`.
@@ -390,7 +421,7 @@ impl Limiter {
     /// The next output; call until it returns `wait_until` or `idle`.
     #[napi(ts_return_type = "Output")]
     pub fn poll_output(&mut self) -> JsOutput {
-        output_to_js(self.inner.poll_output())
+        output_to_js(self.next_output())
     }
 
     /// Every output up to and including the `wait_until` or `idle` that ends the drain.
@@ -398,11 +429,101 @@ impl Limiter {
     pub fn drain(&mut self) -> Vec<JsOutput> {
         let mut outputs = Vec::new();
         loop {
-            let output = self.inner.poll_output();
+            let output = self.next_output();
             let last = matches!(output, Output::WaitUntil(_) | Output::Idle);
             outputs.push(output_to_js(output));
             if last {
                 return outputs;
+            }
+        }
+    }
+
+    /// `enqueue(nowNs, { method, path, identity })` without an object to read: the fast path
+    /// for a request with no other field. Throws `invalid_request` or `limiter_closed`.
+    #[napi(ts_args_type = "nowNs: number, method: string, path: string, identity?: string | null")]
+    pub fn enqueue_simple(
+        &mut self,
+        now_ns: NumArg<'_>,
+        method: StrArg<'_>,
+        path: StrArg<'_>,
+        identity: Option<StrArg<'_>>,
+    ) -> Result<f64> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let mut request = Request::new(string_arg(method, "method")?, string_arg(path, "path")?);
+        if let Some(identity) = identity {
+            request.identity = string_arg(identity, "identity")?;
+        }
+        let id = self.inner.enqueue(now, request).map_err(core_error)?;
+        Ok(to_js_number(id))
+    }
+
+    /// `handleResponse` with positional fields and the headers as one string, names and values
+    /// on alternate lines, `""` for none: the fast path.
+    #[napi(
+        ts_args_type = "nowNs: number, id: number, status: number, headerLines: string, wallClockMs?: number | null, retryAfter?: number | null, global?: boolean | null",
+        ts_return_type = "'complete' | 'retry' | 'failed'"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    pub fn handle_response_flat(
+        &mut self,
+        now_ns: NumArg<'_>,
+        id: NumArg<'_>,
+        status: NumArg<'_>,
+        header_lines: StrArg<'_>,
+        wall_clock_ms: Option<NumArg<'_>>,
+        retry_after: Option<NumArg<'_>>,
+        global: Option<Either<bool, Unknown<'_>>>,
+    ) -> Result<&'static str> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let id = whole_arg(id, "id")?;
+        let status = status_arg(status)?;
+        let lines = string_arg(header_lines, "headerLines")?;
+        let pairs = convert::header_lines(&lines).ok_or_else(|| {
+            invalid_argument("headerLines must hold names and values on alternate lines")
+        })?;
+        let body = BodyHints {
+            retry_after: retry_after
+                .map(|v| match v {
+                    Either::A(v) => Ok(v),
+                    Either::B(_) => Err(invalid_argument("retryAfter must be a number")),
+                })
+                .transpose()?,
+            global: global
+                .map(|v| match v {
+                    Either::A(v) => Ok(v),
+                    Either::B(_) => Err(invalid_argument("global must be a boolean")),
+                })
+                .transpose()?,
+        };
+        let wall_clock_ms = wall_clock_ms.map(|v| whole_arg(v, "wallClockMs")).transpose()?;
+        let response = Response { status, headers: &pairs, body, wall_clock_ms };
+        let disposition = self.inner.handle_response(now, id, &response).map_err(core_error)?;
+        Ok(disposition_name(disposition))
+    }
+
+    /// `drain()` as numbers, two per output: `[kind, value, ...]` with kind 0 `send` (value:
+    /// the id), 1 `wait_until` (its time), 2 `idle` (0), or 3: the next output needs its
+    /// object, so call `drain()` (or `pollOutput()`), which starts with it. Ends with a 1, 2
+    /// or 3 pair. The fast path: no object is built for the common outputs.
+    #[napi(ts_return_type = "number[]")]
+    pub fn drain_packed(&mut self) -> Vec<f64> {
+        let mut packed = Vec::with_capacity(4);
+        loop {
+            let output = self.next_output();
+            match convert::pack(&output) {
+                Some((kind, value)) => {
+                    packed.push(kind);
+                    packed.push(value);
+                    if matches!(output, Output::WaitUntil(_) | Output::Idle) {
+                        return packed;
+                    }
+                }
+                None => {
+                    self.held = Some(output);
+                    packed.push(convert::PACKED_OBJECT);
+                    packed.push(0.0);
+                    return packed;
+                }
             }
         }
     }
@@ -445,6 +566,13 @@ impl Limiter {
     #[napi]
     pub fn config_json(&self) -> String {
         ratelane::json::config_to_json(self.inner.config())
+    }
+}
+
+impl Limiter {
+    /// The held output (see `drain_packed`), else the core's next one.
+    fn next_output(&mut self) -> Output {
+        self.held.take().unwrap_or_else(|| self.inner.poll_output())
     }
 }
 
@@ -590,9 +718,10 @@ impl Simulation {
 
 /// `FAIL_CODES` and `ERROR_CODES` on the module (`ratelane::FailReason::ALL_CODES`,
 /// `ratelane::Error::ALL_CODES`).
+/// Also installs the shapes of the server-side answers (`server::install`).
 #[napi(module_exports)]
-pub fn module_exports(mut exports: Object) -> napi::Result<()> {
+pub fn module_exports(mut exports: Object, env: napi::Env) -> napi::Result<()> {
     exports.set("FAIL_CODES", FailReason::ALL_CODES.to_vec())?;
     exports.set("ERROR_CODES", ratelane::Error::ALL_CODES.to_vec())?;
-    Ok(())
+    server::install(&env, &mut exports)
 }

@@ -12,7 +12,14 @@ import {
   SimServer,
   Simulation,
   createRatelane,
+  GcraStore,
+  LeakyBucketStore,
+  FixedWindowStore,
+  InsufficientCapacityError,
+  fromCoreError,
   type FailCode,
+  type Scheduled,
+  type ServerDecision,
   type Output,
   type RateLimitedEvent,
   type RequestSpec,
@@ -83,3 +90,23 @@ function sansIo(): void {
   console.log(report.count_429)
 }
 void sansIo
+
+function serverSide(): void {
+  const limits = GcraStore.perWindow(10, 60e9, { maxKeys: 1000 })
+  const decision: ServerDecision = limits.check('203.0.113.7', 0)
+  const headers: Array<[string, string]> = decision.ietfHeaders('default').concat(decision.xRateLimitHeaders())
+  const retry: number | null = decision.retryAfterS
+  const legacy = LeakyBucketStore.fromLegacy({ max: 10, durationNs: 60e9, minIntervalNs: 1e9 })
+  const scaled = new LeakyBucketStore(3, 1e9, { dripSize: 1 }).checkScaled('user', 0, 0.5)
+  const jobs = new FixedWindowStore(10, 10e9)
+  const slot: Scheduled = jobs.schedule('guild', 0)
+  const released: boolean = jobs.release('guild', slot.releaseAtNs)
+  console.log(headers, retry, scaled.allowed, legacy.len, released, limits.untracked + limits.maxKeys)
+  try {
+    limits.checkN('batch', 0, 11)
+  } catch (e) {
+    const typed = fromCoreError(e)
+    if (typed instanceof InsufficientCapacityError) console.log(typed.requested, typed.capacity)
+  }
+}
+void serverSide

@@ -8,6 +8,9 @@
 //! a JS `Error` whose `code` is the core's stable [`ratelane::Error::code`], or
 //! `invalid_argument` for a value of the wrong JS type or range.
 //!
+//! The server-side limiters of `ratelane::server` (`GcraStore`, `LeakyBucketStore`,
+//! `FixedWindowStore`) are in the `server` module.
+//!
 //! The module never reads a clock (the driver passes `performance.now()`), and imports nothing
 //! but the glue wasm-bindgen generates: it needs no Node API.
 
@@ -17,6 +20,7 @@ use ratelane::{BodyHints, FailReason, Failure, Observation, Output, Request, Res
 use serde::{Deserialize, Deserializer};
 use wasm_bindgen::prelude::*;
 
+mod server;
 mod shared;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -24,8 +28,9 @@ const TYPES: &str = r#"
 // The contract's types (js/CONTRACT.md) are written once, in js/core.d.ts, which build.sh
 // copies beside this file; the Node package uses the same file.
 import type {
-  Disposition, FailCode, Output, RequestSpec, ReservationAnswer, ResponseSpec, SimReport,
-  SimResponseSpec, TransportFailure,
+  Disposition, FailCode, LeakyBucketOptions, LegacyLimit, Output, RequestSpec,
+  ReservationAnswer, ResponseSpec, Scheduled, ServerDecision, SimReport, SimResponseSpec,
+  StoreOptions, TransportFailure,
 } from './core.js';
 "#;
 
@@ -227,6 +232,7 @@ fn fail_object(o: &Object, id: u64, reason: &FailReason) {
         FailReason::RetriesExhausted { attempts } | FailReason::NetworkError { attempts } => {
             set(o, "attempts", *attempts);
         }
+        // Exhaustive, like the match above: a new reason must be placed in one of the arms.
         FailReason::MaybeSent | FailReason::Unauthorized | FailReason::Closed => {}
     }
 }
@@ -253,6 +259,8 @@ fn observation_object(o: &Object, observation: &Observation) {
             set(o, "count", *count);
             set(o, "limit", *limit);
         }
+        // `Observation` is exhaustive (js/CONTRACT.md, "Precisions"): a new observation
+        // breaks this build until it is converted here.
         Observation::StoreUnavailable { id, retry_at } => {
             shared::store_unavailable_object(o, *id, *retry_at)
         }
@@ -306,6 +314,8 @@ fn pairs(headers: &[(String, String)]) -> Array {
 #[derive(Debug)]
 pub struct Limiter {
     inner: ratelane::Limiter,
+    /// An output `drainPacked` met but cannot carry, handed out first by the next poll.
+    held: Option<Output>,
 }
 
 #[wasm_bindgen]
@@ -320,7 +330,7 @@ impl Limiter {
         let text = settings_arg("configJson", &config_json)?;
         let config = json::config_from_json(&text).map_err(core_error)?;
         let inner = ratelane::Limiter::new(config).map_err(core_error)?;
-        Ok(Limiter { inner })
+        Ok(Limiter { inner, held: None })
     }
 
     /// Queues a request and returns its id. Throws `invalid_request`, `limiter_closed`.
@@ -449,7 +459,7 @@ impl Limiter {
     /// The next output.
     #[wasm_bindgen(js_name = pollOutput, unchecked_return_type = "Output")]
     pub fn poll_output(&mut self) -> JsValue {
-        output_object(&self.inner.poll_output())
+        output_object(&self.next_output())
     }
 
     /// Every output up to and including the `wait_until` or `idle` that ends the drain.
@@ -457,10 +467,122 @@ impl Limiter {
     pub fn drain(&mut self) -> Array {
         let list = Array::new();
         loop {
-            let output = self.inner.poll_output();
+            let output = self.next_output();
             list.push(&output_object(&output));
             if matches!(output, Output::WaitUntil(_) | Output::Idle) {
                 return list;
+            }
+        }
+    }
+
+    /// `enqueue(nowNs, { method, path, identity })` without an object to read: the fast path
+    /// for a request with no other field. Throws `invalid_request`, `limiter_closed`.
+    #[wasm_bindgen(js_name = enqueueSimple)]
+    pub fn enqueue_simple(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] method: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] path: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] identity: JsValue,
+    ) -> Result<f64, JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let mut request = Request::new(string_arg("method", &method)?, string_arg("path", &path)?);
+        if !identity.is_undefined() && !identity.is_null() {
+            request.identity = string_arg("identity", &identity)?;
+        }
+        let id = self.inner.enqueue(now, request).map_err(core_error)?;
+        Ok(id as f64)
+    }
+
+    /// `handleResponse` with positional fields and the headers as one string, names and values
+    /// on alternate lines, `""` for none: the fast path.
+    /// Throws `unknown_request`, `invalid_state`.
+    #[wasm_bindgen(js_name = handleResponseFlat, unchecked_return_type = "Disposition")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn handle_response_flat(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] status: JsValue,
+        #[wasm_bindgen(js_name = headerLines, unchecked_param_type = "string")] header_lines: JsValue,
+        #[wasm_bindgen(js_name = wallClockMs, unchecked_optional_param_type = "number | null")]
+        wall_clock_ms: JsValue,
+        #[wasm_bindgen(js_name = retryAfter, unchecked_optional_param_type = "number | null")]
+        retry_after: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean | null")] global: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let id = number_arg("id", &id)?;
+        let status = match status.as_f64() {
+            Some(v) if v.fract() == 0.0 && (100.0..=999.0).contains(&v) => v as u16,
+            _ => {
+                return Err(invalid_argument(&format!(
+                    "status must be an integer in 100..=999, got {}",
+                    status.as_f64().map_or_else(|| type_of(&status), |v| v.to_string())
+                )));
+            }
+        };
+        let lines = string_arg("headerLines", &header_lines)?;
+        let headers = header_lines_pairs(&lines).ok_or_else(|| {
+            invalid_argument("headerLines must hold names and values on alternate lines")
+        })?;
+        let absent = |v: &JsValue| v.is_undefined() || v.is_null();
+        let body = BodyHints {
+            retry_after: if absent(&retry_after) {
+                None
+            } else {
+                Some(retry_after.as_f64().ok_or_else(|| {
+                    invalid_argument(&format!("retryAfter must be a number, got {}", type_of(&retry_after)))
+                })?)
+            },
+            global: if absent(&global) {
+                None
+            } else {
+                Some(global.as_bool().ok_or_else(|| {
+                    invalid_argument(&format!("global must be a boolean, got {}", type_of(&global)))
+                })?)
+            },
+        };
+        let wall_clock_ms = if absent(&wall_clock_ms) {
+            None
+        } else {
+            Some(number_arg("wallClockMs", &wall_clock_ms)?)
+        };
+        let response = Response {
+            status,
+            headers: &headers,
+            body,
+            wall_clock_ms,
+        };
+        let d = self
+            .inner
+            .handle_response(now, id, &response)
+            .map_err(core_error)?;
+        Ok(disposition(d))
+    }
+
+    /// `drain()` as numbers, two per output: `[kind, value, ...]` with kind 0 `send` (value:
+    /// the id), 1 `wait_until` (its time), 2 `idle` (0), or 3: the next output needs its
+    /// object, so call `drain()` (or `pollOutput()`), which starts with it. Ends with a 1, 2
+    /// or 3 pair. The fast path: no object is built for the common outputs.
+    #[wasm_bindgen(js_name = drainPacked)]
+    pub fn drain_packed(&mut self) -> Vec<f64> {
+        let mut packed = Vec::with_capacity(4);
+        loop {
+            let output = self.next_output();
+            let (kind, value) = match output {
+                Output::Send(id) => (0.0, id as f64),
+                Output::WaitUntil(at) => (1.0, at as f64),
+                Output::Idle => (2.0, 0.0),
+                Output::Fail(..) | Output::Observe(_) | Output::Reserve(_) | Output::Share(_) => {
+                    self.held = Some(output);
+                    packed.extend([3.0, 0.0]);
+                    return packed;
+                }
+            };
+            packed.extend([kind, value]);
+            if kind != 0.0 {
+                return packed;
             }
         }
     }
@@ -506,6 +628,33 @@ impl Limiter {
     pub fn config_json(&self) -> String {
         json::config_to_json(self.inner.config())
     }
+}
+
+impl Limiter {
+    /// The held output (see `drain_packed`), else the core's next one.
+    fn next_output(&mut self) -> Output {
+        self.held.take().unwrap_or_else(|| self.inner.poll_output())
+    }
+}
+
+/// Header pairs from `handleResponseFlat`'s text: names and values on alternate lines, `""`
+/// for none. `None` when the lines do not pair up.
+fn header_lines_pairs(text: &str) -> Option<Vec<(&str, &str)>> {
+    if text.is_empty() {
+        return Some(Vec::new());
+    }
+    let mut lines = text.split('\n');
+    let mut pairs = Vec::with_capacity(8);
+    while let Some(name) = lines.next() {
+        pairs.push((name, lines.next()?));
+    }
+    Some(pairs)
+}
+
+fn string_arg(what: &str, value: &JsValue) -> Result<String, JsValue> {
+    value.as_string().ok_or_else(|| {
+        invalid_argument(&format!("{what} must be a string, got {}", type_of(value)))
+    })
 }
 
 // ------------------------------------------------------------------------------ simulator

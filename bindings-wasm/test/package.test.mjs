@@ -20,10 +20,11 @@ const web = await import('ratelane-wasm/web');
 const DRIVER_NAMES = [
   'RateLimiter', 'RatelaneError', 'UsageError', 'UnknownRequestError', 'InvalidStateError',
   'InvalidConfigError', 'InvalidRequestError', 'LimiterClosedError', 'InvalidArgumentError',
-  'SimulationContractError', 'RateLimitError', 'DeadlineExceededError', 'MaxWaitExceededError',
+  'SimulationContractError', 'InsufficientCapacityError', 'RateLimitError', 'DeadlineExceededError', 'MaxWaitExceededError',
   'RetriesExhaustedError', 'MaybeSentError', 'NetworkError', 'UnauthorizedError', 'ClosedError',
   'FAIL_CLASSES', 'USAGE_CLASSES', 'fromCoreError', 'toCoreConfig', 'classifyFailure',
-  'headerPairs', 'Limiter', 'SimServer', 'Simulation', 'FAIL_CODES', 'ERROR_CODES', 'createRatelane',
+  'headerPairs', 'Limiter', 'SimServer', 'Simulation', 'GcraStore', 'LeakyBucketStore',
+  'FixedWindowStore', 'FAIL_CODES', 'ERROR_CODES', 'createRatelane',
 ];
 const EXPECTED = [...DRIVER_NAMES, 'init', 'initSync', 'default'].sort();
 
@@ -39,10 +40,12 @@ test('every entry point exports the same names', () => {
   assert.equal(web.default, web.init);
 });
 
-test('the driver is the shared js/driver.js, not a copy of it', () => {
-  const source = fs.readFileSync(new URL('../../js/driver.js', import.meta.url), 'utf8');
-  for (const file of ['node/driver.cjs', 'web/driver.mjs', 'bundler/driver.mjs']) {
-    assert.ok(fs.readFileSync(pkgDir + file, 'utf8').startsWith(source), `${file} is js/driver.js plus an export line`);
+test('the driver and the server answers are the shared js/ files, not copies of them', () => {
+  for (const [shared, built] of [['driver', 'driver'], ['server_objects', 'server_objects']]) {
+    const source = fs.readFileSync(new URL(`../../js/${shared}.js`, import.meta.url), 'utf8');
+    for (const file of [`node/${built}.cjs`, `web/${built}.mjs`, `bundler/${built}.mjs`]) {
+      assert.ok(fs.readFileSync(pkgDir + file, 'utf8').startsWith(source), `${file} is js/${shared}.js plus an export line`);
+    }
   }
 });
 
@@ -111,9 +114,10 @@ test('RateLimiter: typed errors, AbortSignal, close', async () => {
 });
 
 test('web build under Node: an error before init, then initSync with the bytes', async () => {
-  const { Limiter, RateLimiter, initSync } = web;
+  const { Limiter, RateLimiter, GcraStore, LeakyBucketStore, initSync } = web;
   assert.throws(() => new Limiter(), /call init\(\) or initSync\(\)/);
   assert.throws(() => new RateLimiter(), /call init\(\) or initSync\(\)/);
+  assert.throws(() => GcraStore.perWindow(1, 1e9), /call init\(\) or initSync\(\)/);
   initSync(fs.readFileSync(pkgDir + 'web/ratelane_wasm_bg.wasm'));
   initSync(fs.readFileSync(pkgDir + 'web/ratelane_wasm_bg.wasm')); // harmless again
   const limiter = new Limiter();
@@ -123,21 +127,35 @@ test('web build under Node: an error before init, then initSync with the bytes',
   const response = await driver.run('GET', '/users/@me', () => ({ status: 204, headers: [] }));
   assert.equal(response.status, 204);
   await driver.close();
+  // Static factories hand out instances of the exported classes; their answers are shaped.
+  const store = GcraStore.perWindow(1, 1e9);
+  assert.ok(store instanceof GcraStore);
+  assert.ok(LeakyBucketStore.fromLegacy({ minIntervalNs: 1e9 }) instanceof LeakyBucketStore);
+  store.check('k', 0);
+  assert.deepEqual(store.check('k', 0).ietfHeaders('p'), [
+    ['RateLimit-Policy', '"p";q=1;w=1'], ['RateLimit', '"p";r=0;t=1'], ['Retry-After', '1'],
+  ]);
 });
 
 test('bundler build: imported with Node\'s wasm ES module integration', () => {
   const script = `
-    import { Limiter, RateLimiter, FAIL_CODES, init } from 'ratelane-wasm/bundler';
+    import { Limiter, RateLimiter, FixedWindowStore, FAIL_CODES, init } from 'ratelane-wasm/bundler';
     await init();
     const l = new Limiter();
     l.enqueue(0, { method: 'GET', path: '/users/@me' });
     const r = await new RateLimiter().run('GET', '/x', () => ({ status: 200, headers: [] }));
-    console.log(JSON.stringify({ outputs: l.drain(), codes: FAIL_CODES.length, status: r.status }));
+    const jobs = new FixedWindowStore(1, 1e9);
+    jobs.schedule('g', 0);
+    const scheduled = jobs.schedule('g', 0);
+    console.log(JSON.stringify({ outputs: l.drain(), codes: FAIL_CODES.length, status: r.status, scheduled }));
   `;
   const out = execFileSync(process.execPath, ['--experimental-wasm-modules', '--no-warnings', '--input-type=module', '-e', script], {
     cwd: here, encoding: 'utf8',
   });
-  assert.deepEqual(JSON.parse(out), { outputs: [{ type: 'send', id: 1 }, { type: 'idle' }], codes: 7, status: 200 });
+  assert.deepEqual(JSON.parse(out), {
+    outputs: [{ type: 'send', id: 1 }, { type: 'idle' }], codes: 7, status: 200,
+    scheduled: { runNow: false, releaseAtNs: 1e9, waiting: 1 },
+  });
 });
 
 test('npm pack, installed into another project: require, import and the web build work', () => {

@@ -3,7 +3,7 @@
 'use strict'
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { core } = require('./support.cjs')
+const { core, ratelane } = require('./support.cjs')
 
 const GET = { method: 'GET', path: '/users/@me' }
 
@@ -17,7 +17,10 @@ function throwsCode(fn, code) {
 }
 
 test('the module exports the classes and the code lists', () => {
-  for (const name of ['Limiter', 'SimServer', 'Simulation']) assert.equal(typeof core[name], 'function', name)
+  for (const name of ['Limiter', 'SimServer', 'Simulation', 'GcraStore', 'LeakyBucketStore', 'FixedWindowStore']) {
+    assert.equal(typeof core[name], 'function', name)
+    assert.equal(ratelane[name], core[name], `createRatelane passes ${name} through`)
+  }
   assert.deepEqual([...core.FAIL_CODES], [
     'deadline_exceeded', 'max_wait_exceeded', 'retries_exhausted', 'maybe_sent', 'network_error',
     'unauthorized', 'closed',
@@ -95,6 +98,19 @@ test('values of the wrong JS type or range throw invalid_argument', () => {
     () => l.handleResponse(0, 1, { status: 200, headers: 'x: y' }),
     () => l.handleTimeout({}),
     () => l.cancel(0, -1),
+    () => l.enqueueSimple(0, 5, '/x'),
+    () => l.enqueueSimple(0, 'GET', null),
+    () => l.enqueueSimple('0', 'GET', '/x'),
+    () => l.enqueueSimple(0, 'GET', '/x', 5),
+    () => l.handleResponseFlat(0, 1, '200', ''),
+    () => l.handleResponseFlat(0, 1, 99, ''),
+    () => l.handleResponseFlat(0, 1, 200.5, ''),
+    () => l.handleResponseFlat(0, 1, 200, 'only-a-name'),
+    () => l.handleResponseFlat(0, 1, 200, ['a', 'b']),
+    () => l.handleResponseFlat(0, 1, 200, '', -1),
+    () => l.handleResponseFlat(0, 1, 200, '', null, '1'),
+    () => l.handleResponseFlat(0, 1, 200, '', null, null, 'yes'),
+    () => l.handleResponseFlat(-1, 1, 200, ''),
   ]
   cases.forEach((fn, i) => {
     assert.throws(fn, (e) => {
@@ -102,6 +118,32 @@ test('values of the wrong JS type or range throw invalid_argument', () => {
       return true
     })
   })
+})
+
+test('fast paths: the same answers as the object forms; a packed drain hands rare outputs over', () => {
+  const l = new core.Limiter('{"max_wait_ns": 1000000000}')
+  const id = l.enqueueSimple(0, 'POST', '/channels/1/messages', null)
+  assert.deepEqual([...l.drainPacked()], [0, id, 2, 0])
+  assert.equal(l.handleResponseFlat(1, id, 200,
+    'X-RateLimit-Limit\n1\nX-RateLimit-Remaining\n0\nX-RateLimit-Reset-After\n5\nX-RateLimit-Bucket\nm', 1700000000000), 'complete')
+  // bucket_learned needs its object: kind 3, then drain() starts with it.
+  assert.deepEqual([...l.drainPacked()], [3, 0])
+  const rest = l.drain()
+  assert.equal(rest[0].type, 'bucket_learned')
+  assert.equal(rest[rest.length - 1].type, 'idle')
+  const late = l.enqueueSimple(2, 'POST', '/channels/1/messages')
+  assert.deepEqual([...l.drainPacked()], [3, 0])
+  const held = l.pollOutput() // pollOutput hands out the held output too
+  assert.deepEqual([held.type, held.id, held.code], ['fail', late, 'max_wait_exceeded'])
+  assert.equal(l.pollOutput().type, 'idle')
+  assert.deepEqual([...l.drainPacked()], [2, 0])
+  const other = new core.Limiter()
+  const a = other.enqueueSimple(0, 'GET', '/users/@me', 'bot')
+  const b = other.enqueue(0, { method: 'GET', path: '/users/@me' })
+  assert.deepEqual([...other.drainPacked()], [0, a, 0, b, 2, 0])
+  assert.equal(other.handleResponseFlat(1, a, 204, ''), 'complete')
+  assert.equal(other.handleResponseFlat(1, b, 500, 'a\n\n\n', undefined, null, undefined), 'retry')
+  assert.equal(other.drainPacked()[0], 1, 'the 5xx retry waits')
 })
 
 test('fail outputs carry the message and the code fields', () => {
@@ -203,4 +245,113 @@ test('Simulation runs a limiter in virtual time and reports', () => {
   assert.equal(closing.run().stop, 'finished')
   assert.throws(() => closing.cancelAt(0, 5), (e) => e.code === 'invalid_argument')
   assert.throws(() => new core.Simulation('{}', '{}', '{"latency": 1}'), (e) => e.code === 'invalid_config')
+})
+
+// ------------------------------------------------------------------ server side
+
+const S = 1e9
+
+test('server stores: defaults, options, counts and the answer shapes', () => {
+  const gcra = new core.GcraStore(S / 10, 2)
+  assert.equal(gcra.maxKeys, 100000)
+  assert.equal(new core.GcraStore(S, 1, null).maxKeys, 100000)
+  assert.equal(core.GcraStore.perWindow(3, S, { maxKeys: 7 }).maxKeys, 7)
+  assert.equal(new core.FixedWindowStore(1, S, { maxKeys: undefined }).maxKeys, 100000)
+  const d = gcra.check('a', 0)
+  assert.deepEqual({ ...d }, {
+    allowed: true, limit: 2, remaining: 1, resetAfterNs: 0, clearAfterNs: S / 10,
+    replenishAfterNs: S / 10, windowNs: S / 5, retryAfterS: null,
+  })
+  assert.deepEqual(JSON.parse(JSON.stringify(d)), { ...d }, 'JSON sees the data only')
+  assert.equal(gcra.len, 1)
+  assert.equal(gcra.untracked, 0)
+  const leaky = new core.LeakyBucketStore(3, S, { dripSize: 1, minIntervalNs: S / 2, maxKeys: 10 })
+  assert.equal(leaky.check('u', 0).remaining, 0, 'the minimum interval leaves nothing to send at once')
+  assert.equal(leaky.maxKeys, 10)
+  const jobs = new core.FixedWindowStore(1, S)
+  assert.deepEqual(jobs.schedule('g', 0), { runNow: true, releaseAtNs: 0, waiting: 0 })
+  assert.deepEqual(jobs.schedule('g', 0), { runNow: false, releaseAtNs: S, waiting: 1 })
+  assert.equal(jobs.release('g', S), true)
+  assert.equal(jobs.release('g', S), false)
+})
+
+test('server decisions render their headers in the core, from their own fields', () => {
+  const blocked = core.GcraStore.perWindow(1, 10 * S)
+  blocked.check('k', 0)
+  const d = blocked.check('k', 0)
+  assert.equal(d.allowed, false)
+  assert.deepEqual(d.xRateLimitHeaders(), [
+    ['X-RateLimit-Remaining', '0'], ['X-RateLimit-Clear', '10'], ['X-RateLimit-Reset', '10'], ['Retry-After', '10'],
+  ])
+  assert.deepEqual(d.ietfHeaders('per "key"'), [
+    ['RateLimit-Policy', '"per \\"key\\"";q=1;w=10'], ['RateLimit', '"per \\"key\\"";r=0;t=10'], ['Retry-After', '10'],
+  ])
+  // The methods read the fields: a decision edited (or rebuilt) renders the edited values.
+  d.clearAfterNs = 3 * S + 1
+  assert.deepEqual(d.xRateLimitHeaders()[1], ['X-RateLimit-Clear', '4'])
+  const rebuilt = Object.assign({ ...d, allowed: true, remaining: 1, replenishAfterNs: null }, {
+    xRateLimitHeaders: d.xRateLimitHeaders,
+    ietfHeaders: d.ietfHeaders,
+  })
+  assert.deepEqual(rebuilt.ietfHeaders('p'), [['RateLimit-Policy', '"p";q=1;w=10'], ['RateLimit', '"p";r=1']])
+  for (const [field, value] of [['remaining', 'x'], ['allowed', 1], ['windowNs', -1], ['limit', 1.5]]) {
+    const broken = Object.assign(Object.create(null), { ...d, [field]: value })
+    assert.throws(() => d.xRateLimitHeaders.call(broken), (e) => e.code === 'invalid_argument', field)
+  }
+  assert.throws(() => d.ietfHeaders(5), (e) => e.code === 'invalid_argument')
+})
+
+test('server stores: config errors carry the core code and message; wrong JS values invalid_argument', () => {
+  const configErrors = [
+    [() => new core.GcraStore(0, 1), /interval/],
+    [() => new core.GcraStore(S, 0), /burst/],
+    [() => core.GcraStore.perWindow(3, 2), /window/],
+    [() => new core.GcraStore(S, 1, { maxKeys: 0 }), /max_keys/],
+    [() => new core.LeakyBucketStore(3, 0), /drip_rate/],
+    [() => core.LeakyBucketStore.fromLegacy({ max: 5 }), /together/],
+    [() => core.LeakyBucketStore.fromLegacy({}), /legacy limit/],
+    [() => new core.FixedWindowStore(0, S), /quota/],
+    [() => new core.LeakyBucketStore(2, S).checkScaled('u', 0, 0), /factor/],
+  ]
+  for (const [fn, message] of configErrors) {
+    throwsCode(fn, 'invalid_config')
+    assert.throws(fn, message)
+  }
+  const gcra = new core.GcraStore(S, 3)
+  const wrong = [
+    () => gcra.check(5, 0),
+    () => gcra.check('k', '0'),
+    () => gcra.check('k', -1),
+    () => gcra.checkN('k', 0, 1.5),
+    () => gcra.checkN('k', 0, -1),
+    () => new core.GcraStore(S, 2.5),
+    () => new core.GcraStore('1', 2),
+    () => new core.GcraStore(S, 2, 'big'),
+    () => new core.GcraStore(S, 2, { maxkeys: 5 }),
+    () => new core.GcraStore(S, 2, { maxKeys: '5' }),
+    () => new core.LeakyBucketStore(3, S, { dripsize: 2 }),
+    () => new core.LeakyBucketStore(3, S).checkScaled('u', 0, '0.5'),
+    () => core.LeakyBucketStore.fromLegacy(),
+    () => core.LeakyBucketStore.fromLegacy({ max: 5, duration: S }),
+    () => new core.FixedWindowStore(1, S).schedule(null, 0),
+  ]
+  wrong.forEach((fn, i) => assert.throws(fn, (e) => {
+    assert.equal(e.code, 'invalid_argument', `case ${i}: ${e.message}`)
+    return true
+  }))
+})
+
+test('checkN above the burst is insufficient_capacity, counts nothing, and maps to its class', () => {
+  const gcra = new core.GcraStore(S, 3)
+  let thrown
+  assert.throws(() => gcra.checkN('k', 0, 4), (e) => {
+    thrown = e
+    return e instanceof Error && e.code === 'insufficient_capacity' && e.requested === 4 && e.capacity === 3
+  })
+  assert.match(thrown.message, /can never be admitted/)
+  assert.equal(gcra.len, 0, 'nothing was counted')
+  assert.equal(gcra.checkN('k', 0, 3).remaining, 0)
+  const typed = ratelane.fromCoreError(thrown)
+  assert.ok(typed instanceof ratelane.InsufficientCapacityError && typed instanceof ratelane.RatelaneError)
+  assert.deepEqual([typed.code, typed.requested, typed.capacity, typed.cause], ['insufficient_capacity', 4, 3, thrown])
 })

@@ -255,6 +255,41 @@ test('an AbortSignal aborts a request in flight through the signal send got', as
   await limiter.close()
 })
 
+test('the signal send got: one per attempt, and aborted even when read after the abort', async () => {
+  const limiter = new RateLimiter()
+  const controller = new AbortController()
+  const gate = deferred()
+  let late
+  const run = limiter.run('GET', '/users/@me', async (context) => {
+    await gate.promise // the caller aborts before this send looks at its signal
+    late = context.signal
+    assert.equal(context.signal, late, 'reading it twice gives one signal')
+    return ok()
+  }, { signal: controller.signal })
+  await tick()
+  controller.abort(new Error('changed my mind'))
+  await assert.rejects(run, /changed my mind/)
+  gate.resolve()
+  await tick()
+  assert.equal(late.aborted, true)
+  assert.match(String(late.reason), /changed my mind/)
+  await limiter.close()
+  // Without a caller's signal the signal is still a real, unaborted one, new per attempt.
+  const retrying = new RateLimiter({ backoffBase: 1, backoffMax: 2 })
+  const signals = []
+  let calls = 0
+  await retrying.run('GET', '/users/@me', ({ signal, attempt }) => {
+    signals.push(signal)
+    calls += 1
+    return attempt === 1 ? { status: 500, headers: {} } : ok()
+  })
+  assert.equal(calls, 2)
+  assert.ok(signals[0] instanceof AbortSignal && signals[1] instanceof AbortSignal)
+  assert.notEqual(signals[0], signals[1])
+  assert.equal(signals[0].aborted || signals[1].aborted, false)
+  await retrying.close()
+})
+
 test('close rejects queued requests, refuses new ones and waits for those in flight', async () => {
   const limiter = new RateLimiter()
   const pioneer = deferred()

@@ -1,8 +1,8 @@
 // Test support shared by js/test/*.test.js: loads the core module under test and the driver.
 //
 // RATELANE_CORE names the core module (js/CONTRACT.md) to test, as a path: the napi addon
-// (bindings-node/ratelane.node) or the wasm package's Node build
-// (bindings-wasm/pkg/node/ratelane_wasm.js). Default: the napi addon of this repository.
+// (bindings-node/ratelane.node) or the wasm package's Node build of the core
+// (bindings-wasm/pkg/node/core.cjs). Default: the napi addon of this repository.
 // The driver is js/driver.js itself, so both packages test the same source.
 'use strict'
 const fs = require('node:fs')

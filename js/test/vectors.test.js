@@ -1,6 +1,7 @@
 // Replays every tests/vectors/client_*.json against the core module (RATELANE_CORE), once
-// draining with pollOutput() and once with drain(): the outputs, results and counts must be
-// exactly the recorded ones.
+// draining with pollOutput(), once with drain(), and once through the fast paths the driver
+// uses (enqueueSimple, handleResponseFlat, drainPacked; js/CONTRACT.md, "Fast paths"): the
+// outputs, results and counts must be exactly the recorded ones each time.
 'use strict'
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -111,7 +112,26 @@ function attempt(fn, wrap) {
   }
 }
 
+/** The drain through drainPacked, in the vectors' form; kind 3 hands over to drain(). */
+function drainPacked(limiter) {
+  const packed = limiter.drainPacked()
+  assert.ok(packed.length >= 2 && packed.length % 2 === 0, `pairs: ${packed}`)
+  const out = []
+  for (let i = 0; i < packed.length; i += 2) {
+    const [kind, value] = [packed[i], packed[i + 1]]
+    const last = i + 2 === packed.length
+    if (kind === 0) out.push({ send: value })
+    else if (kind === 1) out.push({ wait_until_ns: value })
+    else if (kind === 2) out.push({ idle: true })
+    else if (kind === 3) out.push(...limiter.drain().map(vectorForm))
+    else assert.fail(`unknown kind ${kind}`)
+    assert.equal(kind !== 0, last, `kinds 1, 2 and 3 end the packed drain: ${packed}`)
+  }
+  return out
+}
+
 function drainWith(limiter, mode) {
+  if (mode === 'fast') return drainPacked(limiter)
   if (mode === 'drain') return limiter.drain().map(vectorForm)
   const out = []
   for (;;) {
@@ -129,11 +149,20 @@ function replay(vector, mode) {
     const now = step.at_ns
     let result
     switch (step.op) {
-      case 'enqueue':
-        result = attempt(() => limiter.enqueue(now, request(step.request)), (id) => ({ id }))
+      case 'enqueue': {
+        const r = step.request
+        const simple = Object.keys(r).every((k) => k === 'method' || k === 'path' || k === 'identity')
+        result = mode === 'fast' && simple
+          ? attempt(() => limiter.enqueueSimple(now, r.method, r.path, r.identity), (id) => ({ id }))
+          : attempt(() => limiter.enqueue(now, request(r)), (id) => ({ id }))
         break
+      }
       case 'response':
-        result = attempt(() => limiter.handleResponse(now, step.id, response(step)), (d) => ({ disposition: d }))
+        result = mode === 'fast'
+          ? attempt(() => limiter.handleResponseFlat(now, step.id, step.status,
+            step.headers.map(([k, v]) => `${k}\n${v}`).join('\n'), step.wall_clock_ms,
+            step.body ? step.body.retry_after : undefined, step.body ? step.body.global : undefined), (d) => ({ disposition: d }))
+          : attempt(() => limiter.handleResponse(now, step.id, response(step)), (d) => ({ disposition: d }))
         break
       case 'failure':
         result = attempt(() => limiter.handleFailure(now, step.id, step.failure), (d) => ({ disposition: d }))
@@ -177,5 +206,6 @@ for (const file of files) {
     assert.equal(vector.kind, 'client')
     replay(vector, 'pollOutput')
     replay(vector, 'drain')
+    replay(vector, 'fast')
   })
 }

@@ -1,8 +1,15 @@
 // The core surface of js/CONTRACT.md over the wasm module, `bundler` build: the bundler
-// instantiates the .wasm when this module is imported, so init() has nothing left to do.
-import { Limiter, SimServer, Simulation, failCodes, errorCodes } from './ratelane_wasm.js';
+// instantiates the .wasm when this module is imported, so init() has nothing left to do. The
+// server-side answers take their shape from the shared js/server_objects.js.
+import {
+  Limiter, SimServer, Simulation, GcraStore, LeakyBucketStore, FixedWindowStore, failCodes, errorCodes,
+  installServerObjects, renderXRateLimitHeaders, renderIetfHeaders,
+} from './ratelane_wasm.js';
+import { createServerObjects } from './server_objects.mjs';
 
-export { Limiter, SimServer, Simulation };
+installServerObjects(createServerObjects({ xRateLimitHeaders: renderXRateLimitHeaders, ietfHeaders: renderIetfHeaders }));
+
+export { Limiter, SimServer, Simulation, GcraStore, LeakyBucketStore, FixedWindowStore };
 export const FAIL_CODES = Object.freeze(failCodes());
 export const ERROR_CODES = Object.freeze(errorCodes());
 

@@ -6,7 +6,7 @@ import type { ErrorCode, FailCode } from './core.js'
 import type { RateLimiterOptions, RateLimitError, RatelaneError } from './driver.js'
 
 export type * from './core.js'
-export { Limiter, SimServer, Simulation } from './ratelane_wasm.js'
+export { Limiter, SimServer, Simulation, GcraStore, LeakyBucketStore, FixedWindowStore } from './ratelane_wasm.js'
 /** Every failure code of the core (`ratelane::FailReason::ALL_CODES`). */
 export declare const FAIL_CODES: readonly FailCode[]
 /** Every misuse code of the core (`ratelane::Error::ALL_CODES`). */
@@ -22,6 +22,7 @@ export {
   LimiterClosedError,
   InvalidArgumentError,
   SimulationContractError,
+  InsufficientCapacityError,
   RateLimitError,
   DeadlineExceededError,
   MaxWaitExceededError,
@@ -45,7 +46,7 @@ export type {
 } from './driver.js'
 
 export declare const FAIL_CLASSES: Readonly<Record<FailCode, typeof RateLimitError>>
-export declare const USAGE_CLASSES: Readonly<Record<ErrorCode | 'simulation_contract', typeof RatelaneError>>
+export declare const USAGE_CLASSES: Readonly<Record<ErrorCode, typeof RatelaneError>>
 /** The matching ratelane class for an error the core threw (anything else unchanged). */
 export declare function fromCoreError(error: unknown): unknown
 /** RateLimiter options as the core's JSON configuration (throws InvalidConfigError). */

@@ -51,5 +51,22 @@ export async function example(wasm: WebAssembly.Module): Promise<number> {
   const report = new bundler.Simulation(null, '{}', undefined).run();
   const served = new node.SimServer().handle(0, { method: 'GET', path: '/users/@me' });
   console.log(disposition, codes, served.bodyText, report.succeeded);
+
+  const limits = pkg.GcraStore.perWindow(10, 60e9, { maxKeys: 1000 });
+  const decision: pkg.ServerDecision = limits.check('203.0.113.7', 0);
+  const headers: Array<[string, string]> = decision.ietfHeaders('default').concat(decision.xRateLimitHeaders());
+  const retry: number | null = decision.retryAfterS;
+  const legacy = web.LeakyBucketStore.fromLegacy({ max: 10, durationNs: 60e9, minIntervalNs: 1e9 });
+  const scaled = legacy.checkScaled('user', 0, 0.5);
+  const jobs = new node.FixedWindowStore(10, 10e9);
+  const slot: pkg.Scheduled = jobs.schedule('guild', 0);
+  const released: boolean = jobs.release('guild', slot.releaseAtNs);
+  console.log(headers, retry, scaled.allowed, released, limits.len + limits.untracked + limits.maxKeys);
+  try {
+    limits.checkN('batch', 0, 11);
+  } catch (error) {
+    const typed = pkg.fromCoreError(error);
+    if (typed instanceof pkg.InsufficientCapacityError) console.log(typed.requested, typed.capacity);
+  }
   return status + wait + id;
 }

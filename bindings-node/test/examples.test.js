@@ -1,0 +1,18 @@
+// The Node examples run as a user would run them (after `npm install ./bindings-node`).
+'use strict'
+const test = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { execFileSync } = require('node:child_process')
+
+const examples = path.join(__dirname, '..', '..', 'examples', 'node')
+
+test('examples/node/protect_endpoint.js serves with rate-limit headers', () => {
+  const out = execFileSync(process.execPath, [path.join(examples, 'protect_endpoint.js')], { encoding: 'utf8', timeout: 60_000 })
+  const lines = out.split('\n').filter((l) => l.startsWith('request '))
+  assert.equal(lines.length, 7, out)
+  // Which requests are refused depends on how fast they go out; every answer carries the fields.
+  assert.match(lines[0], /^request 1: 200 {2}ratelimit: "per-client";r=4;t=\d+/)
+  for (const line of lines) assert.match(line, /: (200|429) {2}ratelimit: "per-client";r=\d/)
+  assert.match(out, /keys tracked: 1/)
+})
