@@ -26,6 +26,8 @@ use ratelane::shared::{Reservation, ReservationAnswer, SharedScope, SharedUpdate
 
 use crate::{error_class_name, fail_class_name, observation_class_name, update_class_name};
 
+mod scripts;
+
 // ------------------------------------------------------------------------------ errors
 
 static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
@@ -1381,17 +1383,14 @@ impl PyGcraStore {
         #[pyo3(from_py_with = arg_ns)] now_ns: u64,
         n: u32,
     ) -> PyResult<PyDecision> {
-        match self.inner.check_n(key, now_ns, n) {
-            Ok(d) => Ok(decision(d)),
-            Err(e) => {
-                let kwargs = PyDict::new(py);
-                kwargs.set_item("requested", e.requested)?;
-                kwargs.set_item("capacity", e.capacity)?;
-                Err(exception(py, "InsufficientCapacityError", e.to_string(), Some(&kwargs)))
-            }
-        }
+        self.inner.check_n(key, now_ns, n).map(decision).map_err(|e| scripts::insufficient(py, e))
     }
 
+    /// Whether the store holds a state for `key`. A check that leaves a key empty drops it;
+    /// a state that empties later, with time, is dropped lazily (when met again or swept).
+    fn __contains__(&self, key: &str) -> bool {
+        self.inner.state(key).is_some()
+    }
     fn __len__(&self) -> usize {
         self.inner.len()
     }
@@ -1463,6 +1462,11 @@ impl PyLeakyBucketStore {
         }
     }
 
+    /// Whether the store holds a state for `key`. A check that leaves a key empty drops it;
+    /// a state that empties later, with time, is dropped lazily (when met again or swept).
+    fn __contains__(&self, key: &str) -> bool {
+        self.inner.state(key).is_some()
+    }
     fn __len__(&self) -> usize {
         self.inner.len()
     }
@@ -1512,6 +1516,11 @@ impl PyFixedWindowStore {
         self.inner.release(key, now_ns)
     }
 
+    /// Whether the store holds a state for `key`. A check that leaves a key empty drops it;
+    /// a state that empties later, with time, is dropped lazily (when met again or swept).
+    fn __contains__(&self, key: &str) -> bool {
+        self.inner.state(key).is_some()
+    }
     fn __len__(&self) -> usize {
         self.inner.len()
     }
@@ -1558,6 +1567,8 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // installed package carries it. `bindings-python/shared_store.lua` is a symlink to the one
     // source, redis/scripts/shared_store.lua (cargo and maturin's sdist copy the file itself).
     m.add("SHARED_STORE_LUA", include_str!("../shared_store.lua"))?;
+    // The server-side limiters' scripts, the same way (`scripts.rs`).
+    scripts::register(m)?;
     if m.py().version_info() < (3, 9) {
         return Err(PyRuntimeError::new_err("ratelane needs CPython 3.9 or newer"));
     }

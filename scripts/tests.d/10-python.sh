@@ -51,9 +51,10 @@ fi
 echo "demo: examples/python/discord_bot.py"
 "../$VENV/bin/python" ../examples/python/discord_bot.py | tail -1
 
-# Shared mode (ratelane.redis) is tested against a real Redis: the one named by
-# RATELANE_REDIS_URL, or a throwaway redis-server started here (installed when missing) and
-# stopped on exit. The outage tests start and stop their own servers too.
+# ratelane.redis (shared mode, and the server-side limiters in Redis) is tested against a real
+# Redis: the one named by RATELANE_REDIS_URL, or a throwaway redis-server started here
+# (installed when missing) and stopped on exit. The outage tests start and stop their own
+# servers too.
 . ../scripts/lib/redis-server.sh
 redis_dir=""
 if [ -z "${RATELANE_REDIS_URL:-}" ]; then
@@ -71,6 +72,9 @@ trap cleanup EXIT
 
 echo "demo: examples/python/two_processes.py (two processes sharing limits through Redis)"
 "../$VENV/bin/python" ../examples/python/two_processes.py "$RATELANE_REDIS_URL" | tail -1
+
+echo "demo: examples/python/protect_endpoint_redis.py (an aiohttp endpoint limited in Redis)"
+"../$VENV/bin/python" ../examples/python/protect_endpoint_redis.py "$RATELANE_REDIS_URL" | tail -1
 
 echo "pytest"
 cd tests

@@ -9,12 +9,14 @@
   ``StoreUnavailable``, ``StoreRecovered``.
 * ``ratelane.sim``: the Discord simulator, to test code in virtual time.
 * ``ratelane.server``: server-side limiters (GCRA, leaky bucket, fixed window) that render
-  ``X-RateLimit-*`` and IETF ``RateLimit`` headers, for your own API.
+  ``X-RateLimit-*`` and IETF ``RateLimit`` headers, for your own API; ``ratelane.redis`` runs
+  the same three in Redis, for several processes sharing one limit.
 * Adapters: ``ratelane.httpx`` (a transport), ``ratelane.aiohttp`` (a session wrapper),
   ``ratelane.wumpy`` (wumpy-rest's ``Ratelimiter`` protocol), ``ratelane.hikari`` (a bucket
   manager for hikari's ``RESTClientImpl``).
-* Exceptions: ``RatelaneError`` > ``RateLimitError`` > one class per failure code, and one
-  class per caller-error code (see ``ratelane._errors``).
+* Exceptions: ``RatelaneError`` > ``RateLimitError`` > one class per failure code, one class
+  per caller-error code, and ``RedisLimiterError`` > one class per Redis failure code (see
+  ``ratelane._errors``).
 """
 
 from __future__ import annotations
@@ -51,8 +53,15 @@ from ._errors import (
     MaxWaitExceededError,
     MaybeSentError,
     NetworkError,
+    OutOfRangeError,
     RateLimitError,
     RatelaneError,
+    REDIS_ERROR_CLASSES,
+    RedisBadReplyError,
+    RedisBadStateError,
+    RedisConnectionError,
+    RedisLimiterError,
+    RedisServerError,
     RetriesExhaustedError,
     SimulationContractError,
     UnauthorizedError,
@@ -111,10 +120,17 @@ __all__ = [
     "LimiterClosedError",
     "InvalidArgumentError",
     "InsufficientCapacityError",
+    "RedisLimiterError",
+    "RedisConnectionError",
+    "RedisServerError",
+    "RedisBadStateError",
+    "OutOfRangeError",
+    "RedisBadReplyError",
     "SimulationContractError",
     "NotSentError",
     "FAIL_CODES",
     "ERROR_CODES",
     "FAIL_CLASSES",
     "ERROR_CLASSES",
+    "REDIS_ERROR_CLASSES",
 ]

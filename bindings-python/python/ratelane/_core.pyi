@@ -32,6 +32,15 @@ __all__ = [
     "ERROR_CODES",
     "CORE_VERSION",
     "SHARED_STORE_LUA",
+    "GCRA_LUA",
+    "LEAKY_BUCKET_LUA",
+    "FIXED_WINDOW_LUA",
+    "GcraScript",
+    "LeakyBucketScript",
+    "FixedWindowScript",
+    "script_decision",
+    "script_scheduled",
+    "script_released",
 ]
 
 _Headers: TypeAlias = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
@@ -41,6 +50,9 @@ FAIL_CODES: Final[list[str]]
 ERROR_CODES: Final[list[str]]
 CORE_VERSION: Final[str]
 SHARED_STORE_LUA: Final[str]
+GCRA_LUA: Final[str]
+LEAKY_BUCKET_LUA: Final[str]
+FIXED_WINDOW_LUA: Final[str]
 
 @final
 class Send:
@@ -432,6 +444,8 @@ class GcraStore:
     def check(self, key: str, now_ns: int) -> Decision: ...
     def check_n(self, key: str, now_ns: int, n: int) -> Decision:
         """Raises InsufficientCapacityError when ``n`` exceeds the burst."""
+    def __contains__(self, key: str, /) -> bool:
+        """Whether the store holds a state for ``key`` (a check that empties it drops it)."""
     def __len__(self) -> int: ...
     @property
     def untracked(self) -> int: ...
@@ -460,6 +474,8 @@ class LeakyBucketStore:
         max_keys: int = 100000,
     ) -> LeakyBucketStore: ...
     def check(self, key: str, now_ns: int, factor: Optional[float] = None) -> Decision: ...
+    def __contains__(self, key: str, /) -> bool:
+        """Whether the store holds a state for ``key`` (a check that empties it drops it)."""
     def __len__(self) -> int: ...
     @property
     def untracked(self) -> int: ...
@@ -474,8 +490,73 @@ class FixedWindowStore:
     def check(self, key: str, now_ns: int) -> Decision: ...
     def schedule(self, key: str, now_ns: int) -> Scheduled: ...
     def release(self, key: str, now_ns: int) -> bool: ...
+    def __contains__(self, key: str, /) -> bool:
+        """Whether the store holds a state for ``key`` (a check that empties it drops it)."""
     def __len__(self) -> int: ...
     @property
     def untracked(self) -> int: ...
     @property
     def max_keys(self) -> int: ...
+
+# The Redis scripts of the server-side limiters (ratelane.redis): the core's validated
+# configuration, one call's ARGV, and the replies read back into Decision / Scheduled.
+
+@final
+class GcraScript:
+    """``redis/scripts/gcra.lua`` for one GCRA limit."""
+
+    def __new__(cls, interval_ns: int, burst: int) -> GcraScript: ...
+    @staticmethod
+    def per_window(quota: int, window_ns: int) -> GcraScript: ...
+    @property
+    def interval_ns(self) -> int: ...
+    @property
+    def burst(self) -> int: ...
+    @property
+    def window_ns(self) -> int: ...
+    def argv(self, n: int, now_ns: Optional[int] = None, min_ttl_ms: int = 0) -> list[str]:
+        """Raises InsufficientCapacityError when ``n`` exceeds the burst."""
+
+@final
+class LeakyBucketScript:
+    """``redis/scripts/leaky_bucket.lua`` for one leaky bucket."""
+
+    def __new__(
+        cls, size: int, drip_rate_ns: int, drip_size: int = 1, *, min_interval_ns: Optional[int] = None
+    ) -> LeakyBucketScript: ...
+    @staticmethod
+    def from_legacy(
+        *, max: Optional[int] = None, duration_ns: Optional[int] = None, min_interval_ns: Optional[int] = None
+    ) -> LeakyBucketScript: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def drip_rate_ns(self) -> int: ...
+    @property
+    def drip_size(self) -> int: ...
+    @property
+    def min_interval_ns(self) -> Optional[int]: ...
+    @property
+    def window_ns(self) -> int: ...
+    def argv(self, factor: Optional[float] = None, now_ns: Optional[int] = None, min_ttl_ms: int = 0) -> list[str]:
+        """Raises InvalidConfigError when ``factor`` is not in (0, 1]."""
+
+@final
+class FixedWindowScript:
+    """``redis/scripts/fixed_window.lua`` for one fixed window."""
+
+    def __new__(cls, quota: int, window_ns: int) -> FixedWindowScript: ...
+    @property
+    def quota(self) -> int: ...
+    @property
+    def window_ns(self) -> int: ...
+    def argv(self, op: str, now_ns: Optional[int] = None, min_ttl_ms: int = 0) -> list[str]: ...
+
+def script_decision(reply: Any) -> Decision:
+    """A check's reply as a Decision (InsufficientCapacityError, RedisBadReplyError)."""
+
+def script_scheduled(reply: Any) -> tuple[Scheduled, int]:
+    """``fixed_window.lua schedule``'s reply as ``(Scheduled, now_ns)`` (RedisBadReplyError)."""
+
+def script_released(reply: Any) -> bool:
+    """``fixed_window.lua release``'s reply (RedisBadReplyError)."""

@@ -18,11 +18,19 @@ Hierarchy (every class carries a stable ``code`` string, the same in every ratel
     ├── LimiterClosedError            limiter_closed     (also RuntimeError)
     ├── InvalidArgumentError          invalid_argument   (also TypeError and ValueError)
     ├── InsufficientCapacityError     insufficient_capacity (also ValueError; server side)
+    ├── RedisLimiterError                               a Redis-backed check could not decide
+    │   ├── RedisConnectionError      redis_connection
+    │   ├── RedisServerError          redis_server
+    │   ├── RedisBadStateError        redis_bad_state
+    │   ├── OutOfRangeError           out_of_range
+    │   └── RedisBadReplyError        redis_bad_reply
     └── SimulationContractError       simulation_contract (also AssertionError)
 
 ``RateLimitError`` subclasses are request outcomes: the core decided a request cannot be
 served (``Fail`` outputs of the sans-IO API; raised by the asyncio driver). The others are
-caller mistakes. The native module picks the class with an exhaustive ``match`` over the
+caller mistakes. ``RedisLimiterError`` subclasses come from ``ratelane.redis``'s server-side
+limiters (the codes of the Rust crate ``ratelane-redis``): the limiter could not decide, and the
+caller chooses to admit (fail open) or refuse (fail closed). The native module picks the class with an exhaustive ``match`` over the
 core's reasons, so every code listed in ``ratelane.FAIL_CODES`` and ``ratelane.ERROR_CODES``
 has its class here (checked when ``ratelane`` is imported).
 """
@@ -48,9 +56,16 @@ __all__ = [
     "LimiterClosedError",
     "InvalidArgumentError",
     "InsufficientCapacityError",
+    "RedisLimiterError",
+    "RedisConnectionError",
+    "RedisServerError",
+    "RedisBadStateError",
+    "OutOfRangeError",
+    "RedisBadReplyError",
     "SimulationContractError",
     "FAIL_CLASSES",
     "ERROR_CLASSES",
+    "REDIS_ERROR_CLASSES",
 ]
 
 
@@ -202,6 +217,55 @@ class InsufficientCapacityError(RatelaneError, ValueError):
         self.capacity = capacity
 
 
+class RedisLimiterError(RatelaneError):
+    """A Redis-backed server-side check (``ratelane.redis.RedisGcra``, ``RedisLeakyBucket``,
+    ``RedisFixedWindow``) could not decide. Whether to admit (fail open) or refuse (fail closed)
+    is the caller's choice; nothing retries inside. The redis-py exception, if any, is
+    ``__cause__``.
+
+    Nothing was counted, except that after a ``RedisConnectionError`` it is unknown whether Redis
+    ran the script (the connection may have failed after the command was sent).
+    """
+
+    code = "redis_error"
+
+
+class RedisConnectionError(RedisLimiterError):
+    """Redis could not be reached or the connection failed: refused, dropped, I/O error,
+    timeout (the client's ``socket_timeout``), authentication."""
+
+    code = "redis_connection"
+
+
+class RedisServerError(RedisLimiterError):
+    """Redis answered with an error: out of memory, read-only replica, cluster redirection, a
+    script error, or ``RATELANE_ARG`` (the script on the server is another version than the
+    one this package builds arguments for)."""
+
+    code = "redis_server"
+
+
+class RedisBadStateError(RedisLimiterError):
+    """The key holds something that is not this algorithm's state (``RATELANE_STATE``, or
+    Redis's ``WRONGTYPE``): two limiters, or another program, share a key name. The key is left
+    alone."""
+
+    code = "redis_bad_state"
+
+
+class OutOfRangeError(RedisLimiterError):
+    """A scheduled job's window would end more than 2^52 ns (about 52 days) from now
+    (``RATELANE_RANGE``); nothing was booked."""
+
+    code = "out_of_range"
+
+
+class RedisBadReplyError(RedisLimiterError):
+    """Redis answered, but not with the layout the scripts document."""
+
+    code = "redis_bad_reply"
+
+
 class SimulationContractError(RatelaneError, AssertionError):
     """The simulator caught the limiter breaking the driver contract (a bug in ratelane).
 
@@ -242,3 +306,9 @@ ERROR_CLASSES: Dict[str, Type[RatelaneError]] = {
     )
 }
 """Caller-error code -> exception class."""
+
+REDIS_ERROR_CLASSES: Dict[str, Type[RedisLimiterError]] = {
+    cls.code: cls
+    for cls in (RedisConnectionError, RedisServerError, RedisBadStateError, OutOfRangeError, RedisBadReplyError)
+}
+"""Code -> exception class for the failures of ``ratelane.redis``'s server-side limiters."""

@@ -1,4 +1,43 @@
-"""Several processes sharing one token's limits through Redis (the core's shared mode).
+"""Redis for ratelane: limits shared by several processes or machines (``pip install 'ratelane[redis]'``).
+
+Two independent parts, each running one of the Lua scripts of ``redis/scripts/`` (embedded in
+the native module at build time, the same files every ratelane binding loads):
+
+* Server-side limiters for your own API, evaluated atomically in Redis: ``RedisGcra``,
+  ``RedisLeakyBucket``, ``RedisFixedWindow``. The same algorithms and answers as
+  ``ratelane.server``'s in-memory stores, for any number of processes (below, "Server side").
+* ``RedisStore``: the store of the client-side shared mode (several processes of one bot
+  sharing one token's Discord limits), for ``RateLimiter(shared=...)`` (below, "Shared mode").
+
+Server side
+-----------
+
+::
+
+    client = redis.asyncio.Redis.from_url("redis://127.0.0.1:6379/0", socket_timeout=0.25)
+    per_user = ratelane.redis.RedisGcra.per_window(client, 10, 60 * 10**9, prefix="api:per-user:")
+    decision = await per_user.check(user_id)            # one script call, one round trip
+    headers = decision.ietf_headers("per-user")          # rendered by the core
+    if not decision.allowed:
+        return 429, headers                              # Retry-After included
+
+Each check is one ``EVALSHA`` (``EVAL`` once when Redis answers ``NOSCRIPT``), reads Redis's
+own clock (``TIME``) so the processes' clocks do not matter, and answers with the same
+``ratelane.server.Decision`` (``Scheduled`` for ``RedisFixedWindow.schedule``) as the in-memory
+stores. Keys are ``prefix + key``: give each limiter its own prefix. Configuration is validated
+by the core (``InvalidConfigError``, the in-memory stores' messages), and windows longer than
+2^52 ns (about 52 days), which the scripts cannot evaluate exactly, are refused.
+
+When a check cannot decide it raises a ``RedisLimiterError`` with a stable ``code``:
+``redis_connection``, ``redis_server``, ``redis_bad_state``, ``out_of_range``,
+``redis_bad_reply`` (the codes of the Rust crate ``ratelane-redis``). Nothing retries inside
+and nothing falls back: admit (fail open) or refuse (fail closed) as suits the endpoint. Bound
+the wait with the client's ``socket_timeout`` (a timeout is a ``RedisConnectionError``).
+
+Shared mode
+-----------
+
+Several processes sharing one token's limits through Redis (the core's shared mode).
 
 ::
 
@@ -28,19 +67,66 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
 import uuid
-from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple, Union
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _core
-from ._errors import InvalidConfigError
+from ._core import Decision, Scheduled
+from ._errors import (
+    REDIS_ERROR_CLASSES,
+    InvalidArgumentError,
+    InvalidConfigError,
+    OutOfRangeError,
+    RedisBadReplyError,
+    RedisBadStateError,
+    RedisConnectionError,
+    RedisLimiterError,
+    RedisServerError,
+)
 
 if TYPE_CHECKING:
     import redis.asyncio
 
-__all__ = ["RedisStore", "SHARED_STORE_LUA", "reserve_args", "record_args"]
+    _Client = Union[redis.asyncio.Redis, redis.asyncio.RedisCluster]
+
+__all__ = [
+    "RedisGcra",
+    "RedisLeakyBucket",
+    "RedisFixedWindow",
+    "RedisStore",
+    "GCRA_LUA",
+    "LEAKY_BUCKET_LUA",
+    "FIXED_WINDOW_LUA",
+    "SHARED_STORE_LUA",
+    "REDIS_ERROR_CODES",
+    "RedisLimiterError",
+    "RedisConnectionError",
+    "RedisServerError",
+    "RedisBadStateError",
+    "OutOfRangeError",
+    "RedisBadReplyError",
+    "reserve_args",
+    "record_args",
+]
 
 SHARED_STORE_LUA: str = _core.SHARED_STORE_LUA
 """The text of ``redis/scripts/shared_store.lua``, embedded in the native module at build time."""
+GCRA_LUA: str = _core.GCRA_LUA
+"""The text of ``redis/scripts/gcra.lua`` (``RedisGcra``), embedded at build time."""
+LEAKY_BUCKET_LUA: str = _core.LEAKY_BUCKET_LUA
+"""The text of ``redis/scripts/leaky_bucket.lua`` (``RedisLeakyBucket``), embedded at build time."""
+FIXED_WINDOW_LUA: str = _core.FIXED_WINDOW_LUA
+"""The text of ``redis/scripts/fixed_window.lua`` (``RedisFixedWindow``), embedded at build time."""
+
+REDIS_ERROR_CODES: Tuple[str, ...] = (
+    "invalid_config",
+    "insufficient_capacity",
+    *REDIS_ERROR_CLASSES,
+)
+"""Every code a server-side limiter of this module raises (``RatelaneError.code``): the same
+list as the Rust crate's ``ratelane_redis::Error::ALL_CODES``."""
 
 _POLICIES = ("fail_open", "fail_closed")
 _SETTINGS = ("lease", "pioneer_poll", "state_ttl", "retry_base", "retry_max")
@@ -354,3 +440,288 @@ class RedisStore:
             op.future.set_result(parse_answer(reply))
         except ValueError as exc:
             op.future.set_exception(exc)
+
+
+# ---------------------------------------------------------------------- server-side limiters
+
+
+class _Script:
+    """One of the scripts: its text and the SHA-1 of its exact bytes, as ``EVALSHA`` takes it."""
+
+    __slots__ = ("text", "sha")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.sha = hashlib.sha1(text.encode()).hexdigest()
+
+
+_GCRA = _Script(GCRA_LUA)
+_LEAKY_BUCKET = _Script(LEAKY_BUCKET_LUA)
+_FIXED_WINDOW = _Script(FIXED_WINDOW_LUA)
+
+
+def _redis_exceptions() -> ModuleType:
+    try:
+        import redis.exceptions
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("ratelane.redis needs redis-py: pip install 'ratelane[redis]'") from exc
+    return redis.exceptions
+
+
+def _failure(exc: BaseException, rx: ModuleType) -> Optional[RedisLimiterError]:
+    """The ``RedisLimiterError`` for what redis-py (or the socket under it) raised, or None for
+    anything that is not a Redis failure (a bug: left to propagate)."""
+    message = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, rx.ResponseError):
+        # An error reply. The scripts' own start with a code; redis-py leaves unknown codes
+        # (RATELANE_*, WRONGTYPE) at the start of the message.
+        code = str(exc).split(" ", 1)[0]
+        if code in ("RATELANE_STATE", "WRONGTYPE"):
+            return RedisBadStateError(str(exc))
+        if code == "RATELANE_RANGE":
+            return OutOfRangeError(str(exc))
+        return RedisServerError(f"Redis answered with an error: {message}")
+    if isinstance(exc, (rx.ConnectionError, rx.TimeoutError, OSError, asyncio.TimeoutError)):
+        return RedisConnectionError(f"Redis connection failed: {message}")
+    if isinstance(exc, rx.InvalidResponse):
+        return RedisBadReplyError(f"unexpected reply from Redis: {message}")
+    if isinstance(exc, (rx.RedisError, rx.RedisClusterException)):
+        return RedisServerError(f"Redis failed: {message}")
+    return None
+
+
+async def _evaluate(client: Any, script: _Script, key: str, argv: Sequence[str]) -> Any:
+    """One script call: ``EVALSHA`` (one round trip), and only when Redis answers ``NOSCRIPT``
+    (a fresh server, ``SCRIPT FLUSH``, a failover) ``EVAL`` with the full text, which also
+    caches it for the next calls. Redis failures become ``RedisLimiterError``s."""
+    rx = _redis_exceptions()
+    try:
+        try:
+            return await client.evalsha(script.sha, 1, key, *argv)
+        except rx.NoScriptError:
+            return await client.eval(script.text, 1, key, *argv)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        failure = _failure(exc, rx)
+        if failure is None:
+            raise
+        raise failure from exc
+
+
+class _RedisLimiter:
+    """What the three limiters share.
+
+    Attributes:
+        client: the redis-py asyncio client every check goes through (left open: the caller's).
+        prefix: every key is ``prefix + key``.
+        min_ttl_ms: keys live at least this long (0: exactly until their state is empty again).
+    """
+
+    __slots__ = ("client", "prefix", "min_ttl_ms")
+
+    def _setup(self, client: "_Client", prefix: str, min_ttl_ms: int) -> None:
+        if not isinstance(prefix, str):
+            raise InvalidConfigError(f"prefix must be a str, got {prefix!r}")
+        if isinstance(min_ttl_ms, bool) or not isinstance(min_ttl_ms, int) or min_ttl_ms < 0:
+            raise InvalidConfigError(f"min_ttl_ms must be an int >= 0, got {min_ttl_ms!r}")
+        if client is None or not hasattr(client, "evalsha"):
+            raise InvalidConfigError(f"client must be a redis.asyncio.Redis (or RedisCluster) client, got {client!r}")
+        self.client: Any = client
+        self.prefix = prefix
+        self.min_ttl_ms = min_ttl_ms
+
+    def _key(self, key: str) -> str:
+        if not isinstance(key, str):
+            raise InvalidArgumentError(f"a key must be a str, got {key!r}")
+        return self.prefix + key
+
+
+class RedisGcra(_RedisLimiter):
+    """GCRA per key in Redis (``redis/scripts/gcra.lua``): one request per ``interval_ns``,
+    ``burst`` back to back; the same answers as ``ratelane.server.GcraStore``, shared by every
+    process that uses the same Redis and ``prefix``.
+
+    Args:
+        client: a ``redis.asyncio.Redis`` (or ``RedisCluster``) client; left open.
+        interval_ns: nanoseconds between two requests at the sustained rate.
+        burst: requests admitted back to back on an empty key.
+        prefix: prepended to every key; one prefix per limiter.
+        min_ttl_ms: keys live at least this long (for replays that run virtual time faster
+            than real time; 0 by default).
+    """
+
+    __slots__ = ("_script",)
+
+    def __init__(self, client: "_Client", interval_ns: int, burst: int, *, prefix: str, min_ttl_ms: int = 0) -> None:
+        self._script = _core.GcraScript(interval_ns, burst)
+        self._setup(client, prefix, min_ttl_ms)
+
+    @classmethod
+    def per_window(cls, client: "_Client", quota: int, window_ns: int, *, prefix: str, min_ttl_ms: int = 0) -> "RedisGcra":
+        """``quota`` requests per ``window_ns``, all allowed back to back."""
+        limiter = cls.__new__(cls)
+        limiter._script = _core.GcraScript.per_window(quota, window_ns)
+        limiter._setup(client, prefix, min_ttl_ms)
+        return limiter
+
+    @property
+    def interval_ns(self) -> int:
+        return self._script.interval_ns
+
+    @property
+    def burst(self) -> int:
+        return self._script.burst
+
+    @property
+    def window_ns(self) -> int:
+        """``burst × interval_ns``: the time a full burst takes to come back."""
+        return self._script.window_ns
+
+    async def check(self, key: str, *, now_ns: Optional[int] = None) -> Decision:
+        """Checks one request for ``key`` at Redis's clock, and counts it if admitted.
+
+        ``now_ns`` replaces Redis's clock with integer nanoseconds of your own (replaying fixed
+        timestamps in tests; every caller of a key must then use the same clock)."""
+        return await self.check_n(key, 1, now_ns=now_ns)
+
+    async def check_n(self, key: str, n: int, *, now_ns: Optional[int] = None) -> Decision:
+        """Checks a request of weight ``n`` (``0`` peeks: always allowed, counts nothing).
+
+        Raises ``InsufficientCapacityError`` when ``n`` exceeds the burst, without a round trip."""
+        argv = self._script.argv(n, now_ns, self.min_ttl_ms)
+        return _core.script_decision(await _evaluate(self.client, _GCRA, self._key(key), argv))
+
+    def __repr__(self) -> str:
+        return f"RedisGcra(interval_ns={self.interval_ns}, burst={self.burst}, prefix={self.prefix!r})"
+
+
+class RedisLeakyBucket(_RedisLimiter):
+    """A leaky bucket per key in Redis (``redis/scripts/leaky_bucket.lua``): ``size`` requests,
+    draining ``drip_size`` every ``drip_rate_ns``, optionally at most one per
+    ``min_interval_ns``; the same answers as ``ratelane.server.LeakyBucketStore``.
+
+    ``from_legacy`` takes Misskey/Sharkey's ``{max, duration, minInterval}`` limits, translated by
+    the core; ``check_scaled`` scales the bucket for one subject (Sharkey's factor).
+    """
+
+    __slots__ = ("_script",)
+
+    def __init__(
+        self,
+        client: "_Client",
+        size: int,
+        drip_rate_ns: int,
+        drip_size: int = 1,
+        *,
+        min_interval_ns: Optional[int] = None,
+        prefix: str,
+        min_ttl_ms: int = 0,
+    ) -> None:
+        self._script = _core.LeakyBucketScript(size, drip_rate_ns, drip_size, min_interval_ns=min_interval_ns)
+        self._setup(client, prefix, min_ttl_ms)
+
+    @classmethod
+    def from_legacy(
+        cls,
+        client: "_Client",
+        *,
+        max: Optional[int] = None,
+        duration_ns: Optional[int] = None,
+        min_interval_ns: Optional[int] = None,
+        prefix: str,
+        min_ttl_ms: int = 0,
+    ) -> "RedisLeakyBucket":
+        """From a legacy ``{max, duration, min_interval}`` limit (Misskey/Sharkey)."""
+        limiter = cls.__new__(cls)
+        limiter._script = _core.LeakyBucketScript.from_legacy(
+            max=max, duration_ns=duration_ns, min_interval_ns=min_interval_ns
+        )
+        limiter._setup(client, prefix, min_ttl_ms)
+        return limiter
+
+    @property
+    def size(self) -> int:
+        return self._script.size
+
+    @property
+    def drip_rate_ns(self) -> int:
+        return self._script.drip_rate_ns
+
+    @property
+    def drip_size(self) -> int:
+        return self._script.drip_size
+
+    @property
+    def min_interval_ns(self) -> Optional[int]:
+        return self._script.min_interval_ns
+
+    @property
+    def window_ns(self) -> int:
+        """The time a full bucket takes to drain."""
+        return self._script.window_ns
+
+    async def check(self, key: str, *, now_ns: Optional[int] = None) -> Decision:
+        """Checks one request for ``key`` at Redis's clock (or ``now_ns``, see ``RedisGcra.check``)."""
+        argv = self._script.argv(None, now_ns, self.min_ttl_ms)
+        return _core.script_decision(await _evaluate(self.client, _LEAKY_BUCKET, self._key(key), argv))
+
+    async def check_scaled(self, key: str, factor: float, *, now_ns: Optional[int] = None) -> Decision:
+        """``check`` with the bucket scaled by ``factor`` in (0, 1] for this subject (the core's
+        ``LeakyBucket::scaled``); ``InvalidConfigError`` otherwise, nothing sent."""
+        argv = self._script.argv(factor, now_ns, self.min_ttl_ms)
+        return _core.script_decision(await _evaluate(self.client, _LEAKY_BUCKET, self._key(key), argv))
+
+    def __repr__(self) -> str:
+        return (
+            f"RedisLeakyBucket(size={self.size}, drip_rate_ns={self.drip_rate_ns}, drip_size={self.drip_size}, "
+            f"min_interval_ns={self.min_interval_ns}, prefix={self.prefix!r})"
+        )
+
+
+class RedisFixedWindow(_RedisLimiter):
+    """A fixed window per key (a group) in Redis (``redis/scripts/fixed_window.lua``): ``quota``
+    per ``window_ns``, with release-time estimates for delayed jobs; the same answers as
+    ``ratelane.server.FixedWindowStore``.
+
+    Unlike the in-memory store, a group whose delayed jobs are never released is forgotten one
+    window after its last booked window (a job must start within its window).
+    """
+
+    __slots__ = ("_script",)
+
+    def __init__(self, client: "_Client", quota: int, window_ns: int, *, prefix: str, min_ttl_ms: int = 0) -> None:
+        self._script = _core.FixedWindowScript(quota, window_ns)
+        self._setup(client, prefix, min_ttl_ms)
+
+    @property
+    def quota(self) -> int:
+        return self._script.quota
+
+    @property
+    def window_ns(self) -> int:
+        return self._script.window_ns
+
+    async def _call(self, op: str, key: str, now_ns: Optional[int]) -> Any:
+        argv = self._script.argv(op, now_ns, self.min_ttl_ms)
+        return await _evaluate(self.client, _FIXED_WINDOW, self._key(key), argv)
+
+    async def check(self, key: str, *, now_ns: Optional[int] = None) -> Decision:
+        """Checks one request for ``key`` at Redis's clock (or ``now_ns``, see ``RedisGcra.check``)."""
+        return _core.script_decision(await self._call("check", key, now_ns))
+
+    async def schedule(self, key: str, *, now_ns: Optional[int] = None) -> Tuple[Scheduled, int]:
+        """Books a slot for one job of group ``key``: ``(scheduled, now_ns)``, ``now_ns`` being
+        the clock the script used (Redis's, Unix nanoseconds), so ``scheduled.release_at_ns -
+        now_ns`` is the delay without trusting the local clock. A delayed job
+        (``not scheduled.run_now``) is ``release``d when it starts (or is dropped).
+
+        Raises ``OutOfRangeError`` when the job's window would end more than 2^52 ns from now."""
+        return _core.script_scheduled(await self._call("schedule", key, now_ns))
+
+    async def release(self, key: str, *, now_ns: Optional[int] = None) -> bool:
+        """Records that one delayed job of ``key`` was released (or dropped); False if none waits."""
+        return _core.script_released(await self._call("release", key, now_ns))
+
+    def __repr__(self) -> str:
+        return f"RedisFixedWindow(quota={self.quota}, window_ns={self.window_ns}, prefix={self.prefix!r})"

@@ -21,6 +21,10 @@ headers. Times are integer nanoseconds from an epoch of your choice (``time.mono
   (Misskey/Sharkey limits); ``check(key, now_ns, factor)`` scales the bucket per subject.
 * ``FixedWindowStore(quota, window_ns)``: ``check``, plus ``schedule``/``release`` for delayed
   jobs with a release-time estimate (``Scheduled``).
+
+These stores live in one process. For several processes or machines sharing one limit,
+``ratelane.redis`` runs the same three algorithms in Redis (``RedisGcra``, ``RedisLeakyBucket``,
+``RedisFixedWindow``), answering with the same ``Decision`` and ``Scheduled``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+../redis/scripts/fixed_window.lua

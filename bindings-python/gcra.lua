@@ -1,0 +1,1 @@
+../redis/scripts/gcra.lua

@@ -1,0 +1,1 @@
+../redis/scripts/leaky_bucket.lua
