@@ -280,6 +280,27 @@ fn cases() -> Vec<Case> {
             .reserve(302 * MS, "a", with_bucket(res(5, MSG, "5"), "h")),
     });
 
+    const EDIT: &str = "PATCH /channels/:id";
+    v.push(Case {
+        file: "pioneers",
+        comment: "One pioneer per route and major, whether or not the prober knows the route's bucket: b knows \
+                  bucket h from earlier but the store has no state for it, and a (which does not know it) is \
+                  probing the route, so b waits; c, knowing bucket k without state, takes both the bucket's and \
+                  the route's lock, so d (route unknown to it) and e (another route of bucket k) wait; c's \
+                  release (never sent) frees both.",
+        config: SharedConfig::default(),
+        script: Script::new()
+            .reserve(0, "a", res(1, MSG, "1"))
+            .reserve(1 * MS, "b", with_bucket(res(1, MSG, "1"), "h"))
+            .record(100 * MS, "a", report(1, MSG, "1", Some("h"), Some(5), Some(4), Some(2 * S), Some(2 * S)))
+            .reserve(110 * MS, "b", with_bucket(res(1, MSG, "1"), "h"))
+            .reserve(200 * MS, "c", with_bucket(res(1, EDIT, "2"), "k"))
+            .reserve(201 * MS, "d", res(1, EDIT, "2"))
+            .reserve(202 * MS, "e", with_bucket(res(1, "PATCH /channels/:id/topic", "2"), "k"))
+            .record(250 * MS, "c", release(1, EDIT, "2", Some("k"), false))
+            .reserve(260 * MS, "d", res(1, EDIT, "2")),
+    });
+
     let mut short = SharedConfig::default();
     short.lease = 1 * S;
     short.pioneer_poll = 100 * MS;

@@ -395,7 +395,7 @@ local function reserve()
   t = until_of(K.hr(identity, route, major))
   if t then return deny(t, 'route') end
   -- 5. bucket, 6. pioneer lock
-  local take, key = nil, nil
+  local take, key, locks = nil, nil, nil
   local h = hash_for(identity, route, known)
   if h == '' then
     take = 'nothing'
@@ -422,20 +422,24 @@ local function reserve()
       end
       take, key = 'slot', h
     else
-      key = K.lb(identity, h, major)
+      -- one pioneer per bucket and major, and per route and major: another process may be
+      -- probing this route without knowing its bucket
+      locks = {K.lb(identity, h, major), K.lr(identity, route, major)}
       take = 'lock'
     end
   else
-    key = K.lr(identity, route, major)
+    locks = {K.lr(identity, route, major)}
     take = 'lock'
   end
   if take == 'lock' then
-    local holder = redis.call('GET', key)
-    if holder and holder ~= member then
-      local until_t = now + poll
-      local e = expiry_of(key)
-      if e and e < until_t then until_t = e end
-      return deny(until_t, 'pioneer')
+    for _, lk in ipairs(locks) do
+      local holder = redis.call('GET', lk)
+      if holder and holder ~= member then
+        local until_t = now + poll
+        local e = expiry_of(lk)
+        if e and e < until_t then until_t = e end
+        return deny(until_t, 'pioneer')
+      end
     end
   end
   -- 7. commit
@@ -458,8 +462,10 @@ local function reserve()
     if old and old > e then e = old end
     expire_at(bp, e)
   elseif take == 'lock' then
-    redis.call('SET', key, member)
-    expire_at(key, lease_end)
+    for _, lk in ipairs(locks) do
+      redis.call('SET', lk, member)
+      expire_at(lk, lease_end)
+    end
   end
   return {'granted'}
 end

@@ -113,7 +113,7 @@
 //! | `P "r|" enc(identity) enc(route)` | string | the route's bucket hash; `""`: the route has no bucket | `state_ttl` after the last write |
 //! | `P "b|" enc(identity) enc(hash) enc(major)` | hash | `limit`, `remaining` (countdown of grants in this window), `reported` (lowest `remaining` reported in this window; absent after a roll), `reset_at`, `window`, `window_start`, `provisional` (0/1), `margin` | `state_ttl` after `reset_at` (re-armed on every write) |
 //! | `P "bp|" enc(identity) enc(hash) enc(major)` | sorted set | unanswered grants: member, score = when it stops counting (a live grant: grant time + `lease`; a *ghost*: see below) | at its highest score |
-//! | `P "lr|" enc(identity) enc(route) enc(major)` | string | pioneer lock of a route without a known bucket: the holder's member | `lease` after it was taken |
+//! | `P "lr|" enc(identity) enc(route) enc(major)` | string | pioneer lock of a route without bucket state (its bucket unknown, or known without state): the holder's member | `lease` after it was taken |
 //! | `P "lb|" enc(identity) enc(hash) enc(major)` | string | pioneer lock of a bucket without state | `lease` after it was taken |
 //! | `P "hr|" enc(identity) enc(route) enc(major)` | string | hold of a route and major parameter (a sub-limit) until | at that time |
 //! | `P "hb|" enc(identity) enc(hash) enc(major)` | string | hold of a bucket (a shared-resource 429) until | at that time |
@@ -155,16 +155,18 @@
 //!    * a hash `h`: `hb` > now: denied until then, scope `bucket`. Then, if the `b` key exists:
 //!      if now >= `reset_at`, set `margin` to the reservation's `margin` and roll; drop `bp`
 //!      members with score <= now; if *available* is 0: denied until `reset_at`, scope
-//!      `bucket`; otherwise the grant takes one (step 7). If the `b` key does not exist: the pioneer lock `lb` (step 6).
+//!      `bucket`; otherwise the grant takes one (step 7). If the `b` key does not exist: the
+//!      pioneer locks `lb` and `lr` (step 6), both, so that there is one pioneer per route and
+//!      major also while one process knows the route's bucket and another does not.
 //!    * no hash: the pioneer lock `lr` (step 6).
-//! 6. **pioneer lock**: if the lock exists and its value is not this member: denied for
-//!    min(`pioneer_poll`, the lock's remaining time), scope `pioneer`. Otherwise the grant takes
-//!    (or refreshes) it.
+//! 6. **pioneer lock**: for each lock of step 5 (`lb` first): if it exists and its value is not
+//!    this member, denied for min(`pioneer_poll`, that lock's remaining time), scope `pioneer`.
+//!    Otherwise the grant takes (or refreshes) them.
 //! 7. **commit**: if `counts_global` and `global_limit > 0`, add `member ":" now` to `g` (score
 //!    now) and expire the key `global_window` later; if step 5 found bucket state,
 //!    `remaining -= 1` (not below 0), add this member to `bp` with score now + `lease` (replacing its previous
 //!    score), expire `bp` at its highest score, re-arm the `b` expiry; if step 6 applies, set the
-//!    lock to this member, expiring `lease` later.
+//!    lock(s) to this member, expiring `lease` later.
 //!
 //! ## `record`
 //!

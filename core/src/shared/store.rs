@@ -101,7 +101,8 @@ enum Take {
     Nothing,
     Slot(Triple),
     RouteLock(Triple),
-    BucketLock(Triple),
+    /// The bucket's lock and the route's (the bucket key, the route key).
+    BucketLock(Triple, Triple),
 }
 
 /// The reference model of the shared store: what the Redis script does, in memory, for tests
@@ -242,6 +243,15 @@ impl MemoryStore {
         }
     }
 
+    /// When the pioneer lock `key` is held by another member than `member`: the time to ask
+    /// again (the poll interval, or the lock's end if sooner).
+    fn lock_held(&self, now: Nanos, locks: &Keys<Triple, String>, key: &Triple, member: &str) -> Option<Nanos> {
+        match locks.get(now, key) {
+            Some(holder) if holder != member => Some(now.saturating_add(self.pioneer_poll).min(locks.map[key].expires_at)),
+            _ => None,
+        }
+    }
+
     /// Decides reservation `r` of process `client` atomically (see the contract's `reserve`).
     pub fn reserve(&mut self, now: Nanos, client: &str, r: &Reservation) -> ReservationAnswer {
         let answer = self.reserve_inner(now, client, r);
@@ -341,22 +351,24 @@ impl MemoryStore {
                     }
                     Take::Slot(key)
                 } else {
-                    match self.bucket_locks.get(now, &key) {
-                        Some(holder) if *holder != member => {
-                            let expires = self.bucket_locks.map[&key].expires_at;
-                            return deny(now.saturating_add(self.pioneer_poll).min(expires), SharedScope::Pioneer);
-                        }
-                        _ => Take::BucketLock(key),
+                    // A known bucket without state: one pioneer per bucket and major, and also
+                    // per route and major, since another process may be probing this route
+                    // without knowing its bucket (it holds the route lock).
+                    if let Some(until) = self.lock_held(now, &self.bucket_locks, &key, &member) {
+                        return deny(until, SharedScope::Pioneer);
                     }
+                    if let Some(until) = self.lock_held(now, &self.route_locks, &triple_route, &member) {
+                        return deny(until, SharedScope::Pioneer);
+                    }
+                    Take::BucketLock(key, triple_route)
                 }
             }
-            None => match self.route_locks.get(now, &triple_route) {
-                Some(holder) if *holder != member => {
-                    let expires = self.route_locks.map[&triple_route].expires_at;
-                    return deny(now.saturating_add(self.pioneer_poll).min(expires), SharedScope::Pioneer);
+            None => {
+                if let Some(until) = self.lock_held(now, &self.route_locks, &triple_route, &member) {
+                    return deny(until, SharedScope::Pioneer);
                 }
-                _ => Take::RouteLock(triple_route),
-            },
+                Take::RouteLock(triple_route)
+            }
         };
         // 7. commit
         if r.counts_global && r.global_limit > 0 {
@@ -389,7 +401,10 @@ impl MemoryStore {
                 }
             }
             Take::RouteLock(key) => self.route_locks.set(key, member, lease_end),
-            Take::BucketLock(key) => self.bucket_locks.set(key, member, lease_end),
+            Take::BucketLock(key, route_key) => {
+                self.route_locks.set(route_key, member.clone(), lease_end);
+                self.bucket_locks.set(key, member, lease_end);
+            }
         }
         ReservationAnswer::Granted
     }
