@@ -6,7 +6,7 @@ use redis::ConnectionLike;
 
 use crate::error::Error;
 use crate::reply;
-use crate::script::{Arg, FIXED_WINDOW, now_arg};
+use crate::script::{Arg, Call, FIXED_WINDOW, now_arg};
 
 /// A [`FixedWindow`] whose per-group state lives in Redis, run by `scripts/fixed_window.lua`
 /// in one round trip per call. The same answers as
@@ -57,7 +57,7 @@ impl RedisFixedWindow {
     ///
     /// Redis failures (see [`Error`]).
     pub fn check(&self, con: &mut dyn ConnectionLike, key: &str) -> Result<Decision, Error> {
-        reply::decision(&self.run(con, key, "check", None)?)
+        self.call(key, "check", None, reply::decision).run(con)
     }
 
     /// [`check`](Self::check) at `now` (nanoseconds, the caller's clock) instead of Redis's.
@@ -71,7 +71,7 @@ impl RedisFixedWindow {
         key: &str,
         now: Nanos,
     ) -> Result<Decision, Error> {
-        reply::decision(&self.run(con, key, "check", Some(now))?)
+        self.call(key, "check", Some(now), reply::decision).run(con)
     }
 
     /// Books a slot for one job of group `key` at Redis's clock (see
@@ -88,7 +88,7 @@ impl RedisFixedWindow {
         con: &mut dyn ConnectionLike,
         key: &str,
     ) -> Result<(Scheduled, Nanos), Error> {
-        reply::scheduled(&self.run(con, key, "schedule", None)?)
+        self.call(key, "schedule", None, reply::scheduled).run(con)
     }
 
     /// [`schedule`](Self::schedule) at `now` (nanoseconds, the caller's clock); `release_at`
@@ -103,7 +103,7 @@ impl RedisFixedWindow {
         key: &str,
         now: Nanos,
     ) -> Result<Scheduled, Error> {
-        Ok(reply::scheduled(&self.run(con, key, "schedule", Some(now))?)?.0)
+        self.call(key, "schedule", Some(now), scheduled_at).run(con)
     }
 
     /// Records that one delayed job of group `key` was released (or dropped). Returns false
@@ -113,7 +113,7 @@ impl RedisFixedWindow {
     ///
     /// Redis failures (see [`Error`]).
     pub fn release(&self, con: &mut dyn ConnectionLike, key: &str) -> Result<bool, Error> {
-        reply::released(&self.run(con, key, "release", None)?)
+        self.call(key, "release", None, reply::released).run(con)
     }
 
     /// [`release`](Self::release) at `now` (nanoseconds, the caller's clock).
@@ -127,23 +127,115 @@ impl RedisFixedWindow {
         key: &str,
         now: Nanos,
     ) -> Result<bool, Error> {
-        reply::released(&self.run(con, key, "release", Some(now))?)
+        self.call(key, "release", Some(now), reply::released).run(con)
     }
 
-    fn run(
+    /// [`check`](Self::check) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`check`](Self::check).
+    #[cfg(feature = "aio")]
+    pub async fn check_async(
         &self,
-        con: &mut dyn ConnectionLike,
+        con: &mut impl redis::aio::ConnectionLike,
         key: &str,
-        op: &str,
+    ) -> Result<Decision, Error> {
+        self.call(key, "check", None, reply::decision).run_async(con).await
+    }
+
+    /// [`check_at`](Self::check_at) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`check`](Self::check).
+    #[cfg(feature = "aio")]
+    pub async fn check_at_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+        key: &str,
+        now: Nanos,
+    ) -> Result<Decision, Error> {
+        self.call(key, "check", Some(now), reply::decision).run_async(con).await
+    }
+
+    /// [`schedule`](Self::schedule) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`schedule`](Self::schedule).
+    #[cfg(feature = "aio")]
+    pub async fn schedule_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+        key: &str,
+    ) -> Result<(Scheduled, Nanos), Error> {
+        self.call(key, "schedule", None, reply::scheduled).run_async(con).await
+    }
+
+    /// [`schedule_at`](Self::schedule_at) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`schedule`](Self::schedule).
+    #[cfg(feature = "aio")]
+    pub async fn schedule_at_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+        key: &str,
+        now: Nanos,
+    ) -> Result<Scheduled, Error> {
+        self.call(key, "schedule", Some(now), scheduled_at).run_async(con).await
+    }
+
+    /// [`release`](Self::release) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`release`](Self::release).
+    #[cfg(feature = "aio")]
+    pub async fn release_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+        key: &str,
+    ) -> Result<bool, Error> {
+        self.call(key, "release", None, reply::released).run_async(con).await
+    }
+
+    /// [`release_at`](Self::release_at) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`release`](Self::release).
+    #[cfg(feature = "aio")]
+    pub async fn release_at_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+        key: &str,
+        now: Nanos,
+    ) -> Result<bool, Error> {
+        self.call(key, "release", Some(now), reply::released).run_async(con).await
+    }
+
+    fn call<'a, T>(
+        &self,
+        key: &'a str,
+        op: &'static str,
         now: Option<Nanos>,
-    ) -> Result<redis::Value, Error> {
-        let args = [
+        read: fn(&redis::Value) -> Result<T, Error>,
+    ) -> Call<'a, T> {
+        let args = vec![
             Arg::Str(op),
             Arg::Int(u64::from(self.window.quota())),
             Arg::Int(self.window.window()),
             now_arg(now),
             Arg::Int(self.min_ttl_ms),
         ];
-        FIXED_WINDOW.invoke(con, key, &args)
+        Call::new(&FIXED_WINDOW, key, args, read)
     }
+}
+
+/// A `schedule` reply read in the caller's clock: only the `Scheduled`.
+fn scheduled_at(value: &redis::Value) -> Result<Scheduled, Error> {
+    Ok(reply::scheduled(value)?.0)
 }

@@ -6,7 +6,7 @@ use redis::ConnectionLike;
 
 use crate::error::Error;
 use crate::reply;
-use crate::script::{Arg, GCRA, now_arg};
+use crate::script::{Arg, Call, GCRA, now_arg};
 
 /// A [`Gcra`] limit whose per-key state lives in Redis, checked by `scripts/gcra.lua` in one
 /// round trip. The same answers as [`GcraStore`](ratelane::server::GcraStore) (burst
@@ -50,7 +50,7 @@ impl RedisGcra {
     ///
     /// Redis failures (see [`Error`]).
     pub fn check(&self, con: &mut dyn ConnectionLike, key: &str) -> Result<Decision, Error> {
-        self.run(con, key, 1, None)
+        self.call(key, 1, None)?.run(con)
     }
 
     /// [`check`](Self::check) at `now` (nanoseconds, the caller's clock) instead of Redis's.
@@ -64,7 +64,7 @@ impl RedisGcra {
         key: &str,
         now: Nanos,
     ) -> Result<Decision, Error> {
-        self.run(con, key, 1, Some(now))
+        self.call(key, 1, Some(now))?.run(con)
     }
 
     /// Checks a request of weight `n` for `key` at Redis's clock (see
@@ -80,7 +80,7 @@ impl RedisGcra {
         key: &str,
         n: u32,
     ) -> Result<Decision, Error> {
-        self.run(con, key, n, None)
+        self.call(key, n, None)?.run(con)
     }
 
     /// [`check_n`](Self::check_n) at `now` (nanoseconds, the caller's clock).
@@ -95,29 +95,88 @@ impl RedisGcra {
         n: u32,
         now: Nanos,
     ) -> Result<Decision, Error> {
-        self.run(con, key, n, Some(now))
+        self.call(key, n, Some(now))?.run(con)
     }
 
-    fn run(
+    /// [`check`](Self::check) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`check`](Self::check).
+    #[cfg(feature = "aio")]
+    pub async fn check_async(
         &self,
-        con: &mut dyn ConnectionLike,
+        con: &mut impl redis::aio::ConnectionLike,
+        key: &str,
+    ) -> Result<Decision, Error> {
+        self.call(key, 1, None)?.run_async(con).await
+    }
+
+    /// [`check_at`](Self::check_at) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`check`](Self::check).
+    #[cfg(feature = "aio")]
+    pub async fn check_at_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+        key: &str,
+        now: Nanos,
+    ) -> Result<Decision, Error> {
+        self.call(key, 1, Some(now))?.run_async(con).await
+    }
+
+    /// [`check_n`](Self::check_n) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`check_n`](Self::check_n).
+    #[cfg(feature = "aio")]
+    pub async fn check_n_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
         key: &str,
         n: u32,
-        now: Option<Nanos>,
     ) -> Result<Decision, Error> {
+        self.call(key, n, None)?.run_async(con).await
+    }
+
+    /// [`check_n_at`](Self::check_n_at) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`check_n`](Self::check_n).
+    #[cfg(feature = "aio")]
+    pub async fn check_n_at_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+        key: &str,
+        n: u32,
+        now: Nanos,
+    ) -> Result<Decision, Error> {
+        self.call(key, n, Some(now))?.run_async(con).await
+    }
+
+    fn call<'a>(
+        &self,
+        key: &'a str,
+        n: u32,
+        now: Option<Nanos>,
+    ) -> Result<Call<'a, Decision>, Error> {
         if n > self.gcra.burst() {
             return Err(Error::InsufficientCapacity(InsufficientCapacity {
                 requested: n,
                 capacity: self.gcra.burst(),
             }));
         }
-        let args = [
+        let args = vec![
             Arg::Int(self.gcra.interval()),
             Arg::Int(u64::from(self.gcra.burst())),
             Arg::Int(u64::from(n)),
             now_arg(now),
             Arg::Int(self.min_ttl_ms),
         ];
-        reply::decision(&GCRA.invoke(con, key, &args)?)
+        Ok(Call::new(&GCRA, key, args, reply::decision))
     }
 }

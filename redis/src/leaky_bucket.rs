@@ -6,7 +6,7 @@ use redis::ConnectionLike;
 
 use crate::error::Error;
 use crate::reply;
-use crate::script::{Arg, LEAKY_BUCKET, now_arg};
+use crate::script::{Arg, Call, LEAKY_BUCKET, now_arg};
 
 /// A [`LeakyBucket`] whose per-key state lives in Redis, checked by
 /// `scripts/leaky_bucket.lua` in one round trip. The same answers as
@@ -54,7 +54,7 @@ impl RedisLeakyBucket {
     ///
     /// Redis failures (see [`Error`]).
     pub fn check(&self, con: &mut dyn ConnectionLike, key: &str) -> Result<Decision, Error> {
-        run(&self.bucket, self.min_ttl_ms, con, key, None)
+        call(&self.bucket, self.min_ttl_ms, key, None).run(con)
     }
 
     /// [`check`](Self::check) at `now` (nanoseconds, the caller's clock) instead of Redis's.
@@ -68,7 +68,7 @@ impl RedisLeakyBucket {
         key: &str,
         now: Nanos,
     ) -> Result<Decision, Error> {
-        run(&self.bucket, self.min_ttl_ms, con, key, Some(now))
+        call(&self.bucket, self.min_ttl_ms, key, Some(now)).run(con)
     }
 
     /// Checks one request for `key` at Redis's clock with the bucket scaled by the subject's
@@ -84,7 +84,7 @@ impl RedisLeakyBucket {
         key: &str,
         factor: f64,
     ) -> Result<Decision, Error> {
-        run(&self.bucket.scaled(factor)?, self.min_ttl_ms, con, key, None)
+        call(&self.bucket.scaled(factor)?, self.min_ttl_ms, key, None).run(con)
     }
 
     /// [`check_scaled`](Self::check_scaled) at `now` (nanoseconds, the caller's clock).
@@ -99,18 +99,77 @@ impl RedisLeakyBucket {
         factor: f64,
         now: Nanos,
     ) -> Result<Decision, Error> {
-        run(&self.bucket.scaled(factor)?, self.min_ttl_ms, con, key, Some(now))
+        call(&self.bucket.scaled(factor)?, self.min_ttl_ms, key, Some(now)).run(con)
+    }
+
+    /// [`check`](Self::check) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`check`](Self::check).
+    #[cfg(feature = "aio")]
+    pub async fn check_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+        key: &str,
+    ) -> Result<Decision, Error> {
+        call(&self.bucket, self.min_ttl_ms, key, None).run_async(con).await
+    }
+
+    /// [`check_at`](Self::check_at) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`check`](Self::check).
+    #[cfg(feature = "aio")]
+    pub async fn check_at_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+        key: &str,
+        now: Nanos,
+    ) -> Result<Decision, Error> {
+        call(&self.bucket, self.min_ttl_ms, key, Some(now)).run_async(con).await
+    }
+
+    /// [`check_scaled`](Self::check_scaled) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`check_scaled`](Self::check_scaled).
+    #[cfg(feature = "aio")]
+    pub async fn check_scaled_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+        key: &str,
+        factor: f64,
+    ) -> Result<Decision, Error> {
+        call(&self.bucket.scaled(factor)?, self.min_ttl_ms, key, None).run_async(con).await
+    }
+
+    /// [`check_scaled_at`](Self::check_scaled_at) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`check_scaled`](Self::check_scaled).
+    #[cfg(feature = "aio")]
+    pub async fn check_scaled_at_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+        key: &str,
+        factor: f64,
+        now: Nanos,
+    ) -> Result<Decision, Error> {
+        call(&self.bucket.scaled(factor)?, self.min_ttl_ms, key, Some(now)).run_async(con).await
     }
 }
 
-fn run(
+fn call<'a>(
     bucket: &LeakyBucket,
     min_ttl_ms: u64,
-    con: &mut dyn ConnectionLike,
-    key: &str,
+    key: &'a str,
     now: Option<Nanos>,
-) -> Result<Decision, Error> {
-    let args = [
+) -> Call<'a, Decision> {
+    let args = vec![
         Arg::Int(u64::from(bucket.size())),
         Arg::Int(bucket.drip_rate()),
         Arg::Int(u64::from(bucket.drip_size())),
@@ -118,5 +177,5 @@ fn run(
         now_arg(now),
         Arg::Int(min_ttl_ms),
     ];
-    reply::decision(&LEAKY_BUCKET.invoke(con, key, &args)?)
+    Call::new(&LEAKY_BUCKET, key, args, reply::decision)
 }

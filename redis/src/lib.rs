@@ -36,6 +36,11 @@
 //! connection to use (`&mut dyn redis::ConnectionLike`: a `Connection`, a pooled one, a
 //! cluster connection, or a wrapper). Keys are used as given: prefix them yourself.
 //!
+//! With the feature **`aio`** every call also has an `_async` twin (`check_async`,
+//! `schedule_at_async`, [`RedisStore::reserve_async`], ...) taking
+//! `&mut impl redis::aio::ConnectionLike` (a tokio `MultiplexedConnection`, a pool's
+//! connection): the same script call, the same answers.
+//!
 //! # Time
 //!
 //! Every script reads **Redis's own clock** (`TIME`), so the clocks of the processes that

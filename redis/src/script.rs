@@ -19,13 +19,14 @@ impl LuaScript {
     }
 
     /// `EVALSHA sha 1 key args...`, or with `EVAL` in place of `EVALSHA sha`.
-    fn command(&self, by_sha: bool, key: &str, args: &[Arg]) -> Cmd {
+    fn command(&self, by_sha: bool, key: &str, args: &[Arg<'_>]) -> Cmd {
         let mut cmd = if by_sha { redis::cmd("EVALSHA") } else { redis::cmd("EVAL") };
         cmd.arg(if by_sha { self.sha.as_str() } else { self.text }).arg(1).arg(key);
         for arg in args {
             match arg {
                 Arg::Int(n) => cmd.arg(*n),
                 Arg::Str(s) => cmd.arg(*s),
+                Arg::Owned(s) => cmd.arg(s.as_str()),
                 Arg::Empty => cmd.arg(""),
             };
         }
@@ -35,30 +36,38 @@ impl LuaScript {
     /// Runs the script on `key`: `EVALSHA` (one round trip), and only when Redis answers
     /// `NOSCRIPT` (a fresh server, `SCRIPT FLUSH`, a failover) `EVAL` with the full text,
     /// which also caches it for the next calls.
-    pub(crate) fn invoke(
+    fn invoke(
         &self,
         con: &mut dyn ConnectionLike,
         key: &str,
-        args: &[Arg],
+        args: &[Arg<'_>],
     ) -> Result<Value, Error> {
         match self.command(true, key, args).query::<Value>(con) {
             Ok(value) => Ok(value),
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            Err(e) if is_noscript(&e) => {
                 self.command(false, key, args).query::<Value>(con).map_err(Error::from_redis)
             }
             Err(e) => Err(Error::from_redis(e)),
         }
     }
 
-    /// [`invoke`](Self::invoke) with string arguments (the shared store's `ARGV`).
-    pub(crate) fn invoke_strings(
+    /// [`invoke`](Self::invoke) on an async connection.
+    #[cfg(feature = "aio")]
+    async fn invoke_async(
         &self,
-        con: &mut dyn ConnectionLike,
+        con: &mut impl redis::aio::ConnectionLike,
         key: &str,
-        args: &[String],
+        args: &[Arg<'_>],
     ) -> Result<Value, Error> {
-        let args: Vec<Arg<'_>> = args.iter().map(|a| Arg::Str(a.as_str())).collect();
-        self.invoke(con, key, &args)
+        match self.command(true, key, args).query_async::<Value>(con).await {
+            Ok(value) => Ok(value),
+            Err(e) if is_noscript(&e) => self
+                .command(false, key, args)
+                .query_async::<Value>(con)
+                .await
+                .map_err(Error::from_redis),
+            Err(e) => Err(Error::from_redis(e)),
+        }
     }
 
     /// The SHA-1 Redis knows the script by (`EVALSHA`).
@@ -67,11 +76,50 @@ impl LuaScript {
     }
 }
 
+fn is_noscript(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+}
+
+/// One script call, ready to run on a blocking or (feature `aio`) an async connection: the
+/// script, its key, its `ARGV`, and how to read its reply.
+pub(crate) struct Call<'a, T> {
+    script: &'static LuaScript,
+    key: &'a str,
+    args: Vec<Arg<'a>>,
+    read: fn(&Value) -> Result<T, Error>,
+}
+
+impl<'a, T> Call<'a, T> {
+    pub(crate) fn new(
+        script: &'static LuaScript,
+        key: &'a str,
+        args: Vec<Arg<'a>>,
+        read: fn(&Value) -> Result<T, Error>,
+    ) -> Self {
+        Call { script, key, args, read }
+    }
+
+    /// One round trip on a blocking connection.
+    pub(crate) fn run(self, con: &mut dyn ConnectionLike) -> Result<T, Error> {
+        (self.read)(&self.script.invoke(con, self.key, &self.args)?)
+    }
+
+    /// One round trip on an async connection.
+    #[cfg(feature = "aio")]
+    pub(crate) async fn run_async(
+        self,
+        con: &mut impl redis::aio::ConnectionLike,
+    ) -> Result<T, Error> {
+        (self.read)(&self.script.invoke_async(con, self.key, &self.args).await?)
+    }
+}
+
 /// One script argument.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum Arg<'a> {
     Int(u64),
     Str(&'a str),
+    Owned(String),
     /// The empty string: "not given" for optional arguments (`now_ns`).
     Empty,
 }

@@ -5,7 +5,7 @@ use ratelane::shared::{Reservation, ReservationAnswer, SharedConfig, SharedScope
 use redis::{ConnectionLike, Value};
 
 use crate::error::Error;
-use crate::script::SHARED_STORE;
+use crate::script::{Arg, Call, SHARED_STORE};
 
 /// The shared-mode store ([`ratelane::shared`]) in Redis: `scripts/shared_store.lua`, which
 /// implements the store contract of the core's module documentation exactly (the reference
@@ -83,7 +83,7 @@ impl RedisStore {
         client: &str,
         reservation: &Reservation,
     ) -> Result<ReservationAnswer, Error> {
-        self.reserve_inner(con, None, client, reservation)
+        self.reserve_call(None, client, reservation)?.run(con)
     }
 
     /// [`reserve`](Self::reserve) at `now` (nanoseconds of a virtual clock, for replays; keys
@@ -99,7 +99,7 @@ impl RedisStore {
         client: &str,
         reservation: &Reservation,
     ) -> Result<ReservationAnswer, Error> {
-        self.reserve_inner(con, Some(now), client, reservation)
+        self.reserve_call(Some(now), client, reservation)?.run(con)
     }
 
     /// Records `update` of process `client` at Redis's clock.
@@ -109,7 +109,7 @@ impl RedisStore {
     /// Redis failures (see [`Error`]); the update is then lost (the store's state only ever
     /// errs on the conservative side without it, until its keys expire).
     pub fn record(&self, con: &mut dyn ConnectionLike, client: &str, update: &SharedUpdate) -> Result<(), Error> {
-        self.record_inner(con, None, client, update)
+        self.record_call(None, client, update)?.run(con)
     }
 
     /// [`record`](Self::record) at `now` (a virtual clock, as [`reserve_at`](Self::reserve_at)).
@@ -124,7 +124,7 @@ impl RedisStore {
         client: &str,
         update: &SharedUpdate,
     ) -> Result<(), Error> {
-        self.record_inner(con, Some(now), client, update)
+        self.record_call(Some(now), client, update)?.run(con)
     }
 
     /// The `ARGV` of a `reserve` call (`now`: `None` for Redis's clock), as the script's header
@@ -212,40 +212,96 @@ impl RedisStore {
         ]
     }
 
-    fn reserve_inner(
+    /// [`reserve`](Self::reserve) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`reserve`](Self::reserve).
+    #[cfg(feature = "aio")]
+    pub async fn reserve_async(
         &self,
-        con: &mut dyn ConnectionLike,
-        now: Option<Nanos>,
+        con: &mut impl redis::aio::ConnectionLike,
         client: &str,
-        r: &Reservation,
+        reservation: &Reservation,
     ) -> Result<ReservationAnswer, Error> {
-        check_client(client)?;
-        let value = SHARED_STORE.invoke_strings(con, &self.prefix, &self.reserve_args(now, client, r))?;
-        parse_answer(&value)
+        self.reserve_call(None, client, reservation)?.run_async(con).await
     }
 
-    fn record_inner(
+    /// [`reserve_at`](Self::reserve_at) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`reserve`](Self::reserve).
+    #[cfg(feature = "aio")]
+    pub async fn reserve_at_async(
         &self,
-        con: &mut dyn ConnectionLike,
-        now: Option<Nanos>,
+        con: &mut impl redis::aio::ConnectionLike,
+        now: Nanos,
+        client: &str,
+        reservation: &Reservation,
+    ) -> Result<ReservationAnswer, Error> {
+        self.reserve_call(Some(now), client, reservation)?.run_async(con).await
+    }
+
+    /// [`record`](Self::record) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`record`](Self::record).
+    #[cfg(feature = "aio")]
+    pub async fn record_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
         client: &str,
         update: &SharedUpdate,
     ) -> Result<(), Error> {
+        self.record_call(None, client, update)?.run_async(con).await
+    }
+
+    /// [`record_at`](Self::record_at) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`record`](Self::record).
+    #[cfg(feature = "aio")]
+    pub async fn record_at_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+        now: Nanos,
+        client: &str,
+        update: &SharedUpdate,
+    ) -> Result<(), Error> {
+        self.record_call(Some(now), client, update)?.run_async(con).await
+    }
+
+    fn reserve_call(
+        &self,
+        now: Option<Nanos>,
+        client: &str,
+        r: &Reservation,
+    ) -> Result<Call<'_, ReservationAnswer>, Error> {
         check_client(client)?;
-        let value = SHARED_STORE.invoke_strings(con, &self.prefix, &self.record_args(now, client, update))?;
-        match tag_and_rest(&value)? {
-            ("recorded", []) => Ok(()),
-            _ => Err(Error::BadReply(format!("record: expected [\"recorded\"], got {value:?}"))),
-        }
+        let args = self.reserve_args(now, client, r).into_iter().map(Arg::Owned).collect();
+        Ok(Call::new(&SHARED_STORE, &self.prefix, args, parse_answer))
+    }
+
+    fn record_call(&self, now: Option<Nanos>, client: &str, update: &SharedUpdate) -> Result<Call<'_, ()>, Error> {
+        check_client(client)?;
+        let args = self.record_args(now, client, update).into_iter().map(Arg::Owned).collect();
+        Ok(Call::new(&SHARED_STORE, &self.prefix, args, parse_recorded))
+    }
+}
+
+/// `["recorded"]`.
+fn parse_recorded(value: &Value) -> Result<(), Error> {
+    match tag_and_rest(value)? {
+        ("recorded", []) => Ok(()),
+        _ => Err(Error::BadReply(format!("record: expected [\"recorded\"], got {value:?}"))),
     }
 }
 
 fn check_client(client: &str) -> Result<(), Error> {
-    if client.is_empty() {
-        Err(Error::InvalidConfig("the client name must not be empty".into()))
-    } else {
-        Ok(())
-    }
+    if client.is_empty() { Err(Error::InvalidConfig("the client name must not be empty".into())) } else { Ok(()) }
 }
 
 /// An optional string argument: `""` when absent, `"=" value` when present (so that an empty
