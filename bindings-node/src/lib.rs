@@ -21,6 +21,7 @@ use ratelane::sim::{Server, SimError};
 use ratelane::{BodyHints, Disposition, FailReason, Failure, Observation, Output, Request, Response};
 
 mod convert;
+mod redis_scripts;
 mod server;
 
 // napi registers its exports itself; re-exported so that a `cargo test` build, which has no
