@@ -27,6 +27,9 @@ mod server;
 // napi registers its exports itself; re-exported so that a `cargo test` build, which has no
 // registration, does not count the renderers as dead code.
 pub use server::{render_ietf_headers, render_x_ratelimit_headers};
+pub use redis_scripts::{
+    FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, RedisScheduled, script_decision, script_released, script_scheduled,
+};
 mod shared;
 
 use convert::{FailView, fail_view};
