@@ -542,6 +542,26 @@ redisTest("with Redis's clock keys expire when empty; schedule answers BigInt ti
   assert.equal(await window.release('job'), false)
 }))
 
+redisTest('RESP3 clients and clients mapping blob strings to Buffers get the same answers', async () => {
+  const { RESP_TYPES } = require('redis')
+  const resp3 = createClient({ url: URL, RESP: 3 })
+  resp3.on('error', () => {})
+  await resp3.connect()
+  try {
+    for (const client of [resp3, resp3.withTypeMapping({ [RESP_TYPES.BLOB_STRING]: Buffer })]) {
+      const prefix = uniquePrefix('resp3')
+      const gcra = RedisGcra.perWindow(client, 3, 10 * S, { prefix })
+      assert.deepEqual({ ...(await gcra.check('k', { nowNs: 0 })) }, { ...GcraStore.perWindow(3, 10 * S).check('k', 0) })
+      const window = new RedisFixedWindow(client, 1, HOUR, { prefix })
+      await window.schedule('j', { nowNs: 5 })
+      assert.deepEqual(await window.schedule('j', { nowNs: 5 }), { runNow: false, releaseAtNs: BigInt(HOUR + 5), waiting: 1, nowNs: 5n, delayNs: HOUR })
+      assert.equal(await window.release('j', { nowNs: 6 }), true)
+    }
+  } finally {
+    await resp3.close()
+  }
+})
+
 redisTest('a key holding something else is left alone (redis_bad_state)', () => withClient(async (client) => {
   const prefix = uniquePrefix('foreign')
   await client.set(prefix + 'text', 'not a state')
