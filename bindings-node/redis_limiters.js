@@ -1,7 +1,7 @@
 // `require('ratelane/redis')`: the server-side limiters evaluated atomically in Redis, so that
 // every process or machine serving an endpoint enforces one shared limit.
 //
-//   const { createClient } = require('redis')                // npm `redis` (node-redis), v6
+//   const { createClient } = require('redis')                // npm `redis` (node-redis) 5 or 6
 //   const { RedisGcra } = require('ratelane/redis')
 //   const client = await createClient({ url: 'redis://127.0.0.1:6379/0' }).connect()
 //   const perUser = RedisGcra.perWindow(client, 10, 60e9, { prefix: 'api:per-user:' })
