@@ -6,6 +6,18 @@ export declare const FAIL_CODES: readonly FailCode[]
 /** Every misuse code of the core (`ratelane::Error::ALL_CODES`). */
 export declare const ERROR_CODES: readonly string[]
 
+/** `redis/scripts/fixed_window.lua` for one `FixedWindow` (what `RedisFixedWindow` sends). */
+export declare class FixedWindowScript {
+  /** `quota` per window of `windowNs`. Throws `invalid_config`. */
+  constructor(quota: number, windowNs: number)
+  /** Requests per window. */
+  get quota(): number
+  /** The window's length. */
+  get windowNs(): number
+  /** `ARGV` for `op`: `'check'`, `'schedule'` or `'release'`. */
+  argv(op: 'check' | 'schedule' | 'release', nowNs?: number | string | null, minTtlMs?: number | null): Array<string>
+}
+
 /**
  * A fixed window per key (`ratelane::server::FixedWindowStore`): `quota` per `windowNs`, with
  * a release-time estimate for delayed jobs.
@@ -28,6 +40,28 @@ export declare class FixedWindowStore {
   get untracked(): number
   /** The bound on stored keys. */
   get maxKeys(): number
+}
+
+/** `redis/scripts/gcra.lua` for one `Gcra` limit (what `RedisGcra` sends). */
+export declare class GcraScript {
+  /**
+   * One request per `intervalNs`, `burst` back to back. Throws `invalid_config` (the core's
+   * messages, or a window above 2^52 ns).
+   */
+  constructor(intervalNs: number, burst: number)
+  /** `quota` requests per `windowNs`, all allowed back to back. */
+  static perWindow(quota: number, windowNs: number): GcraScript
+  /** Nanoseconds between two requests at the sustained rate. */
+  get intervalNs(): number
+  /** Requests admitted back to back on an empty key. */
+  get burst(): number
+  /** `burst × intervalNs`. */
+  get windowNs(): number
+  /**
+   * `ARGV` for a request of weight `n` (`0` peeks). Throws `insufficient_capacity` (with
+   * `requested` and `capacity`) when `n` exceeds the burst: nothing needs sending.
+   */
+  argv(n: number, nowNs?: number | string | null, minTtlMs?: number | null): Array<string>
 }
 
 /**
@@ -59,6 +93,35 @@ export declare class GcraStore {
   get untracked(): number
   /** The bound on stored keys. */
   get maxKeys(): number
+}
+
+/** `redis/scripts/leaky_bucket.lua` for one `LeakyBucket` (what `RedisLeakyBucket` sends). */
+export declare class LeakyBucketScript {
+  /**
+   * A bucket of `size` dripping `options.dripSize` (default 1) every `dripRateNs`, with
+   * `options.minIntervalNs`. Throws `invalid_config`.
+   */
+  constructor(size: number, dripRateNs: number, options?: { dripSize?: number | null; minIntervalNs?: number | null } | null)
+  /**
+   * From a legacy Misskey/Sharkey limit `{ max, durationNs, minIntervalNs }`, translated by
+   * the core. Throws `invalid_config`.
+   */
+  static fromLegacy(limit: { max?: number | null; durationNs?: number | null; minIntervalNs?: number | null }): LeakyBucketScript
+  /** Requests the bucket holds. */
+  get size(): number
+  /** Nanoseconds between two drips. */
+  get dripRateNs(): number
+  /** Requests drained per drip. */
+  get dripSize(): number
+  /** At most one request per this many nanoseconds, or `null`. */
+  get minIntervalNs(): number | null
+  /** The time a full bucket takes to drain. */
+  get windowNs(): number
+  /**
+   * `ARGV` for one check; with `factor` (in (0, 1]) the bucket is scaled by the core for
+   * this subject (`invalid_config` otherwise, nothing to send).
+   */
+  argv(factor?: number | null, nowNs?: number | string | null, minTtlMs?: number | null): Array<string>
 }
 
 /**
@@ -196,6 +259,16 @@ export declare class Simulation {
   run(): SimReport
 }
 
+/** `redis/scripts/fixed_window.lua`, embedded at build time. */
+export declare const FIXED_WINDOW_LUA: string
+
+/**
+ * The texts of the scripts, embedded at build time from the one source in `redis/scripts/`
+ * (the package is built inside the repository, as `js/server_objects.js` is embedded by
+ * `server.rs`; a packed tarball ships the built addon).
+ */
+export declare const GCRA_LUA: string
+
 /** One output as a plain JS object (`js/CONTRACT.md`, `Output`). Absent fields are not set. */
 export interface JsOutput {
   type: string
@@ -256,6 +329,42 @@ export interface JsSharedUpdate {
   scope?: string
   retryAfterNs?: number
 }
+
+/** `redis/scripts/leaky_bucket.lua`, embedded at build time. */
+export declare const LEAKY_BUCKET_LUA: string
+
+/**
+ * A booking in Redis (`fixed_window.lua schedule`). Absolute times are `BigInt`s: with
+ * Redis's clock they are Unix nanoseconds, beyond a `Number`'s exact integers.
+ */
+export interface RedisScheduled {
+  /** The job may start now (`releaseAtNs` is then `nowNs`). */
+  runNow: boolean
+  /** When the job may start, on the script's clock. */
+  releaseAtNs: bigint
+  /** Jobs waiting ahead of and including this one (0 when it runs now). */
+  waiting: number
+  /** The clock the script used: Redis's `TIME` in Unix nanoseconds, or the `nowNs` given. */
+  nowNs: bigint
+  /**
+   * `releaseAtNs - nowNs` (0 if not after), a `Number`: how long to wait, whatever the
+   * local clock says.
+   */
+  delayNs: number
+}
+
+/**
+ * A check's reply (`gcra.lua`, `leaky_bucket.lua`, `fixed_window.lua check`) as the same
+ * decision object the in-memory stores answer with. Throws `insufficient_capacity` for GCRA's
+ * `insufficient_capacity` reply, `redis_bad_reply` for anything else.
+ */
+export declare function scriptDecision(reply: unknown): ServerDecision
+
+/** `fixed_window.lua release`'s reply: whether a delayed job was waiting. */
+export declare function scriptReleased(reply: unknown): boolean
+
+/** `fixed_window.lua schedule`'s reply as a [`RedisScheduled`]. */
+export declare function scriptScheduled(reply: unknown): RedisScheduled
 
 /** What a driver would parse from a simulated 429 body. */
 export interface SimBody {

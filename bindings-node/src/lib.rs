@@ -21,11 +21,15 @@ use ratelane::sim::{Server, SimError};
 use ratelane::{BodyHints, Disposition, FailReason, Failure, Observation, Output, Request, Response};
 
 mod convert;
+mod redis_scripts;
 mod server;
 
 // napi registers its exports itself; re-exported so that a `cargo test` build, which has no
 // registration, does not count the renderers as dead code.
 pub use server::{render_ietf_headers, render_x_ratelimit_headers};
+pub use redis_scripts::{
+    FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, RedisScheduled, script_decision, script_released, script_scheduled,
+};
 mod shared;
 
 use convert::{FailView, fail_view};

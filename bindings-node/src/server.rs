@@ -81,7 +81,7 @@ fn with_makers<T>(env: &Env, f: impl FnOnce(&Makers) -> napi::Result<T>) -> Resu
 }
 
 /// A core decision as the contract's object.
-fn decision_object(env: &Env, d: &Decision) -> Result<Object<'static>> {
+pub(crate) fn decision_object(env: &Env, d: &Decision) -> Result<Object<'static>> {
     with_makers(env, |makers| {
         let args = (
             d.allowed,
@@ -107,7 +107,7 @@ fn scheduled_object(env: &Env, s: &Scheduled) -> Result<Object<'static>> {
 
 /// A count (`burst`, `quota`, `size`, `n`...): an integer in the u32 range. Zero passes, so
 /// that the core's own `invalid_config` message reports it.
-fn count(value: NumArg<'_>, what: &str) -> Result<u32> {
+pub(crate) fn count(value: NumArg<'_>, what: &str) -> Result<u32> {
     match value {
         Either::A(v) if v.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&v) => Ok(v as u32),
         Either::A(v) => Err(invalid_argument(format!("{what} must be an integer in 0..=4294967295, got {v}"))),
@@ -122,10 +122,10 @@ fn key_arg(key: Either<String, Unknown<'_>>) -> Result<String> {
     }
 }
 
-type OptionsArg<'a> = Option<Either<Object<'a>, Unknown<'a>>>;
+pub(crate) type OptionsArg<'a> = Option<Either<Object<'a>, Unknown<'a>>>;
 
 /// An options object (or `undefined`/`null`) whose keys are all in `known`.
-fn options<'a>(value: OptionsArg<'a>, known: &[&str]) -> Result<Option<Object<'a>>> {
+pub(crate) fn options<'a>(value: OptionsArg<'a>, known: &[&str]) -> Result<Option<Object<'a>>> {
     let options = match value {
         None => return Ok(None),
         Some(Either::A(o)) => o,
@@ -157,11 +157,11 @@ fn number_option(options: Option<&Object>, key: &str) -> Result<Option<f64>> {
     }
 }
 
-fn count_option(options: Option<&Object>, key: &str) -> Result<Option<u32>> {
+pub(crate) fn count_option(options: Option<&Object>, key: &str) -> Result<Option<u32>> {
     number_option(options, key)?.map(|v| count(Either::A(v), key)).transpose()
 }
 
-fn ns_option(options: Option<&Object>, key: &str) -> Result<Option<u64>> {
+pub(crate) fn ns_option(options: Option<&Object>, key: &str) -> Result<Option<u64>> {
     number_option(options, key)?.map(|v| whole(v, key)).transpose()
 }
 
@@ -181,7 +181,7 @@ fn store<A: ratelane::server::Algorithm>(
 
 /// `insufficient_capacity`, with the weight asked for and the burst, thrown as the pending
 /// exception (napi-rs rethrows a pending exception instead of the returned error).
-fn insufficient_capacity(env: &Env, e: InsufficientCapacity) -> crate::JsError {
+pub(crate) fn insufficient_capacity(env: &Env, e: InsufficientCapacity) -> crate::JsError {
     let thrown = env.create_error(napi::Error::new(Status::GenericFailure, e.to_string())).and_then(|mut error| {
         error.set("code", InsufficientCapacity::CODE)?;
         error.set("requested", e.requested)?;

@@ -26,6 +26,23 @@ import {
   type SimReport,
 } from '..'
 import type { CoreModule } from '../core'
+import { createClient } from 'redis'
+import {
+  GCRA_LUA,
+  OutOfRangeError,
+  REDIS_ERROR_CLASSES,
+  REDIS_ERROR_CODES,
+  RedisBadReplyError,
+  RedisBadStateError,
+  RedisConnectionError,
+  RedisFixedWindow,
+  RedisGcra,
+  RedisLeakyBucket,
+  RedisLimiterError,
+  RedisServerError,
+  type RedisErrorCode,
+  type RedisScheduled,
+} from '../redis'
 import * as native from '../native'
 
 // The napi module satisfies the shared contract (js/core.d.ts) exactly as generated.
@@ -110,3 +127,40 @@ function serverSide(): void {
   }
 }
 void serverSide
+
+async function redisServerSide(): Promise<void> {
+  // ratelane/redis with a node-redis client, as a user's TypeScript sees them.
+  const client = await createClient({ url: 'redis://127.0.0.1:6379/0' }).connect()
+  const perUser = RedisGcra.perWindow(client, 10, 60e9, { prefix: 'api:per-user:' })
+  const decision: ServerDecision = await perUser.check('user-1', { nowNs: 5n })
+  const headers: Array<[string, string]> = decision.ietfHeaders('per-user')
+  const weighted: ServerDecision = await new RedisGcra(client, 1e9, 5, { prefix: 'w:', minTtlMs: 0 }).checkN('k', 2)
+  const bucket = RedisLeakyBucket.fromLegacy(client, { max: 10, durationNs: 60e9, prefix: 'b:' })
+  const scaled = await new RedisLeakyBucket(client, 3, 1e9, { dripSize: 1, prefix: 'b:' }).checkScaled('k', 0.5, { nowNs: 0 })
+  const jobs = new RedisFixedWindow(client, 10, 10e9, { prefix: 'jobs:' })
+  const slot: RedisScheduled = await jobs.schedule('guild')
+  const at: bigint = slot.releaseAtNs - slot.nowNs
+  const delay: number = slot.delayNs
+  const released: boolean = await jobs.release('guild')
+  console.log(headers, weighted.remaining, bucket.minIntervalNs, scaled.allowed, at, delay, released, perUser.intervalNs)
+  try {
+    await perUser.check('user-1')
+  } catch (e) {
+    if (e instanceof RedisConnectionError) console.log(e.code === 'redis_connection')
+    else if (e instanceof RedisLimiterError) {
+      const code: RedisErrorCode = e.code
+      console.log(code, REDIS_ERROR_CLASSES[code] === RedisBadStateError, e instanceof RatelaneError)
+    }
+  }
+  // @ts-expect-error a key is a string
+  await perUser.check(42)
+  // @ts-expect-error every limiter needs a prefix
+  void new RedisFixedWindow(client, 1, 1e9, {})
+  // @ts-expect-error a client needs evalSha and eval
+  void new RedisGcra({ get: () => null }, 1e9, 1, { prefix: 'p:' })
+  const codes: readonly string[] = REDIS_ERROR_CODES
+  const text: string = GCRA_LUA
+  console.log(codes, text.length, OutOfRangeError, RedisServerError, RedisBadReplyError)
+  await client.close()
+}
+void redisServerSide

@@ -28,6 +28,7 @@ echo "tsc --noEmit (bindings-node/test/typed.ts: the public types, native.d.ts a
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 check='const r = require("ratelane"); const l = new r.RateLimiter({ maxWait: 1000 });
+  const { RedisGcra, GCRA_LUA } = require("ratelane/redis"); if (typeof RedisGcra !== "function" || !GCRA_LUA) throw new Error("ratelane/redis");
   l.run("GET", "/users/@me", () => ({ status: 200, headers: {} })).then((res) => l.close().then(() => console.log("require(ratelane): ok", res.status)))'
 mkdir -p "$tmp/by-folder" "$tmp/by-tarball"
 (cd "$tmp/by-folder" && echo '{"name":"by-folder","private":true}' > package.json \
@@ -36,7 +37,23 @@ mkdir -p "$tmp/by-folder" "$tmp/by-tarball"
 (cd "$tmp/by-tarball" && echo '{"name":"by-tarball","private":true}' > package.json \
   && npm install --no-fund --no-audit --silent "$tmp"/ratelane-*.tgz && node -e "$check")
 
-# The package's tests (local Discord-like server) and the shared js/ tests on the napi core.
+# ratelane/redis is tested against a real Redis: the one named by RATELANE_REDIS_URL, or a
+# throwaway redis-server started here (installed when missing) and stopped on exit.
+. "$root/scripts/lib/redis-server.sh"
+redis_dir=""
+if [ -z "${RATELANE_REDIS_URL:-}" ]; then
+  redis_install
+  redis_dir="$(mktemp -d)"
+  redis_start "$redis_dir"
+  echo "redis-server $REDIS_PID on $RATELANE_REDIS_URL (for the ratelane/redis tests)"
+fi
+trap 'redis_stop; rm -rf "$tmp" ${redis_dir:+"$redis_dir"}' EXIT
+export RATELANE_REDIS_REQUIRED=1
+
+echo "demo: examples/node/protect_endpoint_redis.js (a node:http endpoint limited in Redis)"
+node "$root/examples/node/protect_endpoint_redis.js" "$RATELANE_REDIS_URL" | tail -1
+
+# The package's tests (local Discord-like server, Redis) and the shared js/ tests on the napi core.
 log="$tmp/node-test.log"
 set +e
 (cd "$pkg" && RATELANE_CORE="$pkg/ratelane.node" node --test test/*.test.js "$root"/js/test/*.test.js) > "$log" 2>&1
