@@ -21,13 +21,20 @@
 //! redis-cli -p 16379 shutdown nosave
 //! ```
 //!
-//! Optional: `BENCH_CHECKS` (checks per client, default 10000).
+//! Optional: `BENCH_CHECKS` (checks per client, default 10000); `BENCH_DELAY_US` (default 0):
+//! every connection goes through a proxy in this process that delays each chunk of bytes by
+//! that many microseconds each way, as a network between the clients and Redis would (the
+//! measured round trip is printed), so that the ratio can be read for a LAN as well as for
+//! loopback.
 #![allow(clippy::disallowed_methods)] // a benchmark measures wall-clock time
 
 #[path = "../tests/support/counting.rs"]
 mod counting;
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use counting::CountingConnection;
@@ -190,18 +197,82 @@ fn run(
     }
 }
 
+/// Copies `from` to `to`, each chunk `delay` after it was read, in order.
+fn delayed_copy(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
+    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = from.read(&mut buf) {
+            if tx.send((Instant::now() + delay, buf[..n].to_vec())).is_err() {
+                break;
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        for (due, chunk) in rx {
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            if to.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(std::net::Shutdown::Write);
+    });
+}
+
+/// A proxy on 127.0.0.1 (a free port) to `upstream`, delaying each direction by `delay`;
+/// returns its address. Its threads live as long as the benchmark.
+fn delaying_proxy(upstream: String, delay: Duration) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+    let addr = listener.local_addr().expect("proxy address").to_string();
+    std::thread::spawn(move || {
+        for inbound in listener.incoming() {
+            let Ok(inbound) = inbound else { continue };
+            let outbound = TcpStream::connect(&upstream).expect("connect to Redis");
+            for s in [&inbound, &outbound] {
+                s.set_nodelay(true).expect("TCP_NODELAY");
+            }
+            let (i2, o2) = (inbound.try_clone().expect("clone"), outbound.try_clone().expect("clone"));
+            delayed_copy(inbound, outbound, delay);
+            delayed_copy(o2, i2, delay);
+        }
+    });
+    addr
+}
+
 fn main() {
-    let url = std::env::var("RATELANE_REDIS_URL")
+    let mut url = std::env::var("RATELANE_REDIS_URL")
         .expect("set RATELANE_REDIS_URL, e.g. redis://127.0.0.1:16379/ (see the doc comment)");
     let checks: u64 =
         std::env::var("BENCH_CHECKS").ok().and_then(|n| n.parse().ok()).unwrap_or(10_000);
+    let delay_us: u64 =
+        std::env::var("BENCH_DELAY_US").ok().and_then(|n| n.parse().ok()).unwrap_or(0);
+    if delay_us > 0 {
+        let info = redis::Client::open(url.as_str()).expect("a valid URL").get_connection_info().clone();
+        let upstream = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
+            other => panic!("BENCH_DELAY_US needs a TCP URL, not {other:?}"),
+        };
+        let proxy = delaying_proxy(upstream, Duration::from_micros(delay_us));
+        url = format!("redis://{proxy}/");
+    }
     let client = redis::Client::open(url.as_str()).expect("a valid URL");
     let mut admin = client.get_connection().expect("connect");
     let version: String = redis::cmd("INFO").arg("server").query(&mut admin).expect("INFO");
     let version = version.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("?");
     let tag = format!("{}", std::process::id());
+    let pings = 200;
+    let start = Instant::now();
+    for _ in 0..pings {
+        let _: String = redis::cmd("PING").query(&mut admin).expect("PING");
+    }
+    let rtt = start.elapsed() / pings;
     println!(
-        "Redis {version} at {url}; leaky bucket size 100, one drip per 10 ms; {checks} checks per client\n"
+        "Redis {version} at {url}; added delay {delay_us} µs each way; PING round trip {:.0} µs; \
+         leaky bucket size 100, one drip per 10 ms; {checks} checks per client\n",
+        rtt.as_secs_f64() * 1e6
     );
     println!(
         "| workload | implementation | checks/s | round trips / check | Redis CPU / check | Redis commands / check | WATCH retries | allowed |"
