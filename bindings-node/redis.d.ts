@@ -3,7 +3,10 @@
 import type { Reservation, ReservationAnswer, SharedUpdate } from './core'
 import type { SharedStore } from './driver'
 
-/** What RedisStore needs of a node-redis client (`createClient()` of the `redis` package). */
+/**
+ * What RedisStore needs of a node-redis client (`createClient()` of the `redis` package; a
+ * cluster client of `createCluster()` is not supported: its `sendCommand` differs).
+ */
 export interface RedisClientLike {
   sendCommand(args: ReadonlyArray<string>): Promise<unknown>
   readonly isReady?: boolean
