@@ -979,7 +979,7 @@ function createRatelane(core) {
         }
       }
       this._asking.set(id, answer)
-      timer = setTimeout(() => answer(UNAVAILABLE), store.timeout)
+      timer = setTimeout(() => answer(UNAVAILABLE), Math.min(store.timeout, MAX_TIMER_MS))
       attempt(() => store.reserve(reservation)).then(
         (value) => answer(value !== null && typeof value === 'object' ? value : UNAVAILABLE),
         () => answer(UNAVAILABLE),

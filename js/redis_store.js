@@ -282,7 +282,7 @@ function createRedisStore(deps) {
       if (!this._running) {
         this._running = true
         // Everything queued in this turn (one drain of the core) goes in one pipeline.
-        Promise.resolve().then(() => this._run())
+        Promise.resolve().then(() => this._run()).catch((error) => { this.lastError = error })
       }
     }
 
