@@ -26,13 +26,17 @@ function connect(url, { connectTimeout }) {
   } catch (error) {
     throw new Error('ratelane/redis needs the redis package (node-redis): npm install redis', { cause: error })
   }
-  return redis.createClient({
+  const client = redis.createClient({
     url,
     // Commands fail at once while disconnected (the store answers "unavailable"), instead of
     // waiting in node-redis's offline queue and taking grants nobody is waiting for any more.
     disableOfflineQueue: true,
     socket: { connectTimeout: Math.max(1, Math.ceil(connectTimeout)) },
   })
+  // Like the limiter's housekeeping timer, the connection alone does not keep the process
+  // alive: a request waiting for Redis does (the driver's reservation timer).
+  if (typeof client.unref === 'function') client.unref()
+  return client
 }
 
 const store = createRedisStore({

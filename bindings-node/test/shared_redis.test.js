@@ -398,3 +398,17 @@ test('a caller\'s client: NOSCRIPT after SCRIPT FLUSH is handled, and close() le
     await client.close()
   }
 })
+
+test('a store made from a URL does not keep the process alive once its requests are done', needsRedis, () => {
+  // Without close(): the connection is unref'd, so the process exits by itself.
+  const program = `
+    const { RateLimiter } = require(${JSON.stringify(path.join(__dirname, '..'))})
+    const { RedisStore } = require(${JSON.stringify(path.join(__dirname, '..', 'redis'))})
+    const store = new RedisStore(process.env.RATELANE_REDIS_URL, { prefix: ${JSON.stringify(uniquePrefix('exit'))}, timeout: 1000 })
+    let unavailable = 0
+    const limiter = new RateLimiter({ shared: store, onStoreUnavailable: () => { unavailable += 1 } })
+    limiter.run('POST', '/channels/1/messages', () => ({ status: 200, headers: {} }))
+      .then((r) => console.log('done', r.status, 'unavailable', unavailable))`
+  const out = execFileSync(process.execPath, ['-e', program], { encoding: 'utf8', timeout: 30_000, env: process.env })
+  assert.equal(out.trim(), 'done 200 unavailable 0')
+})
