@@ -8,7 +8,8 @@
 //   (a user's `npm install ./bindings-node`), plain `cargo build` and a copy; native.d.ts is
 //   then the committed one (the repository's tests check it is current).
 // * The driver: ../js/driver.js plus one export line becomes driver.cjs; ../js/*.d.ts are
-//   copied beside it.
+//   copied beside it. Likewise ../js/redis_store.js becomes redis_store.cjs, and the shared
+//   store script ../redis/scripts/shared_store.lua is copied beside it (redis_store.js).
 // Outside the repository (an installed tarball) the prebuilt files shipped in it are used.
 'use strict'
 const { execFileSync } = require('node:child_process')
@@ -30,6 +31,10 @@ function driver() {
   for (const name of ['core.d.ts', 'driver.d.ts']) {
     fs.copyFileSync(path.join(root, 'js', name), path.join(here, name))
   }
+  // The Redis store of shared mode (require('ratelane/redis')) and THE store script it runs.
+  const store = fs.readFileSync(path.join(root, 'js', 'redis_store.js'), 'utf8')
+  fs.writeFileSync(path.join(here, 'redis_store.cjs'), `${store}\nmodule.exports = { createRedisStore }\n`)
+  fs.copyFileSync(path.join(root, 'redis', 'scripts', 'shared_store.lua'), path.join(here, 'shared_store.lua'))
 }
 
 function cargo(args) {
@@ -69,7 +74,7 @@ function cliPath() {
 function main() {
   const addon = path.join(here, 'ratelane.node')
   if (!inRepo) {
-    if (fs.existsSync(addon) && fs.existsSync(path.join(here, 'driver.cjs'))) return // a packed, prebuilt package
+    if (fs.existsSync(addon) && fs.existsSync(path.join(here, 'driver.cjs')) && fs.existsSync(path.join(here, 'redis_store.cjs'))) return // a packed, prebuilt package
     throw new Error('ratelane: no prebuilt addon here and not inside the ratelane repository; install from a clone: npm install ./bindings-node')
   }
   driver()

@@ -37,6 +37,9 @@ export type {
   ResponseLike,
   RunOptions,
   SendContext,
+  SharedStore,
+  StoreRecoveredEvent,
+  StoreUnavailableEvent,
 } from './driver'
 
 export declare const FAIL_CLASSES: Readonly<Record<FailCode, typeof RateLimitError>>

@@ -1,6 +1,6 @@
-// Types of `require('ratelane/redis')` (redis.js, redis_limiters.js): the server-side limiters
-// evaluated atomically in Redis. Written by hand; test/typed.ts type-checks them against
-// node-redis's own client types.
+// Types of `require('ratelane/redis')` (redis.js): RedisStore (redis_store.d.ts), and the
+// server-side limiters (redis_limiters.js) evaluated atomically in Redis. Written by hand;
+// test/typed.ts type-checks them against node-redis's own client types.
 import type { ServerDecision } from './core'
 import type { RatelaneError } from './driver'
 
@@ -142,3 +142,5 @@ export declare const REDIS_ERROR_CODES: readonly string[]
 export declare const GCRA_LUA: string
 export declare const LEAKY_BUCKET_LUA: string
 export declare const FIXED_WINDOW_LUA: string
+
+export * from './redis_store'

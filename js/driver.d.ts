@@ -1,5 +1,5 @@
 // Types of the Promise driver (js/driver.js). Shared by the Node and the wasm package.
-import type { CoreModule, ErrorCode, FailCode, RateLimitScopeName, RequestSpec } from './core.js'
+import type { CoreModule, ErrorCode, FailCode, RateLimitScopeName, RequestSpec, Reservation, ReservationAnswer, SharedUpdate } from './core.js'
 
 /** Anything `send` may resolve to: a fetch `Response`, or an object with `status` and `headers`. */
 export interface ResponseLike {
@@ -42,9 +42,38 @@ export interface RateLimiterOptions {
   bucketIdleTtl?: number
   /** The default identity (a key for the token, never the token itself). */
   identity?: string
+  /**
+   * Shared mode: several processes share the limits through this store (e.g. `RedisStore` of
+   * `ratelane/redis`). `close()` then also flushes and closes it. null/undefined: not shared.
+   */
+  shared?: SharedStore | null
   onRateLimited?: (event: RateLimitedEvent) => void
   onBucketLearned?: (event: BucketLearnedEvent) => void
   onInvalidRequestWarning?: (event: InvalidRequestWarningEvent) => void
+  onStoreUnavailable?: (event: StoreUnavailableEvent) => void
+  onStoreRecovered?: (event: StoreRecoveredEvent) => void
+}
+
+/**
+ * The store of shared mode, as the driver uses it (js/CONTRACT.md, "The driver's store
+ * interface"). The rate-limit decisions are the store's and the core's; the driver only
+ * carries them.
+ */
+export interface SharedStore {
+  /** Milliseconds the driver waits for a reservation's answer before telling the core "unavailable". */
+  readonly timeout: number
+  /** The core's `shared` settings (JSON form: `on_unavailable`, `retry_base_ns`, ...). */
+  coreSettings(): Record<string, unknown>
+  /** Called once with the settings the core validated (`limiter.config.shared`, defaults filled in). */
+  bind(sharedConfig: Record<string, unknown>): void
+  /** Asks the store; a rejection, or no answer within `timeout`, means "unavailable". */
+  reserve(reservation: Reservation): Promise<ReservationAnswer> | ReservationAnswer
+  /** Writes an update, fire-and-forget, in the order given. */
+  record(update: SharedUpdate): void | Promise<void>
+  /** Optional: resolves once what was recorded has been written (bounded). */
+  flush?(): Promise<void> | void
+  /** Flushes what is left and releases the store's resources. */
+  close(): Promise<void> | void
 }
 
 export interface RunOptions {
@@ -78,10 +107,20 @@ export interface RateLimitedEvent {
 }
 export interface BucketLearnedEvent { route: string; bucket: string }
 export interface InvalidRequestWarningEvent { count: number; limit: number }
+/** Shared mode: the store did not answer for request `id`; the core asks it again from `retryAt`. */
+export interface StoreUnavailableEvent {
+  id: number
+  /** When the core will ask the store again, in ms on the `performance.now()` clock. */
+  retryAt: number
+}
+/** Shared mode: the store answers again after being unavailable. */
+export interface StoreRecoveredEvent {}
 export interface RateLimiterEvents {
   rateLimited: RateLimitedEvent
   bucketLearned: BucketLearnedEvent
   invalidRequestWarning: InvalidRequestWarningEvent
+  storeUnavailable: StoreUnavailableEvent
+  storeRecovered: StoreRecoveredEvent
 }
 
 export declare class RatelaneError extends Error {
@@ -138,7 +177,10 @@ export declare class RateLimiter {
     send: (context: SendContext) => R | Promise<R>,
     options?: RunOptions,
   ): Promise<R>
-  /** Rejects queued requests with ClosedError; resolves once those in flight settled. */
+  /**
+   * Rejects queued requests with ClosedError; resolves once those in flight settled (and, in
+   * shared mode, the store's reservations were answered and the store flushed and closed).
+   */
   close(): Promise<void>
   /** The predicted wait before a request enqueued now would be sent, in ms. */
   predictWait(method: string, path: string, options?: RunOptions): number

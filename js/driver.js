@@ -199,9 +199,8 @@ function createRatelane(core) {
       const value = options[name]
       if (DRIVER_OPTIONS.has(name) || value === undefined) continue
       if (name === 'shared') {
-        throw badOption('the shared option (several processes sharing limits through a store such as Redis) ' +
-          'is not supported by the JavaScript driver yet; drive the core Limiter in shared mode yourself ' +
-          '(js/CONTRACT.md, "Shared mode") or use the Python driver')
+        throw badOption('shared is the store object of the RateLimiter (new RateLimiter({ shared: store })), ' +
+          'not a core setting; give the core\'s shared settings through the store\'s coreSettings()')
       }
       const entry = Object.prototype.hasOwnProperty.call(OPTION_KEYS, name) ? OPTION_KEYS[name] : undefined
       if (!entry) {
@@ -429,7 +428,51 @@ function createRatelane(core) {
 
   // ------------------------------------------------------------------ the driver
 
-  const EVENT_CALLBACKS = { onRateLimited: 'rateLimited', onBucketLearned: 'bucketLearned', onInvalidRequestWarning: 'invalidRequestWarning' }
+  const EVENT_CALLBACKS = {
+    onRateLimited: 'rateLimited',
+    onBucketLearned: 'bucketLearned',
+    onInvalidRequestWarning: 'invalidRequestWarning',
+    onStoreUnavailable: 'storeUnavailable',
+    onStoreRecovered: 'storeRecovered',
+  }
+
+  // ------------------------------------------------------------------ shared mode
+
+  /** What the store's promise is replaced with when it rejects, times out or answers garbage. */
+  const UNAVAILABLE = Object.freeze({ answer: 'unavailable' })
+  const STORE_METHODS = ['coreSettings', 'bind', 'reserve', 'record', 'close']
+
+  /**
+   * Checks the `shared` option: a store of the interface in js/CONTRACT.md ("The driver's
+   * store interface"). Caller misuse, so `invalid_config`.
+   */
+  function checkStore(store) {
+    if (store === null || typeof store !== 'object') {
+      throw badOption('shared must be a store object (e.g. a RedisStore), got ' + String(store))
+    }
+    const missing = STORE_METHODS.filter((m) => typeof store[m] !== 'function')
+    if (missing.length > 0) {
+      throw badOption(`shared must be a store with the methods ${STORE_METHODS.join(', ')}; missing: ${missing.join(', ')}`)
+    }
+    const t = store.timeout
+    if (typeof t !== 'number' || !Number.isFinite(t) || t <= 0) {
+      throw badOption(`the shared store's timeout must be a finite number of milliseconds > 0, got ${String(t)}`)
+    }
+    const settings = store.coreSettings()
+    if (settings === null || typeof settings !== 'object' || Array.isArray(settings)) {
+      throw badOption("the shared store's coreSettings() must return the core's shared settings object")
+    }
+    return settings
+  }
+
+  /** Calls `f` and turns a synchronous throw into a rejected promise. */
+  function attempt(f) {
+    try {
+      return Promise.resolve(f())
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
 
   /**
    * The Promise driver: `await limiter.run(method, path, send)`. Each request waits until
@@ -438,17 +481,21 @@ function createRatelane(core) {
   class RateLimiter extends Emitter {
     /**
      * @param options camelCase settings, durations in ms (see README); plus `identity` (the
-     *   default token key) and the callbacks `onRateLimited`, `onBucketLearned`,
-     *   `onInvalidRequestWarning`.
+     *   default token key), `shared` (a store: several processes share the limits through it,
+     *   js/CONTRACT.md "Shared mode") and the callbacks `onRateLimited`, `onBucketLearned`,
+     *   `onInvalidRequestWarning`, `onStoreUnavailable`, `onStoreRecovered`.
      */
     constructor(options) {
       super()
       const opts = options === undefined || options === null ? {} : options
       const coreOptions = {}
+      let store = null
       if (typeof opts === 'object' && !Array.isArray(opts)) {
         for (const name of Object.keys(opts)) {
           if (Object.prototype.hasOwnProperty.call(EVENT_CALLBACKS, name)) {
             if (opts[name] !== undefined) this.on(EVENT_CALLBACKS[name], opts[name])
+          } else if (name === 'shared') {
+            if (opts.shared !== undefined && opts.shared !== null) store = opts.shared
           } else {
             coreOptions[name] = opts[name]
           }
@@ -458,12 +505,20 @@ function createRatelane(core) {
       if (opts.identity !== undefined && typeof opts.identity !== 'string') {
         throw badOption('identity must be a string')
       }
+      if (store !== null) config.shared = checkStore(store)
       this._identity = opts.identity
       try {
         this._core = new core.Limiter(JSON.stringify(config))
       } catch (error) {
         throw fromCoreError(error)
       }
+      /** The shared store, or null. */
+      this._store = store
+      /** id -> answer function of each reservation not yet answered. */
+      this._asking = new Map()
+      this._askedWaiters = []
+      this._storeClosing = null
+      if (store !== null) store.bind(JSON.parse(this._core.configJson()).shared)
       /** id -> entry of each request not yet settled. */
       this._entries = new Map()
       this._timer = null
@@ -572,18 +627,33 @@ function createRatelane(core) {
 
     /**
      * Closes the limiter: every queued request rejects with ClosedError and new ones with
-     * LimiterClosedError. Resolves once the requests in flight have settled.
+     * LimiterClosedError. Resolves once the requests in flight have settled; in shared mode
+     * also once every reservation was answered (each within the store's timeout) and the
+     * store was flushed and closed. Never rejects.
      */
     close() {
       if (!this._core.isClosed) {
         this._core.close(nowNs())
         this._pump()
       }
+      let settled
       if (this._entries.size === 0) {
         this._clearTimer()
-        return Promise.resolve()
+        settled = Promise.resolve()
+      } else {
+        settled = new Promise((resolve) => { this._closeWaiters.push(resolve) })
       }
-      return new Promise((resolve) => { this._closeWaiters.push(resolve) })
+      if (this._store === null) return settled
+      if (this._storeClosing === null) {
+        const store = this._store
+        this._storeClosing = settled
+          .then(() => this._asked())
+          .then(() => (typeof store.flush === 'function' ? attempt(() => store.flush()) : undefined))
+          .catch(() => {})
+          .then(() => attempt(() => store.close()))
+          .catch(() => {}) // a store failing to close is the store's business, never the caller's
+      }
+      return this._storeClosing
     }
 
     // -------------------------------------------------------------- internals
@@ -687,6 +757,18 @@ function createRatelane(core) {
           break
         case 'invalid_request_warning':
           this.emit('invalidRequestWarning', { count: output.count, limit: output.limit })
+          break
+        case 'reserve':
+          this._reserve(output.id, output.reservation)
+          break
+        case 'share':
+          this._share(output.update)
+          break
+        case 'store_unavailable':
+          this.emit('storeUnavailable', { id: output.id, retryAt: output.retryAtNs / 1e6 })
+          break
+        case 'store_recovered':
+          this.emit('storeRecovered', {})
           break
         default: {
           const error = new Error(`ratelane: the core emitted an output the driver does not know: ${JSON.stringify(output)}`)
@@ -856,6 +938,67 @@ function createRatelane(core) {
       this._entries.delete(entry.id)
       entry.attemptController = null
       if (entry.signal && entry.onAbort) entry.signal.removeEventListener('abort', entry.onAbort)
+    }
+
+    // -------------------------------------------------------------- shared mode
+
+    /**
+     * Asks the store; its answer, or `unavailable` after the store's timeout (or when it
+     * rejects or answers something the core does not take), goes to the core exactly once.
+     * A later answer is ignored.
+     */
+    _reserve(id, reservation) {
+      const store = this._store
+      if (store === null) return
+      let answered = false
+      let timer = null
+      const answer = (value) => {
+        if (answered) return
+        answered = true
+        if (timer !== null) clearTimeout(timer)
+        this._asking.delete(id)
+        const now = nowNs()
+        try {
+          this._core.handleReservation(now, id, value)
+        } catch (error) {
+          // An id that ended meanwhile (unknown_request, invalid_state) needs no answer; any
+          // other refusal is an answer the core does not take (the store's bug), which counts
+          // as no answer.
+          const code = error && error.code
+          if (code !== 'unknown_request' && code !== 'invalid_state' && value !== UNAVAILABLE) {
+            try {
+              this._core.handleReservation(now, id, UNAVAILABLE)
+            } catch (_) { /* ended meanwhile */ }
+          }
+        }
+        this._pump()
+        if (this._asking.size === 0 && this._askedWaiters.length > 0) {
+          const waiters = this._askedWaiters
+          this._askedWaiters = []
+          for (const w of waiters) w()
+        }
+      }
+      this._asking.set(id, answer)
+      timer = setTimeout(() => answer(UNAVAILABLE), Math.min(store.timeout, MAX_TIMER_MS))
+      attempt(() => store.reserve(reservation)).then(
+        (value) => answer(value !== null && typeof value === 'object' ? value : UNAVAILABLE),
+        () => answer(UNAVAILABLE),
+      )
+    }
+
+    /** A shared update: fire-and-forget. A store that throws loses the update, nothing else. */
+    _share(update) {
+      if (this._store === null) return
+      try {
+        const p = this._store.record(update)
+        if (p && typeof p.catch === 'function') p.catch(() => {})
+      } catch (_) { /* dropped */ }
+    }
+
+    /** Resolves once every reservation asked has been answered. */
+    _asked() {
+      if (this._asking.size === 0) return Promise.resolve()
+      return new Promise((resolve) => { this._askedWaiters.push(resolve) })
     }
 
     // -------------------------------------------------------------- the one timer

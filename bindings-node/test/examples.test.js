@@ -16,3 +16,12 @@ test('examples/node/protect_endpoint.js serves with rate-limit headers', () => {
   for (const line of lines) assert.match(line, /: (200|429) {2}ratelimit: "per-client";r=\d/)
   assert.match(out, /keys tracked: 1/)
 })
+
+test('examples/node/two_processes.js: two processes share limits through Redis, no 429', {
+  skip: process.env.RATELANE_REDIS_URL ? false : 'RATELANE_REDIS_URL is not set (scripts/tests.d/20-node.sh sets it)',
+}, () => {
+  const out = execFileSync(process.execPath, [path.join(examples, 'two_processes.js'), process.env.RATELANE_REDIS_URL], { encoding: 'utf8', timeout: 120_000 })
+  assert.match(out, /^process 0: \{"200":40\}$/m, out)
+  assert.match(out, /^process 1: \{"200":40\}$/m, out)
+  assert.match(out, /server \(shared through Redis\): 80 x 200, 0 x 429/, out)
+})

@@ -24,7 +24,13 @@ import {
   type RateLimitedEvent,
   type RequestSpec,
   type SimReport,
+  type SharedStore,
+  type StoreUnavailableEvent,
+  type Reservation,
+  type ReservationAnswer,
+  type SharedUpdate,
 } from '..'
+import { RedisStore, parseAnswer, reserveArgs, recordArgs, SHARED_STORE_LUA, type RedisClientLike, type RedisStoreOptions } from '../redis'
 import type { CoreModule } from '../core'
 import { createClient } from 'redis'
 import {
@@ -164,3 +170,35 @@ async function redisServerSide(): Promise<void> {
   await client.close()
 }
 void redisServerSide
+async function sharedMode(client: RedisClientLike): Promise<void> {
+  // Redis (ratelane/redis): by URL, or over a node-redis client of the caller's.
+  const options: RedisStoreOptions = { prefix: '{ratelane:mybot}:', timeout: 250, onUnavailable: 'fail_closed', retryBase: 100, retryMax: 5000 }
+  const byUrl = new RedisStore('redis://127.0.0.1:6379/0', options)
+  const byClient = new RedisStore(client, { lease: 30_000, pioneerPoll: 50, stateTtl: 600_000, clientName: 'worker-1' })
+  const limiter = new RateLimiter({
+    shared: byUrl,
+    onStoreUnavailable: (e: StoreUnavailableEvent) => console.log(e.id, e.retryAt),
+    onStoreRecovered: () => console.log('recovered'),
+  })
+  limiter.on('storeUnavailable', (e) => console.log(e.retryAt))
+  await limiter.close()
+  await byClient.flush(1000)
+  console.log(byUrl.dropped, byUrl.prefix, byClient.clientName, byClient.lastError, SHARED_STORE_LUA.length)
+  const answer: ReservationAnswer = parseAnswer(['granted'])
+  console.log(answer.answer)
+
+  // Any store of the interface works (e.g. in memory, for tests).
+  const memory: SharedStore = {
+    timeout: 100,
+    coreSettings: () => ({ on_unavailable: 'fail_open' }),
+    bind: (config: Record<string, unknown>) => void config,
+    reserve: async (r: Reservation): Promise<ReservationAnswer> => {
+      const args: string[] = reserveArgs(r)
+      return args.length > 0 ? { answer: 'granted' } : { answer: 'denied', retryAfterNs: 1e6, scope: 'pioneer' }
+    },
+    record: (u: SharedUpdate) => void recordArgs(u),
+    close: () => undefined,
+  }
+  await new RateLimiter({ shared: memory }).close()
+}
+void sharedMode

@@ -102,12 +102,14 @@ test('options: unknown names, wrong types and out-of-range values throw InvalidC
   }
 })
 
-test('options: shared mode is refused with a clear InvalidConfigError (no store support yet)', () => {
+test('options: shared takes a store object, not core settings (js/test/shared.test.js has the rest)', () => {
   assert.throws(() => new RateLimiter({ shared: { onUnavailable: 'fail_open' } }), (e) => {
     assert.ok(e instanceof InvalidConfigError, `${e}`)
-    assert.match(e.message, /shared.*not supported by the JavaScript driver/)
+    assert.equal(e.code, 'invalid_config')
+    assert.match(e.message, /shared must be a store with the methods .*missing: coreSettings/)
     return true
   })
+  assert.throws(() => toCoreConfig({ shared: {} }), (e) => e instanceof InvalidConfigError && /store object/.test(e.message))
 })
 
 // ------------------------------------------------------------------ errors

@@ -1,4 +1,4 @@
-# Sourced by the test parts that need a real Redis (scripts/tests.d/10-python.sh, 40-redis.sh):
+# Sourced by the test parts that need a real Redis (scripts/tests.d/10-python.sh, 20-node.sh, 40-redis.sh):
 #   redis_install            installs Debian's redis-server when it is missing
 #   redis_start DIR          starts a throwaway server on 127.0.0.1 (a free port, no persistence,
 #                            files in DIR), sets REDIS_PID and exports RATELANE_REDIS_URL

@@ -25,10 +25,16 @@ echo "tsc --noEmit (bindings-node/test/typed.ts: the public types, native.d.ts a
 (cd "$pkg" && node_modules/.bin/tsc -p tsconfig.json)
 
 # A user's project: the package by folder (built by its install script) and packed (npm pack).
+# ratelane/redis loads without the optional peer `redis` (needed only to talk to Redis).
 tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
+redis_dir=""
+cleanup() {
+  if [ -n "$redis_dir" ]; then redis_stop; rm -rf "$redis_dir"; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
 check='const r = require("ratelane"); const l = new r.RateLimiter({ maxWait: 1000 });
-  const { RedisGcra, GCRA_LUA } = require("ratelane/redis"); if (typeof RedisGcra !== "function" || !GCRA_LUA) throw new Error("ratelane/redis");
+  const { RedisGcra, GCRA_LUA, RedisStore } = require("ratelane/redis"); if (typeof RedisGcra !== "function" || !GCRA_LUA || typeof RedisStore !== "function") throw new Error("ratelane/redis");
   l.run("GET", "/users/@me", () => ({ status: 200, headers: {} })).then((res) => l.close().then(() => console.log("require(ratelane): ok", res.status)))'
 mkdir -p "$tmp/by-folder" "$tmp/by-tarball"
 (cd "$tmp/by-folder" && echo '{"name":"by-folder","private":true}' > package.json \
@@ -37,21 +43,23 @@ mkdir -p "$tmp/by-folder" "$tmp/by-tarball"
 (cd "$tmp/by-tarball" && echo '{"name":"by-tarball","private":true}' > package.json \
   && npm install --no-fund --no-audit --silent "$tmp"/ratelane-*.tgz && node -e "$check")
 
-# ratelane/redis is tested against a real Redis: the one named by RATELANE_REDIS_URL, or a
-# throwaway redis-server started here (installed when missing) and stopped on exit.
+# ratelane/redis (the server-side limiters, shared mode's RedisStore, both demos) is tested
+# against a real Redis: the one named by RATELANE_REDIS_URL, or a throwaway redis-server
+# started here (installed when missing) and stopped on exit. The outage tests start and stop
+# their own.
 . "$root/scripts/lib/redis-server.sh"
-redis_dir=""
 if [ -z "${RATELANE_REDIS_URL:-}" ]; then
   redis_install
   redis_dir="$(mktemp -d)"
   redis_start "$redis_dir"
   echo "redis-server $REDIS_PID on $RATELANE_REDIS_URL (for the ratelane/redis tests)"
 fi
-trap 'redis_stop; rm -rf "$tmp" ${redis_dir:+"$redis_dir"}' EXIT
 export RATELANE_REDIS_REQUIRED=1
 
 echo "demo: examples/node/protect_endpoint_redis.js (a node:http endpoint limited in Redis)"
 node "$root/examples/node/protect_endpoint_redis.js" "$RATELANE_REDIS_URL" | tail -1
+echo "demo: examples/node/two_processes.js (two processes sharing limits through Redis)"
+node "$root/examples/node/two_processes.js" "$RATELANE_REDIS_URL" | tail -1
 
 # The package's tests (local Discord-like server, Redis) and the shared js/ tests on the napi core.
 log="$tmp/node-test.log"
