@@ -30,13 +30,21 @@ fn item(value: &Value) -> ReplyItem<'_> {
     }
 }
 
-/// Reads any of the scripts' replies.
-pub(crate) fn parse(value: &Value) -> Result<ScriptReply, Error> {
+/// Reads a reply array with one of the core's readers (`ratelane::server::script::parse_*`).
+pub(crate) fn read<T>(
+    value: &Value,
+    reader: impl FnOnce(&[ReplyItem<'_>]) -> Result<T, ReplyError>,
+) -> Result<T, Error> {
     let Value::Array(values) = value else {
         return Err(bad(ReplyError::not_an_array(&format!("{value:?}"))));
     };
     let items: Vec<ReplyItem<'_>> = values.iter().map(item).collect();
-    script::parse_reply(&items).map_err(bad)
+    reader(&items).map_err(bad)
+}
+
+/// Reads any of the limiter scripts' replies.
+pub(crate) fn parse(value: &Value) -> Result<ScriptReply, Error> {
+    read(value, script::parse_reply)
 }
 
 /// A reply that must be a decision.

@@ -8,12 +8,16 @@
 //! [`gcra_argv`], [`leaky_bucket_argv`] or [`fixed_window_argv`], runs the script itself, turns
 //! the reply's array into [`ReplyItem`]s and reads them with [`parse_reply`]. Any other shape
 //! is a [`ReplyError`] saying what was wrong, never a panic.
+//!
+//! The answers of the shared mode's store script (`redis/scripts/shared_store.lua`) read over
+//! the same items: [`parse_reserve_answer`] and [`parse_record_answer`].
 
 use std::borrow::Cow;
 use std::fmt;
 
 use crate::error::Error;
 use crate::server::{Decision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, Scheduled};
+use crate::shared::{ReservationAnswer, SharedScope};
 use crate::types::Nanos;
 
 /// The longest window the scripts evaluate exactly: 2^52 ns (about 52 days). Lua numbers are
@@ -433,6 +437,61 @@ pub fn parse_reply(items: &[ReplyItem<'_>]) -> Result<ScriptReply, ReplyError> {
     Ok(reply)
 }
 
+/// Items as a message shows them: `["denied", 1, "nope"]`.
+struct Items<'r, 'a>(&'r [ReplyItem<'a>]);
+
+impl fmt::Display for Items<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, item) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{item}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+fn is_tag(item: &ReplyItem<'_>, tag: &str) -> bool {
+    matches!(item, ReplyItem::Text(t) if t == tag)
+}
+
+/// `shared_store.lua`'s answer to `reserve`: `["granted"]` or
+/// `["denied", retry_after_us, scope]`, as the core's [`ReservationAnswer`].
+///
+/// # Errors
+///
+/// [`ReplyError`] for any other shape, a negative `retry_after_us` or an unknown scope.
+pub fn parse_reserve_answer(items: &[ReplyItem<'_>]) -> Result<ReservationAnswer, ReplyError> {
+    match items {
+        [tag] if is_tag(tag, "granted") => Ok(ReservationAnswer::Granted),
+        [tag, ReplyItem::Int(us), scope] if is_tag(tag, "denied") => {
+            let scope = match scope {
+                ReplyItem::Text(name) => SharedScope::from_name(name),
+                _ => None,
+            }
+            .ok_or_else(|| ReplyError::new(format!("denied: unknown scope {scope}")))?;
+            let us = u64::try_from(*us)
+                .map_err(|_| ReplyError::new(format!("denied: retry_after {us} < 0")))?;
+            Ok(ReservationAnswer::Denied { retry_after: us.saturating_mul(1000), scope })
+        }
+        _ => Err(ReplyError::new(format!("reserve: unexpected reply {}", Items(items)))),
+    }
+}
+
+/// `shared_store.lua`'s answer to `record`: `["recorded"]`.
+///
+/// # Errors
+///
+/// [`ReplyError`] for any other reply.
+pub fn parse_record_answer(items: &[ReplyItem<'_>]) -> Result<(), ReplyError> {
+    match items {
+        [tag] if is_tag(tag, "recorded") => Ok(()),
+        _ => Err(ReplyError::new(format!("record: expected [\"recorded\"], got {}", Items(items)))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,5 +652,41 @@ mod tests {
         assert!(check_leaky_bucket(&LeakyBucket::new(1, SECOND, 1).unwrap()).is_ok());
         let bucket = LeakyBucket::new(1, SECOND, 1).unwrap().with_min_interval(MAX_WINDOW + 1);
         assert!(check_leaky_bucket(&bucket.unwrap()).is_err());
+    }
+
+    #[test]
+    fn shared_store_answers_read_back_or_are_errors() {
+        assert_eq!(parse_reserve_answer(&[text("granted")]).unwrap(), ReservationAnswer::Granted);
+        assert_eq!(
+            parse_reserve_answer(&[text("denied"), ReplyItem::Int(50_000), text("pioneer")])
+                .unwrap(),
+            ReservationAnswer::Denied { retry_after: 50_000_000, scope: SharedScope::Pioneer }
+        );
+        let bad: [&[ReplyItem<'_>]; 6] = [
+            &[],
+            &[ReplyItem::Nil],
+            &[text("denied"), ReplyItem::Int(-1), text("bucket")],
+            &[text("denied"), ReplyItem::Int(1), text("nope")],
+            &[text("denied"), ReplyItem::Int(1), ReplyItem::Int(2)],
+            &[text("granted"), ReplyItem::Int(1)],
+        ];
+        for items in bad {
+            assert!(parse_reserve_answer(items).is_err(), "{items:?} was accepted");
+        }
+        assert_eq!(
+            parse_reserve_answer(&[text("granted"), ReplyItem::Int(1)]).unwrap_err().message(),
+            "reserve: unexpected reply [\"granted\", 1]"
+        );
+        assert_eq!(
+            parse_reserve_answer(&[text("denied"), ReplyItem::Int(1), text("nope")])
+                .unwrap_err()
+                .message(),
+            "denied: unknown scope \"nope\""
+        );
+        parse_record_answer(&[text("recorded")]).unwrap();
+        assert_eq!(
+            parse_record_answer(&[text("granted")]).unwrap_err().message(),
+            "record: expected [\"recorded\"], got [\"granted\"]"
+        );
     }
 }
