@@ -11,7 +11,8 @@ use crate::script::{Arg, Call, GCRA};
 
 /// A [`Gcra`] limit whose per-key state lives in Redis, checked by `scripts/gcra.lua` in one
 /// round trip. The same answers as [`GcraStore`](ratelane::server::GcraStore) (burst
-/// convention, weights, peeks, [`InsufficientCapacity`]), for any number of processes.
+/// convention, weights, peeks, [`InsufficientCapacity`](ratelane::server::InsufficientCapacity)),
+/// for any number of processes.
 ///
 /// The value holds only the configuration: share it (it is `Copy`), and pass each call the
 /// connection to use.
