@@ -5,17 +5,21 @@
 //! `Scheduled`, so a decision is the same object as the in-memory stores' and its headers are
 //! rendered by the core. The I/O (`EVALSHA`, `EVAL` on `NOSCRIPT`) is the JavaScript module's.
 //!
-//! The layouts are the contract in `redis/README.md`, the same that `ratelane-redis`
-//! (`redis/src/reply.rs`) and the Python binding (`bindings-python/src/python/scripts.rs`)
-//! read; any other shape throws `redis_bad_reply`, never a panic.
+//! The layouts (the contract in `redis/README.md`) are the core's, `ratelane::server::script`,
+//! as for `ratelane-redis` and the Python binding: this module only turns JS values into the
+//! core's `ReplyItem`s; any other shape throws `redis_bad_reply`, never a panic.
 
 use napi::Env;
 use napi::bindgen_prelude::{BigInt, Either, Either3, Object, Unknown};
 use napi_derive::napi;
+use std::borrow::Cow;
+
 use ratelane::Error;
-use ratelane::server::{
-    Decision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, LegacyLimit, Scheduled,
+use ratelane::server::script::{
+    self, FixedWindowOp, ReplyError, ReplyItem, ScriptArg, ScriptReply, check_fixed_window, check_gcra,
+    check_leaky_bucket, fixed_window_argv, gcra_argv, leaky_bucket_argv,
 };
+use ratelane::server::{FixedWindow, Gcra, LeakyBucket, LegacyLimit};
 
 use crate::server::{OptionsArg, count, count_option, decision_object, insufficient_capacity, ns_option, options};
 use crate::{JsError, NumArg, Result, core_error, invalid_argument, js_error, whole, whole_arg};
@@ -32,49 +36,36 @@ pub const LEAKY_BUCKET_LUA: &str = include_str!("../../redis/scripts/leaky_bucke
 #[napi]
 pub const FIXED_WINDOW_LUA: &str = include_str!("../../redis/scripts/fixed_window.lua");
 
-/// The longest window the scripts evaluate exactly, 2^52 ns (`ratelane_redis::MAX_WINDOW`):
-/// Lua numbers are doubles and the scripts add up to two windows.
-const MAX_WINDOW: u64 = 1 << 52;
-
-/// `ratelane_redis`'s check of a configured window, with its message.
-fn require_window(what: &str, window: u64) -> Result<()> {
-    if window <= MAX_WINDOW {
-        return Ok(());
-    }
-    Err(core_error(Error::InvalidConfig(format!(
-        "{what} ({window} ns) is longer than the Redis scripts evaluate exactly ({MAX_WINDOW} ns)"
-    ))))
-}
-
 /// `nowNs` as a script argument: `""` (Redis's clock) when absent; a number (a safe integer
 /// `>= 0`) or a decimal string of at most 20 digits within u64 (the JS module passes a
 /// `BigInt` as its decimal text).
-fn now_arg(now_ns: Option<Either3<f64, String, Unknown<'_>>>) -> Result<String> {
+fn now_arg(now_ns: Option<Either3<f64, String, Unknown<'_>>>) -> Result<Option<u64>> {
     match now_ns {
-        None => Ok(String::new()),
-        Some(Either3::A(n)) => Ok(whole(n, "nowNs")?.to_string()),
+        None => Ok(None),
+        Some(Either3::A(n)) => Ok(Some(whole(n, "nowNs")?)),
         Some(Either3::B(text)) => {
             if !text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit())
                 && let Ok(n) = text.parse::<u64>()
             {
-                return Ok(n.to_string());
+                return Ok(Some(n));
             }
             Err(invalid_argument(format!("nowNs must be an integer in 0..2^64, got {text:?}")))
         }
         Some(Either3::C(u)) => match u.get_type() {
-            Ok(napi::ValueType::Undefined | napi::ValueType::Null) => Ok(String::new()),
+            Ok(napi::ValueType::Undefined | napi::ValueType::Null) => Ok(None),
             _ => Err(invalid_argument("nowNs must be a number or a BigInt")),
         },
     }
 }
 
-/// `minTtlMs`, clamped to [`MAX_WINDOW`] as `ratelane_redis`'s `with_min_ttl_ms` does.
-fn min_ttl_arg(min_ttl_ms: Option<NumArg<'_>>) -> Result<String> {
-    Ok(match min_ttl_ms {
-        None => 0,
-        Some(v) => whole_arg(v, "minTtlMs")?.min(MAX_WINDOW),
-    }
-    .to_string())
+/// `minTtlMs` (the core clamps it to `MAX_WINDOW`, as `ratelane_redis`'s `with_min_ttl_ms`).
+fn min_ttl_arg(min_ttl_ms: Option<NumArg<'_>>) -> Result<u64> {
+    min_ttl_ms.map_or(Ok(0), |v| whole_arg(v, "minTtlMs"))
+}
+
+/// `ARGV` as the strings the JS module sends.
+fn strings(args: &[ScriptArg]) -> Vec<String> {
+    args.iter().map(ToString::to_string).collect()
 }
 
 type NowArg<'a> = Option<Either3<f64, String, Unknown<'a>>>;
@@ -91,7 +82,7 @@ pub struct GcraScript {
 impl GcraScript {
     fn checked(gcra: std::result::Result<Gcra, Error>) -> Result<Self> {
         let gcra = gcra.map_err(core_error)?;
-        require_window("burst × interval", gcra.window())?;
+        check_gcra(&gcra).map_err(core_error)?;
         Ok(GcraScript { gcra })
     }
 }
@@ -134,17 +125,9 @@ impl GcraScript {
     #[napi(ts_args_type = "n: number, nowNs?: number | string | null, minTtlMs?: number | null")]
     pub fn argv(&self, env: Env, n: NumArg<'_>, now_ns: NowArg<'_>, min_ttl_ms: Option<NumArg<'_>>) -> Result<Vec<String>> {
         let n = count(n, "n")?;
-        let burst = self.gcra.burst();
-        if n > burst {
-            return Err(insufficient_capacity(&env, InsufficientCapacity { requested: n, capacity: burst }));
-        }
-        Ok(vec![
-            self.gcra.interval().to_string(),
-            burst.to_string(),
-            n.to_string(),
-            now_arg(now_ns)?,
-            min_ttl_arg(min_ttl_ms)?,
-        ])
+        let argv = gcra_argv(&self.gcra, n, now_arg(now_ns)?, min_ttl_arg(min_ttl_ms)?)
+            .map_err(|e| insufficient_capacity(&env, e))?;
+        Ok(strings(&argv))
     }
 }
 
@@ -160,10 +143,7 @@ pub struct LeakyBucketScript {
 impl LeakyBucketScript {
     fn checked(bucket: std::result::Result<LeakyBucket, Error>) -> Result<Self> {
         let bucket = bucket.map_err(core_error)?;
-        require_window("the time a full bucket takes to drain", bucket.window())?;
-        if let Some(min_interval) = bucket.min_interval() {
-            require_window("min_interval", min_interval)?;
-        }
+        check_leaky_bucket(&bucket).map_err(core_error)?;
         Ok(LeakyBucketScript { bucket })
     }
 }
@@ -249,14 +229,7 @@ impl LeakyBucketScript {
                 _ => return Err(invalid_argument("factor must be a number")),
             },
         };
-        Ok(vec![
-            bucket.size().to_string(),
-            bucket.drip_rate().to_string(),
-            bucket.drip_size().to_string(),
-            bucket.min_interval().unwrap_or(0).to_string(),
-            now_arg(now_ns)?,
-            min_ttl_arg(min_ttl_ms)?,
-        ])
+        Ok(strings(&leaky_bucket_argv(&bucket, now_arg(now_ns)?, min_ttl_arg(min_ttl_ms)?)))
     }
 }
 
@@ -275,7 +248,7 @@ impl FixedWindowScript {
     #[napi(constructor, ts_args_type = "quota: number, windowNs: number")]
     pub fn new(quota: NumArg<'_>, window_ns: NumArg<'_>) -> Result<Self> {
         let window = FixedWindow::new(count(quota, "quota")?, whole_arg(window_ns, "windowNs")?).map_err(core_error)?;
-        require_window("window", window.window())?;
+        check_fixed_window(&window).map_err(core_error)?;
         Ok(FixedWindowScript { window })
     }
 
@@ -295,176 +268,57 @@ impl FixedWindowScript {
     #[napi(ts_args_type = "op: 'check' | 'schedule' | 'release', nowNs?: number | string | null, minTtlMs?: number | null")]
     pub fn argv(&self, op: Either<String, Unknown<'_>>, now_ns: NowArg<'_>, min_ttl_ms: Option<NumArg<'_>>) -> Result<Vec<String>> {
         let op = match op {
-            Either::A(op) if matches!(op.as_str(), "check" | "schedule" | "release") => op,
-            _ => return Err(invalid_argument("op must be 'check', 'schedule' or 'release'")),
+            Either::A(op) => FixedWindowOp::from_name(&op),
+            Either::B(_) => None,
         };
-        Ok(vec![
-            op,
-            self.window.quota().to_string(),
-            self.window.window().to_string(),
-            now_arg(now_ns)?,
-            min_ttl_arg(min_ttl_ms)?,
-        ])
+        let Some(op) = op else {
+            return Err(invalid_argument("op must be 'check', 'schedule' or 'release'"));
+        };
+        Ok(strings(&fixed_window_argv(&self.window, op, now_arg(now_ns)?, min_ttl_arg(min_ttl_ms)?)))
     }
 }
 
 // ------------------------------------------------------------------------------ replies
 
-/// What a script answered (as `ratelane_redis`'s `reply::Reply`).
-enum Reply {
-    Decision(Decision),
-    InsufficientCapacity(InsufficientCapacity),
-    Scheduled(Scheduled, u64),
-    Released(bool),
-}
-
-fn bad(message: String) -> JsError {
-    js_error("redis_bad_reply", message)
+fn bad(e: ReplyError) -> JsError {
+    js_error("redis_bad_reply", e.into_message())
 }
 
 /// One item of a reply as node-redis gives it: a number (a Redis integer), a string (a bulk
 /// string; the JS module turns `Buffer`s into strings first), or anything else.
 type Item<'a> = Either3<f64, String, Unknown<'a>>;
 
-fn describe(item: &Item<'_>) -> String {
+/// The largest magnitude up to which every integer is a distinct `f64`, 2^53.
+const EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// One item in the core's terms: a Redis integer is a JS number without a fractional part, at
+/// most 2^53 in magnitude (beyond, node-redis may have rounded it; the scripts never answer
+/// more than 2^53); `null` / `undefined` are nil.
+fn item<'r>(item: &'r Item<'_>) -> ReplyItem<'r> {
     match item {
-        Either3::A(n) => n.to_string(),
-        Either3::B(s) => format!("{s:?}"),
+        Either3::A(n) if n.fract() == 0.0 && n.abs() <= EXACT => ReplyItem::Int(*n as i64),
+        Either3::A(n) => ReplyItem::Other(Cow::Owned(n.to_string())),
+        Either3::B(s) => ReplyItem::Text(Cow::Borrowed(s)),
         Either3::C(u) => match u.get_type() {
-            Ok(t) => format!("a value of type {t:?}"),
-            Err(_) => "a value of unknown type".to_string(),
+            Ok(napi::ValueType::Null | napi::ValueType::Undefined) => ReplyItem::Nil,
+            Ok(t) => ReplyItem::Other(Cow::Owned(format!("a value of type {t:?}"))),
+            Err(_) => ReplyItem::Other(Cow::Borrowed("a value of unknown type")),
         },
     }
 }
 
-/// A reply's fields after the tag, read one at a time.
-struct Fields<'r, 'a> {
-    tag: &'r str,
-    items: std::slice::Iter<'r, Item<'a>>,
-}
-
-impl<'r, 'a> Fields<'r, 'a> {
-    fn next(&mut self, name: &str) -> Result<&'r Item<'a>> {
-        self.items.next().ok_or_else(|| bad(format!("{}: {name} missing", self.tag)))
-    }
-
-    /// A Redis integer: a JS number without a fractional part, at most 2^53 in magnitude
-    /// (beyond, node-redis may have rounded it; the scripts never answer more than 2^53).
-    fn int(&mut self, name: &str) -> Result<i64> {
-        let tag = self.tag;
-        match self.next(name)? {
-            Either3::A(n) if n.fract() == 0.0 && n.abs() <= EXACT => Ok(*n as i64),
-            other => Err(bad(format!("{tag}: {name} is not an integer: {}", describe(other)))),
-        }
-    }
-
-    fn flag(&mut self, name: &str) -> Result<bool> {
-        match self.int(name)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            n => Err(bad(format!("{}: {name} is {n}, not 0 or 1", self.tag))),
-        }
-    }
-
-    fn u32(&mut self, name: &str) -> Result<u32> {
-        let n = self.int(name)?;
-        u32::try_from(n).map_err(|_| bad(format!("{}: {name} = {n} is out of range", self.tag)))
-    }
-
-    fn u64(&mut self, name: &str) -> Result<u64> {
-        let n = self.int(name)?;
-        u64::try_from(n).map_err(|_| bad(format!("{}: {name} = {n} is negative", self.tag)))
-    }
-
-    /// A duration, or `-1` for "none".
-    fn optional_u64(&mut self, name: &str) -> Result<Option<u64>> {
-        match self.int(name)? {
-            -1 => Ok(None),
-            n => u64::try_from(n)
-                .map(Some)
-                .map_err(|_| bad(format!("{}: {name} = {n} is negative", self.tag))),
-        }
-    }
-
-    /// A decimal string of nanoseconds (absolute times do not fit in a Lua number).
-    fn decimal(&mut self, name: &str) -> Result<u64> {
-        let tag = self.tag;
-        let item = self.next(name)?;
-        match item {
-            Either3::B(t) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => t.parse().ok(),
-            _ => None,
-        }
-        .ok_or_else(|| bad(format!("{tag}: {name} is not a decimal integer: {}", describe(item))))
-    }
-
-    fn end(mut self) -> Result<()> {
-        match self.items.next() {
-            None => Ok(()),
-            Some(extra) => Err(bad(format!("{}: unexpected extra field {}", self.tag, describe(extra)))),
-        }
-    }
-}
-
-/// Reads any of the scripts' replies.
-fn parse(reply: Either<Vec<Item<'_>>, Unknown<'_>>) -> Result<Reply> {
-    let items = match reply {
-        Either::A(items) => items,
+/// Reads any of the scripts' replies (an array) with the core's grammar.
+fn parse(reply: ReplyArg<'_>) -> Result<ScriptReply> {
+    let values = match reply {
+        Either::A(values) => values,
         Either::B(other) => {
             let what = other.get_type().map_or_else(|_| "unknown".to_string(), |t| format!("{t:?}"));
-            return Err(bad(format!("expected an array, got a value of type {what}")));
+            return Err(bad(ReplyError::not_an_array(&format!("a value of type {what}"))));
         }
     };
-    let Some((first, rest)) = items.split_first() else {
-        return Err(bad("expected a tag first, got an empty array".to_string()));
-    };
-    let Either3::B(tag) = first else {
-        return Err(bad(format!("expected a tag first, got {}", describe(first))));
-    };
-    let mut f = Fields { tag, items: rest.iter() };
-    let parsed = match tag.as_str() {
-        "decision" => {
-            let decision = Decision {
-                allowed: f.flag("allowed")?,
-                limit: f.u32("limit")?,
-                remaining: f.u32("remaining")?,
-                reset_after: f.u64("reset_after_ns")?,
-                clear_after: f.u64("clear_after_ns")?,
-                replenish_after: f.optional_u64("replenish_after_ns")?,
-                window: f.u64("window_ns")?,
-            };
-            f.decimal("now_ns")?;
-            Reply::Decision(decision)
-        }
-        "insufficient_capacity" => Reply::InsufficientCapacity(InsufficientCapacity {
-            requested: f.u32("requested")?,
-            capacity: f.u32("capacity")?,
-        }),
-        "scheduled" => {
-            let scheduled = Scheduled {
-                run_now: f.flag("run_now")?,
-                release_at: f.decimal("release_at_ns")?,
-                waiting: f.u64("waiting")?,
-            };
-            Reply::Scheduled(scheduled, f.decimal("now_ns")?)
-        }
-        "released" => Reply::Released(f.flag("released")?),
-        other => return Err(bad(format!("unknown tag {other:?}"))),
-    };
-    f.end()?;
-    Ok(parsed)
+    let items: Vec<ReplyItem<'_>> = values.iter().map(item).collect();
+    script::parse_reply(&items).map_err(bad)
 }
-
-fn kind(reply: &Reply) -> &'static str {
-    match reply {
-        Reply::Decision(_) => "a decision",
-        Reply::InsufficientCapacity(_) => "insufficient_capacity",
-        Reply::Scheduled(..) => "a booking",
-        Reply::Released(_) => "a release",
-    }
-}
-
-/// The largest magnitude up to which every integer is a distinct `f64`, 2^53.
-const EXACT: f64 = 9_007_199_254_740_992.0;
 
 type ReplyArg<'a> = Either<Vec<Item<'a>>, Unknown<'a>>;
 
@@ -473,10 +327,9 @@ type ReplyArg<'a> = Either<Vec<Item<'a>>, Unknown<'a>>;
 /// `insufficient_capacity` reply, `redis_bad_reply` for anything else.
 #[napi(ts_args_type = "reply: unknown", ts_return_type = "ServerDecision")]
 pub fn script_decision(env: Env, reply: ReplyArg<'_>) -> Result<Object<'static>> {
-    match parse(reply)? {
-        Reply::Decision(d) => decision_object(&env, &d),
-        Reply::InsufficientCapacity(e) => Err(insufficient_capacity(&env, e)),
-        other => Err(bad(format!("expected a decision, got {}", kind(&other)))),
+    match parse(reply)?.into_decision().map_err(bad)? {
+        Ok(d) => decision_object(&env, &d),
+        Err(e) => Err(insufficient_capacity(&env, e)),
     }
 }
 
@@ -501,25 +354,18 @@ pub struct RedisScheduled {
 /// `fixed_window.lua schedule`'s reply as a [`RedisScheduled`].
 #[napi(ts_args_type = "reply: unknown")]
 pub fn script_scheduled(reply: ReplyArg<'_>) -> Result<RedisScheduled> {
-    match parse(reply)? {
-        Reply::Scheduled(s, now) => {
-            Ok(RedisScheduled {
-                run_now: s.run_now,
-                release_at_ns: BigInt::from(s.release_at),
-                waiting: s.waiting as f64,
-                now_ns: BigInt::from(now),
-                delay_ns: s.release_at.saturating_sub(now) as f64,
-            })
-        }
-        other => Err(bad(format!("expected a booking, got {}", kind(&other)))),
-    }
+    let (s, now) = parse(reply)?.into_scheduled().map_err(bad)?;
+    Ok(RedisScheduled {
+        run_now: s.run_now,
+        release_at_ns: BigInt::from(s.release_at),
+        waiting: s.waiting as f64,
+        now_ns: BigInt::from(now),
+        delay_ns: s.release_at.saturating_sub(now) as f64,
+    })
 }
 
 /// `fixed_window.lua release`'s reply: whether a delayed job was waiting.
 #[napi(ts_args_type = "reply: unknown")]
 pub fn script_released(reply: ReplyArg<'_>) -> Result<bool> {
-    match parse(reply)? {
-        Reply::Released(released) => Ok(released),
-        other => Err(bad(format!("expected a release, got {}", kind(&other)))),
-    }
+    parse(reply)?.into_released().map_err(bad)
 }

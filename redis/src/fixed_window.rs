@@ -1,12 +1,15 @@
 //! Fixed windows with release estimates in Redis: [`RedisFixedWindow`].
 
 use ratelane::Nanos;
+use ratelane::server::script::{
+    FixedWindowOp, check_fixed_window, clamp_min_ttl_ms, fixed_window_argv,
+};
 use ratelane::server::{Decision, FixedWindow, Scheduled};
 use redis::ConnectionLike;
 
 use crate::error::Error;
 use crate::reply;
-use crate::script::{Arg, Call, FIXED_WINDOW, now_arg};
+use crate::script::{Arg, Call, FIXED_WINDOW};
 
 /// A [`FixedWindow`] whose per-group state lives in Redis, run by `scripts/fixed_window.lua`
 /// in one round trip per call. The same answers as
@@ -34,7 +37,7 @@ impl RedisFixedWindow {
     /// [`Error::InvalidConfig`] when the window is longer than
     /// [`MAX_WINDOW`](crate::MAX_WINDOW).
     pub fn new(window: FixedWindow) -> Result<RedisFixedWindow, Error> {
-        crate::require_window("window", window.window())?;
+        crate::require_window(check_fixed_window(&window))?;
         Ok(RedisFixedWindow { window, min_ttl_ms: 0 })
     }
 
@@ -42,7 +45,7 @@ impl RedisFixedWindow {
     /// Values above [`MAX_WINDOW`](crate::MAX_WINDOW) in milliseconds are clamped.
     #[must_use]
     pub fn with_min_ttl_ms(self, ms: u64) -> RedisFixedWindow {
-        RedisFixedWindow { min_ttl_ms: ms.min(crate::MAX_WINDOW), ..self }
+        RedisFixedWindow { min_ttl_ms: clamp_min_ttl_ms(ms), ..self }
     }
 
     /// The windows.
@@ -57,7 +60,7 @@ impl RedisFixedWindow {
     ///
     /// Redis failures (see [`Error`]).
     pub fn check(&self, con: &mut dyn ConnectionLike, key: &str) -> Result<Decision, Error> {
-        self.call(key, "check", None, reply::decision).run(con)
+        self.call(key, FixedWindowOp::Check, None, reply::decision).run(con)
     }
 
     /// [`check`](Self::check) at `now` (nanoseconds, the caller's clock) instead of Redis's.
@@ -71,7 +74,7 @@ impl RedisFixedWindow {
         key: &str,
         now: Nanos,
     ) -> Result<Decision, Error> {
-        self.call(key, "check", Some(now), reply::decision).run(con)
+        self.call(key, FixedWindowOp::Check, Some(now), reply::decision).run(con)
     }
 
     /// Books a slot for one job of group `key` at Redis's clock (see
@@ -88,7 +91,7 @@ impl RedisFixedWindow {
         con: &mut dyn ConnectionLike,
         key: &str,
     ) -> Result<(Scheduled, Nanos), Error> {
-        self.call(key, "schedule", None, reply::scheduled).run(con)
+        self.call(key, FixedWindowOp::Schedule, None, reply::scheduled).run(con)
     }
 
     /// [`schedule`](Self::schedule) at `now` (nanoseconds, the caller's clock); `release_at`
@@ -103,7 +106,7 @@ impl RedisFixedWindow {
         key: &str,
         now: Nanos,
     ) -> Result<Scheduled, Error> {
-        self.call(key, "schedule", Some(now), scheduled_at).run(con)
+        self.call(key, FixedWindowOp::Schedule, Some(now), scheduled_at).run(con)
     }
 
     /// Records that one delayed job of group `key` was released (or dropped). Returns false
@@ -113,7 +116,7 @@ impl RedisFixedWindow {
     ///
     /// Redis failures (see [`Error`]).
     pub fn release(&self, con: &mut dyn ConnectionLike, key: &str) -> Result<bool, Error> {
-        self.call(key, "release", None, reply::released).run(con)
+        self.call(key, FixedWindowOp::Release, None, reply::released).run(con)
     }
 
     /// [`release`](Self::release) at `now` (nanoseconds, the caller's clock).
@@ -127,7 +130,7 @@ impl RedisFixedWindow {
         key: &str,
         now: Nanos,
     ) -> Result<bool, Error> {
-        self.call(key, "release", Some(now), reply::released).run(con)
+        self.call(key, FixedWindowOp::Release, Some(now), reply::released).run(con)
     }
 
     /// [`check`](Self::check) on an async connection (feature `aio`).
@@ -141,7 +144,7 @@ impl RedisFixedWindow {
         con: &mut impl redis::aio::ConnectionLike,
         key: &str,
     ) -> Result<Decision, Error> {
-        self.call(key, "check", None, reply::decision).run_async(con).await
+        self.call(key, FixedWindowOp::Check, None, reply::decision).run_async(con).await
     }
 
     /// [`check_at`](Self::check_at) on an async connection (feature `aio`).
@@ -156,7 +159,7 @@ impl RedisFixedWindow {
         key: &str,
         now: Nanos,
     ) -> Result<Decision, Error> {
-        self.call(key, "check", Some(now), reply::decision).run_async(con).await
+        self.call(key, FixedWindowOp::Check, Some(now), reply::decision).run_async(con).await
     }
 
     /// [`schedule`](Self::schedule) on an async connection (feature `aio`).
@@ -170,7 +173,7 @@ impl RedisFixedWindow {
         con: &mut impl redis::aio::ConnectionLike,
         key: &str,
     ) -> Result<(Scheduled, Nanos), Error> {
-        self.call(key, "schedule", None, reply::scheduled).run_async(con).await
+        self.call(key, FixedWindowOp::Schedule, None, reply::scheduled).run_async(con).await
     }
 
     /// [`schedule_at`](Self::schedule_at) on an async connection (feature `aio`).
@@ -185,7 +188,7 @@ impl RedisFixedWindow {
         key: &str,
         now: Nanos,
     ) -> Result<Scheduled, Error> {
-        self.call(key, "schedule", Some(now), scheduled_at).run_async(con).await
+        self.call(key, FixedWindowOp::Schedule, Some(now), scheduled_at).run_async(con).await
     }
 
     /// [`release`](Self::release) on an async connection (feature `aio`).
@@ -199,7 +202,7 @@ impl RedisFixedWindow {
         con: &mut impl redis::aio::ConnectionLike,
         key: &str,
     ) -> Result<bool, Error> {
-        self.call(key, "release", None, reply::released).run_async(con).await
+        self.call(key, FixedWindowOp::Release, None, reply::released).run_async(con).await
     }
 
     /// [`release_at`](Self::release_at) on an async connection (feature `aio`).
@@ -214,23 +217,20 @@ impl RedisFixedWindow {
         key: &str,
         now: Nanos,
     ) -> Result<bool, Error> {
-        self.call(key, "release", Some(now), reply::released).run_async(con).await
+        self.call(key, FixedWindowOp::Release, Some(now), reply::released).run_async(con).await
     }
 
     fn call<'a, T>(
         &self,
         key: &'a str,
-        op: &'static str,
+        op: FixedWindowOp,
         now: Option<Nanos>,
         read: fn(&redis::Value) -> Result<T, Error>,
     ) -> Call<'a, T> {
-        let args = vec![
-            Arg::Str(op),
-            Arg::Int(u64::from(self.window.quota())),
-            Arg::Int(self.window.window()),
-            now_arg(now),
-            Arg::Int(self.min_ttl_ms),
-        ];
+        let args = fixed_window_argv(&self.window, op, now, self.min_ttl_ms)
+            .into_iter()
+            .map(Arg::from)
+            .collect();
         Call::new(&FIXED_WINDOW, key, args, read)
     }
 }

@@ -1,16 +1,18 @@
 //! GCRA in Redis: [`RedisGcra`].
 
 use ratelane::Nanos;
-use ratelane::server::{Decision, Gcra, InsufficientCapacity};
+use ratelane::server::script::{check_gcra, clamp_min_ttl_ms, gcra_argv};
+use ratelane::server::{Decision, Gcra};
 use redis::ConnectionLike;
 
 use crate::error::Error;
 use crate::reply;
-use crate::script::{Arg, Call, GCRA, now_arg};
+use crate::script::{Arg, Call, GCRA};
 
 /// A [`Gcra`] limit whose per-key state lives in Redis, checked by `scripts/gcra.lua` in one
 /// round trip. The same answers as [`GcraStore`](ratelane::server::GcraStore) (burst
-/// convention, weights, peeks, [`InsufficientCapacity`]), for any number of processes.
+/// convention, weights, peeks, [`InsufficientCapacity`](ratelane::server::InsufficientCapacity)),
+/// for any number of processes.
 ///
 /// The value holds only the configuration: share it (it is `Copy`), and pass each call the
 /// connection to use.
@@ -28,7 +30,7 @@ impl RedisGcra {
     /// [`Error::InvalidConfig`] when `burst × interval` is longer than
     /// [`MAX_WINDOW`](crate::MAX_WINDOW).
     pub fn new(gcra: Gcra) -> Result<RedisGcra, Error> {
-        crate::require_window("burst × interval", gcra.window())?;
+        crate::require_window(check_gcra(&gcra))?;
         Ok(RedisGcra { gcra, min_ttl_ms: 0 })
     }
 
@@ -36,7 +38,7 @@ impl RedisGcra {
     /// Values above [`MAX_WINDOW`](crate::MAX_WINDOW) in milliseconds are clamped.
     #[must_use]
     pub fn with_min_ttl_ms(self, ms: u64) -> RedisGcra {
-        RedisGcra { min_ttl_ms: ms.min(crate::MAX_WINDOW), ..self }
+        RedisGcra { min_ttl_ms: clamp_min_ttl_ms(ms), ..self }
     }
 
     /// The limit.
@@ -164,19 +166,11 @@ impl RedisGcra {
         n: u32,
         now: Option<Nanos>,
     ) -> Result<Call<'a, Decision>, Error> {
-        if n > self.gcra.burst() {
-            return Err(Error::InsufficientCapacity(InsufficientCapacity {
-                requested: n,
-                capacity: self.gcra.burst(),
-            }));
-        }
-        let args = vec![
-            Arg::Int(self.gcra.interval()),
-            Arg::Int(u64::from(self.gcra.burst())),
-            Arg::Int(u64::from(n)),
-            now_arg(now),
-            Arg::Int(self.min_ttl_ms),
-        ];
+        let args = gcra_argv(&self.gcra, n, now, self.min_ttl_ms)
+            .map_err(Error::InsufficientCapacity)?
+            .into_iter()
+            .map(Arg::from)
+            .collect();
         Ok(Call::new(&GCRA, key, args, reply::decision))
     }
 }

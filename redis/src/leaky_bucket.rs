@@ -1,12 +1,13 @@
 //! Sharkey's leaky bucket in Redis: [`RedisLeakyBucket`].
 
 use ratelane::Nanos;
+use ratelane::server::script::{check_leaky_bucket, clamp_min_ttl_ms, leaky_bucket_argv};
 use ratelane::server::{Decision, LeakyBucket};
 use redis::ConnectionLike;
 
 use crate::error::Error;
 use crate::reply;
-use crate::script::{Arg, Call, LEAKY_BUCKET, now_arg};
+use crate::script::{Arg, Call, LEAKY_BUCKET};
 
 /// A [`LeakyBucket`] whose per-key state lives in Redis, checked by
 /// `scripts/leaky_bucket.lua` in one round trip. The same answers as
@@ -29,10 +30,7 @@ impl RedisLeakyBucket {
     /// [`Error::InvalidConfig`] when the time a full bucket takes to drain, or the minimum
     /// interval, is longer than [`MAX_WINDOW`](crate::MAX_WINDOW).
     pub fn new(bucket: LeakyBucket) -> Result<RedisLeakyBucket, Error> {
-        crate::require_window("the time a full bucket takes to drain", bucket.window())?;
-        if let Some(min_interval) = bucket.min_interval() {
-            crate::require_window("min_interval", min_interval)?;
-        }
+        crate::require_window(check_leaky_bucket(&bucket))?;
         Ok(RedisLeakyBucket { bucket, min_ttl_ms: 0 })
     }
 
@@ -40,7 +38,7 @@ impl RedisLeakyBucket {
     /// Values above [`MAX_WINDOW`](crate::MAX_WINDOW) in milliseconds are clamped.
     #[must_use]
     pub fn with_min_ttl_ms(self, ms: u64) -> RedisLeakyBucket {
-        RedisLeakyBucket { min_ttl_ms: ms.min(crate::MAX_WINDOW), ..self }
+        RedisLeakyBucket { min_ttl_ms: clamp_min_ttl_ms(ms), ..self }
     }
 
     /// The bucket.
@@ -169,13 +167,6 @@ fn call<'a>(
     key: &'a str,
     now: Option<Nanos>,
 ) -> Call<'a, Decision> {
-    let args = vec![
-        Arg::Int(u64::from(bucket.size())),
-        Arg::Int(bucket.drip_rate()),
-        Arg::Int(u64::from(bucket.drip_size())),
-        Arg::Int(bucket.min_interval().unwrap_or(0)),
-        now_arg(now),
-        Arg::Int(min_ttl_ms),
-    ];
+    let args = leaky_bucket_argv(bucket, now, min_ttl_ms).into_iter().map(Arg::from).collect();
     Call::new(&LEAKY_BUCKET, key, args, reply::decision)
 }

@@ -107,21 +107,20 @@ pub fn shared_store_sha() -> &'static str {
 }
 
 /// The longest window the scripts evaluate exactly: 2^52 ns (about 52 days). Lua numbers
-/// are doubles, exact for integers below 2^53, and the scripts add up to two windows.
-pub const MAX_WINDOW: Nanos = 1 << 52;
+/// are doubles, exact for integers below 2^53, and the scripts add up to two windows
+/// (the core's [`ratelane::server::script::MAX_WINDOW`]).
+pub const MAX_WINDOW: Nanos = ratelane::server::script::MAX_WINDOW;
 
 /// The SHA-1 of each script, as `EVALSHA` takes it: `(gcra, leaky_bucket, fixed_window)`.
 pub fn script_shas() -> (&'static str, &'static str, &'static str) {
     (script::GCRA.sha(), script::LEAKY_BUCKET.sha(), script::FIXED_WINDOW.sha())
 }
 
-/// Checks a configured window against [`MAX_WINDOW`].
-fn require_window(what: &str, window: Nanos) -> Result<(), Error> {
-    if window <= MAX_WINDOW {
-        Ok(())
-    } else {
-        Err(Error::InvalidConfig(format!(
-            "{what} ({window} ns) is longer than the Redis scripts evaluate exactly ({MAX_WINDOW} ns)"
-        )))
-    }
+/// The core's check of a configured window against [`MAX_WINDOW`]
+/// (`ratelane::server::script::check_*`), with its message.
+fn require_window(checked: Result<(), ratelane::Error>) -> Result<(), Error> {
+    checked.map_err(|e| match e {
+        ratelane::Error::InvalidConfig(message) => Error::InvalidConfig(message),
+        other => Error::from(other),
+    })
 }

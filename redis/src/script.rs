@@ -124,11 +124,14 @@ pub(crate) enum Arg<'a> {
     Empty,
 }
 
-/// `now_ns` as a script argument: empty for Redis's clock.
-pub(crate) fn now_arg(now: Option<u64>) -> Arg<'static> {
-    match now {
-        Some(now) => Arg::Int(now),
-        None => Arg::Empty,
+impl From<ratelane::server::script::ScriptArg> for Arg<'static> {
+    fn from(arg: ratelane::server::script::ScriptArg) -> Arg<'static> {
+        use ratelane::server::script::ScriptArg;
+        match arg {
+            ScriptArg::Int(n) => Arg::Int(n),
+            ScriptArg::Text(s) => Arg::Str(s),
+            ScriptArg::Empty => Arg::Empty,
+        }
     }
 }
 

@@ -1,10 +1,12 @@
 //! The store of the core's shared mode in Redis: [`RedisStore`].
 
 use ratelane::Nanos;
-use ratelane::shared::{Reservation, ReservationAnswer, SharedConfig, SharedScope, SharedUpdate};
+use ratelane::server::script::{parse_record_answer, parse_reserve_answer};
+use ratelane::shared::{Reservation, ReservationAnswer, SharedConfig, SharedUpdate};
 use redis::{ConnectionLike, Value};
 
 use crate::error::Error;
+use crate::reply;
 use crate::script::{Arg, Call, SHARED_STORE};
 
 /// The shared-mode store ([`ratelane::shared`]) in Redis: `scripts/shared_store.lua`, which
@@ -292,12 +294,9 @@ impl RedisStore {
     }
 }
 
-/// `["recorded"]`.
+/// `["recorded"]` (read by the core).
 fn parse_recorded(value: &Value) -> Result<(), Error> {
-    match tag_and_rest(value)? {
-        ("recorded", []) => Ok(()),
-        _ => Err(Error::BadReply(format!("record: expected [\"recorded\"], got {value:?}"))),
-    }
+    reply::read(value, parse_record_answer)
 }
 
 fn check_client(client: &str) -> Result<(), Error> {
@@ -318,41 +317,16 @@ fn flag(b: bool) -> String {
     if b { "1" } else { "0" }.to_string()
 }
 
-fn text(value: &Value) -> Option<&str> {
-    match value {
-        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
-        Value::SimpleString(s) => Some(s.as_str()),
-        _ => None,
-    }
-}
-
-fn tag_and_rest(value: &Value) -> Result<(&str, &[Value]), Error> {
-    if let Value::Array(items) = value
-        && let Some((first, rest)) = items.split_first()
-        && let Some(tag) = text(first)
-    {
-        return Ok((tag, rest));
-    }
-    Err(Error::BadReply(format!("expected a tagged array, got {value:?}")))
-}
-
-/// `["granted"]` or `["denied", retry_after_us, scope]` as the core's answer.
+/// `["granted"]` or `["denied", retry_after_us, scope]` as the core's answer (read by the
+/// core).
 fn parse_answer(value: &Value) -> Result<ReservationAnswer, Error> {
-    match tag_and_rest(value)? {
-        ("granted", []) => Ok(ReservationAnswer::Granted),
-        ("denied", [Value::Int(us), scope]) => {
-            let scope = text(scope)
-                .and_then(SharedScope::from_name)
-                .ok_or_else(|| Error::BadReply(format!("denied: unknown scope {scope:?}")))?;
-            let us = u64::try_from(*us).map_err(|_| Error::BadReply(format!("denied: retry_after {us} < 0")))?;
-            Ok(ReservationAnswer::Denied { retry_after: us.saturating_mul(1000), scope })
-        }
-        _ => Err(Error::BadReply(format!("reserve: unexpected reply {value:?}"))),
-    }
+    reply::read(value, parse_reserve_answer)
 }
 
 #[cfg(test)]
 mod tests {
+    use ratelane::shared::SharedScope;
+
     use super::*;
 
     #[test]

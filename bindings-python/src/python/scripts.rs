@@ -4,17 +4,20 @@
 //! scripts' replies back into the core's `Decision` / `Scheduled`, so the headers are rendered
 //! by the core. The I/O (`EVALSHA`, `EVAL` on `NOSCRIPT`) is the Python module's.
 //!
-//! The layouts are the contract in `redis/README.md`, the same that `ratelane-redis`
-//! (`redis/src/reply.rs`) reads; any other shape is `RedisBadReplyError`, never a panic.
+//! The layouts (the contract in `redis/README.md`) are the core's, `ratelane::server::script`,
+//! as for `ratelane-redis` and the Node binding: this module only turns Python values into
+//! the core's `ReplyItem`s; any other shape is `RedisBadReplyError`, never a panic.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+use std::borrow::Cow;
 
 use ratelane::Error;
-use ratelane::server::{
-    Decision as CoreDecision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, LegacyLimit,
-    Scheduled as CoreScheduled,
+use ratelane::server::script::{
+    self, FixedWindowOp, ReplyError, ReplyItem, ScriptArg, ScriptReply, check_fixed_window, check_gcra,
+    check_leaky_bucket, fixed_window_argv, gcra_argv, leaky_bucket_argv,
 };
+use ratelane::server::{FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, LegacyLimit};
 
 use super::{PyDecision, PyScheduled, arg_ns, arg_opt_ns, core_error, exception, invalid_argument, repr};
 
@@ -25,23 +28,6 @@ pub(super) const GCRA_LUA: &str = include_str!("../../gcra.lua");
 pub(super) const LEAKY_BUCKET_LUA: &str = include_str!("../../leaky_bucket.lua");
 pub(super) const FIXED_WINDOW_LUA: &str = include_str!("../../fixed_window.lua");
 
-/// The longest window the scripts evaluate exactly, 2^52 ns (`ratelane_redis::MAX_WINDOW`):
-/// Lua numbers are doubles and the scripts add up to two windows.
-const MAX_WINDOW: u64 = 1 << 52;
-
-/// `ratelane_redis`'s check of a configured window, with its message.
-fn require_window(py: Python<'_>, what: &str, window: u64) -> PyResult<()> {
-    if window <= MAX_WINDOW {
-        return Ok(());
-    }
-    Err(core_error(
-        py,
-        Error::InvalidConfig(format!(
-            "{what} ({window} ns) is longer than the Redis scripts evaluate exactly ({MAX_WINDOW} ns)"
-        )),
-    ))
-}
-
 /// `InsufficientCapacityError` with the core's message, `requested` and `capacity`.
 pub(super) fn insufficient(py: Python<'_>, e: InsufficientCapacity) -> PyErr {
     let kwargs = PyDict::new(py);
@@ -51,14 +37,14 @@ pub(super) fn insufficient(py: Python<'_>, e: InsufficientCapacity) -> PyErr {
     exception(py, "InsufficientCapacityError", e.to_string(), Some(&kwargs))
 }
 
-/// `now_ns` as a script argument: empty for Redis's own clock.
-fn now_arg(now_ns: Option<u64>) -> String {
-    now_ns.map(|n| n.to_string()).unwrap_or_default()
+/// `ARGV` as the strings redis-py sends.
+fn strings(args: &[ScriptArg]) -> Vec<String> {
+    args.iter().map(ToString::to_string).collect()
 }
 
-/// `min_ttl_ms`, clamped to [`MAX_WINDOW`] as `ratelane_redis`'s `with_min_ttl_ms` does.
+/// `min_ttl_ms` (the core clamps it to `MAX_WINDOW`, as `ratelane_redis`'s `with_min_ttl_ms`).
 fn min_ttl_arg(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    obj.extract::<u64>().map(|ms| ms.min(MAX_WINDOW)).map_err(|_| {
+    obj.extract::<u64>().map_err(|_| {
         invalid_argument(obj.py(), format!("min_ttl_ms must be an int >= 0, got {}", repr(obj)))
     })
 }
@@ -75,7 +61,7 @@ pub struct GcraScript {
 impl GcraScript {
     fn checked(py: Python<'_>, gcra: Result<Gcra, Error>) -> PyResult<Self> {
         let gcra = gcra.map_err(|e| core_error(py, e))?;
-        require_window(py, "burst × interval", gcra.window())?;
+        check_gcra(&gcra).map_err(|e| core_error(py, e))?;
         Ok(GcraScript { gcra })
     }
 }
@@ -116,17 +102,8 @@ impl GcraScript {
         #[pyo3(from_py_with = arg_opt_ns)] now_ns: Option<u64>,
         #[pyo3(from_py_with = min_ttl_arg)] min_ttl_ms: u64,
     ) -> PyResult<Vec<String>> {
-        let burst = self.gcra.burst();
-        if n > burst {
-            return Err(insufficient(py, InsufficientCapacity { requested: n, capacity: burst }));
-        }
-        Ok(vec![
-            self.gcra.interval().to_string(),
-            burst.to_string(),
-            n.to_string(),
-            now_arg(now_ns),
-            min_ttl_ms.to_string(),
-        ])
+        let argv = gcra_argv(&self.gcra, n, now_ns, min_ttl_ms).map_err(|e| insufficient(py, e))?;
+        Ok(strings(&argv))
     }
 
     fn __repr__(&self) -> String {
@@ -146,10 +123,7 @@ pub struct LeakyBucketScript {
 impl LeakyBucketScript {
     fn checked(py: Python<'_>, bucket: Result<LeakyBucket, Error>) -> PyResult<Self> {
         let bucket = bucket.map_err(|e| core_error(py, e))?;
-        require_window(py, "the time a full bucket takes to drain", bucket.window())?;
-        if let Some(min_interval) = bucket.min_interval() {
-            require_window(py, "min_interval", min_interval)?;
-        }
+        check_leaky_bucket(&bucket).map_err(|e| core_error(py, e))?;
         Ok(LeakyBucketScript { bucket })
     }
 }
@@ -221,14 +195,7 @@ impl LeakyBucketScript {
             None => self.bucket,
             Some(f) => self.bucket.scaled(f).map_err(|e| core_error(py, e))?,
         };
-        Ok(vec![
-            bucket.size().to_string(),
-            bucket.drip_rate().to_string(),
-            bucket.drip_size().to_string(),
-            bucket.min_interval().unwrap_or(0).to_string(),
-            now_arg(now_ns),
-            min_ttl_ms.to_string(),
-        ])
+        Ok(strings(&leaky_bucket_argv(&bucket, now_ns, min_ttl_ms)))
     }
 
     fn __repr__(&self) -> String {
@@ -256,7 +223,7 @@ impl FixedWindowScript {
     #[new]
     fn new(py: Python<'_>, quota: u32, #[pyo3(from_py_with = arg_ns)] window_ns: u64) -> PyResult<Self> {
         let window = FixedWindow::new(quota, window_ns).map_err(|e| core_error(py, e))?;
-        require_window(py, "window", window.window())?;
+        check_fixed_window(&window).map_err(|e| core_error(py, e))?;
         Ok(FixedWindowScript { window })
     }
 
@@ -278,16 +245,10 @@ impl FixedWindowScript {
         #[pyo3(from_py_with = arg_opt_ns)] now_ns: Option<u64>,
         #[pyo3(from_py_with = min_ttl_arg)] min_ttl_ms: u64,
     ) -> PyResult<Vec<String>> {
-        if !matches!(op, "check" | "schedule" | "release") {
+        let Some(op) = FixedWindowOp::from_name(op) else {
             return Err(invalid_argument(py, format!("op must be 'check', 'schedule' or 'release', got {op:?}")));
-        }
-        Ok(vec![
-            op.to_string(),
-            self.window.quota().to_string(),
-            self.window.window().to_string(),
-            now_arg(now_ns),
-            min_ttl_ms.to_string(),
-        ])
+        };
+        Ok(strings(&fixed_window_argv(&self.window, op, now_ns, min_ttl_ms)))
     }
 
     fn __repr__(&self) -> String {
@@ -297,157 +258,45 @@ impl FixedWindowScript {
 
 // ------------------------------------------------------------------------------ replies
 
-/// What a script answered (as `ratelane_redis`'s `reply::Reply`).
-enum Reply {
-    Decision(CoreDecision),
-    InsufficientCapacity(InsufficientCapacity),
-    Scheduled(CoreScheduled, u64),
-    Released(bool),
+fn bad(py: Python<'_>, e: ReplyError) -> PyErr {
+    exception(py, "RedisBadReplyError", e.into_message(), None)
 }
 
-fn bad(py: Python<'_>, message: String) -> PyErr {
-    exception(py, "RedisBadReplyError", message, None)
-}
-
-/// A string field as redis-py gives it: `bytes`, or `str` with `decode_responses=True`.
-fn text(obj: &Bound<'_, PyAny>) -> Option<String> {
+/// One element of a reply as redis-py gives it, in the core's terms: `int` (not `bool`) is a
+/// Redis integer, `bytes` (or `str` with `decode_responses=True`) a string, `None` a nil.
+fn item<'a>(obj: &'a Bound<'_, PyAny>) -> ReplyItem<'a> {
+    if obj.is_none() {
+        return ReplyItem::Nil;
+    }
     if let Ok(b) = obj.cast::<PyBytes>() {
-        return std::str::from_utf8(b.as_bytes()).ok().map(str::to_owned);
+        if let Ok(text) = std::str::from_utf8(b.as_bytes()) {
+            return ReplyItem::Text(Cow::Borrowed(text));
+        }
+    } else if let Ok(s) = obj.cast::<PyString>() {
+        if let Ok(text) = s.to_cow() {
+            return ReplyItem::Text(text);
+        }
+    } else if obj.is_instance_of::<PyInt>()
+        && !obj.is_instance_of::<PyBool>()
+        && let Ok(n) = obj.extract::<i64>()
+    {
+        return ReplyItem::Int(n);
     }
-    obj.cast::<PyString>().ok().and_then(|s| s.to_cow().ok().map(|c| c.into_owned()))
+    ReplyItem::Other(Cow::Owned(repr(obj)))
 }
 
-/// A reply's fields after the tag, read one at a time.
-struct Fields<'a, 'py> {
-    py: Python<'py>,
-    tag: &'a str,
-    items: std::slice::Iter<'a, Bound<'py, PyAny>>,
-}
-
-impl<'py> Fields<'_, 'py> {
-    fn next(&mut self, name: &str) -> PyResult<&Bound<'py, PyAny>> {
-        match self.items.next() {
-            Some(item) => Ok(item),
-            None => Err(bad(self.py, format!("{}: {name} missing", self.tag))),
-        }
-    }
-
-    fn int(&mut self, name: &str) -> PyResult<i64> {
-        let (py, tag) = (self.py, self.tag);
-        let item = self.next(name)?;
-        // A Lua integer is a Redis integer; bool (an int subclass) is not one.
-        if item.is_instance_of::<PyInt>()
-            && !item.is_instance_of::<PyBool>()
-            && let Ok(n) = item.extract::<i64>()
-        {
-            return Ok(n);
-        }
-        Err(bad(py, format!("{tag}: {name} is not an integer: {}", repr(item))))
-    }
-
-    fn flag(&mut self, name: &str) -> PyResult<bool> {
-        match self.int(name)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            n => Err(bad(self.py, format!("{}: {name} is {n}, not 0 or 1", self.tag))),
-        }
-    }
-
-    fn u32(&mut self, name: &str) -> PyResult<u32> {
-        let n = self.int(name)?;
-        u32::try_from(n).map_err(|_| bad(self.py, format!("{}: {name} = {n} is out of range", self.tag)))
-    }
-
-    fn u64(&mut self, name: &str) -> PyResult<u64> {
-        let n = self.int(name)?;
-        u64::try_from(n).map_err(|_| bad(self.py, format!("{}: {name} = {n} is negative", self.tag)))
-    }
-
-    /// A duration, or `-1` for "none".
-    fn optional_u64(&mut self, name: &str) -> PyResult<Option<u64>> {
-        match self.int(name)? {
-            -1 => Ok(None),
-            n => u64::try_from(n)
-                .map(Some)
-                .map_err(|_| bad(self.py, format!("{}: {name} = {n} is negative", self.tag))),
-        }
-    }
-
-    /// A decimal string of nanoseconds (absolute times do not fit in a Lua number).
-    fn decimal(&mut self, name: &str) -> PyResult<u64> {
-        let (py, tag) = (self.py, self.tag);
-        let item = self.next(name)?;
-        text(item)
-            .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|t| t.parse().ok())
-            .ok_or_else(|| bad(py, format!("{tag}: {name} is not a decimal integer: {}", repr(item))))
-    }
-
-    fn end(mut self) -> PyResult<()> {
-        match self.items.next() {
-            None => Ok(()),
-            Some(extra) => Err(bad(self.py, format!("{}: unexpected extra field {}", self.tag, repr(extra)))),
-        }
-    }
-}
-
-/// Reads any of the scripts' replies.
-fn parse(reply: &Bound<'_, PyAny>) -> PyResult<Reply> {
+/// Reads any of the scripts' replies (a list or tuple) with the core's grammar.
+fn parse(reply: &Bound<'_, PyAny>) -> PyResult<ScriptReply> {
     let py = reply.py();
-    let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = reply.cast::<PyList>() {
+    let objects: Vec<Bound<'_, PyAny>> = if let Ok(list) = reply.cast::<PyList>() {
         list.iter().collect()
     } else if let Ok(tuple) = reply.cast::<PyTuple>() {
         tuple.iter().collect()
     } else {
-        return Err(bad(py, format!("expected an array, got {}", repr(reply))));
+        return Err(bad(py, ReplyError::not_an_array(&repr(reply))));
     };
-    let Some((first, rest)) = items.split_first() else {
-        return Err(bad(py, "expected a tag first, got an empty array".to_string()));
-    };
-    let Some(tag) = text(first) else {
-        return Err(bad(py, format!("expected a tag first, got {}", repr(first))));
-    };
-    let mut f = Fields { py, tag: &tag, items: rest.iter() };
-    let parsed = match tag.as_str() {
-        "decision" => {
-            let decision = CoreDecision {
-                allowed: f.flag("allowed")?,
-                limit: f.u32("limit")?,
-                remaining: f.u32("remaining")?,
-                reset_after: f.u64("reset_after_ns")?,
-                clear_after: f.u64("clear_after_ns")?,
-                replenish_after: f.optional_u64("replenish_after_ns")?,
-                window: f.u64("window_ns")?,
-            };
-            f.decimal("now_ns")?;
-            Reply::Decision(decision)
-        }
-        "insufficient_capacity" => Reply::InsufficientCapacity(InsufficientCapacity {
-            requested: f.u32("requested")?,
-            capacity: f.u32("capacity")?,
-        }),
-        "scheduled" => {
-            let scheduled = CoreScheduled {
-                run_now: f.flag("run_now")?,
-                release_at: f.decimal("release_at_ns")?,
-                waiting: f.u64("waiting")?,
-            };
-            Reply::Scheduled(scheduled, f.decimal("now_ns")?)
-        }
-        "released" => Reply::Released(f.flag("released")?),
-        other => return Err(bad(py, format!("unknown tag {other:?}"))),
-    };
-    f.end()?;
-    Ok(parsed)
-}
-
-fn kind(reply: &Reply) -> &'static str {
-    match reply {
-        Reply::Decision(_) => "a decision",
-        Reply::InsufficientCapacity(_) => "insufficient_capacity",
-        Reply::Scheduled(..) => "a booking",
-        Reply::Released(_) => "a release",
-    }
+    let items: Vec<ReplyItem<'_>> = objects.iter().map(item).collect();
+    script::parse_reply(&items).map_err(|e| bad(py, e))
 }
 
 /// A check's reply (`gcra.lua`, `leaky_bucket.lua`, `fixed_window.lua check`) as a `Decision`.
@@ -456,10 +305,9 @@ fn kind(reply: &Reply) -> &'static str {
 #[pyfunction]
 pub fn script_decision(reply: &Bound<'_, PyAny>) -> PyResult<PyDecision> {
     let py = reply.py();
-    match parse(reply)? {
-        Reply::Decision(d) => Ok(PyDecision { inner: d }),
-        Reply::InsufficientCapacity(e) => Err(insufficient(py, e)),
-        other => Err(bad(py, format!("expected a decision, got {}", kind(&other)))),
+    match parse(reply)?.into_decision().map_err(|e| bad(py, e))? {
+        Ok(d) => Ok(PyDecision { inner: d }),
+        Err(e) => Err(insufficient(py, e)),
     }
 }
 
@@ -467,19 +315,14 @@ pub fn script_decision(reply: &Bound<'_, PyAny>) -> PyResult<PyDecision> {
 /// script used (Redis's `TIME` in Unix nanoseconds, unless the call gave one).
 #[pyfunction]
 pub fn script_scheduled(reply: &Bound<'_, PyAny>) -> PyResult<(PyScheduled, u64)> {
-    match parse(reply)? {
-        Reply::Scheduled(s, now) => Ok((PyScheduled { inner: s }, now)),
-        other => Err(bad(reply.py(), format!("expected a booking, got {}", kind(&other)))),
-    }
+    let (s, now) = parse(reply)?.into_scheduled().map_err(|e| bad(reply.py(), e))?;
+    Ok((PyScheduled { inner: s }, now))
 }
 
 /// `fixed_window.lua release`'s reply: whether a delayed job was waiting.
 #[pyfunction]
 pub fn script_released(reply: &Bound<'_, PyAny>) -> PyResult<bool> {
-    match parse(reply)? {
-        Reply::Released(released) => Ok(released),
-        other => Err(bad(reply.py(), format!("expected a release, got {}", kind(&other)))),
-    }
+    parse(reply)?.into_released().map_err(|e| bad(reply.py(), e))
 }
 
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -37,11 +37,14 @@
 //! [`Error::InvalidConfig`]); decisions and states are plain structs
 //! of integers; keys are owned `String`s in [`GcraStore`], [`LeakyBucketStore`] and
 //! [`FixedWindowStore`] (Rust callers may pick another key type with the `K` parameter).
+//! The same limiters evaluated in Redis share one wire format, in [`script`]: each script
+//! call's `ARGV` and the reading of its reply, for every host.
 
 mod decision;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
+pub mod script;
 mod slots;
 mod store;
 
