@@ -13,7 +13,6 @@
 //! The format is documented in `tests/vectors/README.md`.
 #![allow(clippy::identity_op)] // scenario times read better as `1 * S`
 
-use std::path::PathBuf;
 
 use ratelane::shared::{OnUnavailable, SharedConfig};
 use ratelane::{
@@ -24,13 +23,13 @@ use serde_json::{Value, json};
 
 #[path = "support/shared_json.rs"]
 mod shared_json;
+#[path = "support/vector_files.rs"]
+mod vector_files;
+use vector_files::{check_fresh, pretty, vectors_dir};
 
 const MS: u64 = 1_000_000;
 const S: u64 = 1_000_000_000;
 
-fn vectors_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors")
-}
 
 // ---------------------------------------------------------------- config <-> JSON
 
@@ -415,49 +414,11 @@ fn render(case: &Case) -> Value {
     })
 }
 
-fn pretty(v: &Value) -> String {
-    let mut s = serde_json::to_string_pretty(v).expect("json");
-    s.push('\n');
-    s
-}
-
 #[test]
 fn vectors_are_fresh() {
-    let bless = std::env::var("RATELANE_BLESS").is_ok_and(|v| v == "1");
-    let mut stale = Vec::new();
-    let mut names = std::collections::BTreeSet::new();
-    for case in cases() {
-        assert!(names.insert(case.file), "duplicate vector file {}", case.file);
-        let path = vectors_dir().join(format!("client_{}.json", case.file));
-        let text = pretty(&render(&case));
-        let current = std::fs::read_to_string(&path).unwrap_or_default();
-        if current != text {
-            if bless {
-                std::fs::write(&path, &text).expect("write vector");
-            } else {
-                stale.push(path.display().to_string());
-            }
-        }
-    }
-    // Files no scenario produces any more are stale too.
-    for entry in std::fs::read_dir(vectors_dir()).expect("tests/vectors") {
-        let name = entry.expect("entry").file_name().to_string_lossy().into_owned();
-        if let Some(stem) = name.strip_prefix("client_").and_then(|n| n.strip_suffix(".json"))
-            && !names.contains(stem)
-        {
-            if bless {
-                std::fs::remove_file(vectors_dir().join(&name)).expect("remove");
-            } else {
-                stale.push(name);
-            }
-        }
-    }
-    assert!(
-        stale.is_empty(),
-        "these vector files do not match the reference implementation: {stale:?}\n\
-         If the behaviour change is intended, regenerate them with \
-         `RATELANE_BLESS=1 cargo test -p ratelane --test client_vectors` and say why in the commit."
-    );
+    let cases = cases();
+    let files = cases.iter().map(|case| (case.file, pretty(&render(case)))).collect();
+    check_fresh("client_", files, "vector", "client_vectors");
 }
 
 #[test]
