@@ -31,6 +31,7 @@ const redis = require('../redis')
 
 const { RedisGcra, RedisLeakyBucket, RedisFixedWindow } = redis
 const { GcraStore, LeakyBucketStore, FixedWindowStore } = ratelane
+const { ns, inMemoryStore, decisionForm } = require('../../js/test/server_forms.cjs')
 
 const REPO = path.join(__dirname, '..', '..')
 const SCRIPTS = path.join(REPO, 'redis', 'scripts')
@@ -109,31 +110,6 @@ test("the error codes are ratelane-redis's codes, each with its class", () => {
 
 // ------------------------------------------------------------------------------ vectors
 
-/** `*_ms` config fields as nanoseconds; absent stays undefined. */
-function ns(config, field) {
-  return config[field] === undefined ? undefined : config[field] * MS
-}
-
-function buildInMemory(algorithm, config) {
-  const maxKeys = config.max_keys
-  switch (algorithm) {
-    case 'gcra':
-      return 'quota' in config
-        ? GcraStore.perWindow(config.quota, ns(config, 'window_ms'), { maxKeys })
-        : new GcraStore(ns(config, 'interval_ms'), config.burst, { maxKeys })
-    case 'leaky_bucket':
-      if ('legacy' in config) {
-        const legacy = config.legacy
-        return LeakyBucketStore.fromLegacy({ max: legacy.max, durationNs: ns(legacy, 'duration_ms'), minIntervalNs: ns(legacy, 'min_interval_ms'), maxKeys })
-      }
-      return new LeakyBucketStore(config.size, ns(config, 'drip_rate_ms'), { dripSize: config.drip_size, minIntervalNs: ns(config, 'min_interval_ms'), maxKeys })
-    case 'fixed_window':
-      return new FixedWindowStore(config.quota, ns(config, 'window_ms'), { maxKeys })
-    default:
-      return assert.fail(`unknown algorithm ${algorithm}`)
-  }
-}
-
 function buildRedis(algorithm, config, client, prefix) {
   const options = { prefix, minTtlMs: MIN_TTL_MS }
   switch (algorithm) {
@@ -151,26 +127,6 @@ function buildRedis(algorithm, config, client, prefix) {
       return new RedisFixedWindow(client, config.quota, ns(config, 'window_ms'), options)
     default:
       return assert.fail(`unknown algorithm ${algorithm}`)
-  }
-}
-
-const DECISION_FIELDS = ['allowed', 'limit', 'remaining', 'resetAfterNs', 'clearAfterNs', 'replenishAfterNs', 'windowNs', 'retryAfterS']
-
-/** A decision in the vectors' form; also checks it is the in-memory stores' object shape. */
-function decisionForm(d, policy) {
-  assert.deepEqual(Reflect.ownKeys(d), DECISION_FIELDS, 'a decision owns exactly the data fields')
-  assert.deepEqual(Reflect.ownKeys(Object.getPrototypeOf(d)).sort(), ['constructor', 'ietfHeaders', 'xRateLimitHeaders'])
-  return {
-    allowed: d.allowed,
-    limit: d.limit,
-    remaining: d.remaining,
-    reset_after_ns: d.resetAfterNs,
-    clear_after_ns: d.clearAfterNs,
-    replenish_after_ns: d.replenishAfterNs,
-    window_ns: d.windowNs,
-    retry_after_s: d.retryAfterS,
-    x_ratelimit_headers: d.xRateLimitHeaders(),
-    ietf_headers: d.ietfHeaders(policy),
   }
 }
 
@@ -234,7 +190,7 @@ for (const file of vectorFiles) {
         if ('expect_error' in c) {
           // Validated by the core before anything is sent, with the in-memory stores' message.
           let inMemory = null
-          assert.throws(() => buildInMemory(vectors.algorithm, config), (e) => { inMemory = e; return true })
+          assert.throws(() => inMemoryStore(ratelane, vectors.algorithm, config), (e) => { inMemory = e; return true })
           assert.throws(() => buildRedis(vectors.algorithm, config, client, 'unused:'), (e) => {
             assert.ok(e instanceof ratelane.InvalidConfigError, `case "${c.name}": ${e}`)
             assert.equal(e.code, c.expect_error)
@@ -251,7 +207,7 @@ for (const file of vectorFiles) {
         let untracked = 0
         for (const [i, step] of c.steps.entries()) {
           const where = `case "${c.name}", step ${i}: ${JSON.stringify(step)}`
-          if (!perKey.has(step.key)) perKey.set(step.key, buildInMemory(vectors.algorithm, { ...config, max_keys: 1 << 20 }))
+          if (!perKey.has(step.key)) perKey.set(step.key, inMemoryStore(ratelane, vectors.algorithm, { ...config, max_keys: 1 << 20 }))
           const store = perKey.get(step.key)
           const inRedis = await redisStep(limiter, step, config.policy)
           assert.deepEqual(inRedis, memoryStep(store, step, config.policy), `Redis vs in-memory, ${where}`)

@@ -9,69 +9,10 @@ const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
 const { repo, core } = require('./support.cjs')
+const { MS, inMemoryStore, decisionForm } = require('./server_forms.cjs')
 
 const dir = path.join(repo, 'tests', 'vectors')
 const files = fs.readdirSync(dir).filter((f) => f.startsWith('server_') && f.endsWith('.json')).sort()
-const MS = 1e6
-
-/** `*_ms` config fields as nanoseconds; absent stays undefined. */
-function ns(config, field) {
-  return config[field] === undefined ? undefined : config[field] * MS
-}
-
-/** The store a case's `config` describes, built as a user of the package would. */
-function storeFor(algorithm, config) {
-  const options = { maxKeys: config.max_keys }
-  switch (algorithm) {
-    case 'gcra':
-      return 'quota' in config
-        ? core.GcraStore.perWindow(config.quota, ns(config, 'window_ms'), options)
-        : new core.GcraStore(ns(config, 'interval_ms'), config.burst, options)
-    case 'leaky_bucket': {
-      if ('legacy' in config) {
-        const legacy = config.legacy
-        return core.LeakyBucketStore.fromLegacy({
-          max: legacy.max,
-          durationNs: ns(legacy, 'duration_ms'),
-          minIntervalNs: ns(legacy, 'min_interval_ms'),
-          maxKeys: config.max_keys,
-        })
-      }
-      return new core.LeakyBucketStore(config.size, ns(config, 'drip_rate_ms'), {
-        dripSize: config.drip_size,
-        minIntervalNs: ns(config, 'min_interval_ms'),
-        maxKeys: config.max_keys,
-      })
-    }
-    case 'fixed_window':
-      return new core.FixedWindowStore(config.quota, ns(config, 'window_ms'), options)
-    default:
-      assert.fail(`unknown algorithm ${algorithm}`)
-  }
-}
-
-const DECISION_FIELDS = ['allowed', 'limit', 'remaining', 'resetAfterNs', 'clearAfterNs', 'replenishAfterNs', 'windowNs', 'retryAfterS']
-
-/** A decision object in the vectors' form; also checks its shape (js/CONTRACT.md). */
-function decisionForm(d, policy) {
-  assert.deepEqual(Reflect.ownKeys(d), DECISION_FIELDS, 'a decision owns exactly the data fields, enumerable')
-  const prototype = Object.getPrototypeOf(d)
-  assert.deepEqual(Reflect.ownKeys(prototype).sort(), ['constructor', 'ietfHeaders', 'xRateLimitHeaders'])
-  assert.equal(Object.getPrototypeOf(prototype), Object.prototype)
-  return {
-    allowed: d.allowed,
-    limit: d.limit,
-    remaining: d.remaining,
-    reset_after_ns: d.resetAfterNs,
-    clear_after_ns: d.clearAfterNs,
-    replenish_after_ns: d.replenishAfterNs,
-    window_ns: d.windowNs,
-    retry_after_s: d.retryAfterS,
-    x_ratelimit_headers: d.xRateLimitHeaders(),
-    ietf_headers: d.ietfHeaders(policy),
-  }
-}
-
 function scheduledForm(s) {
   assert.deepEqual(Object.keys(s), ['runNow', 'releaseAtNs', 'waiting'])
   return { run_now: s.runNow, release_at_ns: s.releaseAtNs, waiting: s.waiting }
@@ -114,13 +55,13 @@ function replay(file) {
   let steps = 0
   for (const c of vectors.cases) {
     if ('expect_error' in c) {
-      assert.throws(() => storeFor(vectors.algorithm, c.config), (e) => {
+      assert.throws(() => inMemoryStore(core, vectors.algorithm, c.config), (e) => {
         assert.deepEqual(errorForm(e), { error: c.expect_error }, `case "${c.name}"`)
         return true
       }, `case "${c.name}": the config is rejected`)
       continue
     }
-    const store = storeFor(vectors.algorithm, c.config)
+    const store = inMemoryStore(core, vectors.algorithm, c.config)
     assert.equal(store.maxKeys, c.config.max_keys, `case "${c.name}": maxKeys`)
     c.steps.forEach((step, i) => {
       const outcome = answer(store, step, c.config.policy)
