@@ -1,0 +1,97 @@
+// Scoreboard client: ratelane's Promise driver (RateLimiter, js/driver.js) over one of its two
+// JavaScript cores, sending with one of two HTTP stacks.
+//
+//   node ratelane_client.mjs <workload.json> --core napi|wasm --transport fetch|undici
+//
+// --core napi:  the Node package built from bindings-node/ (`require('ratelane')`, native addon);
+// --core wasm:  the wasm package's Node build, bindings-wasm/pkg/node (`ratelane-wasm` on Node).
+//               Same driver file, same API; only the core differs.
+// --transport fetch:  Node's global fetch (the undici bundled in Node, its global Agent).
+// --transport undici: undici's `request` (the pinned npm version, package.json) over one
+//               `new Agent()` of its own, with undici's defaults (unlimited connections per
+//               origin, keep-alive, no pipelining). `request` answers `statusCode` and a body
+//               stream, so `send` reads the body and hands the driver `{ status, headers, body }`
+//               (the driver parses a 429's body from the string: `retry_after`, `global`).
+//
+// Configuration, as a new user would write it from the README: `new RateLimiter({ globalLimit,
+// globalWindow })` with the workload's global limit (global_limit per global_window_s, in ms),
+// everything else the core's defaults (Discord header profile, maxWait, bounded retries of 429s
+// and 5xx, a POST that may have reached the server is not re-sent). The global limit is the
+// core's own: it holds it at the server's limit; interaction callbacks are exempt by route (the
+// core's Discord routes), with no option needed. Each request is one `limiter.run(method, path,
+// send, { signal })`: the path without the query (the rate-limit route), the URL with `?rid=`,
+// the AbortSignal passed through (it cancels a queued request or aborts the one in flight).
+// Failures are reported by the driver's `code` (`max_wait_exceeded`, `retries_exhausted`, ...).
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+import path from 'node:path'
+import { loadWorkload, requestUrl, runWorkload, fail } from './common.mjs'
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..')
+const require = createRequire(import.meta.url)
+
+async function main() {
+  const { workload, options } = loadWorkload()
+  const core = options.core ?? 'napi'
+  const transport = options.transport ?? 'fetch'
+  const pkgDir = { napi: path.join(root, 'bindings-node'), wasm: path.join(root, 'bindings-wasm') }[core]
+  if (!pkgDir) throw new Error(`--core must be napi or wasm, not ${core}`)
+  const ratelane = require(core === 'napi' ? pkgDir : path.join(pkgDir, 'pkg', 'node', 'index.cjs'))
+  const version = require(path.join(pkgDir, 'package.json')).version
+
+  const limiter = new ratelane.RateLimiter({
+    globalLimit: workload.global_limit,
+    globalWindow: workload.global_window_s * 1000,
+  })
+
+  let attempt // (request parts) => the driver's `send({ signal })` for them
+  let library
+  let close = () => limiter.close()
+  if (transport === 'fetch') {
+    // The Response class and fetch are loaded lazily by Node: load them now, not in the timed part.
+    void [fetch, Response, Headers]
+    attempt = ({ method, url, headers, body }) => ({ signal }) => fetch(url, { method, headers, body, signal })
+    library = `ratelane ${version} (${core}) + fetch (Node ${process.versions.node}, undici ${process.versions.undici})`
+  } else if (transport === 'undici') {
+    const undici = await import('undici') // only here: importing undici sets the global dispatcher fetch uses
+    const undiciVersion = require('undici/package.json').version
+    const agent = new undici.Agent()
+    attempt = ({ method, url, headers, body }) => async ({ signal }) => {
+      const res = await undici.request(url, { method, headers, body, signal, dispatcher: agent })
+      return { status: res.statusCode, headers: res.headers, body: await res.body.text() }
+    }
+    library = `ratelane ${version} (${core}) + undici ${undiciVersion} request`
+    close = () => Promise.all([limiter.close(), agent.close()])
+  } else {
+    throw new Error(`--transport must be fetch or undici, not ${transport}`)
+  }
+
+  await runWorkload({
+    client: `ratelane-node-${core}-${transport}`,
+    library,
+    workload,
+    async send(request, signal) {
+      const headers = {}
+      if (request.auth) headers.Authorization = `Bot ${workload.token}`
+      let body
+      if (request.json !== null && request.json !== undefined) {
+        headers['Content-Type'] = 'application/json'
+        body = JSON.stringify(request.json)
+      }
+      const send = attempt({ method: request.method, url: requestUrl(workload, request), headers, body })
+      const res = await limiter.run(request.method, request.path, send, { signal })
+      if (transport === 'fetch') await res.arrayBuffer() // a bot reads the body (frees the connection)
+      return res.status
+    },
+    describeError(error) {
+      if (error instanceof ratelane.RatelaneError) {
+        return { status: error.response ? error.response.status : null, error: error.code }
+      }
+      // A transport error the driver passed through (e.g. fetch's TypeError with a cause).
+      return { status: null, error: (error && error.cause && error.cause.code) || (error && (error.code || error.name)) || String(error) }
+    },
+    close,
+  })
+}
+
+main().catch(fail)
