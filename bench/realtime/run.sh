@@ -19,5 +19,5 @@ case " $* " in
     bash bench/realtime/setup-node.sh >&2
     ;;
 esac
-cargo build --release --locked -q -p ratelane-realtime
-exec target/release/ratelane-realtime --out target/realtime/scoreboard.md "$@"
+cargo build --profile scoreboard --locked -q -p ratelane-realtime
+exec target/scoreboard/ratelane-realtime --out target/realtime/scoreboard.md "$@"

@@ -78,7 +78,7 @@ fn scaled(limit: u32, seconds: f64, scale: f64, kind: WindowKind) -> BucketSpec 
 impl Limits {
     /// Discord's limits with every per-route window multiplied by `scale` and the windows of
     /// per-route limits of `kind` (Discord's are fixed; sliding is the option):
-    /// messages 5 per 5 s, channel edits 5 per 5 s, renames 2 per 20 s (Discord's is 2 per
+    /// messages 5 per 5 s, channel edits 5 per 5 s, renames 2 per 15 s (Discord's is 2 per
     /// 10 min; shortened so a run takes seconds, and still far longer than anything else),
     /// pins 5 per 5 s with a shared limit of 3 per 5 s, reactions 1 per 0.25 s (all three
     /// reaction routes on one hash), invalid requests 10,000 per 10 min then a one-hour ban.
@@ -91,7 +91,7 @@ impl Limits {
             global: BucketSpec::fixed(global, SECOND),
             message: scaled(5, 5.0, scale, kind),
             edit: scaled(5, 5.0, scale, kind),
-            rename: scaled(2, 20.0, scale, kind),
+            rename: scaled(2, 15.0, scale, kind),
             pin: scaled(5, 5.0, scale, kind),
             pin_shared: scaled(3, 5.0, scale, kind),
             reaction: scaled(1, 0.25, scale, kind),

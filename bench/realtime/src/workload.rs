@@ -222,13 +222,13 @@ fn shuffle<T>(items: &mut [T], seed: u64) {
     }
 }
 
-/// 40 messages to one channel: a deep queue on one bucket.
+/// 30 messages to one channel: a deep queue on one bucket.
 pub fn deep_queue() -> Workload {
     let mut b = Builder::default();
-    for _ in 0..40 {
+    for _ in 0..30 {
         b.message(1);
     }
-    b.done("deep_queue", "40 messages to one channel")
+    b.done("deep_queue", "30 messages to one channel")
 }
 
 /// 100 channels x 6 messages: the global limit binds over many buckets.
@@ -284,14 +284,15 @@ pub fn mixed() -> Workload {
     }
 }
 
-/// 20 edits of two channels, alternating; three of the first channel's are renames (two
-/// `name`, one `topic`), which meet the hidden sub-limit.
+/// 20 edits of two channels, alternating; the first channel's first three are renames (two
+/// `name`, one `topic`): the third meets the hidden sub-limit while the other seven edits of
+/// that channel could go at once.
 pub fn sub_limit() -> Workload {
     let mut b = Builder::default();
     for i in 0..10 {
         let body = match i {
-            0 | 6 => json!({ "name": format!("name-{i}") }),
-            3 => json!({ "topic": format!("topic {i}") }),
+            0 | 2 => json!({ "name": format!("name-{i}") }),
+            1 => json!({ "topic": format!("topic {i}") }),
             _ => json!({ "nsfw": i % 2 == 0 }),
         };
         b.edit(1, body);
@@ -317,11 +318,11 @@ pub fn global_cap() -> Workload {
     )
 }
 
-/// 15 pins in one channel and 5 in another: the shared per-resource limit (3 per window) is
+/// 12 pins in one channel and 5 in another: the shared per-resource limit (3 per window) is
 /// below the bot's bucket (5 per window).
 pub fn shared_pins() -> Workload {
     let mut b = Builder::default();
-    for m in 0..15 {
+    for m in 0..12 {
         b.pin(1, m);
     }
     for m in 0..5 {
@@ -329,7 +330,7 @@ pub fn shared_pins() -> Workload {
     }
     b.done(
         "shared_pins",
-        "15 + 5 pins, shared-scope limit 3 per window below the bucket's 5",
+        "12 + 5 pins, shared-scope limit 3 per window below the bucket's 5",
     )
 }
 

@@ -169,25 +169,25 @@ fn no_schedule_beats_the_bound_on_its_binding_limit() {
 fn the_bounds_of_the_scoreboard_workloads() {
     let limits = Limits::scoreboard();
     let s = |w: Workload| bound(&limits, &w).last_arrival;
-    // 40 messages, 5 per 1 s window: 7 more windows after the first.
-    assert_eq!(s(workload::deep_queue()), 7 * SECOND);
+    // 30 messages, 5 per 1 s window: 5 more windows after the first.
+    assert_eq!(s(workload::deep_queue()), 5 * SECOND);
     // 600 requests, 250 per second: 2 more windows.
     assert_eq!(s(workload::many_channels()), 2 * SECOND);
     // 40 reactions, 1 per 50 ms.
     assert_eq!(s(workload::reactions()), 39 * 50 * MILLISECOND);
     // 30 requests on the shared reaction hash.
     assert_eq!(s(workload::mixed()), 29 * 50 * MILLISECOND);
-    // Three renames, 2 per 4 s: the third waits one sub-limit window.
-    assert_eq!(s(workload::sub_limit()), 4 * SECOND);
+    // Three renames, 2 per 3 s: the third waits one sub-limit window.
+    assert_eq!(s(workload::sub_limit()), 3 * SECOND);
     // 2,000 at 250 per second.
     assert_eq!(s(workload::global_cap()), 7 * SECOND);
-    // 15 pins at 3 per shared window of 1 s.
-    assert_eq!(s(workload::shared_pins()), 4 * SECOND);
+    // 12 pins at 3 per shared window of 1 s.
+    assert_eq!(s(workload::shared_pins()), 3 * SECOND);
     // 300 messages at 250 per second; the callbacks are exempt.
     assert_eq!(s(workload::interactions()), SECOND);
     let b = bound(&limits, &workload::shared_pins());
     assert!(matches!(b.binding, Some(Resource::Shared(..))));
-    assert_eq!(b.makespan, 4 * SECOND + 20 * MILLISECOND);
+    assert_eq!(b.makespan, 3 * SECOND + 20 * MILLISECOND);
 }
 
 #[test]
@@ -256,7 +256,7 @@ fn renames_meet_the_hidden_sub_limit_and_other_edits_do_not() {
         get(&answer.headers, "X-RateLimit-Bucket"),
         Some(limits::HASH_EDIT)
     );
-    assert_eq!(get(&answer.headers, "Retry-After"), Some("4"));
+    assert_eq!(get(&answer.headers, "Retry-After"), Some("3"));
     // An edit of something else goes through, on the same bucket.
     let ok = imitation.handle(
         3,
