@@ -119,6 +119,11 @@ pub struct Limiter {
     renamed: HashMap<String, String>,
     /// Learning order of `routes`, for the size bound.
     route_order: VecDeque<String>,
+    /// Bucket hash -> the longest window length learned for it under any major parameter:
+    /// a new queue of that hash starts with it (Discord's hash names one limit and window for
+    /// every channel), so a window it never saw answered is not estimated shorter than it is.
+    /// At most `max_routes` entries.
+    hash_periods: HashMap<String, Nanos>,
     identity_index: HashMap<String, Iid>,
     identities: Vec<Identity>,
     /// Queues whose head may be sendable as far as its bucket is concerned.
@@ -156,6 +161,9 @@ pub struct Limiter {
     /// Round trips seen so far (for recomputing the margin every few samples).
     latency_samples: u64,
     global_margin: Nanos,
+    /// 1.5x the spread of recent round trips (a sample's range underestimates the true one):
+    /// how much two requests' trips to the server may differ. `None` until 16 are in.
+    trip_jitter: Option<Nanos>,
     rng: u64,
     /// Queues that went empty, checked a few at a time for eviction.
     idle_candidates: VecDeque<(Qid, u64)>,
@@ -209,6 +217,9 @@ struct Req {
     sends: u32,
     rate_limit_retries: u32,
     error_retries: u32,
+    /// A transport failure after which it may have reached the server happened to one of its
+    /// attempts: if its retries run out, it ends in `maybe_sent`, not `network_error`.
+    maybe_reached: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,6 +296,8 @@ struct Bucket {
     reset_at: Option<Nanos>,
     /// `reset_at` is an estimate from the window length, not yet confirmed by a response.
     reset_provisional: bool,
+    /// The round trip of the request whose answer set `reset_at`.
+    reset_rtt: Nanos,
     /// Counts local resets; responses to requests sent before the last one are stale.
     epoch: u64,
     sends_in_window: u32,
@@ -305,6 +318,12 @@ struct Bucket {
     window_upper: Nanos,
     /// Send times, kept while `sliding` (at most `limit`, capped).
     send_log: VecDeque<Nanos>,
+    /// A shared-scope limit below the bucket's, learned from `shared` 429s: how many requests a
+    /// window may send (the fewest the resource admitted before a 429), and until when that is
+    /// remembered.
+    shared_cap: Option<(u32, Nanos)>,
+    /// Shared-scope 429s of the local window `epoch`: (epoch, count).
+    shared_refused: (u64, u32),
 }
 
 const SLIDING_LOG_CAP: u32 = 4096;
@@ -318,6 +337,24 @@ impl Bucket {
         })
     }
 
+    /// How much before `reset_at` the next window's requests may go and still reach the server
+    /// after the window's end. `reset_at` is the end plus the trip back of the answer that
+    /// reported it, so a request sent that answer's round trip earlier arrives at the end
+    /// shifted by how much its trip to the server differs from that request's: `jitter`
+    /// ([`Limiter::trip_jitter`]) covers that. 0 for an end estimated from the window length,
+    /// or while the jitter is unknown.
+    fn lead(&self, jitter: Option<Nanos>) -> Nanos {
+        match jitter {
+            Some(j) if !self.reset_provisional => self.reset_rtt.saturating_sub(j),
+            _ => 0,
+        }
+    }
+
+    /// The bucket's limit, or the shared-scope limit learned below it.
+    fn effective_limit(&self) -> u32 {
+        self.shared_cap.map_or(self.limit, |(cap, _)| self.limit.min(cap))
+    }
+
     /// Requests counted as in flight for this bucket.
     fn outstanding(&self, in_flight: usize) -> u32 {
         (in_flight as u32).saturating_add(self.ghosts.len() as u32)
@@ -326,9 +363,14 @@ impl Bucket {
     /// How many more requests the window allows, given `in_flight` answers outstanding.
     fn available(&self, in_flight: usize) -> u32 {
         let outstanding = self.outstanding(in_flight);
+        let local = self
+            .effective_limit()
+            .saturating_sub(self.carried)
+            .saturating_sub(self.sends_in_window);
         match self.reported {
+            Some(r) if self.shared_cap.is_some() => r.saturating_sub(outstanding).min(local),
             Some(r) => r.saturating_sub(outstanding),
-            None => self.limit.saturating_sub(self.carried).saturating_sub(self.sends_in_window),
+            None => local,
         }
     }
 }
@@ -397,6 +439,7 @@ impl Limiter {
             renamed: HashMap::default(),
             route_queues: HashMap::default(),
             route_order: VecDeque::new(),
+            hash_periods: HashMap::default(),
             identity_index: HashMap::default(),
             identities: Vec::new(),
             ready: BTreeSet::new(),
@@ -420,6 +463,7 @@ impl Limiter {
             latencies: VecDeque::new(),
             latency_samples: 0,
             global_margin: margin,
+            trip_jitter: None,
             rng,
             idle_candidates: VecDeque::new(),
             closed: false,
@@ -535,6 +579,7 @@ impl Limiter {
                 sends: 0,
                 rate_limit_retries: 0,
                 error_retries: 0,
+                maybe_reached: false,
             },
         );
         if !exempt {
@@ -586,7 +631,7 @@ impl Limiter {
         }
 
         let disposition = match status {
-            429 => self.on_rate_limited(now, id, qid, &info, response),
+            429 => self.on_rate_limited(now, id, qid, &info, response, sent_at),
             401 => {
                 self.record_invalid(now, id);
                 if self.config.stop_on_unauthorized {
@@ -639,6 +684,7 @@ impl Limiter {
             }
             Failure::MaybeSent => {
                 self.add_ghost(qid, id);
+                self.req_mut(id).maybe_reached = true;
                 if self.req(id).idempotent {
                     self.retry_after_error(now, id, true)
                 } else {
@@ -843,9 +889,16 @@ impl Limiter {
                 request.method
             )));
         }
-        if !request.path.starts_with('/') {
+        // A concrete path may be given as the whole URL (`https://discord.com/api/v10/...`,
+        // as the drivers' docs show): the route drops the scheme and host.
+        let absolute = request.major.is_none()
+            && ["https://", "http://"].iter().any(|scheme| {
+                request.path.len() > scheme.len()
+                    && request.path[..scheme.len()].eq_ignore_ascii_case(scheme)
+            });
+        if !request.path.starts_with('/') && !absolute {
             return Err(Error::InvalidRequest(format!(
-                "path {:?} must start with '/'",
+                "path {:?} must start with '/' or be an http(s) URL",
                 request.path
             )));
         }
@@ -930,12 +983,19 @@ impl Limiter {
         }
         let uid = self.next_queue_uid;
         self.next_queue_uid += 1;
+        let period = match &key.bucket {
+            BucketId::Hash(hash) => self.hash_periods.get(hash).copied(),
+            BucketId::Route(_) => None,
+        };
         let queue = Queue {
             key: key.clone(),
             uid,
             pending: VecDeque::new(),
             in_flight: Vec::new(),
-            bucket: Bucket::default(),
+            bucket: Bucket {
+                period,
+                ..Bucket::default()
+            },
             sub_limits: Vec::new(),
             shared_until: 0,
             wake_at: None,
@@ -1294,12 +1354,16 @@ impl Limiter {
     fn hold(&mut self, now: Nanos, id: RequestId, qid: Qid, scope: SharedScope, wait: Nanos) {
         let until = now.saturating_add(wait);
         match scope {
-            SharedScope::Edge | SharedScope::Invalid => self.edge_until = self.edge_until.max(until),
+            SharedScope::Edge | SharedScope::Invalid => {
+                self.edge_until = self.edge_until.max(until);
+                self.recheck_queues(None);
+            }
             SharedScope::Global => {
                 let iid = self.req(id).identity;
                 let ident = &mut self.identities[iid];
                 ident.paused_until = ident.paused_until.max(until);
                 self.wake_identity_at(iid, until);
+                self.recheck_queues(Some(iid));
             }
             SharedScope::Route => {
                 let route_key = self.req(id).route_key.clone();
@@ -1538,6 +1602,7 @@ impl Limiter {
         let has_bucket_info =
             info.limit.is_some() || info.remaining.is_some() || info.reset_after.is_some();
         let mut detected_sliding = false;
+        let mut learned_period = None;
         let b = &self.queue(qid).bucket;
         if info.remaining.is_none() && b.known && !b.unlimited && flight.window_epoch == b.epoch {
             // An answer that reports nothing (a 5xx, a header-less 429) may still have been
@@ -1574,7 +1639,9 @@ impl Limiter {
         {
             // First request of a window: its reset is the window length (an upper bound).
             let length = reset_after.saturating_add(now.saturating_sub(flight.sent_at));
-            b.period = Some(b.period.map_or(length, |p| p.max(length)).min(max_wait));
+            let period = b.period.map_or(length, |p| p.max(length)).min(max_wait);
+            b.period = Some(period);
+            learned_period = Some(period);
         }
         let first_of_window = fresh || b.reported.is_none();
         if let Some(rem) = info.remaining {
@@ -1622,11 +1689,18 @@ impl Limiter {
             {
                 b.window_upper = b.window_upper.max(at.saturating_sub(first).min(max_wait));
             }
-            b.reset_at = Some(match b.reset_at {
-                Some(old) if !first_of_window && !b.reset_provisional => old.max(at),
-                _ => at,
-            });
+            let keep_old = b.reset_at.filter(|&old| !first_of_window && !b.reset_provisional && old >= at);
+            if keep_old.is_none() {
+                b.reset_at = Some(at);
+                b.reset_rtt = now.saturating_sub(flight.sent_at);
+            }
             b.reset_provisional = false;
+        }
+        if let (Some(period), BucketId::Hash(hash)) = (learned_period, &self.queue(qid).key.bucket)
+            && (self.hash_periods.len() < self.config.max_routes || self.hash_periods.contains_key(hash))
+        {
+            let known = self.hash_periods.entry(hash.clone()).or_insert(period);
+            *known = (*known).max(period);
         }
     }
 
@@ -1637,6 +1711,7 @@ impl Limiter {
         qid: Qid,
         info: &RateLimitInfo,
         response: &Response<'_>,
+        flight: Flight,
     ) -> Disposition {
         let global = info.scope == Some(Scope::Global) || response.body.global == Some(true);
         let scope = if global {
@@ -1674,13 +1749,28 @@ impl Limiter {
                 let ident = &mut self.identities[iid];
                 ident.paused_until = ident.paused_until.max(until);
                 self.wake_identity_at(iid, until);
+                self.recheck_queues(Some(iid));
             }
             RateLimitScope::Shared => {
                 let q = self.queue_mut(qid);
                 q.shared_until = q.shared_until.max(until);
+                // The resource admitted what this window sent less what it refused: stay at
+                // that many per window, for ten windows after the hold (then probe again).
+                let b = &mut q.bucket;
+                if flight.window_epoch == b.epoch {
+                    b.shared_refused = match b.shared_refused {
+                        (epoch, n) if epoch == b.epoch => (epoch, n + 1),
+                        _ => (b.epoch, 1),
+                    };
+                    let admitted = b.sends_in_window.saturating_sub(b.shared_refused.1).max(1);
+                    let cap = b.shared_cap.map_or(admitted, |(c, _)| c.min(admitted));
+                    let remember = until.saturating_add(b.window_estimate().saturating_mul(10));
+                    b.shared_cap = Some((cap, remember));
+                }
             }
             RateLimitScope::Edge => {
                 self.edge_until = self.edge_until.max(until);
+                self.recheck_queues(None);
             }
             RateLimitScope::SubLimit => {
                 let q = self.queue_mut(qid);
@@ -1698,7 +1788,10 @@ impl Limiter {
                 if b.limit == 0 {
                     b.limit = 1;
                 }
-                b.reset_at = Some(b.reset_at.map_or(until, |r| r.max(until)));
+                if b.reset_at.is_none_or(|r| r < until) {
+                    b.reset_at = Some(until);
+                    b.reset_rtt = now.saturating_sub(flight.sent_at);
+                }
             }
         }
         if scope != RateLimitScope::Shared {
@@ -1763,8 +1856,14 @@ impl Limiter {
         req.error_retries += 1;
         if req.error_retries > max {
             if transport {
-                let attempts = req.sends;
-                self.fail(id, FailReason::NetworkError { attempts });
+                // `network_error` promises the request never reached the server; an attempt
+                // that may have reached it makes the outcome `maybe_sent`.
+                let reason = if req.maybe_reached {
+                    FailReason::MaybeSent
+                } else {
+                    FailReason::NetworkError { attempts: req.sends }
+                };
+                self.fail(id, reason);
                 return Disposition::Failed;
             }
             return Disposition::Complete;
@@ -1889,8 +1988,9 @@ impl Limiter {
             let min = self.latencies.iter().copied().min().unwrap_or(0);
             let max = self.latencies.iter().copied().max().unwrap_or(0);
             let spread = max - min;
-            let margin = spread.saturating_add(spread / 2).saturating_add(5 * MILLISECOND);
-            self.global_margin = margin.min(self.config.global_margin_max);
+            let jitter = spread.saturating_add(spread / 2);
+            self.global_margin = jitter.saturating_add(5 * MILLISECOND).min(self.config.global_margin_max);
+            self.trip_jitter = Some(jitter);
         }
     }
 
@@ -1960,6 +2060,19 @@ impl Limiter {
         }
     }
 
+    /// Marks for re-evaluation every queue of `identity` (every queue with `None`), so that a
+    /// pause that just started fails at once the queued requests it makes hopeless.
+    fn recheck_queues(&mut self, identity: Option<Iid>) {
+        for (qid, q) in self.queues.iter().enumerate() {
+            if let Some(q) = q
+                && !q.pending.is_empty()
+                && identity.is_none_or(|iid| q.key.identity == iid)
+            {
+                self.dirty.push(qid);
+            }
+        }
+    }
+
     /// Moves every queue waiting on an identity's global budget back to `ready`.
     fn mark_identity_ready(&mut self, iid: Iid) {
         let blocked = std::mem::take(&mut self.identities[iid].blocked);
@@ -1998,10 +2111,14 @@ impl Limiter {
             return;
         }
         // Refresh the bucket window.
+        let lead = self.trip_jitter;
         let b = &mut q.bucket;
+        if b.shared_cap.is_some_and(|(_, until)| until <= now) {
+            b.shared_cap = None;
+        }
         if b.known && !b.unlimited {
             if let Some(reset) = b.reset_at
-                && reset <= now
+                && reset.saturating_sub(b.lead(lead)) <= now
             {
                 b.reset_at = None;
                 b.epoch += 1;
@@ -2020,12 +2137,24 @@ impl Limiter {
                 }
             }
         }
+        // A global pause of this queue's identity or a host-wide hold: the queued requests that
+        // cannot go before their deadline fail now, not when it passes.
+        let (iid, checked) = (q.key.identity, q.checked_wait);
+        let held = self.host_hold().max(self.identities[iid].paused_until);
+        if held > now && held > checked {
+            self.queue_mut(qid).checked_wait = held;
+            self.fail_hopeless(now, qid);
+            if self.queue(qid).pending.is_empty() {
+                return;
+            }
+        }
+        let q = self.queues[qid].as_mut().expect("live queue");
         if self.store_down && has_reserving(&q.in_flight, &self.requests) {
             // The store is down and this queue's probe is out: what follows it waits for its
             // answer rather than overtake it on local limits.
             return;
         }
-        let bucket_wait = bucket_gate(&q.bucket, q.in_flight.len(), now);
+        let bucket_wait = bucket_gate(&q.bucket, q.in_flight.len(), now, lead);
         let mut wait = match bucket_wait {
             Gate::Open => None,
             Gate::Until(t) => Some(t),
@@ -2328,8 +2457,9 @@ impl Limiter {
         }
         let b = &q.bucket;
         if b.known && !b.unlimited && b.limit > 0 {
-            let limit = b.limit as usize;
-            let (available, next_reset) = match b.reset_at {
+            let limit = b.effective_limit().max(1) as usize;
+            let reset = b.reset_at.map(|r| r.saturating_sub(b.lead(self.trip_jitter)));
+            let (available, next_reset) = match reset {
                 Some(r) if r > now => (b.available(q.in_flight.len()) as usize, Some(r)),
                 _ => (limit.saturating_sub(q.in_flight.len()), None),
             };
@@ -2454,7 +2584,7 @@ fn has_reserving(ids: &[RequestId], requests: &HashMap<RequestId, Req>) -> bool 
 }
 
 /// Whether a bucket lets one more request go now.
-fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos) -> Gate {
+fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos, jitter: Option<Nanos>) -> Gate {
     if !b.known {
         // The pioneer: one request learns the bucket, the rest wait for its headers.
         return if in_flight == 0 { Gate::Open } else { Gate::UntilResponse };
@@ -2465,14 +2595,14 @@ fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos) -> Gate {
     // Exhausted: wait for the reset if one is known; otherwise for an answer still in flight;
     // with nothing in flight either, for one window length after the last send, then probe.
     let exhausted = || match b.reset_at {
-        Some(t) => Gate::Until(t.max(now + 1)),
+        Some(t) => Gate::Until(t.saturating_sub(b.lead(jitter)).max(now + 1)),
         None if in_flight > 0 => Gate::UntilResponse,
         None => {
             let t = b.last_send.saturating_add(b.window_estimate());
             if t > now { Gate::Until(t) } else { Gate::Open }
         }
     };
-    if b.outstanding(in_flight) >= b.limit {
+    if b.outstanding(in_flight) >= b.effective_limit() {
         return exhausted();
     }
     if b.sliding

@@ -143,10 +143,12 @@ pub enum FailReason {
         /// How many times it was sent.
         attempts: u32,
     },
-    /// The transport failed after the request may have reached the server, and it is not
-    /// idempotent (nor was re-sending allowed), so it was not re-sent.
+    /// The transport failed after the request may have reached the server, and it was not
+    /// re-sent: it is not idempotent (nor was re-sending allowed), or it is and its retries
+    /// are used up (an attempt may have been processed).
     MaybeSent,
-    /// The transport failed before the request reached the server too many times.
+    /// The transport failed before the request reached the server too many times: no attempt
+    /// reached it.
     NetworkError {
         /// How many times it was tried.
         attempts: u32,
@@ -202,8 +204,8 @@ impl core::fmt::Display for FailReason {
             }
             FailReason::MaybeSent => write!(
                 f,
-                "the connection failed after the request may have reached the server; \
-                 it is not idempotent, so it was not re-sent"
+                "the connection failed after the request may have reached the server, \
+                 and it was not re-sent (not idempotent, or out of retries)"
             ),
             FailReason::NetworkError { attempts } => {
                 write!(f, "the request failed to reach the server {attempts} times")

@@ -144,14 +144,15 @@ class RetriesExhaustedError(RateLimitError):
 
 
 class MaybeSentError(RateLimitError):
-    """The transport failed after the request may have reached the server, and it is not
-    idempotent, so it was not re-sent (pass ``idempotent=True`` to allow it)."""
+    """The transport failed after the request may have reached the server, and it was not
+    re-sent: it is not idempotent (pass ``idempotent=True`` to allow re-sending), or it is and
+    its retries are used up."""
 
     code = "maybe_sent"
 
 
 class NetworkError(RateLimitError):
-    """The request failed to reach the server ``attempts`` times."""
+    """The request failed to reach the server ``attempts`` times; no attempt reached it."""
 
     code = "network_error"
 

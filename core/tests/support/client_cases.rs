@@ -278,7 +278,8 @@
         file: "network_failures",
         comment: "A POST that may have reached the server is not re-sent (maybe_sent); a GET is; a request that \
                   certainly was not sent gives back its global token and slot and is retried, until \
-                  max_error_retries is used up (network_error).",
+                  max_error_retries is used up. The GET ends in maybe_sent, not network_error: its first \
+                  attempt may have reached the server (network_error_never_reached shows network_error).",
         config: discord_config(),
         script: Script::new()
             .enqueue(0, "POST", ch1)
@@ -291,6 +292,31 @@
             .fail(3_010 * MS, 2, "not_sent")
             .timeout(8 * S)
             .fail(8_010 * MS, 2, "not_sent"),
+    });
+    v.push(Case {
+        file: "absolute_url",
+        comment: "A request may name its whole URL (scheme and host are dropped): it shares the route, major \
+                  parameter and bucket of the same path, so it waits behind that path's pioneer.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", "https://discord.com/api/v10/channels/100000000000000001/messages")
+            .enqueue(0, "POST", ch1)
+            .respond(50 * MS, 1, 200, &refs(&h(5, 4, "5", "abcd"))),
+    });
+    v.push(Case {
+        file: "network_error_never_reached",
+        comment: "A GET whose every attempt certainly failed before reaching the server is retried until \
+                  max_error_retries (3) is used up and ends in network_error, with the number of attempts.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "GET", "/guilds/100000000000000001")
+            .fail(30 * MS, 1, "not_sent")
+            .timeout(1 * S)
+            .fail(1_010 * MS, 1, "not_sent")
+            .timeout(3 * S)
+            .fail(3_010 * MS, 1, "not_sent")
+            .timeout(8 * S)
+            .fail(8_010 * MS, 1, "not_sent"),
     });
     let explicit_post = json!({"method": "POST", "path": ch2, "idempotent": true});
     v.push(Case {
@@ -740,6 +766,88 @@
             .enqueue(65_500 * MS, "GET", "/guilds/100000000000000009")
             .granted(65_501 * MS, 5)
             .fail(65_600 * MS, 5, "maybe_sent"),
+    });
+
+    // 27. A global or host-wide pause fails at once what it makes hopeless.
+    let mut c = discord_config();
+    c.global_limit = 1;
+    c.max_wait = Some(20 * S);
+    let pause = [("Retry-After", "60"), ("X-RateLimit-Global", "true"), ("X-RateLimit-Scope", "global")];
+    v.push(Case {
+        file: "global_pause_fails_fast",
+        comment: "max_wait 20 s, global limit 1 per second, three GETs to two channels: the first is answered \
+                  with a global 429 and Retry-After 60, which pauses the token for 60 s. Every queued request \
+                  (the answered one, requeued, included) fails at once with max_wait_exceeded and its predicted \
+                  wait, instead of waiting out its 20 s; a GET to a third channel after the pause fails at once \
+                  too. An edge ban does the same for every identity.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "GET", ch1).enqueue(0, "GET", ch2).enqueue(0, "GET", ch1)
+            .respond_body(100 * MS, 1, 429, &pause, json!({"retry_after": 60.0, "global": true}))
+            .enqueue(200 * MS, "GET", ch3),
+    });
+
+    // 28. With the round trip learned, a window's next request is timed to arrive just after
+    // its end.
+    let one = |remaining: u32, reset_after: &str| h(1, remaining, reset_after, "react");
+    let react = "/channels/100000000000000001/messages/200000000000000001/reactions/x/@me";
+    let mut script = Script::new();
+    for _ in 0..18 {
+        script = script.enqueue(0, "PUT", react);
+    }
+    // 16 answers, each 20 ms after its send (1 per 50 ms: Reset-After 0.04 at the answer);
+    // the 17th send comes then 20 ms minus the jitter before the reset the answer reports.
+    let mut sent = 0;
+    for id in 1..=16u64 {
+        script = script.respond(sent + 20 * MS, id, 200, &refs(&one(0, "0.04")));
+        sent += 70 * MS;
+        script = script.timeout(sent);
+    }
+    v.push(Case {
+        file: "early_send",
+        comment: "A 1-per-50-ms bucket with a 20 ms round trip: until 16 round trips are known, the next \
+                  request goes at the reset the answer reports (its arrival plus Reset-After: 70 ms a cycle). \
+                  Then it goes the fastest round trip less twice the jitter earlier (here 20 ms: no jitter), so \
+                  it arrives at the server just as the window ends: the 17th is sent 50 ms after the 16th.",
+        config: discord_config(),
+        script: script.respond(sent + 20 * MS, 17, 200, &refs(&one(0, "0.04"))).timeout(sent + 50 * MS),
+    });
+
+    // 29. A shared-scope limit below the bucket is learned from its 429s.
+    let pin = "/channels/100000000000000001/pins/200000000000000001";
+    let pins = |remaining: u32, reset_after: &str| h(5, remaining, reset_after, "pins");
+    let shared = |remaining: &str| {
+        vec![
+            ("Retry-After".to_string(), "1".to_string()),
+            ("X-RateLimit-Limit".to_string(), "5".to_string()),
+            ("X-RateLimit-Remaining".to_string(), remaining.to_string()),
+            ("X-RateLimit-Reset-After".to_string(), "0.98".to_string()),
+            ("X-RateLimit-Bucket".to_string(), "pins".to_string()),
+            ("X-RateLimit-Scope".to_string(), "shared".to_string()),
+        ]
+    };
+    let mut script = Script::new();
+    for _ in 0..10 {
+        script = script.enqueue(0, "PUT", pin);
+    }
+    v.push(Case {
+        file: "shared_scope_learned",
+        comment: "Pins, 5 per window for the bot but 3 per window for the resource (scope shared): the first \
+                  window's 4th and 5th get shared 429s. From then on the bucket sends 3 per window (the requests \
+                  the resource admitted before the first shared 429), so the next window sees no 429; the cap \
+                  is remembered for ten windows after the hold.",
+        config: discord_config(),
+        script: script
+            .respond(20 * MS, 1, 200, &refs(&pins(4, "1")))
+            .respond(40 * MS, 2, 200, &refs(&pins(3, "0.98")))
+            .respond(40 * MS, 3, 200, &refs(&pins(2, "0.98")))
+            .respond_body(41 * MS, 4, 429, &refs(&shared("1")), json!({"retry_after": 0.98, "global": false}))
+            .respond_body(41 * MS, 5, 429, &refs(&shared("0")), json!({"retry_after": 0.98, "global": false}))
+            .timeout(1_030 * MS)
+            .respond(1_050 * MS, 4, 200, &refs(&pins(4, "1")))
+            .respond(1_060 * MS, 5, 200, &refs(&pins(3, "0.99")))
+            .respond(1_060 * MS, 6, 200, &refs(&pins(2, "0.99")))
+            .timeout(2_100 * MS),
     });
 
     v
