@@ -161,9 +161,10 @@ pub struct Limiter {
     /// Round trips seen so far (for recomputing the margin every few samples).
     latency_samples: u64,
     global_margin: Nanos,
-    /// 1.5x the spread of recent round trips (a sample's range underestimates the true one):
-    /// how much two requests' trips to the server may differ. `None` until 16 are in.
-    trip_jitter: Option<Nanos>,
+    /// How much earlier than a window end it saw (an answer's arrival plus its reset-after) a
+    /// request may be sent and still reach the server after that end: a lower bound on the
+    /// fastest round trip (see [`Limiter::learn_latency`]). 0 until 16 round trips are in.
+    send_lead: Nanos,
     rng: u64,
     /// Queues that went empty, checked a few at a time for eviction.
     idle_candidates: VecDeque<(Qid, u64)>,
@@ -296,8 +297,6 @@ struct Bucket {
     reset_at: Option<Nanos>,
     /// `reset_at` is an estimate from the window length, not yet confirmed by a response.
     reset_provisional: bool,
-    /// The round trip of the request whose answer set `reset_at`.
-    reset_rtt: Nanos,
     /// Counts local resets; responses to requests sent before the last one are stale.
     epoch: u64,
     sends_in_window: u32,
@@ -338,16 +337,11 @@ impl Bucket {
     }
 
     /// How much before `reset_at` the next window's requests may go and still reach the server
-    /// after the window's end. `reset_at` is the end plus the trip back of the answer that
-    /// reported it, so a request sent that answer's round trip earlier arrives at the end
-    /// shifted by how much its trip to the server differs from that request's: `jitter`
-    /// ([`Limiter::trip_jitter`]) covers that. 0 for an end estimated from the window length,
-    /// or while the jitter is unknown.
-    fn lead(&self, jitter: Option<Nanos>) -> Nanos {
-        match jitter {
-            Some(j) if !self.reset_provisional => self.reset_rtt.saturating_sub(j),
-            _ => 0,
-        }
+    /// after the window's end: `lead` ([`Limiter::send_lead`]) when a response reported the end
+    /// (`reset_at` is then the end plus that answer's trip back), 0 for an end estimated from
+    /// the window length.
+    fn lead(&self, lead: Nanos) -> Nanos {
+        if self.reset_provisional { 0 } else { lead }
     }
 
     /// The bucket's limit, or the shared-scope limit learned below it.
@@ -463,7 +457,7 @@ impl Limiter {
             latencies: VecDeque::new(),
             latency_samples: 0,
             global_margin: margin,
-            trip_jitter: None,
+            send_lead: 0,
             rng,
             idle_candidates: VecDeque::new(),
             closed: false,
@@ -1689,18 +1683,26 @@ impl Limiter {
             {
                 b.window_upper = b.window_upper.max(at.saturating_sub(first).min(max_wait));
             }
-            let keep_old = b.reset_at.filter(|&old| !first_of_window && !b.reset_provisional && old >= at);
-            if keep_old.is_none() {
-                b.reset_at = Some(at);
-                b.reset_rtt = now.saturating_sub(flight.sent_at);
-            }
+            b.reset_at = Some(match b.reset_at {
+                Some(old) if !first_of_window && !b.reset_provisional => old.max(at),
+                _ => at,
+            });
             b.reset_provisional = false;
         }
         if let (Some(period), BucketId::Hash(hash)) = (learned_period, &self.queue(qid).key.bucket)
             && (self.hash_periods.len() < self.config.max_routes || self.hash_periods.contains_key(hash))
+            && self.hash_periods.get(hash).is_none_or(|&known| known < period)
         {
-            let known = self.hash_periods.entry(hash.clone()).or_insert(period);
-            *known = (*known).max(period);
+            // A longer window for this hash: every queue of it (other major parameters) that
+            // has not seen one of its own answered takes it, rather than an estimate that may
+            // have been drawn from a window another queue's request opened.
+            let hash = hash.clone();
+            self.hash_periods.insert(hash.clone(), period);
+            for q in self.queues.iter_mut().flatten() {
+                if q.key.bucket == BucketId::Hash(hash.clone()) && q.bucket.period.is_none_or(|p| p < period) {
+                    q.bucket.period = Some(period);
+                }
+            }
         }
     }
 
@@ -1788,10 +1790,7 @@ impl Limiter {
                 if b.limit == 0 {
                     b.limit = 1;
                 }
-                if b.reset_at.is_none_or(|r| r < until) {
-                    b.reset_at = Some(until);
-                    b.reset_rtt = now.saturating_sub(flight.sent_at);
-                }
+                b.reset_at = Some(b.reset_at.map_or(until, |r| r.max(until)));
             }
         }
         if scope != RateLimitScope::Shared {
@@ -1985,12 +1984,25 @@ impl Limiter {
         self.latency_samples = self.latency_samples.wrapping_add(1);
         // The spread is recomputed every 16 samples: it moves slowly, and the scan is 256 long.
         if self.latencies.len() >= 16 && self.latency_samples.is_multiple_of(16) {
-            let min = self.latencies.iter().copied().min().unwrap_or(0);
-            let max = self.latencies.iter().copied().max().unwrap_or(0);
+            let mut sorted: Vec<Nanos> = self.latencies.iter().copied().collect();
+            sorted.sort_unstable();
+            let at = |q: usize| sorted[(sorted.len() - 1) * q / 100];
+            let (min, high, max) = (at(0), at(90), at(100));
             let spread = max - min;
-            let jitter = spread.saturating_add(spread / 2);
-            self.global_margin = jitter.saturating_add(5 * MILLISECOND).min(self.config.global_margin_max);
-            self.trip_jitter = Some(jitter);
+            let margin = spread.saturating_add(spread / 2).saturating_add(5 * MILLISECOND);
+            self.global_margin = margin.min(self.config.global_margin_max);
+            // The answer that reported a window's end came back one trip after it, and a request
+            // sent now reaches the server one trip later: together at least the fastest round
+            // trip there is, which the fastest seen approaches only where round trips are
+            // steady. So the lead is the fastest seen less twice the spread of the fastest nine
+            // tenths, and only on a steady link (that spread within a tenth of the fastest);
+            // elsewhere 0, and the next window waits for the reset the answer reported.
+            let jitter = high - min;
+            self.send_lead = if jitter.saturating_mul(10) <= min {
+                min.saturating_sub(2 * jitter)
+            } else {
+                0
+            };
         }
     }
 
@@ -2111,7 +2123,7 @@ impl Limiter {
             return;
         }
         // Refresh the bucket window.
-        let lead = self.trip_jitter;
+        let lead = self.send_lead;
         let b = &mut q.bucket;
         if b.shared_cap.is_some_and(|(_, until)| until <= now) {
             b.shared_cap = None;
@@ -2458,7 +2470,7 @@ impl Limiter {
         let b = &q.bucket;
         if b.known && !b.unlimited && b.limit > 0 {
             let limit = b.effective_limit().max(1) as usize;
-            let reset = b.reset_at.map(|r| r.saturating_sub(b.lead(self.trip_jitter)));
+            let reset = b.reset_at.map(|r| r.saturating_sub(b.lead(self.send_lead)));
             let (available, next_reset) = match reset {
                 Some(r) if r > now => (b.available(q.in_flight.len()) as usize, Some(r)),
                 _ => (limit.saturating_sub(q.in_flight.len()), None),
@@ -2584,7 +2596,7 @@ fn has_reserving(ids: &[RequestId], requests: &HashMap<RequestId, Req>) -> bool 
 }
 
 /// Whether a bucket lets one more request go now.
-fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos, jitter: Option<Nanos>) -> Gate {
+fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos, lead: Nanos) -> Gate {
     if !b.known {
         // The pioneer: one request learns the bucket, the rest wait for its headers.
         return if in_flight == 0 { Gate::Open } else { Gate::UntilResponse };
@@ -2595,7 +2607,7 @@ fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos, jitter: Option<Nanos>) 
     // Exhausted: wait for the reset if one is known; otherwise for an answer still in flight;
     // with nothing in flight either, for one window length after the last send, then probe.
     let exhausted = || match b.reset_at {
-        Some(t) => Gate::Until(t.saturating_sub(b.lead(jitter)).max(now + 1)),
+        Some(t) => Gate::Until(t.saturating_sub(b.lead(lead)).max(now + 1)),
         None if in_flight > 0 => Gate::UntilResponse,
         None => {
             let t = b.last_send.saturating_add(b.window_estimate());
