@@ -318,8 +318,8 @@ struct Bucket {
     /// Send times, kept while `sliding` (at most `limit`, capped).
     send_log: VecDeque<Nanos>,
     /// A shared-scope limit below the bucket's, learned from `shared` 429s: how many requests a
-    /// window may send (the fewest the resource admitted before a 429), and until when that is
-    /// remembered.
+    /// window may send (the fewest a window got through: what it sent less what the resource
+    /// refused), and until when that is remembered.
     shared_cap: Option<(u32, Nanos)>,
     /// Shared-scope 429s of the local window `epoch`: (epoch, count).
     shared_refused: (u64, u32),
@@ -1696,10 +1696,10 @@ impl Limiter {
             // A longer window for this hash: every queue of it (other major parameters) that
             // has not seen one of its own answered takes it, rather than an estimate that may
             // have been drawn from a window another queue's request opened.
-            let hash = hash.clone();
+            let id = BucketId::Hash(hash.clone());
             self.hash_periods.insert(hash.clone(), period);
             for q in self.queues.iter_mut().flatten() {
-                if q.key.bucket == BucketId::Hash(hash.clone()) && q.bucket.period.is_none_or(|p| p < period) {
+                if q.key.bucket == id && q.bucket.period.is_none_or(|p| p < period) {
                     q.bucket.period = Some(period);
                 }
             }
