@@ -20,7 +20,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use ratelane::Nanos;
-use ratelane::sim::{BucketSpec, WindowKind};
+use ratelane::sim::{BucketSpec, ServerConfig, WindowKind};
 
 use crate::imitation::{Imitation, Incoming};
 use crate::limits::Limits;
@@ -41,7 +41,12 @@ pub enum Resource {
 
 /// The limits `req` counts against at the imitation enforcing `limits`.
 pub fn resources(limits: &Limits, req: &Req) -> Vec<(Resource, BucketSpec)> {
-    let config = limits.server_config(0);
+    resources_in(&limits.server_config(0), req)
+}
+
+/// [`resources`] under an already built server configuration (one per workload, not one per
+/// request).
+fn resources_in(config: &ServerConfig, req: &Req) -> Vec<(Resource, BucketSpec)> {
     let body = req
         .json
         .as_ref()
@@ -100,8 +105,9 @@ pub struct Bound {
 /// The exact lower bound of `workload`'s makespan under `limits` (see the module docs).
 pub fn bound(limits: &Limits, workload: &Workload) -> Bound {
     let mut counts: HashMap<Resource, (u64, BucketSpec)> = HashMap::new();
+    let config = limits.server_config(0);
     for req in &workload.requests {
-        for (r, spec) in resources(limits, req) {
+        for (r, spec) in resources_in(&config, req) {
             counts.entry(r).or_insert((0, spec)).0 += 1;
         }
     }
@@ -172,10 +178,11 @@ impl Window {
 /// possible arrival, for a client that knows every limit: the optimum (the tests check that
 /// its last arrival is the bound).
 pub fn schedule(limits: &Limits, workload: &Workload) -> Vec<Nanos> {
+    let config = limits.server_config(0);
     let needs: Vec<Vec<(Resource, BucketSpec)>> = workload
         .requests
         .iter()
-        .map(|r| resources(limits, r))
+        .map(|r| resources_in(&config, r))
         .collect();
     let mut left: HashMap<Resource, u64> = HashMap::new();
     for need in &needs {
@@ -253,8 +260,9 @@ pub fn schedule(limits: &Limits, workload: &Workload) -> Vec<Nanos> {
 /// response's jitter), so the server's own delays cannot push it over a limit.
 pub fn chains(limits: &Limits, workload: &Workload, plan: &[Nanos]) -> Vec<Vec<(usize, Nanos)>> {
     let mut under: HashMap<Resource, (BucketSpec, Vec<usize>)> = HashMap::new();
+    let config = limits.server_config(0);
     for (i, req) in workload.requests.iter().enumerate() {
-        for (r, spec) in resources(limits, req) {
+        for (r, spec) in resources_in(&config, req) {
             under.entry(r).or_insert((spec, Vec::new())).1.push(i);
         }
     }

@@ -187,13 +187,20 @@ pub fn table(workload: &Workload, runs: &WorkloadRuns) -> String {
             .filter_map(|(f, r)| Some(f.mean_completion? / r.mean_completion?))
             .collect();
         let t = |g: fn(&Tally) -> usize| count_range(rr.iter().map(|(f, _)| g(&f.tally)));
+        // A client that gave up on requests finishes early: its utilisation is marked, not
+        // comparable (it can exceed 1).
+        let mark = if rr.iter().any(|(f, _)| f.failed > 0) {
+            "*"
+        } else {
+            ""
+        };
         let problems: Vec<&str> = rr
             .iter()
             .filter_map(|(f, _)| f.problem.as_deref())
             .collect();
         let _ = writeln!(
             out,
-            "| {client} | {} | {} | {} | {} | {} / {} / {} / {} / {} | {} | {} / {} | {} | {} |{}",
+            "| {client} | {}{mark} | {}{mark} | {} | {} | {} / {} / {} / {} / {} | {} | {} / {} | {} | {} |{}",
             range(&util, 2),
             range(&share, 2),
             range(&reference, 2),

@@ -8,7 +8,7 @@ use ratelane::{MILLISECOND, Nanos, SECOND};
 use ratelane_realtime::imitation::{Imitation, Incoming};
 use ratelane_realtime::limits::{self, Limits};
 use ratelane_realtime::schedule::{Resource, bound, chains, resources, schedule};
-use ratelane_realtime::score::{ClientReport, RunFigures};
+use ratelane_realtime::score::{ClientReport, RunFigures, WorkloadRuns, table};
 use ratelane_realtime::workload::{self, Kind, Req, TOKEN, Workload};
 
 const AUTH: &str = "Bot bench-token-1";
@@ -523,6 +523,13 @@ fn figures_of_a_report() {
     // Something never finished: no utilisation.
     assert_eq!(f.utilisation, None);
     assert!(f.makespan.is_some_and(|m| (m - 1.39).abs() < 1e-9));
+    // A run with failed requests is marked in the table: finishing early by giving up is not
+    // utilisation.
+    let mut failing = f.clone();
+    failing.utilisation = Some(1.2);
+    let mut runs = WorkloadRuns::default();
+    runs.add("x", failing.clone(), failing);
+    assert!(table(&w, &runs).contains("| x | 1.20* | 1.00* |"));
     let f = RunFigures::new(&w, 1.0, Err("crashed".into()), Default::default());
     assert_eq!(f.lost, 40);
     assert_eq!(f.problem.as_deref(), Some("crashed"));
