@@ -17,6 +17,11 @@ export interface RequestSpec {
   priority?: number | null
   idempotent?: boolean | null
   globalExempt?: boolean | null
+  /** The sub-limit class: a sub-limit 429 holds only requests of this class on the route.
+   * Default: derived by the profile from `bodyKeys`. */
+  subLimit?: string | null
+  /** The top-level keys of the JSON body (Discord: `name`/`topic` on a channel edit). */
+  bodyKeys?: string[] | null
 }
 
 /** Discord's 429 JSON fields. */

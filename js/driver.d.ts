@@ -88,6 +88,12 @@ export interface RunOptions {
   /** Whether re-sending after a possibly delivered attempt is harmless (default: by method). */
   idempotent?: boolean | null
   globalExempt?: boolean | null
+  /** The sub-limit class: a sub-limit 429 holds only requests of this class on the route
+   * (default: derived from `bodyKeys`). */
+  subLimit?: string | null
+  /** The JSON body's top-level keys, or the body object itself (Discord: a channel edit of
+   * `name` or `topic` is limited apart from the channel's other edits). */
+  bodyKeys?: string[] | Record<string, unknown> | null
 }
 
 export interface SendContext {

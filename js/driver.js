@@ -298,6 +298,13 @@ function createRatelane(core) {
     return clean ? lines : null
   }
 
+  /** The `bodyKeys` option: an array of strings, or a JSON body object (its own keys). */
+  function bodyKeys(value) {
+    if (Array.isArray(value)) return value
+    if (typeof value === 'object' && !isStream(value)) return Object.keys(value)
+    throw usage(InvalidArgumentError, 'invalid_argument', 'bodyKeys must be an array of strings or the JSON body object')
+  }
+
   /** Discord's 429 fields from a parsed JSON body. */
   function bodyHints(parsed) {
     if (!parsed || typeof parsed !== 'object') return null
@@ -563,7 +570,10 @@ function createRatelane(core) {
      *
      * Options: `signal` (AbortSignal: cancels while queued or in flight; rejects with its
      * reason), `deadline` (ms from now: fail with DeadlineExceededError rather than send
-     * later), `major`, `identity`, `priority`, `idempotent`, `globalExempt`.
+     * later), `major`, `identity`, `priority`, `idempotent`, `globalExempt`, `bodyKeys` (the
+     * top-level keys of the JSON body, or the body object itself: the profile derives the
+     * request's sub-limit class from them, e.g. a Discord channel edit of `name` or `topic`)
+     * and `subLimit` (the class itself): a sub-limit 429 holds only requests of its class.
      *
      * Rejects with a RateLimitError subclass when the core gives up on the request.
      */
@@ -585,7 +595,8 @@ function createRatelane(core) {
         let id
         let spec
         if (opts.major == null && opts.priority === undefined && opts.idempotent === undefined &&
-            opts.globalExempt === undefined && opts.deadline == null) {
+            opts.globalExempt === undefined && opts.deadline == null && opts.subLimit == null &&
+            opts.bodyKeys == null) {
           // Nothing but method, path and identity: the core's positional fast path.
           spec = this._methodPath(method, path)
           const identity = opts.identity !== undefined ? opts.identity : this._identity
@@ -679,6 +690,8 @@ function createRatelane(core) {
       if (opts.priority !== undefined) spec.priority = opts.priority
       if (opts.idempotent !== undefined) spec.idempotent = opts.idempotent
       if (opts.globalExempt !== undefined) spec.globalExempt = opts.globalExempt
+      if (opts.subLimit !== undefined && opts.subLimit !== null) spec.subLimit = opts.subLimit
+      if (opts.bodyKeys !== undefined && opts.bodyKeys !== null) spec.bodyKeys = bodyKeys(opts.bodyKeys)
       if (opts.deadline !== undefined && opts.deadline !== null) {
         if (typeof opts.deadline !== 'number' || !(opts.deadline >= 0)) {
           throw usage(InvalidArgumentError, 'invalid_argument', 'deadline must be a number of ms >= 0')

@@ -151,6 +151,10 @@ fn request_from(obj: &Object) -> Result<Request> {
     }
     request.idempotent = opt(obj, "idempotent", "request.idempotent (a boolean)")?;
     request.global_exempt = opt(obj, "globalExempt", "request.globalExempt (a boolean)")?;
+    request.sub_limit = opt(obj, "subLimit", "request.subLimit (a string)")?;
+    if let Some(keys) = opt::<Vec<String>>(obj, "bodyKeys", "request.bodyKeys (an array of strings)")? {
+        request.body_keys = keys;
+    }
     Ok(request)
 }
 

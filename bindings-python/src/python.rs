@@ -194,6 +194,26 @@ fn arg_opt_str(obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
     if obj.is_none() { Ok(None) } else { arg_str(obj).map(Some) }
 }
 
+/// `body_keys`: `None`, or an iterable of `str` (a dict gives its keys, so the JSON body itself
+/// may be passed).
+fn arg_body_keys(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    let wrong = || {
+        invalid_argument(obj.py(), format!("body_keys must be an iterable of str (or the JSON body's dict), got {}", repr(obj)))
+    };
+    if obj.is_instance_of::<PyString>() {
+        return Err(wrong());
+    }
+    let mut keys = Vec::new();
+    for key in obj.try_iter().map_err(|_| wrong())? {
+        let key = key?;
+        keys.push(key.extract::<String>().map_err(|_| wrong())?);
+    }
+    Ok(Some(keys))
+}
+
 fn arg_opt_bool(obj: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
     if obj.is_none() {
         return Ok(None);
@@ -287,6 +307,8 @@ fn request(
     priority: i32,
     idempotent: Option<bool>,
     global_exempt: Option<bool>,
+    sub_limit: Option<String>,
+    body_keys: Option<Vec<String>>,
 ) -> Request {
     Request {
         method,
@@ -297,6 +319,8 @@ fn request(
         priority,
         idempotent,
         global_exempt,
+        sub_limit,
+        body_keys: body_keys.unwrap_or_default(),
     }
 }
 
@@ -864,7 +888,8 @@ impl Limiter {
 
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, deadline_ns = None,
-                        priority = 0, idempotent = None, global_exempt = None))]
+                        priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
+                        body_keys = None))]
     fn enqueue(
         &mut self,
         py: Python<'_>,
@@ -877,8 +902,10 @@ impl Limiter {
         #[pyo3(from_py_with = arg_priority)] priority: i32,
         #[pyo3(from_py_with = arg_opt_bool)] idempotent: Option<bool>,
         #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
+        #[pyo3(from_py_with = arg_opt_str)] sub_limit: Option<String>,
+        #[pyo3(from_py_with = arg_body_keys)] body_keys: Option<Vec<String>>,
     ) -> PyResult<u64> {
-        let r = request(method, path, major, identity, deadline_ns, priority, idempotent, global_exempt);
+        let r = request(method, path, major, identity, deadline_ns, priority, idempotent, global_exempt, sub_limit, body_keys);
         self.inner.enqueue(now_ns, r).map_err(|e| core_error(py, e))
     }
 
@@ -987,7 +1014,8 @@ impl Limiter {
 
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, deadline_ns = None,
-                        priority = 0, idempotent = None, global_exempt = None))]
+                        priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
+                        body_keys = None))]
     fn predict(
         &self,
         py: Python<'_>,
@@ -1000,8 +1028,10 @@ impl Limiter {
         #[pyo3(from_py_with = arg_priority)] priority: i32,
         #[pyo3(from_py_with = arg_opt_bool)] idempotent: Option<bool>,
         #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
+        #[pyo3(from_py_with = arg_opt_str)] sub_limit: Option<String>,
+        #[pyo3(from_py_with = arg_body_keys)] body_keys: Option<Vec<String>>,
     ) -> PyResult<u64> {
-        let r = request(method, path, major, identity, deadline_ns, priority, idempotent, global_exempt);
+        let r = request(method, path, major, identity, deadline_ns, priority, idempotent, global_exempt, sub_limit, body_keys);
         self.inner.predict(now_ns, &r).map(|p| p.send_at).map_err(|e| core_error(py, e))
     }
 
@@ -1065,7 +1095,8 @@ impl SimServer {
 
     /// The server's answer to a request arriving at `now_ns`.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, global_exempt = None))]
+    #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, global_exempt = None,
+                        body_keys = None))]
     fn handle<'py>(
         &mut self,
         py: Python<'py>,
@@ -1075,8 +1106,9 @@ impl SimServer {
         #[pyo3(from_py_with = arg_opt_str)] major: Option<String>,
         #[pyo3(from_py_with = arg_opt_str)] identity: Option<String>,
         #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
+        #[pyo3(from_py_with = arg_body_keys)] body_keys: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let r = request(method, path, major, identity, None, 0, None, global_exempt);
+        let r = request(method, path, major, identity, None, 0, None, global_exempt, None, body_keys);
         self.next_tag += 1;
         let answer = self.inner.handle(now_ns, self.next_tag, &r);
         let dict = PyDict::new(py);
@@ -1124,7 +1156,8 @@ impl Simulation {
     /// Schedules a request to be enqueued at `at_ns`; returns its ticket.
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (at_ns, method, path, *, major = None, identity = None, deadline_ns = None,
-                        priority = 0, idempotent = None, global_exempt = None))]
+                        priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
+                        body_keys = None))]
     fn enqueue_at(
         &mut self,
         #[pyo3(from_py_with = arg_ns)] at_ns: u64,
@@ -1136,8 +1169,10 @@ impl Simulation {
         #[pyo3(from_py_with = arg_priority)] priority: i32,
         #[pyo3(from_py_with = arg_opt_bool)] idempotent: Option<bool>,
         #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
+        #[pyo3(from_py_with = arg_opt_str)] sub_limit: Option<String>,
+        #[pyo3(from_py_with = arg_body_keys)] body_keys: Option<Vec<String>>,
     ) -> usize {
-        let r = request(method, path, major, identity, deadline_ns, priority, idempotent, global_exempt);
+        let r = request(method, path, major, identity, deadline_ns, priority, idempotent, global_exempt, sub_limit, body_keys);
         self.scheduled += 1;
         self.inner.enqueue_at(at_ns, r).0
     }

@@ -71,7 +71,7 @@ def fields(output: Any, *names: str) -> Dict[str, Any]:
 
 def request_kwargs(request: Dict[str, Any]) -> Dict[str, Any]:
     """A vector's request object as keyword arguments of enqueue/predict."""
-    kwargs = {k: request[k] for k in ("major", "identity", "priority", "idempotent", "global_exempt") if k in request}
+    kwargs = {k: request[k] for k in ("major", "identity", "priority", "idempotent", "global_exempt", "sub_limit", "body_keys") if k in request}
     if "deadline_ns" in request:
         kwargs["deadline_ns"] = request["deadline_ns"]
     return kwargs

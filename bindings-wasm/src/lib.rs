@@ -138,6 +138,10 @@ struct RequestSpec {
     idempotent: Option<bool>,
     #[serde(default)]
     global_exempt: Option<bool>,
+    #[serde(default)]
+    sub_limit: Option<String>,
+    #[serde(default)]
+    body_keys: Option<Vec<String>>,
 }
 
 /// `value` deserialized from a JS object; `what` names the argument in the error.
@@ -169,6 +173,8 @@ fn request_arg(value: JsValue) -> Result<Request, JsValue> {
         priority: spec.priority.unwrap_or(0),
         idempotent: spec.idempotent,
         global_exempt: spec.global_exempt,
+        sub_limit: spec.sub_limit,
+        body_keys: spec.body_keys.unwrap_or_default(),
     })
 }
 

@@ -250,6 +250,7 @@ struct RouteJson {
     #[serde(default)]
     global_exempt: bool,
     sub_limit: Option<BucketJson>,
+    sub_limit_class: Option<String>,
     shared_limit: Option<BucketJson>,
     status: Option<u16>,
 }
@@ -296,8 +297,8 @@ fn probability(name: &str, p: f64) -> Result<f64, Error> {
 /// Builds the simulator's [`ServerConfig`] from a JSON object.
 ///
 /// Keys: `profile`, `buckets` (`{hash: {limit, window_ns, kind: "fixed"|"sliding"}}`),
-/// `routes` (`{"METHOD /template": {bucket, global_exempt, sub_limit, shared_limit,
-/// status}}`), `default_bucket`, `global` (a bucket, or `null` for none; absent: Discord's
+/// `routes` (`{"METHOD /template": {bucket, global_exempt, sub_limit, sub_limit_class,
+/// shared_limit, status}}`), `default_bucket`, `global` (a bucket, or `null` for none; absent: Discord's
 /// 50/s), `invalid_limit`, `invalid_window_ns`, `ban_duration_ns`, `error_rate`, `remaps`
 /// (`[{at_ns, route, bucket}]`), `unauthorized` (identities), `wall_epoch_ms`, `seed`.
 /// Absent keys keep [`ServerConfig::discord`]'s values.
@@ -325,6 +326,7 @@ pub fn server_config_from_json(text: &str) -> Result<ServerConfig, Error> {
             bucket: r.bucket,
             global_exempt: r.global_exempt,
             sub_limit: spec(r.sub_limit)?,
+            sub_limit_class: r.sub_limit_class,
             shared_limit: spec(r.shared_limit)?,
             status: r.status,
         };

@@ -201,6 +201,9 @@ enum Timer {
 #[derive(Debug)]
 struct Req {
     route_key: String,
+    /// `"{route_key} #{class}"` when the request has a sub-limit class: the key a sub-limit
+    /// 429 of this request holds (and, in shared mode, the route it reserves under).
+    sub_key: Option<Box<str>>,
     major: String,
     identity: Iid,
     /// The effective deadline: the request's own, or `enqueued + max_wait`, whichever is first.
@@ -253,7 +256,8 @@ struct Queue {
     pending: VecDeque<RequestId>,
     in_flight: Vec<RequestId>,
     bucket: Bucket,
-    /// Route keys (of this queue) held by a sub-limit until a time.
+    /// Sub-limit holds of this queue until a time: a route key (holds the whole route) or a
+    /// request's `sub_key` (holds that class of the route).
     sub_limits: Vec<(String, Nanos)>,
     /// A shared-scope 429 holds the whole resource until then.
     shared_until: Nanos,
@@ -326,6 +330,35 @@ struct Bucket {
 }
 
 const SLIDING_LOG_CAP: u32 = 4096;
+
+impl Req {
+    /// The route this request reserves and shares under in shared mode, and the key its
+    /// sub-limit 429 holds: its class's key when it has a sub-limit class, else its route.
+    fn shared_route(&self) -> &str {
+        self.sub_key.as_deref().unwrap_or(&self.route_key)
+    }
+}
+
+impl Queue {
+    /// Until when a sub-limit holds `r`: a hold on its route holds every request of the route,
+    /// a hold on its class only the requests of that class.
+    fn sub_limit_until(&self, r: &Req) -> Option<Nanos> {
+        self.sub_limits
+            .iter()
+            .filter(|(k, _)| *k == r.route_key || r.sub_key.as_deref() == Some(k.as_str()))
+            .map(|&(_, t)| t)
+            .max()
+    }
+
+    /// Holds sub-limit key `key` (a route or a class of it) until `until`, or longer if it
+    /// already is.
+    fn hold_sub_limit(&mut self, key: String, until: Nanos) {
+        match self.sub_limits.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, t)) => *t = (*t).max(until),
+            None => self.sub_limits.push((key, until)),
+        }
+    }
+}
 
 impl Bucket {
     /// The window length as well as it is known (1 s when nothing is known).
@@ -524,6 +557,7 @@ impl Limiter {
         }
 
         let exempt = request.global_exempt.unwrap_or(route.global_exempt);
+        let sub_key = self.sub_key(&request, &route.key);
         let key = self.queue_key_for(iid, &route.key, &route.major);
         let qid = self.queue_for(key);
         let max_wait_deadline = self.config.max_wait.map(|w| now.saturating_add(w));
@@ -537,7 +571,7 @@ impl Limiter {
         let predicted = match deadline {
             Some(_) => {
                 let position = self.queue(qid).pending.len();
-                self.predict_position(now, qid, &route.key, position, exempt)
+                self.predict_position(now, qid, &route.key, sub_key.as_deref(), position, exempt)
             }
             None => now,
         };
@@ -559,6 +593,7 @@ impl Limiter {
             id,
             Req {
                 route_key: route.key,
+                sub_key,
                 major: route.major,
                 identity: iid,
                 deadline,
@@ -846,6 +881,7 @@ impl Limiter {
         let now = now.max(self.now);
         let route = self.validate_request(request)?;
         let exempt = request.global_exempt.unwrap_or(route.global_exempt);
+        let sub_key = self.sub_key(request, &route.key);
         let Some(&iid) = self.identity_index.get(&request.identity) else {
             return Ok(Prediction { send_at: now.max(self.host_hold()) });
         };
@@ -853,7 +889,7 @@ impl Limiter {
         let send_at = match self.queue_index.get(&key) {
             Some(&qid) => {
                 let position = self.queue(qid).pending.len();
-                self.predict_position(now, qid, &route.key, position, exempt)
+                self.predict_position(now, qid, &route.key, sub_key.as_deref(), position, exempt)
             }
             None => {
                 let mut t = now.max(self.host_hold());
@@ -873,6 +909,17 @@ impl Limiter {
             self.now = now;
         }
         self.now
+    }
+
+    /// The sub-limit key of `request` on route `route_key`: `"{route_key} #{class}"` when it
+    /// has a class, its own or the one the profile derives from its body's keys.
+    fn sub_key(&self, request: &Request, route_key: &str) -> Option<Box<str>> {
+        let class = match &request.sub_limit {
+            Some(class) => class.as_str(),
+            None if request.body_keys.is_empty() => return None,
+            None => crate::route::sub_limit_class(self.config.profile, route_key, &request.body_keys)?,
+        };
+        Some(format!("{route_key} #{class}").into_boxed_str())
     }
 
     fn validate_request(&self, request: &Request) -> Result<Route, Error> {
@@ -898,6 +945,13 @@ impl Limiter {
         }
         if request.path.len() > 8192 || request.identity.len() > 1024 {
             return Err(Error::InvalidRequest("path or identity is too long".into()));
+        }
+        if let Some(class) = &request.sub_limit
+            && (class.is_empty() || class.len() > 256)
+        {
+            return Err(Error::InvalidRequest(format!(
+                "sub_limit {class:?} must be a class name of 1 to 256 bytes (or unset)"
+            )));
         }
         Ok(match &request.major {
             Some(major) => Route {
@@ -1161,7 +1215,7 @@ impl Limiter {
         Reservation {
             id,
             identity: self.identities[r.identity].name.clone(),
-            route: r.route_key.clone(),
+            route: r.shared_route().to_string(),
             major: r.major.clone(),
             bucket: self.queue_hash(r.qid),
             counts_global,
@@ -1259,12 +1313,14 @@ impl Limiter {
     /// whose own reservation (made again after a denial) is still outstanding.
     fn overtakes(&self, now: Nanos, qid: Qid, id: RequestId) -> bool {
         let q = self.queue(qid);
-        let route = &self.requests[&id].route_key;
+        // An earlier request held by a sub-limit that does not hold `id` (another route, or
+        // another class of it) is not waiting for its turn.
+        let me = &self.requests[&id];
+        let holds = |r: &Req, k: &str| k == r.route_key || r.sub_key.as_deref() == Some(k);
         let waiting = q.pending.iter().take_while(|&&p| p < id).any(|p| {
             let r = &self.requests[p];
-            let other_route_held =
-                r.route_key != *route && q.sub_limits.iter().any(|(k, t)| *k == r.route_key && *t > now);
-            r.not_before <= now && !other_route_held
+            let held_apart = q.sub_limits.iter().any(|(k, t)| *t > now && holds(r, k) && !holds(me, k));
+            r.not_before <= now && !held_apart
         });
         waiting
             || q.in_flight.iter().any(|p| {
@@ -1330,7 +1386,7 @@ impl Limiter {
         let qid = r.qid;
         let orphan = Orphan {
             identity: self.identities[r.identity].name.clone(),
-            route: r.route_key.clone(),
+            route: r.shared_route().to_string(),
             major: r.major.clone(),
             bucket: self.queue_hash(qid),
         };
@@ -1360,12 +1416,8 @@ impl Limiter {
                 self.recheck_queues(Some(iid));
             }
             SharedScope::Route => {
-                let route_key = self.req(id).route_key.clone();
-                let q = self.queue_mut(qid);
-                match q.sub_limits.iter_mut().find(|(k, _)| *k == route_key) {
-                    Some((_, t)) => *t = (*t).max(until),
-                    None => q.sub_limits.push((route_key, until)),
-                }
+                let key = self.req(id).shared_route().to_string();
+                self.queue_mut(qid).hold_sub_limit(key, until);
             }
             SharedScope::Bucket | SharedScope::Pioneer => {
                 let q = self.queue_mut(qid);
@@ -1409,7 +1461,7 @@ impl Limiter {
         SharedUpdate::Bucket {
             id,
             identity: self.identities[r.identity].name.clone(),
-            route: r.route_key.clone(),
+            route: r.shared_route().to_string(),
             major: r.major.clone(),
             bucket: info.bucket.clone().or_else(|| self.queue_hash(qid)),
             unlimited: b.known && b.unlimited && info.bucket.is_none(),
@@ -1427,7 +1479,7 @@ impl Limiter {
         SharedUpdate::Release {
             id,
             identity: self.identities[r.identity].name.clone(),
-            route: r.route_key.clone(),
+            route: r.shared_route().to_string(),
             major: r.major.clone(),
             bucket: self.queue_hash(r.qid),
             reached,
@@ -1440,7 +1492,7 @@ impl Limiter {
         SharedUpdate::Hold {
             scope,
             identity: self.identities[r.identity].name.clone(),
-            route: r.route_key.clone(),
+            route: r.shared_route().to_string(),
             major: r.major.clone(),
             bucket: self.queue_hash(qid),
             retry_after: wait,
@@ -1742,9 +1794,9 @@ impl Limiter {
             _ => clamp(hint.unwrap_or(self.config.backoff_base), &self.config),
         };
         let until = now.saturating_add(wait);
-        let (iid, route_key) = {
+        let (iid, hold_key) = {
             let r = self.req(id);
-            (r.identity, r.route_key.clone())
+            (r.identity, r.shared_route().to_string())
         };
         match scope {
             RateLimitScope::Global => {
@@ -1774,13 +1826,7 @@ impl Limiter {
                 self.edge_until = self.edge_until.max(until);
                 self.recheck_queues(None);
             }
-            RateLimitScope::SubLimit => {
-                let q = self.queue_mut(qid);
-                match q.sub_limits.iter_mut().find(|(k, _)| *k == route_key) {
-                    Some((_, t)) => *t = (*t).max(until),
-                    None => q.sub_limits.push((route_key, until)),
-                }
-            }
+            RateLimitScope::SubLimit => self.queue_mut(qid).hold_sub_limit(hold_key, until),
             RateLimitScope::Bucket => {
                 let b = &mut self.queue_mut(qid).bucket;
                 b.known = true;
@@ -2188,8 +2234,8 @@ impl Limiter {
                 }
                 let r = &self.requests[&id];
                 let mut hold = r.not_before;
-                if let Some((_, t)) = q.sub_limits.iter().find(|(k, _)| *k == r.route_key) {
-                    hold = hold.max(*t);
+                if let Some(t) = q.sub_limit_until(r) {
+                    hold = hold.max(t);
                 }
                 if hold <= now {
                     head = Some(id);
@@ -2233,7 +2279,9 @@ impl Limiter {
                 position += 1;
                 continue;
             };
-            let predicted = self.predict_position(now, qid, &r.route_key, position, r.exempt).max(r.not_before);
+            let predicted = self
+                .predict_position(now, qid, &r.route_key, r.sub_key.as_deref(), position, r.exempt)
+                .max(r.not_before);
             if predicted > deadline {
                 let reason = if r.deadline_is_max_wait {
                     FailReason::MaxWaitExceeded { predicted_wait: predicted - r.enqueued_at }
@@ -2453,13 +2501,25 @@ impl Limiter {
 
     // ------------------------------------------------------------------ prediction
 
-    /// When the request of route `route_key` at `position` in queue `qid` is expected to be sent.
-    fn predict_position(&self, now: Nanos, qid: Qid, route_key: &str, position: usize, exempt: bool) -> Nanos {
+    /// When the request of route `route_key` (and sub-limit key `sub_key`) at `position` in
+    /// queue `qid` is expected to be sent.
+    fn predict_position(
+        &self,
+        now: Nanos,
+        qid: Qid,
+        route_key: &str,
+        sub_key: Option<&str>,
+        position: usize,
+        exempt: bool,
+    ) -> Nanos {
         let q = self.queue(qid);
         let mut t = now.max(self.host_hold()).max(q.shared_until);
-        // A sub-limit holds this route (and major parameter) whatever the bucket says.
-        if let Some(&(_, until)) = q.sub_limits.iter().find(|(k, _)| k == route_key) {
-            t = t.max(until);
+        // A sub-limit holds this route (and major parameter), or this class of it, whatever
+        // the bucket says.
+        for &(ref k, until) in &q.sub_limits {
+            if k == route_key || Some(k.as_str()) == sub_key {
+                t = t.max(until);
+            }
         }
         if self.config.invalid_request_limit > 0
             && self.invalid.len() >= self.config.invalid_request_stop_at as usize

@@ -140,6 +140,25 @@ fn template_segment(seg: &str) -> String {
     out
 }
 
+/// The sub-limit class `profile` gives a request of route `route_key` whose JSON body has the
+/// top-level keys `body_keys`, if any (see [`crate::Request::sub_limit`]).
+///
+/// [`HeaderProfile::Discord`]: editing a channel's (or thread's) `name` or `topic`,
+/// `PATCH /channels/:id` with either key, is `"channel_name_topic"`: Discord limits those
+/// edits per channel (2 per 10 minutes) apart from the route's bucket, which other edits of
+/// the channel keep using. Other profiles know no sub-limits.
+pub fn sub_limit_class(profile: HeaderProfile, route_key: &str, body_keys: &[String]) -> Option<&'static str> {
+    match profile {
+        HeaderProfile::Discord
+            if route_key == "PATCH /channels/:id"
+                && body_keys.iter().any(|k| k == "name" || k == "topic") =>
+        {
+            Some("channel_name_topic")
+        }
+        _ => None,
+    }
+}
+
 fn discord(method: String, segments: &[&str]) -> Route {
     let mut segs = segments;
     if segs.first() == Some(&"api") {
@@ -428,6 +447,20 @@ mod tests {
         check("GET", "/stickers/1234", "GET /stickers/:id", "", false);
         check("GET", "/é/ü/日本/123", "GET /é/ü/日本/:id", "", false);
         check("GET", "//channels", "GET //channels", "", false);
+    }
+
+    #[test]
+    fn sub_limit_classes() {
+        let keys = |k: &[&str]| k.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let d = HeaderProfile::Discord;
+        let patch = route_for(d, "patch", &format!("/api/v10/channels/{C}")).key;
+        assert_eq!(sub_limit_class(d, &patch, &keys(&["name"])), Some("channel_name_topic"));
+        assert_eq!(sub_limit_class(d, &patch, &keys(&["nsfw", "topic"])), Some("channel_name_topic"));
+        assert_eq!(sub_limit_class(d, &patch, &keys(&["nsfw"])), None);
+        assert_eq!(sub_limit_class(d, &patch, &[]), None);
+        let guild = route_for(d, "PATCH", &format!("/guilds/{G}")).key;
+        assert_eq!(sub_limit_class(d, &guild, &keys(&["name"])), None);
+        assert_eq!(sub_limit_class(HeaderProfile::Ietf, "PATCH /channels/:id", &keys(&["name"])), None);
     }
 
     #[test]

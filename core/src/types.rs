@@ -361,6 +361,15 @@ pub struct Request {
     /// Whether the route is exempt from the global limit. `None`: decided by the profile
     /// (Discord: interaction callbacks and webhook-token routes).
     pub global_exempt: Option<bool>,
+    /// The request's sub-limit class: a kind of request that the server limits apart from the
+    /// rest of its route (Discord: editing a channel's name or topic). A sub-limit 429 of a
+    /// request with a class holds only that class on its route and major parameter; one without
+    /// a class holds the whole route. `None`: derived by the profile from
+    /// [`Request::body_keys`] ([`crate::route::sub_limit_class`]).
+    pub sub_limit: Option<String>,
+    /// The top-level keys of the request's JSON body, when the caller has the body: the
+    /// profile derives the sub-limit class from them. Empty: no body, or not known.
+    pub body_keys: Vec<String>,
 }
 
 impl Request {
@@ -375,6 +384,8 @@ impl Request {
             priority: 0,
             idempotent: None,
             global_exempt: None,
+            sub_limit: None,
+            body_keys: Vec::new(),
         }
     }
 
@@ -416,6 +427,19 @@ impl Request {
     /// Declares whether the request is exempt from the global limit.
     pub fn global_exempt(mut self, exempt: bool) -> Self {
         self.global_exempt = Some(exempt);
+        self
+    }
+
+    /// Sets the sub-limit class (see [`Request::sub_limit`]).
+    pub fn sub_limit(mut self, class: impl Into<String>) -> Self {
+        self.sub_limit = Some(class.into());
+        self
+    }
+
+    /// Gives the top-level keys of the JSON body, from which the profile derives the
+    /// sub-limit class (see [`Request::body_keys`]).
+    pub fn body_keys<K: Into<String>>(mut self, keys: impl IntoIterator<Item = K>) -> Self {
+        self.body_keys = keys.into_iter().map(Into::into).collect();
         self
     }
 }

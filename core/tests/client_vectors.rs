@@ -155,6 +155,10 @@ fn request_from(v: &Value) -> Request {
     r.priority = v.get("priority").and_then(Value::as_i64).unwrap_or(0) as i32;
     r.idempotent = v.get("idempotent").and_then(Value::as_bool);
     r.global_exempt = v.get("global_exempt").and_then(Value::as_bool);
+    r.sub_limit = v.get("sub_limit").and_then(Value::as_str).map(str::to_string);
+    if let Some(keys) = v.get("body_keys").and_then(Value::as_array) {
+        r.body_keys = keys.iter().map(|k| k.as_str().expect("body_keys are strings").to_string()).collect();
+    }
     r
 }
 
@@ -358,6 +362,10 @@ impl Script {
     }
     fn predict(mut self, at: u64, method: &str, path: &str) -> Self {
         self.steps.push(json!({"at_ns": at, "op": "predict", "request": {"method": method, "path": path}}));
+        self
+    }
+    fn predict_with(mut self, at: u64, request: Value) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "predict", "request": request}));
         self
     }
     fn granted(mut self, at: u64, id: u64) -> Self {

@@ -892,6 +892,42 @@ fn e2e_sub_limit_blocks_only_that_route_and_channel() {
 }
 
 #[test]
+fn e2e_a_sub_limit_holds_only_its_class() {
+    // Discord limits a channel's name/topic edits apart from its other edits: both count
+    // against the route's bucket, only the renames against the sub-limit. The client tells
+    // renames from the body's keys, so the third rename waits out the sub-limit while the
+    // channel's other edits go on at the bucket's pace.
+    let cfg = ServerConfig::discord()
+        .bucket("chan", BucketSpec::fixed(5, 5 * SECOND))
+        .route(
+            "PATCH /channels/:id",
+            RouteSpec::bucket("chan").with_sub_limit_for("channel_name_topic", BucketSpec::fixed(2, 600 * SECOND)),
+        );
+    let mut s = sim(cfg, SimConfig::default());
+    let edit = |keys: &[&str]| Request::new("PATCH", "/channels/1").body_keys(keys.iter().copied());
+    let renames: Vec<Ticket> = (0..3)
+        .map(|i| s.enqueue_at(i, edit(if i == 1 { &["topic"] } else { &["name", "nsfw"] })))
+        .collect();
+    let others: Vec<Ticket> = (0..12).map(|i| s.enqueue_at(10 + i, edit(&["nsfw"]))).collect();
+    let report = run(&mut s);
+    check_common(&report);
+    assert!(report.all_succeeded());
+    assert_eq!(report.count(ServerOutcome::SubLimited), 1, "one 429: the third rename's");
+    assert_eq!(rl_observations(&report, RateLimitScope::SubLimit), 1);
+    // 15 edits at 5 per 5 s would end by 10 s with no sub-limit; the 12 other edits need no
+    // more than that (one window more for the rename's refused slot at most).
+    for &t in &others {
+        let done = report.record(t).finished_at.unwrap();
+        assert!(done < 16 * SECOND, "an edit without name or topic waited for the sub-limit: {done}");
+    }
+    // Whichever rename arrived third (the network may reorder them) waits out the sub-limit.
+    let mut done: Vec<Nanos> = renames.iter().map(|&t| report.record(t).finished_at.unwrap()).collect();
+    done.sort_unstable();
+    assert!(done[1] < SECOND, "two renames go at once: {done:?}");
+    assert!((600 * SECOND..620 * SECOND).contains(&done[2]), "one rename waits out the sub-limit: {done:?}");
+}
+
+#[test]
 fn e2e_shared_scope_429_blocks_the_resource_only() {
     let cfg = ServerConfig::discord()
         .bucket("abcd1234", BucketSpec::fixed(10, 10 * SECOND))

@@ -20,6 +20,8 @@ function request(r) {
   if ('priority' in r) spec.priority = r.priority
   if ('idempotent' in r) spec.idempotent = r.idempotent
   if ('global_exempt' in r) spec.globalExempt = r.global_exempt
+  if ('sub_limit' in r) spec.subLimit = r.sub_limit
+  if ('body_keys' in r) spec.bodyKeys = r.body_keys
   return spec
 }
 

@@ -285,6 +285,8 @@ class Limiter:
         priority: int = 0,
         idempotent: Optional[bool] = None,
         global_exempt: Optional[bool] = None,
+        sub_limit: Optional[str] = None,
+        body_keys: Optional[Iterable[str]] = None,
     ) -> int:
         """Queues a request; returns its id. Raises InvalidRequestError, LimiterClosedError."""
     def handle_response(
@@ -335,6 +337,8 @@ class Limiter:
         priority: int = 0,
         idempotent: Optional[bool] = None,
         global_exempt: Optional[bool] = None,
+        sub_limit: Optional[str] = None,
+        body_keys: Optional[Iterable[str]] = None,
     ) -> int:
         """When a request enqueued at ``now_ns`` would be sent."""
     @property
@@ -364,6 +368,7 @@ class Server:
         major: Optional[str] = None,
         identity: Optional[str] = None,
         global_exempt: Optional[bool] = None,
+        body_keys: Optional[Iterable[str]] = None,
     ) -> dict[str, Any]: ...
     def count_429(self) -> int: ...
 
@@ -389,6 +394,8 @@ class Simulation:
         priority: int = 0,
         idempotent: Optional[bool] = None,
         global_exempt: Optional[bool] = None,
+        sub_limit: Optional[str] = None,
+        body_keys: Optional[Iterable[str]] = None,
     ) -> int: ...
     def cancel_at(self, at_ns: int, ticket: int) -> None: ...
     def close_at(self, at_ns: int) -> None: ...

@@ -66,6 +66,13 @@ class RequestOptions(TypedDict, total=False):
     """Whether re-sending is harmless (default: by method)."""
     global_exempt: Optional[bool]
     """Whether the route is exempt from the global limit (default: by route)."""
+    sub_limit: Optional[str]
+    """The request's sub-limit class: a sub-limit 429 holds only requests of the same class on
+    the route (default: derived from ``body_keys``; Discord: ``"channel_name_topic"`` for a
+    channel edit with ``name`` or ``topic``)."""
+    body_keys: Optional[Iterable[str]]
+    """The top-level keys of the JSON body (or the body's dict itself): the sub-limit class is
+    derived from them."""
 
 
 _OPTION_NAMES = frozenset(RequestOptions.__annotations__)
@@ -173,7 +180,9 @@ class RateLimiter:
         ``loop.time()`` instant and ``timeout`` a number of seconds from now: the request
         fails at once if it could not be sent before then; ``priority`` (higher first when
         the global limit is scarce); ``idempotent`` and ``global_exempt`` override what the
-        method and route imply. Transport exceptions from ``send`` are classified
+        method and route imply; ``body_keys`` (the JSON body's keys, or its dict) lets the
+        profile tell a request the server limits apart (a channel rename), and ``sub_limit``
+        names that class outright, so a sub-limit 429 holds only that kind of request. Transport exceptions from ``send`` are classified
         (connection refused: never sent; reset or timeout: maybe sent); a non-idempotent
         request that may have been sent is not re-sent.
 
@@ -285,11 +294,22 @@ class RateLimiter:
         major: Optional[str] = None,
         identity: Optional[str] = None,
         priority: int = 0,
+        sub_limit: Optional[str] = None,
+        body_keys: Optional[Iterable[str]] = None,
     ) -> float:
         """Seconds until a request enqueued now would be sent, as far as the limiter knows
         (0.0 when it could go at once; an unknown bucket is assumed open)."""
         now = self._now()
-        at = self._core.predict(now, method, path, major=major, identity=identity, priority=priority)
+        at = self._core.predict(
+            now,
+            method,
+            path,
+            major=major,
+            identity=identity,
+            priority=priority,
+            sub_limit=sub_limit,
+            body_keys=body_keys,
+        )
         return max(0, at - now) / 1e9
 
     @property
@@ -378,6 +398,8 @@ class RateLimiter:
         priority = options.get("priority", 0)
         idempotent = options.get("idempotent")
         global_exempt = options.get("global_exempt")
+        sub_limit = options.get("sub_limit")
+        body_keys = options.get("body_keys")
         if self._loop is None:
             self._bind()
         now = self._now()
@@ -405,6 +427,10 @@ class RateLimiter:
             native["idempotent"] = idempotent
         if global_exempt is not None:
             native["global_exempt"] = global_exempt
+        if sub_limit is not None:
+            native["sub_limit"] = sub_limit
+        if body_keys is not None:
+            native["body_keys"] = body_keys
         rid = self._core.enqueue(now, method, path, **native)
         waiter = _Waiter(rid)
         self._waiters[rid] = waiter

@@ -11,17 +11,19 @@
     await limiter.aclose()
 
 The route and major parameter come from the URL path; the ``Authorization`` header (hashed)
-keys the token. 429s and transport failures are retried inside the middleware as
+keys the token; the keys of a JSON object body tell the profile a request the server limits
+apart (a channel's ``name``/``topic`` edit), so its sub-limit holds only its own kind. 429s and transport failures are retried inside the middleware as
 ``RateLimiter.run`` does (a retried response is released); ``RateLimitError`` subclasses
 reach the caller. For aiohttp before 3.12, wrap calls in ``limiter.run`` instead.
 """
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, List, Optional
 
 from aiohttp import ClientRequest, ClientResponse
 
+from ._body import MAX_BODY, json_body_keys
 from ._driver import RateLimiter
 from ._identity import identity_of
 
@@ -40,6 +42,18 @@ def middleware(limiter: RateLimiter) -> Callable[[ClientRequest, Handler], Await
             request.url.path,
             lambda: handler(request),
             identity=identity_of(request.headers.get("Authorization")),
+            body_keys=body_keys(request),
         )
 
     return rate_limited
+
+
+def body_keys(request: ClientRequest) -> Optional[List[str]]:
+    """The top-level keys of the request's JSON object body (``json=`` or a JSON ``data=``),
+    or ``None``."""
+    body = request.body
+    decode = getattr(body, "decode", None)
+    size = getattr(body, "size", None)
+    if decode is None or size is None or size > MAX_BODY:
+        return None
+    return json_body_keys(request.headers.get("Content-Type"), decode())

@@ -9,17 +9,19 @@
         response = await client.post("/channels/123/messages", json={"content": "hi"})
 
 The route and major parameter come from the URL path; the ``Authorization`` header (hashed)
-keys the token. 429s and transport failures are retried inside the transport as
+keys the token; the keys of a JSON object body tell the profile a request the server limits
+apart (a channel's ``name``/``topic`` edit). 429s and transport failures are retried inside the transport as
 ``RateLimiter.run`` does; ``RateLimitError`` subclasses reach the caller of
 ``client.request``. Requests with a streaming body cannot be re-sent after a 429.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import httpx
 
+from ._body import json_body_keys
 from ._driver import RateLimiter
 from ._identity import identity_of
 
@@ -49,9 +51,20 @@ class RateLimitedTransport(httpx.AsyncBaseTransport):
             request.url.path,
             lambda: transport.handle_async_request(request),
             identity=identity_of(request.headers.get("authorization")),
+            body_keys=body_keys(request),
         )
 
     async def aclose(self) -> None:
         if self._owns_limiter:
             await self.limiter.aclose()
         await self._transport.aclose()
+
+
+def body_keys(request: httpx.Request) -> Optional[List[str]]:
+    """The top-level keys of the request's JSON object body, or ``None`` (a streamed body is
+    not read)."""
+    try:
+        content = request.content
+    except httpx.RequestNotRead:
+        return None
+    return json_body_keys(request.headers.get("content-type"), content)

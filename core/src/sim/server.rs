@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::rng::SplitMix64;
-use crate::route::{Route, route_for};
+use crate::route::{Route, route_for, sub_limit_class};
 use crate::types::{BodyHints, HeaderProfile, MILLISECOND, Nanos, Request, Response, SECOND};
 
 /// How a limit counts requests.
@@ -64,6 +64,11 @@ pub struct RouteSpec {
     /// exceeded the server answers 429 (scope `user`) while the bucket still shows
     /// `X-RateLimit-Remaining` > 0. Rejected requests do not consume a bucket slot.
     pub sub_limit: Option<BucketSpec>,
+    /// When set, the sub-limit applies only to requests of this class, as the server tells it
+    /// from the request's body ([`crate::route::sub_limit_class`] of its
+    /// [`Request::body_keys`], whatever class the client claims); the route's other requests
+    /// only use the bucket. `None`: every request of the route.
+    pub sub_limit_class: Option<String>,
     /// A per-resource limit shared by every identity (route and major parameter): when it
     /// is exceeded the server answers 429 with `X-RateLimit-Scope: shared`, a `Retry-After`
     /// until the resource's window ends, and the bucket headers (the request did consume a
@@ -97,6 +102,14 @@ impl RouteSpec {
     /// Adds a hidden sub-limit (see [`RouteSpec::sub_limit`]).
     pub fn with_sub_limit(mut self, spec: BucketSpec) -> Self {
         self.sub_limit = Some(spec);
+        self
+    }
+
+    /// Adds a hidden sub-limit for the requests of one class only (see
+    /// [`RouteSpec::sub_limit_class`]).
+    pub fn with_sub_limit_for(mut self, class: impl Into<String>, spec: BucketSpec) -> Self {
+        self.sub_limit = Some(spec);
+        self.sub_limit_class = Some(class.into());
         self
     }
 
@@ -787,7 +800,12 @@ impl Server {
         let now = at.max(self.last);
         self.last = now;
         let route = self.route_of(request);
-        let spec = self.route_spec(&route.key);
+        let mut spec = self.route_spec(&route.key);
+        if let Some(class) = &spec.sub_limit_class
+            && sub_limit_class(self.config.profile, &route.key, &request.body_keys) != Some(class.as_str())
+        {
+            spec.sub_limit = None;
+        }
         let bucket = self.bucket_for(&route.key, now);
         let identity = request.identity.clone();
         let mut arrival = Arrival {

@@ -179,6 +179,32 @@
             .timeout(300_300 * MS),
     });
 
+    // 8b. A sub-limit class: only that kind of request on the route is held.
+    let edit = |keys: &[&str]| json!({"method": "PATCH", "path": topic, "body_keys": keys});
+    v.push(Case {
+        file: "sub_limit_class",
+        comment: "Requests carry a sub-limit class: the Discord profile derives `channel_name_topic` from a channel \
+                  edit whose JSON body has `name` or `topic` (`body_keys`), or the caller sets `sub_limit`. The \
+                  second rename's sub-limit 429 (remaining 3) holds only that class on the channel for retry_after: \
+                  an edit of `nsfw` goes at once, a rename (by body or by explicit class) waits, and predict() says so.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue_with(0, edit(&["name"]))
+            .respond(100 * MS, 1, 200, &refs(&h(5, 4, "5", "edit")))
+            .enqueue_with(200 * MS, edit(&["topic", "nsfw"]))
+            .respond(300 * MS, 2, 429, &[
+                ("Retry-After", "300"), ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "3"),
+                ("X-RateLimit-Reset-After", "4.7"), ("X-RateLimit-Bucket", "edit"),
+            ])
+            .enqueue_with(400 * MS, edit(&["nsfw"]))
+            .enqueue_with(400 * MS, json!({"method": "PATCH", "path": topic, "sub_limit": "channel_name_topic"}))
+            .enqueue_with(400 * MS, edit(&["name"]))
+            .predict_with(400 * MS, edit(&["topic"]))
+            .predict_with(400 * MS, edit(&["position"]))
+            .respond(500 * MS, 3, 200, &refs(&h(5, 2, "4.5", "edit")))
+            .timeout(300_300 * MS),
+    });
+
     // 9. Out-of-order responses never raise `remaining`.
     v.push(Case {
         file: "out_of_order",
@@ -686,6 +712,21 @@
             .enqueue(410 * MS, "GET", "/guilds/100000000000000004")
             .granted(412 * MS, 3)
             .enqueue(420 * MS, "GET", "/guilds/100000000000000005"),
+    });
+    v.push(Case {
+        file: "shared_mode_sub_limit_class",
+        comment: "Shared mode: a request with a sub-limit class reserves and shares under the route key and its class \
+                  (`PATCH /channels/:id #channel_name_topic`), so a sub-limit hold in the store holds that class in \
+                  every process and not the route's other requests; a denial with scope route holds only the class here too.",
+        config: shared(OnUnavailable::FailOpen),
+        script: Script::new()
+            .enqueue_with(0, json!({"method": "PATCH", "path": "/channels/100000000000000001", "body_keys": ["name"]}))
+            .granted(2 * MS, 1)
+            .respond(100 * MS, 1, 200, &refs(&h(5, 4, "5", "edit")))
+            .enqueue_with(200 * MS, json!({"method": "PATCH", "path": "/channels/100000000000000001", "body_keys": ["name"]}))
+            .denied(202 * MS, 2, 60_000 * MS, "route")
+            .enqueue_with(300 * MS, json!({"method": "PATCH", "path": "/channels/100000000000000001", "body_keys": ["nsfw"]}))
+            .granted(302 * MS, 3),
     });
     v.push(Case {
         file: "shared_mode_fail_closed",
