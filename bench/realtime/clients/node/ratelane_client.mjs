@@ -79,7 +79,9 @@ async function main() {
         body = JSON.stringify(request.json)
       }
       const send = attempt({ method: request.method, url: requestUrl(workload, request), headers, body })
-      const res = await limiter.run(request.method, request.path, send, { signal })
+      // The body's keys tell a channel rename (its own sub-limit) from other edits.
+      const options = request.json && typeof request.json === 'object' ? { signal, bodyKeys: request.json } : { signal }
+      const res = await limiter.run(request.method, request.path, send, options)
       if (transport === 'fetch') await res.arrayBuffer() // a bot reads the body (frees the connection)
       return res.status
     },

@@ -47,11 +47,13 @@ class RatelaneClient:
         params = {"rid": str(request.rid)}
         headers = self._auth if request.auth else None
         body = request.json
-        response = await self._limiter.run(
-            method,
-            self._base_path + request.path,
-            lambda: session.request(method, url, params=params, json=body, headers=headers),
-        )
+        send = lambda: session.request(method, url, params=params, json=body, headers=headers)
+        path = self._base_path + request.path
+        if isinstance(body, dict):
+            # The body's keys tell a channel rename (its own sub-limit) from other edits.
+            response = await self._limiter.run(method, path, send, body_keys=body)
+        else:
+            response = await self._limiter.run(method, path, send)
         async with response:
             await response.read()
         return response.status
