@@ -124,6 +124,8 @@ pub struct Limiter {
     /// every channel), so a window it never saw answered is not estimated shorter than it is.
     /// At most `max_routes` entries.
     hash_periods: HashMap<String, Nanos>,
+    /// Route groups known before any answer ([`Config::route_groups`]).
+    prior: crate::prior::Prior,
     identity_index: HashMap<String, Iid>,
     identities: Vec<Identity>,
     /// Queues whose head may be sendable as far as its bucket is concerned.
@@ -420,6 +422,7 @@ impl Limiter {
         config.validate()?;
         let rng = config.jitter_seed ^ 0x9E37_79B9_7F4A_7C15;
         let margin = config.global_margin_max / 2;
+        let prior = crate::prior::Prior::new(config.profile, &config.route_groups).map_err(Error::InvalidConfig)?;
         Ok(Limiter {
             config,
             now: 0,
@@ -434,6 +437,7 @@ impl Limiter {
             route_queues: HashMap::default(),
             route_order: VecDeque::new(),
             hash_periods: HashMap::default(),
+            prior,
             identity_index: HashMap::default(),
             identities: Vec::new(),
             ready: BTreeSet::new(),
@@ -928,16 +932,18 @@ impl Limiter {
     }
 
     fn queue_key_for(&self, iid: Iid, route_key: &str, major: &str) -> QueueKey {
+        // Before its bucket is known a route waits in its own queue, or in its prior group's.
+        let unlearned = self.prior.unlearned_key(route_key);
         let route_queue = || QueueKey {
             identity: iid,
-            bucket: BucketId::Route(route_key.to_string()),
+            bucket: BucketId::Route(unlearned.to_string()),
             major: major.to_string(),
         };
         let Some(hash) = self.routes.get(route_key) else { return route_queue() };
         // A route queue still waiting for its pioneer keeps taking the route's requests until
         // the pioneer's answer merges it into the bucket's queue: two queues never probe one
         // bucket at once. (Looked up only while such queues exist for this route.)
-        if self.route_queues.get(route_key).is_some_and(|&n| n > 0) {
+        if self.route_queues.get(unlearned).is_some_and(|&n| n > 0) {
             let key = route_queue();
             if let Some(&qid) = self.queue_index.get(&key) {
                 let q = self.queue(qid);
@@ -1481,6 +1487,9 @@ impl Limiter {
                 bucket: hash.to_string(),
             }));
         }
+        if previous.is_none() {
+            self.adopt_for_group(&route_key, hash);
+        }
         let target_key = QueueKey { identity: iid, bucket: target_bucket, major };
         // The whole queue moves (state and all) when it is an unknown route's queue, or when
         // every request in it is of this route (a bucket renamed by the server).
@@ -1508,6 +1517,37 @@ impl Limiter {
                 // The answered request is in neither list that moved; it follows its route.
                 self.req_mut(id).qid = target;
                 target
+            }
+        }
+    }
+
+    /// The first bucket learned for a route of a prior group is the group's: its routes not
+    /// learned yet map to it too, so the group keeps one queue (see [`crate::prior`]).
+    fn adopt_for_group(&mut self, route_key: &str, hash: &str) {
+        let group = self.prior.group(route_key);
+        if group.is_empty() {
+            return;
+        }
+        let adopt: Vec<String> =
+            group.iter().filter(|r| *r != route_key && !self.routes.contains_key(*r)).cloned().collect();
+        for route in adopt {
+            self.remember_route(route.clone(), hash);
+            self.outputs.push_back(Output::Observe(Observation::BucketLearned { route, bucket: hash.to_string() }));
+        }
+    }
+
+    /// Maps a route with no mapping yet to `hash`, within the `max_routes` bound (the oldest
+    /// learned go first).
+    pub(crate) fn remember_route(&mut self, route: String, hash: &str) {
+        self.routes.insert(route.clone(), hash.to_string());
+        self.route_order.push_back(route);
+        while self.routes.len() > self.config.max_routes {
+            match self.route_order.pop_front() {
+                Some(old) => {
+                    self.routes.remove(&old);
+                    self.renamed.remove(&old);
+                }
+                None => break,
             }
         }
     }

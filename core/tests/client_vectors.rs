@@ -77,6 +77,10 @@ fn config_json(c: &Config) -> Value {
         "max_routes": c.max_routes,
         "bucket_idle_ttl_ns": c.bucket_idle_ttl,
     });
+    // Route groups appear only when they differ from the profile's (as in `ratelane::json`).
+    if c.route_groups != Config::for_profile(c.profile).route_groups {
+        v["route_groups"] = json!(c.route_groups);
+    }
     // Shared mode only appears when it is on, so the files of the other scenarios keep their form.
     if let Some(sh) = &c.shared {
         v["shared"] = json!({
@@ -112,8 +116,10 @@ fn shared_from(v: &Value) -> Option<SharedConfig> {
 
 fn config_from(v: &Value) -> Config {
     let u = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("config.{k} missing"));
-    let mut c = Config::default();
-    c.profile = profile_from(v["profile"].as_str().expect("profile"));
+    let mut c = Config::for_profile(profile_from(v["profile"].as_str().expect("profile")));
+    if let Some(groups) = v.get("route_groups") {
+        c.route_groups = serde_json::from_value(groups.clone()).expect("route_groups: lists of route keys");
+    }
     c.global_limit = u("global_limit") as u32;
     c.global_window = u("global_window_ns");
     c.global_margin_max = u("global_margin_max_ns");

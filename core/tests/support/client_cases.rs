@@ -850,5 +850,61 @@
             .timeout(2_100 * MS),
     });
 
+    // 30. The prior: Discord's reaction routes share one bucket before any answer says so.
+    let msg = "/channels/100000000000000001/messages/200000000000000001";
+    let react_me = format!("{msg}/reactions/%F0%9F%91%8D/@me");
+    let react_user = format!("{msg}/reactions/%F0%9F%91%8D/300000000000000001");
+    let react_list = format!("{msg}/reactions/%F0%9F%91%8D");
+    let react = |reset_after: &str| h(1, 0, reset_after, "react");
+    v.push(Case {
+        file: "prior_route_groups",
+        comment: "Add a reaction, remove it, list who reacted: three routes Discord counts against one 1-slot \
+                  bucket. The prior (config route_groups, Discord's by default) puts them in one queue before \
+                  any answer, so one pioneer goes, not three. Its answer names the bucket, which every route of \
+                  the group adopts (one bucket_learned each); a later delete of another user's reaction joins \
+                  the same queue, and the four go one per window.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "PUT", &react_me)
+            .enqueue(0, "DELETE", &react_me)
+            .enqueue(0, "GET", &react_list)
+            .respond(20 * MS, 1, 200, &refs(&react("0.25")))
+            .timeout(270 * MS)
+            .respond(290 * MS, 2, 200, &refs(&react("0.25")))
+            .enqueue(300 * MS, "DELETE", &react_user)
+            .timeout(540 * MS)
+            .respond(560 * MS, 3, 200, &refs(&react("0.25")))
+            .timeout(810 * MS)
+            .respond(830 * MS, 4, 200, &refs(&react("0.25"))),
+    });
+
+    // 31. The same without the prior: three pioneers, two 429s.
+    let mut no_prior = discord_config();
+    no_prior.route_groups = Vec::new();
+    let react_429 = [
+        ("Retry-After", "1"),
+        ("X-RateLimit-Limit", "1"),
+        ("X-RateLimit-Remaining", "0"),
+        ("X-RateLimit-Reset-After", "0.23"),
+        ("X-RateLimit-Bucket", "react"),
+        ("X-RateLimit-Scope", "user"),
+    ];
+    v.push(Case {
+        file: "prior_route_groups_off",
+        comment: "The reactions of prior_route_groups with the prior turned off (route_groups: []): each route \
+                  sends its own pioneer at once, and two of the three meet a 429 from the 1-slot bucket they \
+                  share. Their answers merge the routes into the bucket's queue, and the two are retried after \
+                  the window.",
+        config: no_prior,
+        script: Script::new()
+            .enqueue(0, "PUT", &react_me)
+            .enqueue(0, "DELETE", &react_me)
+            .enqueue(0, "GET", &react_list)
+            .respond(20 * MS, 1, 200, &refs(&react("0.25")))
+            .respond_body(21 * MS, 2, 429, &react_429, json!({"retry_after": 0.23, "global": false}))
+            .respond_body(22 * MS, 3, 429, &react_429, json!({"retry_after": 0.23, "global": false}))
+            .timeout(270 * MS),
+    });
+
     v
 }
