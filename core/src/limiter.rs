@@ -134,8 +134,10 @@ pub struct Limiter {
     dirty: Vec<Qid>,
     timers: BinaryHeap<Reverse<(Nanos, Timer)>>,
     outputs: VecDeque<Output>,
-    /// Times of invalid responses (401/403/non-shared 429) within the window.
-    invalid: VecDeque<Nanos>,
+    /// When each invalid response (401/403/non-shared 429) within the window leaves it: its
+    /// arrival plus `invalid_request_window`. (Kept as ends, not arrivals, so a restored
+    /// response older than the monotonic clock's epoch is exact: see [`Limiter::restore`].)
+    invalid_ends: VecDeque<Nanos>,
     invalid_warned: bool,
     /// Requests sent and not answered, all identities.
     in_flight_total: usize,
@@ -444,7 +446,7 @@ impl Limiter {
             dirty: Vec::new(),
             timers: BinaryHeap::new(),
             outputs: VecDeque::new(),
-            invalid: VecDeque::new(),
+            invalid_ends: VecDeque::new(),
             invalid_warned: false,
             in_flight_total: 0,
             reserving_total: 0,
@@ -1963,8 +1965,8 @@ impl Limiter {
             self.outputs.push_back(Output::Share(SharedUpdate::Invalid { id, window }));
         }
         self.expire_invalid(now);
-        self.invalid.push_back(now);
-        let count = self.invalid.len() as u32;
+        self.invalid_ends.push_back(now.saturating_add(self.config.invalid_request_window));
+        let count = self.invalid_ends.len() as u32;
         if count >= self.config.invalid_request_warn_at && !self.invalid_warned {
             self.invalid_warned = true;
             self.outputs.push_back(Output::Observe(Observation::InvalidRequestWarning {
@@ -1975,11 +1977,10 @@ impl Limiter {
     }
 
     fn expire_invalid(&mut self, now: Nanos) {
-        let window = self.config.invalid_request_window;
-        while self.invalid.front().is_some_and(|&t| t.saturating_add(window) <= now) {
-            self.invalid.pop_front();
+        while self.invalid_ends.front().is_some_and(|&end| end <= now) {
+            self.invalid_ends.pop_front();
         }
-        if (self.invalid.len() as u32) < self.config.invalid_request_warn_at / 2 {
+        if (self.invalid_ends.len() as u32) < self.config.invalid_request_warn_at / 2 {
             self.invalid_warned = false;
         }
     }
@@ -2479,13 +2480,13 @@ impl Limiter {
             return Gate::Open;
         }
         self.expire_invalid(now);
-        let used = self.invalid.len() + self.in_flight_total + self.reserving_total;
+        let used = self.invalid_ends.len() + self.in_flight_total + self.reserving_total;
         if used < self.config.invalid_request_stop_at as usize {
             return Gate::Open;
         }
-        match self.invalid.front() {
-            Some(&t) if self.invalid.len() >= self.config.invalid_request_stop_at as usize => {
-                Gate::Until(t.saturating_add(self.config.invalid_request_window))
+        match self.invalid_ends.front() {
+            Some(&end) if self.invalid_ends.len() >= self.config.invalid_request_stop_at as usize => {
+                Gate::Until(end)
             }
             _ => Gate::UntilResponse,
         }
@@ -2502,10 +2503,10 @@ impl Limiter {
             t = t.max(until);
         }
         if self.config.invalid_request_limit > 0
-            && self.invalid.len() >= self.config.invalid_request_stop_at as usize
-            && let Some(&first) = self.invalid.front()
+            && self.invalid_ends.len() >= self.config.invalid_request_stop_at as usize
+            && let Some(&first_end) = self.invalid_ends.front()
         {
-            t = t.max(first.saturating_add(self.config.invalid_request_window));
+            t = t.max(first_end);
         }
         let b = &q.bucket;
         if b.known && !b.unlimited && b.limit > 0 {
