@@ -60,7 +60,13 @@ fn core_error(py: Python<'_>, error: Error) -> PyErr {
     let kwargs = PyDict::new(py);
     let id = match &error {
         Error::UnknownRequest(id) | Error::InvalidState { id, .. } => Some(*id),
-        Error::InvalidConfig(_) | Error::InvalidRequest(_) | Error::Closed => None,
+        Error::InvalidConfig(_)
+        | Error::InvalidRequest(_)
+        | Error::Closed
+        | Error::Busy { .. }
+        | Error::SnapshotForeign(_)
+        | Error::SnapshotVersion { .. }
+        | Error::SnapshotMalformed(_) => None,
     };
     if let Some(id) = id
         && let Err(e) = kwargs.set_item("request_id", id)

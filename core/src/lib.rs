@@ -85,6 +85,8 @@
 //! * [`headers`] — what a response says about rate limits, per [`HeaderProfile`].
 //! * [`route`] — route templates and major parameters; [`prior`] — route groups known to
 //!   share a bucket before the first answer ([`Config::route_groups`]).
+//! * [`snapshot`] — what a limiter learned, exported and restored across a restart
+//!   ([`Limiter::snapshot`], [`Limiter::restore`]).
 //! * [`server`] — server-side limiters (GCRA, leaky bucket, fixed window) and their headers.
 //! * [`shared`] — shared mode: several processes share one token's limits through a store
 //!   (Redis), with the store's reference model [`shared::MemoryStore`].
@@ -106,6 +108,7 @@ pub mod route;
 pub mod server;
 pub mod shared;
 pub mod sim;
+pub mod snapshot;
 pub mod types;
 
 pub use config::Config;

@@ -6,10 +6,10 @@
 //!
 //! * **inputs** (`&mut self`, take `now`): [`Limiter::enqueue`], [`Limiter::handle_response`],
 //!   [`Limiter::handle_failure`], [`Limiter::cancel`], [`Limiter::handle_timeout`],
-//!   [`Limiter::close`], and in shared mode [`Limiter::handle_reservation`];
+//!   [`Limiter::close`], [`Limiter::restore`], and in shared mode [`Limiter::handle_reservation`];
 //! * **outputs**: [`Limiter::poll_output`];
 //! * **getters** (`&self`): [`Limiter::predict`], [`Limiter::queued`], [`Limiter::in_flight`],
-//!   [`Limiter::reserving`], [`Limiter::buckets`], [`Limiter::config`].
+//!   [`Limiter::reserving`], [`Limiter::buckets`], [`Limiter::config`], [`Limiter::snapshot`].
 //!
 //! **The drain invariant:** after every input, call [`Limiter::poll_output`] until it returns
 //! [`Output::WaitUntil`] or [`Output::Idle`]. Then wait for the next input (a response, a new
@@ -46,6 +46,8 @@ use crate::headers;
 use crate::route::{Route, route_for};
 use crate::shared::{OnUnavailable, Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 use crate::types::*;
+
+mod state;
 
 /// When a request is expected to be sent (see [`Limiter::predict`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,6 +19,7 @@ use ratelane::{
     BodyHints, Config, Disposition, Failure, HeaderProfile, Limiter, Observation, Output, Request,
     Response,
 };
+use ratelane::snapshot::Snapshot;
 use serde_json::{Value, json};
 
 #[path = "support/shared_json.rs"]
@@ -231,10 +232,20 @@ fn disposition_name(d: Disposition) -> &'static str {
 }
 
 /// Runs one scenario's steps; returns the steps with `result` and `outputs` filled in.
+///
+/// `snapshot` is a getter (nothing drained); `restart` replaces the limiter with a new one of
+/// the same config (a restarted process); `restore` reads the step's `snapshot` (any JSON
+/// value, given as its text) and restores it.
 fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
     let mut l = Limiter::new(config.clone()).expect("valid config");
     let mut done = Vec::new();
+    let mut last_snapshot: Option<Value> = None;
     for step in steps {
+        let mut step = step.clone();
+        if step["snapshot"] == json!(LAST_SNAPSHOT) {
+            step["snapshot"] = last_snapshot.clone().expect("a snapshot step before the restore");
+        }
+        let step = &step;
         let at = step["at_ns"].as_u64().expect("at_ns");
         let op = step["op"].as_str().expect("op");
         let result: Value = match op {
@@ -301,11 +312,31 @@ fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
                 Ok(()) => json!({"ok": true}),
                 Err(e) => json!({"error": e.code()}),
             },
+            "snapshot" => {
+                let wall = step["wall_clock_ms"].as_u64().expect("wall_clock_ms");
+                let text = l.snapshot(at, wall).to_json();
+                let snapshot: Value = serde_json::from_str(&text).expect("snapshot JSON");
+                last_snapshot = Some(snapshot.clone());
+                json!({"snapshot": snapshot})
+            }
+            "restart" => {
+                l = Limiter::new(config.clone()).expect("valid config");
+                json!({"ok": true})
+            }
+            "restore" => {
+                let wall = step["wall_clock_ms"].as_u64().expect("wall_clock_ms");
+                let text = step["snapshot"].to_string();
+                match Snapshot::from_json(&text).and_then(|snap| l.restore(at, wall, &snap)) {
+                    Ok(()) => json!({"ok": true}),
+                    Err(e) => json!({"error": e.code()}),
+                }
+            }
             other => panic!("unknown op {other}"),
         };
         let mut s = step.clone();
         s["result"] = result;
-        s["outputs"] = Value::Array(if op == "predict" { Vec::new() } else { drain(&mut l) });
+        let getter = op == "predict" || op == "snapshot";
+        s["outputs"] = Value::Array(if getter { Vec::new() } else { drain(&mut l) });
         s["queued"] = json!(l.queued());
         s["in_flight"] = json!(l.in_flight());
         if config.shared.is_some() {
@@ -317,6 +348,9 @@ fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
 }
 
 // ---------------------------------------------------------------- scenario building
+
+/// Stands for "the last snapshot taken" in a script's `restore` step until the script runs.
+const LAST_SNAPSHOT: &str = "<the last snapshot>";
 
 struct Script {
     steps: Vec<Value>,
@@ -364,6 +398,21 @@ impl Script {
     }
     fn predict(mut self, at: u64, method: &str, path: &str) -> Self {
         self.steps.push(json!({"at_ns": at, "op": "predict", "request": {"method": method, "path": path}}));
+        self
+    }
+    fn snapshot(mut self, at: u64, wall_ms: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "snapshot", "wall_clock_ms": wall_ms}));
+        self
+    }
+    fn restart(mut self, at: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "restart"}));
+        self
+    }
+    /// Restores `snapshot`, or (when it is `None`) what the script's last `snapshot` step
+    /// returns, filled in when the script runs (see [`render`]).
+    fn restore(mut self, at: u64, wall_ms: u64, snapshot: Option<Value>) -> Self {
+        let snapshot = snapshot.unwrap_or(Value::String(LAST_SNAPSHOT.to_string()));
+        self.steps.push(json!({"at_ns": at, "op": "restore", "wall_clock_ms": wall_ms, "snapshot": snapshot}));
         self
     }
     fn granted(mut self, at: u64, id: u64) -> Self {
