@@ -1041,6 +1041,28 @@ impl Limiter {
     fn config_json(&self) -> String {
         ratelane::json::config_to_json(self.inner.config())
     }
+
+    /// What the limiter learned, as the core's snapshot JSON text (`ratelane::snapshot`).
+    fn snapshot(
+        &self,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        #[pyo3(from_py_with = arg_ns)] wall_clock_ms: u64,
+    ) -> String {
+        self.inner.snapshot(now_ns, wall_clock_ms).to_json()
+    }
+
+    /// Restores a snapshot's JSON text: the core reads and checks it, then restores it.
+    fn restore(
+        &mut self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        #[pyo3(from_py_with = arg_ns)] wall_clock_ms: u64,
+        #[pyo3(from_py_with = arg_str)] snapshot: String,
+    ) -> PyResult<()> {
+        ratelane::snapshot::Snapshot::from_json(&snapshot)
+            .and_then(|s| self.inner.restore(now_ns, wall_clock_ms, &s))
+            .map_err(|e| core_error(py, e))
+    }
 }
 
 // ------------------------------------------------------------------------------ simulator
