@@ -223,6 +223,17 @@ export declare class Limiter {
   get isClosed(): boolean
   /** The configuration in the core's JSON form (every key). */
   configJson(): string
+  /**
+   * What the limiter learned, as the core's snapshot JSON text (format
+   * `ratelane.snapshot`): `wallClockMs` is the wall clock at `nowNs` (`Date.now()`). A getter.
+   */
+  snapshot(nowNs: number, wallClockMs: number): string
+  /**
+   * Restores a snapshot's JSON text (an input: drain afterwards). Throws
+   * `snapshot_foreign`, `snapshot_version`, `snapshot_malformed`, `limiter_busy`,
+   * `limiter_closed`, or `invalid_argument` when `snapshot` is not a string.
+   */
+  restore(nowNs: number, wallClockMs: number, snapshot: string): void
 }
 
 /** A model of Discord's REST rate limiting (`ratelane::sim::Server`). */

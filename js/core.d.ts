@@ -63,6 +63,10 @@ export type ErrorCode =
   | 'invalid_config'
   | 'invalid_request'
   | 'limiter_closed'
+  | 'limiter_busy'
+  | 'snapshot_foreign'
+  | 'snapshot_version'
+  | 'snapshot_malformed'
   | 'invalid_argument'
   | 'simulation_contract'
 
@@ -230,6 +234,10 @@ export interface CoreLimiter {
   readonly buckets: number
   readonly isClosed: boolean
   configJson(): string
+  /** What the limiter learned, as snapshot JSON text; `wallClockMs` is the wall clock at `nowNs`. */
+  snapshot(nowNs: number, wallClockMs: number): string
+  /** Restores snapshot JSON text (an input: drain afterwards). */
+  restore(nowNs: number, wallClockMs: number, snapshot: string): void
 }
 
 export interface CoreSimServer {

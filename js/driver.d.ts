@@ -40,6 +40,12 @@ export interface RateLimiterOptions {
   jitterSeed?: number
   maxRoutes?: number
   bucketIdleTtl?: number
+  /**
+   * Routes known to share a bucket before any answer (lists of route keys such as
+   * `PUT /channels/:id/messages/:id/reactions/:reaction`); Discord's reaction routes by
+   * default, `[]` for none.
+   */
+  routeGroups?: string[][]
   /** The default identity (a key for the token, never the token itself). */
   identity?: string
   /**
@@ -140,6 +146,16 @@ export declare class InvalidStateError extends UsageError {}
 export declare class InvalidConfigError extends UsageError {}
 export declare class InvalidRequestError extends UsageError {}
 export declare class LimiterClosedError extends UsageError {}
+/** `restore` on a limiter that holds requests (`limiter_busy`). */
+export declare class LimiterBusyError extends UsageError {}
+/** A snapshot `restore` refuses. */
+export declare class SnapshotError extends UsageError {}
+/** `snapshot_foreign`: not a ratelane snapshot, or one of another header profile. */
+export declare class SnapshotForeignError extends SnapshotError {}
+/** `snapshot_version`: written by a newer ratelane. */
+export declare class SnapshotVersionError extends SnapshotError {}
+/** `snapshot_malformed`: missing or unknown keys, wrong types, values out of range. */
+export declare class SnapshotMalformedError extends SnapshotError {}
 export declare class InvalidArgumentError extends UsageError {}
 export declare class SimulationContractError extends RatelaneError {}
 /** A server-side `checkN` weight above the burst (`fromCoreError` of an `insufficient_capacity` error). */
@@ -188,6 +204,17 @@ export declare class RateLimiter {
    * shared mode, the store's reservations were answered and the store flushed and closed).
    */
   close(): Promise<void>
+  /**
+   * What the limiter learned, as JSON text to keep across a restart (format
+   * "ratelane.snapshot"; instants on the wall clock, `Date.now()`).
+   */
+  snapshot(): string
+  /**
+   * Restores `snapshot()` text before the first request. Throws SnapshotForeignError,
+   * SnapshotVersionError, SnapshotMalformedError, LimiterBusyError, LimiterClosedError,
+   * InvalidArgumentError.
+   */
+  restore(snapshot: string): void
   /** The predicted wait before a request enqueued now would be sent, in ms. */
   predictWait(method: string, path: string, options?: RunOptions): number
   readonly queued: number
@@ -211,6 +238,11 @@ export interface Ratelane<C extends CoreModule = CoreModule> {
   InvalidConfigError: typeof InvalidConfigError
   InvalidRequestError: typeof InvalidRequestError
   LimiterClosedError: typeof LimiterClosedError
+  LimiterBusyError: typeof LimiterBusyError
+  SnapshotError: typeof SnapshotError
+  SnapshotForeignError: typeof SnapshotForeignError
+  SnapshotVersionError: typeof SnapshotVersionError
+  SnapshotMalformedError: typeof SnapshotMalformedError
   InvalidArgumentError: typeof InvalidArgumentError
   SimulationContractError: typeof SimulationContractError
   InsufficientCapacityError: typeof InsufficientCapacityError

@@ -31,6 +31,13 @@ function createRatelane(core) {
   class InvalidConfigError extends UsageError {}
   class InvalidRequestError extends UsageError {}
   class LimiterClosedError extends UsageError {}
+  /** `restore` on a limiter that holds requests. */
+  class LimiterBusyError extends UsageError {}
+  /** A snapshot `restore` refuses; `code` says why (the three subclasses). */
+  class SnapshotError extends UsageError {}
+  class SnapshotForeignError extends SnapshotError {}
+  class SnapshotVersionError extends SnapshotError {}
+  class SnapshotMalformedError extends SnapshotError {}
   class InvalidArgumentError extends UsageError {}
   /** A simulation found that the limiter broke the driver contract (a core bug). */
   class SimulationContractError extends RatelaneError {}
@@ -105,6 +112,10 @@ function createRatelane(core) {
     invalid_config: InvalidConfigError,
     invalid_request: InvalidRequestError,
     limiter_closed: LimiterClosedError,
+    limiter_busy: LimiterBusyError,
+    snapshot_foreign: SnapshotForeignError,
+    snapshot_version: SnapshotVersionError,
+    snapshot_malformed: SnapshotMalformedError,
     invalid_argument: InvalidArgumentError,
     simulation_contract: SimulationContractError,
   }
@@ -168,6 +179,7 @@ function createRatelane(core) {
     jitterSeed: ['jitter_seed', COUNT],
     maxRoutes: ['max_routes', COUNT],
     bucketIdleTtl: ['bucket_idle_ttl_ns', MS],
+    routeGroups: ['route_groups', 'json'],
   }
   /** Options of the driver itself (not passed to the core). */
   const DRIVER_OPTIONS = new Set(['identity'])
@@ -217,6 +229,8 @@ function createRatelane(core) {
           throw badOption(`${name} must be an integer >= 0, got ${String(value)}`)
         }
         config[key] = value
+      } else if (kind === 'json') {
+        config[key] = value // checked by the core, which names the bad entry
       } else if (kind === 'boolean') {
         if (typeof value !== 'boolean') throw badOption(`${name} must be a boolean, got ${String(value)}`)
         config[key] = value
@@ -634,6 +648,32 @@ function createRatelane(core) {
         this._entries.set(id, entry)
         this._pump()
       })
+    }
+
+    /**
+     * What this limiter learned, as JSON text to keep across a restart (format
+     * "ratelane.snapshot", versioned): the routes found to share a bucket, learned windows,
+     * global and host-wide pauses still running, the invalid-request budget spent. Instants
+     * are stored on the wall clock (`Date.now()`): `performance.now()` restarts with the process.
+     */
+    snapshot() {
+      return this._core.snapshot(nowNs(), Date.now())
+    }
+
+    /**
+     * Restores `snapshot()` text (usually of the previous run) before the first request, so
+     * routes known to share a bucket share one pioneer and running pauses are honoured.
+     * Throws SnapshotForeignError, SnapshotVersionError, SnapshotMalformedError,
+     * LimiterBusyError (requests are queued or in flight), LimiterClosedError, or
+     * InvalidArgumentError when `snapshot` is not a string.
+     */
+    restore(snapshot) {
+      try {
+        this._core.restore(nowNs(), Date.now(), snapshot)
+      } catch (error) {
+        throw fromCoreError(error)
+      }
+      this._pump()
     }
 
     /**
@@ -1058,6 +1098,11 @@ function createRatelane(core) {
     InvalidConfigError,
     InvalidRequestError,
     LimiterClosedError,
+    LimiterBusyError,
+    SnapshotError,
+    SnapshotForeignError,
+    SnapshotVersionError,
+    SnapshotMalformedError,
     InvalidArgumentError,
     SimulationContractError,
     InsufficientCapacityError,

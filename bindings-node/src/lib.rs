@@ -575,6 +575,30 @@ impl Limiter {
     pub fn config_json(&self) -> String {
         ratelane::json::config_to_json(self.inner.config())
     }
+
+    /// What the limiter learned, as the core's snapshot JSON text (format
+    /// `ratelane.snapshot`): `wallClockMs` is the wall clock at `nowNs` (`Date.now()`). A getter.
+    #[napi(ts_args_type = "nowNs: number, wallClockMs: number")]
+    pub fn snapshot(&self, now_ns: NumArg<'_>, wall_clock_ms: NumArg<'_>) -> Result<String> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let wall = whole_arg(wall_clock_ms, "wallClockMs")?;
+        Ok(self.inner.snapshot(now, wall).to_json())
+    }
+
+    /// Restores a snapshot's JSON text (an input: drain afterwards). Throws
+    /// `snapshot_foreign`, `snapshot_version`, `snapshot_malformed`, `limiter_busy`,
+    /// `limiter_closed`, or `invalid_argument` when `snapshot` is not a string.
+    #[napi(ts_args_type = "nowNs: number, wallClockMs: number, snapshot: string")]
+    pub fn restore(&mut self, now_ns: NumArg<'_>, wall_clock_ms: NumArg<'_>, snapshot: Either<String, Unknown<'_>>) -> Result<()> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let wall = whole_arg(wall_clock_ms, "wallClockMs")?;
+        let Either::A(text) = snapshot else {
+            return Err(invalid_argument("snapshot must be the JSON text snapshot() returned"));
+        };
+        ratelane::snapshot::Snapshot::from_json(&text)
+            .and_then(|s| self.inner.restore(now, wall, &s))
+            .map_err(core_error)
+    }
 }
 
 impl Limiter {

@@ -35,6 +35,10 @@ pub fn error_class_name(error: &Error) -> &'static str {
         Error::InvalidConfig(_) => "InvalidConfigError",
         Error::InvalidRequest(_) => "InvalidRequestError",
         Error::Closed => "LimiterClosedError",
+        Error::Busy { .. } => "LimiterBusyError",
+        Error::SnapshotForeign(_) => "SnapshotForeignError",
+        Error::SnapshotVersion { .. } => "SnapshotVersionError",
+        Error::SnapshotMalformed(_) => "SnapshotMalformedError",
     }
 }
 
@@ -93,6 +97,10 @@ mod tests {
             Error::InvalidConfig(String::new()),
             Error::InvalidRequest(String::new()),
             Error::Closed,
+            Error::Busy { requests: 1 },
+            Error::SnapshotForeign(String::new()),
+            Error::SnapshotVersion { found: 2, supported: 1 },
+            Error::SnapshotMalformed(String::new()),
         ];
         let codes: Vec<&str> = all.iter().map(Error::code).collect();
         assert_eq!(codes, Error::ALL_CODES, "list every error above");

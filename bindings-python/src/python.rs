@@ -60,7 +60,13 @@ fn core_error(py: Python<'_>, error: Error) -> PyErr {
     let kwargs = PyDict::new(py);
     let id = match &error {
         Error::UnknownRequest(id) | Error::InvalidState { id, .. } => Some(*id),
-        Error::InvalidConfig(_) | Error::InvalidRequest(_) | Error::Closed => None,
+        Error::InvalidConfig(_)
+        | Error::InvalidRequest(_)
+        | Error::Closed
+        | Error::Busy { .. }
+        | Error::SnapshotForeign(_)
+        | Error::SnapshotVersion { .. }
+        | Error::SnapshotMalformed(_) => None,
     };
     if let Some(id) = id
         && let Err(e) = kwargs.set_item("request_id", id)
@@ -1064,6 +1070,28 @@ impl Limiter {
     /// Every setting, in the JSON form the constructor reads.
     fn config_json(&self) -> String {
         ratelane::json::config_to_json(self.inner.config())
+    }
+
+    /// What the limiter learned, as the core's snapshot JSON text (`ratelane::snapshot`).
+    fn snapshot(
+        &self,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        #[pyo3(from_py_with = arg_ns)] wall_clock_ms: u64,
+    ) -> String {
+        self.inner.snapshot(now_ns, wall_clock_ms).to_json()
+    }
+
+    /// Restores a snapshot's JSON text: the core reads and checks it, then restores it.
+    fn restore(
+        &mut self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        #[pyo3(from_py_with = arg_ns)] wall_clock_ms: u64,
+        #[pyo3(from_py_with = arg_str)] snapshot: String,
+    ) -> PyResult<()> {
+        ratelane::snapshot::Snapshot::from_json(&snapshot)
+            .and_then(|s| self.inner.restore(now_ns, wall_clock_ms, &s))
+            .map_err(|e| core_error(py, e))
     }
 }
 

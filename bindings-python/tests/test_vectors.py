@@ -54,6 +54,11 @@ def run_step(limiter: ratelane.Limiter, step: Dict[str, Any]) -> Dict[str, Any]:
         if op == "close":
             limiter.close(now)
             return {"ok": True}
+        if op == "snapshot":
+            return {"snapshot": json.loads(limiter.snapshot(now, step["wall_clock_ms"]))}
+        if op == "restore":
+            limiter.restore(now, step["wall_clock_ms"], json.dumps(step["snapshot"]))
+            return {"ok": True}
         if op == "reservation":
             answer = step["answer"]
             if answer == "denied":
@@ -79,8 +84,15 @@ def test_client_vector(path: Any) -> None:
     assert json.loads(limiter.config_json()) == vector["config"]
     for index, step in enumerate(vector["steps"]):
         where = f"{path.name} step {index} ({step['op']} at {step['at_ns']})"
-        assert run_step(limiter, step) == step["result"], where
-        outputs = [] if step["op"] == "predict" else [output_json(o) for o in limiter.drain()]
+        if step["op"] == "restart":
+            # A restarted process: a new limiter of the same configuration.
+            limiter = ratelane.Limiter(vector["config"])
+            result: Dict[str, Any] = {"ok": True}
+        else:
+            result = run_step(limiter, step)
+        assert result == step["result"], where
+        getter = step["op"] in ("predict", "snapshot")
+        outputs = [] if getter else [output_json(o) for o in limiter.drain()]
         assert outputs == step["outputs"], where
         assert limiter.queued == step["queued"], where
         assert limiter.in_flight == step["in_flight"], where

@@ -634,6 +634,40 @@ impl Limiter {
     pub fn config_json(&self) -> String {
         json::config_to_json(self.inner.config())
     }
+
+    /// What the limiter learned, as the core's snapshot JSON text (format
+    /// `ratelane.snapshot`): `wallClockMs` is the wall clock at `nowNs` (`Date.now()`). A getter.
+    pub fn snapshot(
+        &self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(js_name = wallClockMs, unchecked_param_type = "number")] wall_clock_ms: JsValue,
+    ) -> Result<String, JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let wall = number_arg("wallClockMs", &wall_clock_ms)?;
+        Ok(self.inner.snapshot(now, wall).to_json())
+    }
+
+    /// Restores a snapshot's JSON text (an input: drain afterwards). Throws
+    /// `snapshot_foreign`, `snapshot_version`, `snapshot_malformed`, `limiter_busy`,
+    /// `limiter_closed`, or `invalid_argument` when `snapshot` is not a string.
+    pub fn restore(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(js_name = wallClockMs, unchecked_param_type = "number")] wall_clock_ms: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] snapshot: JsValue,
+    ) -> Result<(), JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let wall = number_arg("wallClockMs", &wall_clock_ms)?;
+        let Some(text) = snapshot.as_string() else {
+            return Err(invalid_argument(&format!(
+                "snapshot must be the JSON text snapshot() returned, got {}",
+                type_of(&snapshot)
+            )));
+        };
+        ratelane::snapshot::Snapshot::from_json(&text)
+            .and_then(|s| self.inner.restore(now, wall, &s))
+            .map_err(core_error)
+    }
 }
 
 impl Limiter {

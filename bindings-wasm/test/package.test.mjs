@@ -19,7 +19,8 @@ const web = await import('ratelane-wasm/web');
 // What the napi package `ratelane` exports (createRatelane's result plus createRatelane).
 const DRIVER_NAMES = [
   'RateLimiter', 'RatelaneError', 'UsageError', 'UnknownRequestError', 'InvalidStateError',
-  'InvalidConfigError', 'InvalidRequestError', 'LimiterClosedError', 'InvalidArgumentError',
+  'InvalidConfigError', 'InvalidRequestError', 'LimiterClosedError', 'LimiterBusyError', 'SnapshotError',
+  'SnapshotForeignError', 'SnapshotVersionError', 'SnapshotMalformedError', 'InvalidArgumentError',
   'SimulationContractError', 'InsufficientCapacityError', 'RateLimitError', 'DeadlineExceededError', 'MaxWaitExceededError',
   'RetriesExhaustedError', 'MaybeSentError', 'NetworkError', 'UnauthorizedError', 'ClosedError',
   'FAIL_CLASSES', 'USAGE_CLASSES', 'fromCoreError', 'toCoreConfig', 'classifyFailure',

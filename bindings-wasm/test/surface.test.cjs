@@ -30,6 +30,7 @@ test('code lists come from the core', () => {
   ]);
   assert.deepEqual(ERROR_CODES, [
     'unknown_request', 'invalid_state', 'invalid_config', 'invalid_request', 'limiter_closed',
+    'limiter_busy', 'snapshot_foreign', 'snapshot_version', 'snapshot_malformed',
   ]);
   assert.ok(Object.isFrozen(FAIL_CODES) && Object.isFrozen(ERROR_CODES));
 });

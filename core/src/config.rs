@@ -59,6 +59,16 @@ pub struct Config {
     /// Shared mode: several processes share this token's limits through a store (see
     /// [`crate::shared`]). `None` (the default): this limiter alone decides.
     pub shared: Option<SharedConfig>,
+    /// Routes known to share one bucket before any answer says so: a prior, replaceable and
+    /// removable. Each inner list is one group of route keys, written as
+    /// [`crate::route::route_for`] derives them (`PUT /channels/:id/messages/:id/reactions/:reaction`)
+    /// or as concrete paths, which become keys the same way. The routes of a group share one
+    /// queue, and so one pioneer, per major parameter until the server names their bucket;
+    /// then every route of the group not learned yet adopts that bucket. A wrong group costs
+    /// only waiting: an answer naming another bucket moves its route out. See
+    /// [`crate::prior`]. Default: [`crate::prior::discord_route_groups`] for the Discord
+    /// profile, none for the others; an empty list turns the prior off.
+    pub route_groups: Vec<Vec<String>>,
 }
 
 impl Default for Config {
@@ -86,6 +96,7 @@ impl Default for Config {
             max_routes: 100_000,
             bucket_idle_ttl: 300 * SECOND,
             shared: None,
+            route_groups: crate::prior::discord_route_groups(),
         }
     }
 }
@@ -98,6 +109,8 @@ impl Config {
             // Discord's global limit and invalid-request budget are Discord facts.
             c.global_limit = 0;
             c.invalid_request_limit = 0;
+            // So are its route groups.
+            c.route_groups = Vec::new();
         }
         c
     }
@@ -140,6 +153,7 @@ impl Config {
         if let Some(shared) = &self.shared {
             shared.validate().or_else(bad)?;
         }
+        crate::prior::Prior::new(self.profile, &self.route_groups).map_err(Error::InvalidConfig)?;
         Ok(())
     }
 }

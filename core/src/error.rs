@@ -1,4 +1,5 @@
-//! Caller-facing errors: misuse of the API (unknown ids, invalid configuration).
+//! Caller-facing errors: misuse of the API (unknown ids, invalid configuration, a snapshot
+//! that cannot be restored).
 //!
 //! A server's bad input never becomes an [`Error`]; it is tolerated and, at
 //! worst, ignored. Every error carries a stable machine-readable [`Error::code`]
@@ -28,6 +29,26 @@ pub enum Error {
     InvalidRequest(String),
     /// The limiter was closed; it takes no new requests.
     Closed,
+    /// [`crate::Limiter::restore`] was called on a limiter that holds requests (queued, in
+    /// flight or reserving): a snapshot is restored before the first request, or when the
+    /// limiter is idle.
+    Busy {
+        /// Requests the limiter holds.
+        requests: usize,
+    },
+    /// The document is not a ratelane snapshot (not a JSON object, no or another `format`), or
+    /// it was taken by a limiter of another header profile.
+    SnapshotForeign(String),
+    /// The snapshot's format version is newer than this build reads.
+    SnapshotVersion {
+        /// The document's version.
+        found: u64,
+        /// The newest version this build reads ([`crate::snapshot::SNAPSHOT_VERSION`]).
+        supported: u32,
+    },
+    /// A ratelane snapshot of a version this build reads, with malformed content (a missing
+    /// field, a wrong type, a value out of range).
+    SnapshotMalformed(String),
 }
 
 impl Error {
@@ -39,6 +60,10 @@ impl Error {
             Error::InvalidConfig(_) => "invalid_config",
             Error::InvalidRequest(_) => "invalid_request",
             Error::Closed => "limiter_closed",
+            Error::Busy { .. } => "limiter_busy",
+            Error::SnapshotForeign(_) => "snapshot_foreign",
+            Error::SnapshotVersion { .. } => "snapshot_version",
+            Error::SnapshotMalformed(_) => "snapshot_malformed",
         }
     }
 
@@ -49,6 +74,10 @@ impl Error {
         "invalid_config",
         "invalid_request",
         "limiter_closed",
+        "limiter_busy",
+        "snapshot_foreign",
+        "snapshot_version",
+        "snapshot_malformed",
     ];
 }
 
@@ -62,6 +91,16 @@ impl fmt::Display for Error {
             Error::InvalidConfig(msg) => write!(f, "invalid configuration: {msg}"),
             Error::InvalidRequest(msg) => write!(f, "invalid request: {msg}"),
             Error::Closed => write!(f, "the limiter is closed and accepts no new requests"),
+            Error::Busy { requests } => write!(
+                f,
+                "the limiter holds {requests} request(s); restore a snapshot before the first request or when it is idle"
+            ),
+            Error::SnapshotForeign(msg) => write!(f, "not a ratelane snapshot: {msg}"),
+            Error::SnapshotVersion { found, supported } => write!(
+                f,
+                "snapshot format version {found} is newer than this ratelane reads (up to {supported}); upgrade ratelane or discard the snapshot"
+            ),
+            Error::SnapshotMalformed(msg) => write!(f, "malformed snapshot: {msg}"),
         }
     }
 }

@@ -66,7 +66,8 @@ fn field<T: serde::de::DeserializeOwned>(key: &str, value: Value) -> Result<T, E
 /// `max_wait_ns` may be `null` (no limit). `shared` turns shared mode on: an object with
 /// optional `on_unavailable` (`"fail_open"` | `"fail_closed"`), `retry_base_ns`, `retry_max_ns`,
 /// `lease_ns`, `pioneer_poll_ns`, `state_ttl_ns` (absent keys: [`SharedConfig::default`]), or
-/// `null` (off, the default).
+/// `null` (off, the default). `route_groups` replaces the profile's prior route groups
+/// ([`Config::route_groups`]): a list of lists of route keys (`"METHOD /template"`), `[]` for none.
 ///
 /// # Errors
 /// [`Error::InvalidConfig`] for malformed JSON, unknown keys, wrong types or values that
@@ -118,6 +119,7 @@ pub fn config_from_json(text: &str) -> Result<Config, Error> {
         "jitter_seed" => jitter_seed,
         "max_routes" => max_routes,
         "bucket_idle_ttl_ns" => bucket_idle_ttl,
+        "route_groups" => route_groups,
     );
     c.validate()?;
     Ok(c)
@@ -159,7 +161,8 @@ fn shared_from_json(v: Value) -> Result<Option<SharedConfig>, Error> {
 }
 
 /// Every field of `config` as a JSON object, in the form [`config_from_json`] reads. `shared`
-/// appears only when shared mode is on.
+/// appears only when shared mode is on, `route_groups` only when they differ from the
+/// profile's default.
 pub fn config_to_json(config: &Config) -> String {
     let mut v = json!({
         "profile": config.profile,
@@ -184,6 +187,11 @@ pub fn config_to_json(config: &Config) -> String {
         "max_routes": config.max_routes,
         "bucket_idle_ttl_ns": config.bucket_idle_ttl,
     });
+    // Like `shared`, the route groups appear only when they are not the profile's own, so
+    // the form of a default configuration stays the same.
+    if config.route_groups != Config::for_profile(config.profile).route_groups {
+        v["route_groups"] = json!(config.route_groups);
+    }
     if let Some(sh) = &config.shared {
         v["shared"] = json!({
             "on_unavailable": sh.on_unavailable,
@@ -568,6 +576,15 @@ mod tests {
         assert_eq!(on.shared.as_ref().map(|s| s.lease), Some(60 * SECOND));
         assert_eq!(on.shared.unwrap().on_unavailable, OnUnavailable::FailOpen);
         assert_eq!(config_from_json(r#"{"shared": null}"#).unwrap().shared, None);
+        // Route groups: the profile's by default (and then not written), replaced or removed.
+        assert_eq!(config_from_json("{}").unwrap().route_groups, crate::prior::discord_route_groups());
+        assert!(!config_to_json(&Config::default()).contains("route_groups"));
+        let none = config_from_json(r#"{"route_groups": []}"#).unwrap();
+        assert!(none.route_groups.is_empty());
+        assert_eq!(config_from_json(&config_to_json(&none)).unwrap(), none);
+        let mine = config_from_json(r#"{"route_groups": [["GET /a", "POST /a"]]}"#).unwrap();
+        assert_eq!(mine.route_groups, vec![vec!["GET /a".to_string(), "POST /a".to_string()]]);
+        assert_eq!(config_from_json(&config_to_json(&mine)).unwrap(), mine);
     }
 
     #[test]
@@ -602,6 +619,9 @@ mod tests {
             (r#"{"shared": {"lease": 1}}"#, "lease"),
             (r#"{"shared": {"on_unavailable": "maybe"}}"#, "maybe"),
             (r#"{"shared": {"pioneer_poll_ns": 0}}"#, "pioneer_poll"),
+            (r#"{"route_groups": [["GET /a"]]}"#, "route_groups[0]"),
+            (r#"{"route_groups": [["GET /a", "nonsense"]]}"#, "nonsense"),
+            (r#"{"route_groups": ["GET /a"]}"#, "route_groups"),
             ("[1]", "expected a JSON object"),
             ("{", "EOF"),
         ] {

@@ -83,7 +83,10 @@
 //! * [`Limiter`] — the client-side engine; its [module](limiter) documents the call order.
 //! * [`Config`] — settings; `Config::default()` suits a Discord bot.
 //! * [`headers`] — what a response says about rate limits, per [`HeaderProfile`].
-//! * [`route`] — route templates and major parameters.
+//! * [`route`] — route templates and major parameters; [`prior`] — route groups known to
+//!   share a bucket before the first answer ([`Config::route_groups`]).
+//! * [`snapshot`] — what a limiter learned, exported and restored across a restart
+//!   ([`Limiter::snapshot`], [`Limiter::restore`]).
 //! * [`server`] — server-side limiters (GCRA, leaky bucket, fixed window) and their headers.
 //! * [`shared`] — shared mode: several processes share one token's limits through a store
 //!   (Redis), with the store's reference model [`shared::MemoryStore`].
@@ -100,10 +103,12 @@ pub mod headers;
 #[cfg(feature = "json")]
 pub mod json;
 pub mod limiter;
+pub mod prior;
 pub mod route;
 pub mod server;
 pub mod shared;
 pub mod sim;
+pub mod snapshot;
 pub mod types;
 
 pub use config::Config;

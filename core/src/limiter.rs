@@ -6,10 +6,10 @@
 //!
 //! * **inputs** (`&mut self`, take `now`): [`Limiter::enqueue`], [`Limiter::handle_response`],
 //!   [`Limiter::handle_failure`], [`Limiter::cancel`], [`Limiter::handle_timeout`],
-//!   [`Limiter::close`], and in shared mode [`Limiter::handle_reservation`];
+//!   [`Limiter::close`], [`Limiter::restore`], and in shared mode [`Limiter::handle_reservation`];
 //! * **outputs**: [`Limiter::poll_output`];
 //! * **getters** (`&self`): [`Limiter::predict`], [`Limiter::queued`], [`Limiter::in_flight`],
-//!   [`Limiter::reserving`], [`Limiter::buckets`], [`Limiter::config`].
+//!   [`Limiter::reserving`], [`Limiter::buckets`], [`Limiter::config`], [`Limiter::snapshot`].
 //!
 //! **The drain invariant:** after every input, call [`Limiter::poll_output`] until it returns
 //! [`Output::WaitUntil`] or [`Output::Idle`]. Then wait for the next input (a response, a new
@@ -46,6 +46,8 @@ use crate::headers;
 use crate::route::{Route, route_for};
 use crate::shared::{OnUnavailable, Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 use crate::types::*;
+
+mod state;
 
 /// When a request is expected to be sent (see [`Limiter::predict`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +126,8 @@ pub struct Limiter {
     /// every channel), so a window it never saw answered is not estimated shorter than it is.
     /// At most `max_routes` entries.
     hash_periods: HashMap<String, Nanos>,
+    /// Route groups known before any answer ([`Config::route_groups`]).
+    prior: crate::prior::Prior,
     identity_index: HashMap<String, Iid>,
     identities: Vec<Identity>,
     /// Queues whose head may be sendable as far as its bucket is concerned.
@@ -132,8 +136,10 @@ pub struct Limiter {
     dirty: Vec<Qid>,
     timers: BinaryHeap<Reverse<(Nanos, Timer)>>,
     outputs: VecDeque<Output>,
-    /// Times of invalid responses (401/403/non-shared 429) within the window.
-    invalid: VecDeque<Nanos>,
+    /// When each invalid response (401/403/non-shared 429) within the window leaves it: its
+    /// arrival plus `invalid_request_window`. (Kept as ends, not arrivals, so a restored
+    /// response older than the monotonic clock's epoch is exact: see [`Limiter::restore`].)
+    invalid_ends: VecDeque<Nanos>,
     invalid_warned: bool,
     /// Requests sent and not answered, all identities.
     in_flight_total: usize,
@@ -453,6 +459,7 @@ impl Limiter {
         config.validate()?;
         let rng = config.jitter_seed ^ 0x9E37_79B9_7F4A_7C15;
         let margin = config.global_margin_max / 2;
+        let prior = crate::prior::Prior::new(config.profile, &config.route_groups).map_err(Error::InvalidConfig)?;
         Ok(Limiter {
             config,
             now: 0,
@@ -467,13 +474,14 @@ impl Limiter {
             route_queues: HashMap::default(),
             route_order: VecDeque::new(),
             hash_periods: HashMap::default(),
+            prior,
             identity_index: HashMap::default(),
             identities: Vec::new(),
             ready: BTreeSet::new(),
             dirty: Vec::new(),
             timers: BinaryHeap::new(),
             outputs: VecDeque::new(),
-            invalid: VecDeque::new(),
+            invalid_ends: VecDeque::new(),
             invalid_warned: false,
             in_flight_total: 0,
             reserving_total: 0,
@@ -982,16 +990,18 @@ impl Limiter {
     }
 
     fn queue_key_for(&self, iid: Iid, route_key: &str, major: &str) -> QueueKey {
+        // Before its bucket is known a route waits in its own queue, or in its prior group's.
+        let unlearned = self.prior.unlearned_key(route_key);
         let route_queue = || QueueKey {
             identity: iid,
-            bucket: BucketId::Route(route_key.to_string()),
+            bucket: BucketId::Route(unlearned.to_string()),
             major: major.to_string(),
         };
         let Some(hash) = self.routes.get(route_key) else { return route_queue() };
         // A route queue still waiting for its pioneer keeps taking the route's requests until
         // the pioneer's answer merges it into the bucket's queue: two queues never probe one
         // bucket at once. (Looked up only while such queues exist for this route.)
-        if self.route_queues.get(route_key).is_some_and(|&n| n > 0) {
+        if self.route_queues.get(unlearned).is_some_and(|&n| n > 0) {
             let key = route_queue();
             if let Some(&qid) = self.queue_index.get(&key) {
                 let q = self.queue(qid);
@@ -1533,6 +1543,9 @@ impl Limiter {
                 bucket: hash.to_string(),
             }));
         }
+        if previous.is_none() {
+            self.adopt_for_group(&route_key, hash);
+        }
         let target_key = QueueKey { identity: iid, bucket: target_bucket, major };
         // The whole queue moves (state and all) when it is an unknown route's queue, or when
         // every request in it is of this route (a bucket renamed by the server).
@@ -1560,6 +1573,37 @@ impl Limiter {
                 // The answered request is in neither list that moved; it follows its route.
                 self.req_mut(id).qid = target;
                 target
+            }
+        }
+    }
+
+    /// The first bucket learned for a route of a prior group is the group's: its routes not
+    /// learned yet map to it too, so the group keeps one queue (see [`crate::prior`]).
+    fn adopt_for_group(&mut self, route_key: &str, hash: &str) {
+        let group = self.prior.group(route_key);
+        if group.is_empty() {
+            return;
+        }
+        let adopt: Vec<String> =
+            group.iter().filter(|r| *r != route_key && !self.routes.contains_key(*r)).cloned().collect();
+        for route in adopt {
+            self.remember_route(route.clone(), hash);
+            self.outputs.push_back(Output::Observe(Observation::BucketLearned { route, bucket: hash.to_string() }));
+        }
+    }
+
+    /// Maps a route with no mapping yet to `hash`, within the `max_routes` bound (the oldest
+    /// learned go first).
+    pub(crate) fn remember_route(&mut self, route: String, hash: &str) {
+        self.routes.insert(route.clone(), hash.to_string());
+        self.route_order.push_back(route);
+        while self.routes.len() > self.config.max_routes {
+            match self.route_order.pop_front() {
+                Some(old) => {
+                    self.routes.remove(&old);
+                    self.renamed.remove(&old);
+                }
+                None => break,
             }
         }
     }
@@ -1969,8 +2013,8 @@ impl Limiter {
             self.outputs.push_back(Output::Share(SharedUpdate::Invalid { id, window }));
         }
         self.expire_invalid(now);
-        self.invalid.push_back(now);
-        let count = self.invalid.len() as u32;
+        self.invalid_ends.push_back(now.saturating_add(self.config.invalid_request_window));
+        let count = self.invalid_ends.len() as u32;
         if count >= self.config.invalid_request_warn_at && !self.invalid_warned {
             self.invalid_warned = true;
             self.outputs.push_back(Output::Observe(Observation::InvalidRequestWarning {
@@ -1981,11 +2025,10 @@ impl Limiter {
     }
 
     fn expire_invalid(&mut self, now: Nanos) {
-        let window = self.config.invalid_request_window;
-        while self.invalid.front().is_some_and(|&t| t.saturating_add(window) <= now) {
-            self.invalid.pop_front();
+        while self.invalid_ends.front().is_some_and(|&end| end <= now) {
+            self.invalid_ends.pop_front();
         }
-        if (self.invalid.len() as u32) < self.config.invalid_request_warn_at / 2 {
+        if (self.invalid_ends.len() as u32) < self.config.invalid_request_warn_at / 2 {
             self.invalid_warned = false;
         }
     }
@@ -2487,13 +2530,13 @@ impl Limiter {
             return Gate::Open;
         }
         self.expire_invalid(now);
-        let used = self.invalid.len() + self.in_flight_total + self.reserving_total;
+        let used = self.invalid_ends.len() + self.in_flight_total + self.reserving_total;
         if used < self.config.invalid_request_stop_at as usize {
             return Gate::Open;
         }
-        match self.invalid.front() {
-            Some(&t) if self.invalid.len() >= self.config.invalid_request_stop_at as usize => {
-                Gate::Until(t.saturating_add(self.config.invalid_request_window))
+        match self.invalid_ends.front() {
+            Some(&end) if self.invalid_ends.len() >= self.config.invalid_request_stop_at as usize => {
+                Gate::Until(end)
             }
             _ => Gate::UntilResponse,
         }
@@ -2522,10 +2565,10 @@ impl Limiter {
             }
         }
         if self.config.invalid_request_limit > 0
-            && self.invalid.len() >= self.config.invalid_request_stop_at as usize
-            && let Some(&first) = self.invalid.front()
+            && self.invalid_ends.len() >= self.config.invalid_request_stop_at as usize
+            && let Some(&first_end) = self.invalid_ends.front()
         {
-            t = t.max(first.saturating_add(self.config.invalid_request_window));
+            t = t.max(first_end);
         }
         let b = &q.bucket;
         if b.known && !b.unlimited && b.limit > 0 {

@@ -19,6 +19,7 @@ use ratelane::{
     BodyHints, Config, Disposition, Failure, HeaderProfile, Limiter, Observation, Output, Request,
     Response,
 };
+use ratelane::snapshot::Snapshot;
 use serde_json::{Value, json};
 
 #[path = "support/shared_json.rs"]
@@ -77,6 +78,10 @@ fn config_json(c: &Config) -> Value {
         "max_routes": c.max_routes,
         "bucket_idle_ttl_ns": c.bucket_idle_ttl,
     });
+    // Route groups appear only when they differ from the profile's (as in `ratelane::json`).
+    if c.route_groups != Config::for_profile(c.profile).route_groups {
+        v["route_groups"] = json!(c.route_groups);
+    }
     // Shared mode only appears when it is on, so the files of the other scenarios keep their form.
     if let Some(sh) = &c.shared {
         v["shared"] = json!({
@@ -112,8 +117,10 @@ fn shared_from(v: &Value) -> Option<SharedConfig> {
 
 fn config_from(v: &Value) -> Config {
     let u = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("config.{k} missing"));
-    let mut c = Config::default();
-    c.profile = profile_from(v["profile"].as_str().expect("profile"));
+    let mut c = Config::for_profile(profile_from(v["profile"].as_str().expect("profile")));
+    if let Some(groups) = v.get("route_groups") {
+        c.route_groups = serde_json::from_value(groups.clone()).expect("route_groups: lists of route keys");
+    }
     c.global_limit = u("global_limit") as u32;
     c.global_window = u("global_window_ns");
     c.global_margin_max = u("global_margin_max_ns");
@@ -229,10 +236,20 @@ fn disposition_name(d: Disposition) -> &'static str {
 }
 
 /// Runs one scenario's steps; returns the steps with `result` and `outputs` filled in.
+///
+/// `snapshot` is a getter (nothing drained); `restart` replaces the limiter with a new one of
+/// the same config (a restarted process); `restore` reads the step's `snapshot` (any JSON
+/// value, given as its text) and restores it.
 fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
     let mut l = Limiter::new(config.clone()).expect("valid config");
     let mut done = Vec::new();
+    let mut last_snapshot: Option<Value> = None;
     for step in steps {
+        let mut step = step.clone();
+        if step["snapshot"] == json!(LAST_SNAPSHOT) {
+            step["snapshot"] = last_snapshot.clone().expect("a snapshot step before the restore");
+        }
+        let step = &step;
         let at = step["at_ns"].as_u64().expect("at_ns");
         let op = step["op"].as_str().expect("op");
         let result: Value = match op {
@@ -299,11 +316,31 @@ fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
                 Ok(()) => json!({"ok": true}),
                 Err(e) => json!({"error": e.code()}),
             },
+            "snapshot" => {
+                let wall = step["wall_clock_ms"].as_u64().expect("wall_clock_ms");
+                let text = l.snapshot(at, wall).to_json();
+                let snapshot: Value = serde_json::from_str(&text).expect("snapshot JSON");
+                last_snapshot = Some(snapshot.clone());
+                json!({"snapshot": snapshot})
+            }
+            "restart" => {
+                l = Limiter::new(config.clone()).expect("valid config");
+                json!({"ok": true})
+            }
+            "restore" => {
+                let wall = step["wall_clock_ms"].as_u64().expect("wall_clock_ms");
+                let text = step["snapshot"].to_string();
+                match Snapshot::from_json(&text).and_then(|snap| l.restore(at, wall, &snap)) {
+                    Ok(()) => json!({"ok": true}),
+                    Err(e) => json!({"error": e.code()}),
+                }
+            }
             other => panic!("unknown op {other}"),
         };
         let mut s = step.clone();
         s["result"] = result;
-        s["outputs"] = Value::Array(if op == "predict" { Vec::new() } else { drain(&mut l) });
+        let getter = op == "predict" || op == "snapshot";
+        s["outputs"] = Value::Array(if getter { Vec::new() } else { drain(&mut l) });
         s["queued"] = json!(l.queued());
         s["in_flight"] = json!(l.in_flight());
         if config.shared.is_some() {
@@ -315,6 +352,9 @@ fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
 }
 
 // ---------------------------------------------------------------- scenario building
+
+/// Stands for "the last snapshot taken" in a script's `restore` step until the script runs.
+const LAST_SNAPSHOT: &str = "<the last snapshot>";
 
 struct Script {
     steps: Vec<Value>,
@@ -366,6 +406,21 @@ impl Script {
     }
     fn predict_with(mut self, at: u64, request: Value) -> Self {
         self.steps.push(json!({"at_ns": at, "op": "predict", "request": request}));
+        self
+    }
+    fn snapshot(mut self, at: u64, wall_ms: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "snapshot", "wall_clock_ms": wall_ms}));
+        self
+    }
+    fn restart(mut self, at: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "restart"}));
+        self
+    }
+    /// Restores `snapshot`, or (when it is `None`) what the script's last `snapshot` step
+    /// returns, filled in when the script runs (see [`render`]).
+    fn restore(mut self, at: u64, wall_ms: u64, snapshot: Option<Value>) -> Self {
+        let snapshot = snapshot.unwrap_or(Value::String(LAST_SNAPSHOT.to_string()));
+        self.steps.push(json!({"at_ns": at, "op": "restore", "wall_clock_ms": wall_ms, "snapshot": snapshot}));
         self
     }
     fn granted(mut self, at: u64, id: u64) -> Self {

@@ -24,6 +24,10 @@ fn error_class(error: &Error) -> &'static str {
         Error::InvalidConfig(_) => "InvalidConfig",
         Error::InvalidRequest(_) => "InvalidRequest",
         Error::Closed => "LimiterClosed",
+        Error::Busy { .. } => "LimiterBusy",
+        Error::SnapshotForeign(_) => "SnapshotForeign",
+        Error::SnapshotVersion { .. } => "SnapshotVersion",
+        Error::SnapshotMalformed(_) => "SnapshotMalformed",
     }
 }
 
@@ -62,6 +66,10 @@ fn every_error_is_matched_and_listed() {
         Error::InvalidConfig(String::new()),
         Error::InvalidRequest(String::new()),
         Error::Closed,
+        Error::Busy { requests: 1 },
+        Error::SnapshotForeign(String::new()),
+        Error::SnapshotVersion { found: 2, supported: 1 },
+        Error::SnapshotMalformed(String::new()),
     ];
     let codes: Vec<&str> = all.iter().map(Error::code).collect();
     assert_eq!(codes, Error::ALL_CODES);

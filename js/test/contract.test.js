@@ -27,6 +27,7 @@ test('the module exports the classes and the code lists', () => {
   ])
   assert.deepEqual([...core.ERROR_CODES], [
     'unknown_request', 'invalid_state', 'invalid_config', 'invalid_request', 'limiter_closed',
+    'limiter_busy', 'snapshot_foreign', 'snapshot_version', 'snapshot_malformed',
   ])
 })
 

@@ -144,7 +144,7 @@ function drainWith(limiter, mode) {
 }
 
 function replay(vector, mode) {
-  const limiter = new core.Limiter(JSON.stringify(vector.config))
+  let limiter = new core.Limiter(JSON.stringify(vector.config))
   assert.deepEqual(JSON.parse(limiter.configJson()), vector.config, 'config round trip')
   vector.steps.forEach((step, i) => {
     const where = `step ${i} (${step.op} at ${step.at_ns})`
@@ -184,11 +184,23 @@ function replay(vector, mode) {
       case 'reservation':
         result = attempt(() => limiter.handleReservation(now, step.id, answer(step)), () => ({ ok: true }))
         break
+      case 'snapshot':
+        result = attempt(() => limiter.snapshot(now, step.wall_clock_ms), (text) => ({ snapshot: JSON.parse(text) }))
+        break
+      case 'restart':
+        // A restarted process: a new limiter of the same configuration.
+        limiter = new core.Limiter(JSON.stringify(vector.config))
+        result = { ok: true }
+        break
+      case 'restore':
+        result = attempt(() => limiter.restore(now, step.wall_clock_ms, JSON.stringify(step.snapshot)), () => ({ ok: true }))
+        break
       default:
         assert.fail(`${where}: unknown op`)
     }
     assert.deepEqual(result, step.result, `${where}: result`)
-    const outputs = step.op === 'predict' ? [] : drainWith(limiter, mode)
+    const getter = step.op === 'predict' || step.op === 'snapshot'
+    const outputs = getter ? [] : drainWith(limiter, mode)
     assert.deepEqual(outputs, step.outputs, `${where}: outputs`)
     assert.equal(limiter.queued, step.queued, `${where}: queued`)
     assert.equal(limiter.inFlight, step.in_flight, `${where}: in_flight`)

@@ -353,6 +353,19 @@ class Limiter:
     def is_closed(self) -> bool: ...
     def config_json(self) -> str:
         """Every setting, in the JSON form the constructor reads."""
+    def snapshot(self, now_ns: int, wall_clock_ms: int) -> str:
+        """What the limiter learned, as JSON text (format "ratelane.snapshot", version 1).
+
+        ``wall_clock_ms`` is the wall clock at ``now_ns`` (ms since the Unix epoch): instants
+        are stored on it, since a monotonic clock does not survive a restart. A getter.
+        """
+    def restore(self, now_ns: int, wall_clock_ms: int, snapshot: str) -> None:
+        """Restores a snapshot's JSON text (an input: drain afterwards).
+
+        Raises SnapshotForeignError, SnapshotVersionError, SnapshotMalformedError,
+        LimiterBusyError (the limiter holds requests), LimiterClosedError, InvalidArgumentError
+        (``snapshot`` is not a str).
+        """
 
 @final
 class Server:

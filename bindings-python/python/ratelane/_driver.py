@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from types import TracebackType
 from typing import (
     TYPE_CHECKING,
@@ -331,6 +332,34 @@ class RateLimiter:
     def limiter(self) -> _core.Limiter:
         """The sans-IO limiter underneath (for its getters; do not feed it inputs)."""
         return self._core
+
+    def snapshot(self) -> str:
+        """What this limiter learned, as JSON text to keep across a restart.
+
+        Holds the routes found to share a bucket, the learned window lengths, global and
+        host-wide pauses still running, and the invalid-request budget spent (format
+        ``"ratelane.snapshot"``, versioned; see the README). Instants are stored on the wall
+        clock (``time.time()``), since the event loop's clock does not survive a restart.
+        Take it at shutdown, or every few minutes; pass it to ``restore`` in the next run.
+        """
+        now = self._now() if self._loop is not None else 0
+        return self._core.snapshot(now, int(time.time() * 1000))
+
+    def restore(self, snapshot: str) -> None:
+        """Restores ``snapshot`` (text from ``snapshot()``, usually of the previous run), so the
+        first requests after a restart share one pioneer per known bucket and honour pauses
+        that are still running. Call it before the first request (inside the event loop).
+
+        Raises:
+            SnapshotForeignError: not a ratelane snapshot, or one of another header profile.
+            SnapshotVersionError: written by a newer ratelane.
+            SnapshotMalformedError: a ratelane snapshot with malformed content.
+            LimiterBusyError: requests are queued or in flight.
+            LimiterClosedError: after ``aclose()``.
+            InvalidArgumentError: ``snapshot`` is not a ``str``.
+        """
+        self._core.restore(self._now(), int(time.time() * 1000), snapshot)
+        self._pump()
 
     async def aclose(self) -> None:
         """Closes the limiter: every queued request fails with ``ClosedError``, new ones

@@ -16,6 +16,11 @@ Hierarchy (every class carries a stable ``code`` string, the same in every ratel
     ├── InvalidConfigError            invalid_config     (also ValueError)
     ├── InvalidRequestError           invalid_request    (also ValueError)
     ├── LimiterClosedError            limiter_closed     (also RuntimeError)
+    ├── LimiterBusyError              limiter_busy       (also RuntimeError)
+    ├── SnapshotError                                a snapshot cannot be restored (also ValueError)
+    │   ├── SnapshotForeignError      snapshot_foreign
+    │   ├── SnapshotVersionError      snapshot_version
+    │   └── SnapshotMalformedError    snapshot_malformed
     ├── InvalidArgumentError          invalid_argument   (also TypeError and ValueError)
     ├── InsufficientCapacityError     insufficient_capacity (also ValueError; server side)
     ├── RedisLimiterError                               a Redis-backed check could not decide
@@ -54,6 +59,11 @@ __all__ = [
     "InvalidConfigError",
     "InvalidRequestError",
     "LimiterClosedError",
+    "LimiterBusyError",
+    "SnapshotError",
+    "SnapshotForeignError",
+    "SnapshotVersionError",
+    "SnapshotMalformedError",
     "InvalidArgumentError",
     "InsufficientCapacityError",
     "RedisLimiterError",
@@ -200,6 +210,36 @@ class LimiterClosedError(RatelaneError, RuntimeError):
     code = "limiter_closed"
 
 
+class LimiterBusyError(RatelaneError, RuntimeError):
+    """``restore`` was called on a limiter that holds requests (restore before the first one)."""
+
+    code = "limiter_busy"
+
+
+class SnapshotError(RatelaneError, ValueError):
+    """A snapshot given to ``restore`` cannot be restored (see the three subclasses)."""
+
+    code = "snapshot_error"
+
+
+class SnapshotForeignError(SnapshotError):
+    """Not a ratelane snapshot (not JSON, another ``format``), or one of another header profile."""
+
+    code = "snapshot_foreign"
+
+
+class SnapshotVersionError(SnapshotError):
+    """A snapshot of a newer format version than this ratelane reads."""
+
+    code = "snapshot_version"
+
+
+class SnapshotMalformedError(SnapshotError):
+    """A ratelane snapshot with malformed content (missing or unknown keys, wrong types, ranges)."""
+
+    code = "snapshot_malformed"
+
+
 class InvalidArgumentError(RatelaneError, TypeError, ValueError):
     """A value of the wrong Python type or range, caught by the binding itself."""
 
@@ -303,6 +343,10 @@ ERROR_CLASSES: Dict[str, Type[RatelaneError]] = {
         InvalidConfigError,
         InvalidRequestError,
         LimiterClosedError,
+        LimiterBusyError,
+        SnapshotForeignError,
+        SnapshotVersionError,
+        SnapshotMalformedError,
         InvalidArgumentError,
     )
 }

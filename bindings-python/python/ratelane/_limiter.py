@@ -36,10 +36,18 @@ class Limiter(_core.Limiter):
     Methods (times are integer nanoseconds, ``now_ns`` never going backwards):
 
     * inputs: ``enqueue``, ``handle_response``, ``handle_failure``, ``cancel``,
-      ``handle_timeout``, ``close``;
+      ``handle_timeout``, ``close``, ``restore(now_ns, wall_clock_ms, snapshot)``;
     * outputs: ``poll_output`` (one) and ``drain`` (all, up to ``WaitUntil``/``Idle``);
     * getters: ``predict``, ``queued``, ``in_flight``, ``buckets``, ``is_closed``,
-      ``config_json()``.
+      ``config_json()``, ``snapshot(now_ns, wall_clock_ms)``.
+
+    ``snapshot`` returns what the limiter learned (routes sharing a bucket, global and host
+    pauses, the invalid-request budget spent) as JSON text, instants on the wall clock
+    ``wall_clock_ms`` (ms since the Unix epoch); ``restore`` reads such text into a limiter
+    that holds no request, so a restarted program starts informed. See ``RateLimiter.snapshot``.
+
+    ``route_groups`` (a list of lists of route keys) replaces the routes known to share a
+    bucket before any answer (Discord's reaction routes by default); ``[]`` turns it off.
     """
 
     __slots__ = ()

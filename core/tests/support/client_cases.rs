@@ -891,5 +891,135 @@
             .timeout(2_100 * MS),
     });
 
+    // 30. The prior: Discord's reaction routes share one bucket before any answer says so.
+    let msg = "/channels/100000000000000001/messages/200000000000000001";
+    let react_me = format!("{msg}/reactions/%F0%9F%91%8D/@me");
+    let react_user = format!("{msg}/reactions/%F0%9F%91%8D/300000000000000001");
+    let react_list = format!("{msg}/reactions/%F0%9F%91%8D");
+    let react = |reset_after: &str| h(1, 0, reset_after, "react");
+    v.push(Case {
+        file: "prior_route_groups",
+        comment: "Add a reaction, remove it, list who reacted: three routes Discord counts against one 1-slot \
+                  bucket. The prior (config route_groups, Discord's by default) puts them in one queue before \
+                  any answer, so one pioneer goes, not three. Its answer names the bucket, which every route of \
+                  the group adopts (one bucket_learned each); a later delete of another user's reaction joins \
+                  the same queue, and the four go one per window.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "PUT", &react_me)
+            .enqueue(0, "DELETE", &react_me)
+            .enqueue(0, "GET", &react_list)
+            .respond(20 * MS, 1, 200, &refs(&react("0.25")))
+            .timeout(270 * MS)
+            .respond(290 * MS, 2, 200, &refs(&react("0.25")))
+            .enqueue(300 * MS, "DELETE", &react_user)
+            .timeout(540 * MS)
+            .respond(560 * MS, 3, 200, &refs(&react("0.25")))
+            .timeout(810 * MS)
+            .respond(830 * MS, 4, 200, &refs(&react("0.25"))),
+    });
+
+    // 31. The same without the prior: three pioneers, two 429s.
+    let mut no_prior = discord_config();
+    no_prior.route_groups = Vec::new();
+    let react_429 = [
+        ("Retry-After", "1"),
+        ("X-RateLimit-Limit", "1"),
+        ("X-RateLimit-Remaining", "0"),
+        ("X-RateLimit-Reset-After", "0.23"),
+        ("X-RateLimit-Bucket", "react"),
+        ("X-RateLimit-Scope", "user"),
+    ];
+    v.push(Case {
+        file: "prior_route_groups_off",
+        comment: "The reactions of prior_route_groups with the prior turned off (route_groups: []): each route \
+                  sends its own pioneer at once, and two of the three meet a 429 from the 1-slot bucket they \
+                  share. Their answers merge the routes into the bucket's queue, and the two are retried after \
+                  the window.",
+        config: no_prior,
+        script: Script::new()
+            .enqueue(0, "PUT", &react_me)
+            .enqueue(0, "DELETE", &react_me)
+            .enqueue(0, "GET", &react_list)
+            .respond(20 * MS, 1, 200, &refs(&react("0.25")))
+            .respond_body(21 * MS, 2, 429, &react_429, json!({"retry_after": 0.23, "global": false}))
+            .respond_body(22 * MS, 3, 429, &react_429, json!({"retry_after": 0.23, "global": false}))
+            .timeout(270 * MS),
+    });
+
+    // 32. Snapshot and restore across a restart.
+    let del = msg;
+    let wall0 = 1_700_000_000_000u64;
+    let msgs_429 = [
+        ("Retry-After", "1"),
+        ("X-RateLimit-Limit", "1"),
+        ("X-RateLimit-Remaining", "0"),
+        ("X-RateLimit-Reset-After", "0.95"),
+        ("X-RateLimit-Bucket", "msgs"),
+        ("X-RateLimit-Scope", "user"),
+    ];
+    let pause = [("Retry-After", "60"), ("X-RateLimit-Global", "true"), ("X-RateLimit-Scope", "global")];
+    v.push(Case {
+        file: "snapshot_restore",
+        comment: "A bot learns that sending and deleting messages share a 1-slot bucket (after a pioneer 429), \
+                  gets a 403 and then a global 429 (60 s), takes a snapshot 3 s in (wall clock 1700000003000) \
+                  and restarts. The new limiter restores it 7 s later: one queue for both routes (one pioneer), \
+                  the global pause still running until 62 s, the two invalid responses still counted. A second \
+                  snapshot shows the same knowledge.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .enqueue(0, "DELETE", del)
+            .respond(50 * MS, 1, 200, &refs(&h(1, 0, "1", "msgs")))
+            .respond_body(60 * MS, 2, 429, &msgs_429, json!({"retry_after": 0.95, "global": false}))
+            .timeout(1_060 * MS)
+            .respond(1_110 * MS, 2, 200, &refs(&h(1, 0, "1", "msgs")))
+            .enqueue(1_200 * MS, "GET", "/users/@me")
+            .respond(1_250 * MS, 3, 403, &[])
+            .enqueue(2 * S, "GET", ch2)
+            .respond_body(2_050 * MS, 4, 429, &pause, json!({"retry_after": 60.0, "global": true}))
+            .snapshot(3 * S, wall0 + 3_000)
+            .restart(10 * S)
+            .restore(10 * S, wall0 + 10_000, None)
+            .enqueue(10 * S, "POST", ch1)
+            .enqueue(10 * S, "DELETE", del)
+            .snapshot(11 * S, wall0 + 11_000)
+            .timeout(62_050 * MS)
+            .respond(62_100 * MS, 1, 200, &refs(&h(1, 0, "1", "msgs")))
+            .timeout(63_100 * MS)
+            .respond(63_150 * MS, 2, 200, &refs(&h(1, 0, "1", "msgs"))),
+    });
+
+    // 33. What restore refuses, and a pause already over.
+    let doc = |taken_at: u64, profile: &str, pause_until: u64| {
+        json!({
+            "format": "ratelane.snapshot", "version": 1, "taken_at_ms": taken_at, "profile": profile,
+            "routes": [{"route": "POST /channels/:id/messages", "bucket": "msgs"}],
+            "windows": [], "global_pauses": [{"identity": "", "until_ms": pause_until}],
+            "host_pause": null, "invalid_requests_ms": []
+        })
+    };
+    v.push(Case {
+        file: "snapshot_errors",
+        comment: "Restore refuses a foreign document (snapshot_foreign: another format, or a snapshot of another \
+                  header profile), a newer version (snapshot_version), malformed content (snapshot_malformed), a \
+                  limiter that holds requests (limiter_busy) and a closed one (limiter_closed); nothing changes \
+                  then. A valid snapshot whose global pause ended before the restore drops the pause: the \
+                  request goes at once.",
+        config: discord_config(),
+        script: Script::new()
+            .restore(0, wall0, Some(json!({"format": "something.else", "version": 1})))
+            .restore(0, wall0, Some(json!({"routes": []})))
+            .restore(0, wall0, Some(json!({"format": "ratelane.snapshot", "version": 2, "routes": {}})))
+            .restore(0, wall0, Some(json!({"format": "ratelane.snapshot", "version": 1, "routes": "nope"})))
+            .restore(0, wall0, Some(doc(wall0 - 5_000, "github", wall0 + 60_000)))
+            .restore(0, wall0, Some(doc(wall0 - 5_000, "discord", wall0 - 1_000)))
+            .enqueue(0, "POST", ch1)
+            .restore(10 * MS, wall0 + 10, Some(doc(wall0 - 5_000, "discord", wall0 + 60_000)))
+            .respond(50 * MS, 1, 200, &refs(&h(5, 4, "5", "msgs")))
+            .close(60 * MS)
+            .restore(70 * MS, wall0 + 70, Some(doc(wall0 - 5_000, "discord", wall0 + 60_000))),
+    });
+
     v
 }

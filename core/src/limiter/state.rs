@@ -1,0 +1,146 @@
+//! [`Limiter::snapshot`] and [`Limiter::restore`]: what a limiter learned, out and back in.
+//! The format and its rules are in [`crate::snapshot`].
+
+use super::*;
+use crate::snapshot::{GlobalPause, HostPause, LearnedRoute, LearnedWindow, Snapshot};
+
+/// Nanoseconds per millisecond.
+const MS: Nanos = MILLISECOND;
+
+impl Limiter {
+    /// What this limiter has learned, with its instants on the wall clock: `now` is the
+    /// limiter's monotonic time and `wall_clock_ms` the wall clock at that moment (ms since the
+    /// Unix epoch). A getter: it changes nothing, and there is nothing to drain. See
+    /// [`crate::snapshot`] for what is kept and how a new process restores it.
+    pub fn snapshot(&self, now: Nanos, wall_clock_ms: u64) -> Snapshot {
+        let now = now.max(self.now);
+        // Round a remaining hold up, and an age down: a round trip never shortens a hold.
+        let wall_at = |t: Nanos| wall_clock_ms.saturating_add((t - now).div_ceil(MS));
+        let mut s = Snapshot::empty(self.config.profile, wall_clock_ms);
+        s.routes = self
+            .route_order
+            .iter()
+            .filter_map(|route| {
+                let bucket = self.routes.get(route)?;
+                Some(LearnedRoute { route: route.clone(), bucket: bucket.clone() })
+            })
+            .collect();
+        let mut windows: Vec<LearnedWindow> = self
+            .hash_periods
+            .iter()
+            .map(|(bucket, &window_ns)| LearnedWindow { bucket: bucket.clone(), window_ns })
+            .collect();
+        windows.sort_unstable_by(|a, b| a.bucket.cmp(&b.bucket));
+        s.windows = windows;
+        let mut pauses: Vec<GlobalPause> = self
+            .identities
+            .iter()
+            .filter(|ident| ident.paused_until > now)
+            .map(|ident| GlobalPause { identity: ident.name.clone(), until_ms: wall_at(ident.paused_until) })
+            .collect();
+        pauses.sort_unstable_by(|a, b| a.identity.cmp(&b.identity));
+        s.global_pauses = pauses;
+        if self.edge_until > now {
+            s.host_pause = Some(HostPause { until_ms: wall_at(self.edge_until), strikes: self.edge_strikes });
+        }
+        // An invalid response's age is the window less the time until it leaves it.
+        let window = self.config.invalid_request_window;
+        s.invalid_requests_ms = self
+            .invalid_ends
+            .iter()
+            .filter(|&&end| end > now)
+            .map(|&end| wall_clock_ms.saturating_sub(window.saturating_sub(end - now) / MS))
+            .collect();
+        s
+    }
+
+    /// Imports what `snapshot` says a limiter learned (usually this program's previous run):
+    /// `now` is this limiter's monotonic time and `wall_clock_ms` the wall clock at that moment
+    /// (ms since the Unix epoch). An input: drain [`Limiter::poll_output`] afterwards.
+    ///
+    /// The limiter must hold no request (restore before the first [`Limiter::enqueue`], or
+    /// when everything has ended). What it learned itself is kept and is newer: a route it
+    /// already maps keeps its bucket; windows, pauses and the invalid-request count are
+    /// merged, the longer or later winning. Pauses over by `wall_clock_ms` and invalid
+    /// responses older than the window are dropped. No observation is emitted for restored
+    /// routes, except an [`Observation::InvalidRequestWarning`] when the restored count
+    /// crosses its threshold.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] after [`Limiter::close`]; [`Error::Busy`] while it holds requests;
+    /// [`Error::SnapshotForeign`] for a snapshot of another header profile (or format),
+    /// [`Error::SnapshotVersion`] and [`Error::SnapshotMalformed`] as
+    /// [`Snapshot::validate`] says. On error nothing changed.
+    pub fn restore(&mut self, now: Nanos, wall_clock_ms: u64, snapshot: &Snapshot) -> Result<(), Error> {
+        if self.closed {
+            return Err(Error::Closed);
+        }
+        if !self.requests.is_empty() {
+            return Err(Error::Busy { requests: self.requests.len() });
+        }
+        snapshot.validate()?;
+        if snapshot.profile != self.config.profile {
+            return Err(Error::SnapshotForeign(format!(
+                "it was taken by a limiter of profile {:?}, this one is {:?}",
+                snapshot.profile, self.config.profile
+            )));
+        }
+        let now = self.advance(now);
+        // A wall clock that went back since the snapshot: read as no time passed.
+        let wall = wall_clock_ms.max(snapshot.taken_at_ms);
+        let mono_until = |until_ms: u64| -> Option<Nanos> {
+            let left = until_ms.checked_sub(wall).filter(|&ms| ms > 0)?;
+            Some(now.saturating_add(left.saturating_mul(MS)))
+        };
+
+        for r in &snapshot.routes {
+            if !self.routes.contains_key(&r.route) {
+                self.remember_route(r.route.clone(), &r.bucket);
+            }
+        }
+        for w in &snapshot.windows {
+            let bound = self.hash_periods.len() < self.config.max_routes;
+            match self.hash_periods.get_mut(&w.bucket) {
+                Some(p) => *p = (*p).max(w.window_ns),
+                None if bound => {
+                    self.hash_periods.insert(w.bucket.clone(), w.window_ns);
+                }
+                None => {}
+            }
+        }
+        for p in &snapshot.global_pauses {
+            if let Some(until) = mono_until(p.until_ms) {
+                let iid = self.identity(&p.identity);
+                let ident = &mut self.identities[iid];
+                ident.paused_until = ident.paused_until.max(until);
+            }
+        }
+        if let Some(h) = &snapshot.host_pause
+            && let Some(until) = mono_until(h.until_ms)
+        {
+            self.edge_until = self.edge_until.max(until);
+            self.edge_strikes = self.edge_strikes.max(h.strikes);
+        }
+        if self.config.invalid_request_limit > 0 {
+            let window = self.config.invalid_request_window;
+            let restored = snapshot.invalid_requests_ms.iter().filter_map(|&t| {
+                let age = wall.saturating_sub(t).saturating_mul(MS);
+                (age < window).then(|| now.saturating_add(window - age))
+            });
+            let mut all: Vec<Nanos> = self.invalid_ends.iter().copied().chain(restored).collect();
+            all.sort_unstable();
+            self.invalid_ends = all.into();
+            self.expire_invalid(now);
+            let count = self.invalid_ends.len() as u32;
+            if count >= self.config.invalid_request_warn_at && !self.invalid_warned {
+                self.invalid_warned = true;
+                self.outputs.push_back(Output::Observe(Observation::InvalidRequestWarning {
+                    count,
+                    limit: self.config.invalid_request_limit,
+                }));
+            }
+        }
+        self.pump(now);
+        Ok(())
+    }
+}
