@@ -307,3 +307,75 @@ def test_hikari_global_429_and_max_rate_limit() -> None:
 
     run(main())
     assert [p.rsplit("/", 1)[-1] for p in calls] == ["5", "5", "7"]
+
+
+# ---------------------------------------------------------------------------- sub-limit classes
+
+RENAME = "/api/v10/channels/100000000000000001"
+
+
+def sub_limited_renames() -> Any:
+    """An override answering every channel rename (a body with `name`) with a sub-limit 429:
+    the bucket still shows room, the rename waits 30 s."""
+    calls: List[str] = []
+
+    async def override(request: web.Request) -> Any:
+        body = await request.json() if request.can_read_body else {}
+        calls.append(",".join(sorted(body)))
+        headers = {"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "3", "X-RateLimit-Reset": "1",
+                   "X-RateLimit-Reset-After": "1", "X-RateLimit-Bucket": "edit"}
+        if "name" in body:
+            return json_response(
+                429,
+                {"message": "You are being rate limited.", "retry_after": 30.0, "global": False},
+                {**headers, "Retry-After": "30", "X-RateLimit-Scope": "user"},
+            )
+        return json_response(200, {"id": "100000000000000001"}, headers)
+
+    override.calls = calls  # type: ignore[attr-defined]
+    return override
+
+
+def test_body_keys_of_json_bodies_only() -> None:
+    from ratelane._body import json_body_keys
+
+    assert json_body_keys("application/json", b'{"name": "a", "nsfw": true}') == ["name", "nsfw"]
+    assert json_body_keys("application/json; charset=utf-8", '{"topic": "t"}') == ["topic"]
+    assert json_body_keys("application/json", b"[1, 2]") is None
+    assert json_body_keys("application/json", b"{not json") is None
+    assert json_body_keys("text/plain", b'{"name": "a"}') is None
+    assert json_body_keys(None, b'{"name": "a"}') is None
+    assert json_body_keys("application/json", b'{"name": "' + b"x" * 70000 + b'"}') is None
+
+
+@pytest.mark.parametrize("adapter", ["aiohttp", "httpx"])
+def test_a_renames_sub_limit_holds_only_renames(adapter: str) -> None:
+    # The adapters read the JSON body's keys: the rename's sub-limit 429 holds the channel's
+    # renames only, so an edit of another field goes at once instead of waiting 30 s.
+    override = sub_limited_renames()
+    imitation = DiscordImitation(override)
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            limiter = ratelane.RateLimiter()
+            if adapter == "aiohttp":
+                session: Any = aiohttp.ClientSession(base, middlewares=[ratelane.aiohttp.middleware(limiter)])
+                patch = lambda body: session.patch(RENAME, json=body)
+            else:
+                session = httpx.AsyncClient(base_url=base, transport=ratelane.httpx.RateLimitedTransport(limiter))
+                patch = lambda body: session.patch(RENAME, json=body)
+            async with session:
+                rename = asyncio.ensure_future(patch({"name": "general"}))
+                while "name" not in override.calls:
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(0.1)  # the 429 is in: the rename class is held
+                edit = await asyncio.wait_for(patch({"nsfw": True}), timeout=2.0)
+                assert (edit.status if adapter == "aiohttp" else edit.status_code) == 200
+                assert not rename.done()
+                rename.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await rename
+            await limiter.aclose()
+
+    run(main())
+    assert override.calls == ["name", "nsfw"]
