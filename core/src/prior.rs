@@ -17,9 +17,8 @@
 //! route keys.
 //!
 //! The default for the Discord profile is [`discord_route_groups`]: the reaction routes, which
-//! Discord counts against one bucket whatever the method (twilight issue #1046 found the split
-//! costly; discord.js and discord.py already fold every emoji and user into one route, as
-//! [`crate::route::route_for`] does). The other routes peers hard-code are splits, not groups
+//! Discord counts against one bucket whatever the method (discord.js and discord.py already
+//! fold every emoji and user into one route, as [`crate::route::route_for`] does). The other routes peers hard-code are splits, not groups
 //! (discord.js's and discord.py's separate bucket for deleting messages older than two weeks,
 //! which needs a clock the core does not read), so they have no place here.
 
