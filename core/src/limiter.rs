@@ -338,6 +338,12 @@ struct Bucket {
 const SLIDING_LOG_CAP: u32 = 4096;
 
 impl Req {
+    /// Whether a sub-limit hold on `key` holds this request: a hold on its route holds every
+    /// request of the route, a hold on its class only the requests of that class.
+    fn held_by(&self, key: &str) -> bool {
+        key == self.route_key || self.sub_key.as_deref() == Some(key)
+    }
+
     /// The route this request reserves and shares under in shared mode, and the key its
     /// sub-limit 429 holds: its class's key when it has a sub-limit class, else its route.
     fn shared_route(&self) -> &str {
@@ -346,14 +352,9 @@ impl Req {
 }
 
 impl Queue {
-    /// Until when a sub-limit holds `r`: a hold on its route holds every request of the route,
-    /// a hold on its class only the requests of that class.
+    /// Until when a sub-limit holds `r` (see [`Req::held_by`]).
     fn sub_limit_until(&self, r: &Req) -> Option<Nanos> {
-        self.sub_limits
-            .iter()
-            .filter(|(k, _)| *k == r.route_key || r.sub_key.as_deref() == Some(k.as_str()))
-            .map(|&(_, t)| t)
-            .max()
+        self.sub_limits.iter().filter(|(k, _)| r.held_by(k)).map(|&(_, t)| t).max()
     }
 
     /// Holds sub-limit key `key` (a route or a class of it) until `until`, or longer if it
@@ -1326,10 +1327,9 @@ impl Limiter {
         // An earlier request held by a sub-limit that does not hold `id` (another route, or
         // another class of it) is not waiting for its turn.
         let me = &self.requests[&id];
-        let holds = |r: &Req, k: &str| k == r.route_key || r.sub_key.as_deref() == Some(k);
         let waiting = q.pending.iter().take_while(|&&p| p < id).any(|p| {
             let r = &self.requests[p];
-            let held_apart = q.sub_limits.iter().any(|(k, t)| *t > now && holds(r, k) && !holds(me, k));
+            let held_apart = q.sub_limits.iter().any(|(k, t)| *t > now && r.held_by(k) && !me.held_by(k));
             r.not_before <= now && !held_apart
         });
         waiting
@@ -1524,18 +1524,11 @@ impl Limiter {
             (r.identity, r.route_key.clone(), r.major.clone())
         };
         let target_bucket = BucketId::Hash(hash.to_string());
-        let previous = self.routes.insert(route_key.clone(), hash.to_string());
+        let previous = self.routes.get(&route_key).cloned();
         if previous.is_none() {
-            self.route_order.push_back(route_key.clone());
-            while self.routes.len() > self.config.max_routes {
-                match self.route_order.pop_front() {
-                    Some(old) => {
-                        self.routes.remove(&old);
-                        self.renamed.remove(&old);
-                    }
-                    None => break,
-                }
-            }
+            self.remember_route(route_key.clone(), hash);
+        } else {
+            self.routes.insert(route_key.clone(), hash.to_string());
         }
         if previous.as_deref() != Some(hash) {
             self.outputs.push_back(Output::Observe(Observation::BucketLearned {
@@ -2014,6 +2007,12 @@ impl Limiter {
         }
         self.expire_invalid(now);
         self.invalid_ends.push_back(now.saturating_add(self.config.invalid_request_window));
+        self.warn_invalid_budget();
+    }
+
+    /// Emits the invalid-request warning once the budget used reaches `invalid_request_warn_at`
+    /// (once, until the count falls below half of it again).
+    pub(crate) fn warn_invalid_budget(&mut self) {
         let count = self.invalid_ends.len() as u32;
         if count >= self.config.invalid_request_warn_at && !self.invalid_warned {
             self.invalid_warned = true;

@@ -131,14 +131,7 @@ impl Limiter {
             all.sort_unstable();
             self.invalid_ends = all.into();
             self.expire_invalid(now);
-            let count = self.invalid_ends.len() as u32;
-            if count >= self.config.invalid_request_warn_at && !self.invalid_warned {
-                self.invalid_warned = true;
-                self.outputs.push_back(Output::Observe(Observation::InvalidRequestWarning {
-                    count,
-                    limit: self.config.invalid_request_limit,
-                }));
-            }
+            self.warn_invalid_budget();
         }
         self.pump(now);
         Ok(())
