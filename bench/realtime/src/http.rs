@@ -92,6 +92,28 @@ impl Server {
             .clone()
     }
 
+    /// The arrivals of the run in progress, one CSV line each (time in ms since the run's
+    /// start, outcome, status, whether it counted against the global limit, route, major
+    /// parameter, `rid`), under a header line.
+    pub fn arrivals_csv(&self) -> String {
+        let run = Arc::clone(&self.run.lock().expect("run lock"));
+        let imitation = run.imitation.lock().expect("imitation lock");
+        let mut out = String::from("at_ms,outcome,status,counted_global,route,major,rid\n");
+        for (a, rid) in imitation.server().log().iter().zip(imitation.rids()) {
+            out.push_str(&format!(
+                "{:.3},{:?},{},{},{},{},{}\n",
+                a.at as f64 / 1e6,
+                a.outcome,
+                a.status,
+                a.counted_global,
+                a.route,
+                a.major,
+                rid.map_or(String::new(), |r| r.to_string())
+            ));
+        }
+        out
+    }
+
     async fn answer(&self, req: Request<Body>) -> Response<Full<Bytes>> {
         let received = Instant::now();
         let run = Arc::clone(&self.run.lock().expect("run lock"));

@@ -293,6 +293,7 @@ async fn main() {
                 let report = run_child(command, &file, deadline_s, &log).await;
                 // Answers still in flight when the client exits are counted too.
                 tokio::time::sleep(Duration::from_millis(50)).await;
+                let _ = std::fs::write(log.with_extension("arrivals.csv"), server.arrivals_csv());
                 let figures = RunFigures::new(
                     workload,
                     bound_s,
