@@ -162,8 +162,9 @@ pub struct Limiter {
     edge_strikes: u32,
     /// The registered wake-up for the host-wide gates.
     gate_wake: Option<Nanos>,
-    /// Round-trip latencies of recent responses, for the global margin.
-    latencies: VecDeque<Nanos>,
+    /// Round trips of recent responses: from the send (for the lead) and from when the
+    /// request left (for the global margin; the same unless the driver reports writes).
+    latencies: VecDeque<(Nanos, Nanos)>,
     /// Round trips seen so far (for recomputing the margin every few samples).
     latency_samples: u64,
     global_margin: Nanos,
@@ -243,7 +244,7 @@ enum ReqState {
         since: Nanos,
         window_seq: u32,
         window_epoch: u64,
-        global_counted: bool,
+        global_at: Option<Nanos>,
     },
     InFlight {
         sent_at: Nanos,
@@ -251,7 +252,12 @@ enum ReqState {
         window_seq: u32,
         /// Whether it was sent after the bucket's last local reset.
         window_epoch: u64,
-        global_counted: bool,
+        /// Its entry in the identity's global log, if it counts against the global limit: the
+        /// send, or the transport's later report that it left.
+        global_at: Option<Nanos>,
+        /// When it left: `sent_at`, or the transport's later report
+        /// ([`Limiter::handle_written`]).
+        left_at: Nanos,
     },
 }
 
@@ -632,6 +638,46 @@ impl Limiter {
         Ok(id)
     }
 
+    /// The transport reports that the sent request `id` left at `now`: its current attempt was
+    /// written to the network (on a busy runtime, or when a connection had to be opened first,
+    /// well after the [`Output::Send`]). The identity's global window then counts the request
+    /// from `now`, so a batch written late does not let the next batch reach the server inside
+    /// the same window; and the round trip the global margin is learned from starts here, so
+    /// the margin measures the network, not the runtime's delay.
+    ///
+    /// Optional: a driver that cannot tell when a request left never calls it, and the
+    /// limiter counts from the `Send`. A report for a request that is no longer in flight
+    /// (answered, cancelled, or sent again since) or that comes after an earlier report of the
+    /// same attempt is ignored, so a driver may report from a transport hook without
+    /// tracking the request's state. Emits no output.
+    ///
+    /// # Errors
+    /// [`Error::UnknownRequest`] if `id` was never issued.
+    pub fn handle_written(&mut self, now: Nanos, id: RequestId) -> Result<(), Error> {
+        let now = self.advance(now);
+        if id == 0 || id >= self.next_id {
+            return Err(Error::UnknownRequest(id));
+        }
+        let Some(req) = self.requests.get(&id) else {
+            return Ok(());
+        };
+        let ReqState::InFlight { sent_at, global_at, left_at, .. } = req.state else {
+            return Ok(());
+        };
+        if left_at != sent_at || now <= sent_at {
+            return Ok(());
+        }
+        let iid = req.identity;
+        if let Some(old) = global_at {
+            self.restamp_global(iid, old, now);
+        }
+        if let ReqState::InFlight { global_at, left_at, .. } = &mut self.req_mut(id).state {
+            *global_at = global_at.map(|_| now);
+            *left_at = now;
+        }
+        Ok(())
+    }
+
     /// A response arrived for the sent request `id`. Returns what the driver should do with it.
     ///
     /// # Errors
@@ -645,7 +691,7 @@ impl Limiter {
         let now = self.advance(now);
         let sent_at = self.take_in_flight(id)?;
         let info = headers::parse(self.config.profile, response);
-        self.learn_latency(now.saturating_sub(sent_at.sent_at));
+        self.learn_latency(now.saturating_sub(sent_at.sent_at), now.saturating_sub(sent_at.left_at));
 
         {
             // An answer from before the last local reset may have been counted in the new
@@ -812,12 +858,12 @@ impl Limiter {
             return Ok(());
         }
         let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
-        let ReqState::Reserving { since, window_seq, window_epoch, global_counted } = req.state
+        let ReqState::Reserving { since, window_seq, window_epoch, global_at } = req.state
         else {
             return Err(Error::InvalidState { id, expected: "reserving" });
         };
         let qid = req.qid;
-        let flight = Flight { sent_at: since, window_seq, window_epoch, global_counted };
+        let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since };
         self.reserving_total -= 1;
         self.req_mut(id).state = ReqState::Answered;
         self.learn_reservation_latency(now.saturating_sub(since));
@@ -1121,10 +1167,21 @@ impl Limiter {
         self.mark_dirty(qid);
     }
 
+    /// Moves one entry of the identity's global log from `old` to `new`, keeping the log in
+    /// time order.
+    fn restamp_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
+        let sends = &mut self.identities[iid].sends;
+        if let Some(pos) = sends.iter().rposition(|&t| t == old) {
+            sends.remove(pos);
+        }
+        let pos = sends.partition_point(|&t| t <= new);
+        sends.insert(pos, new);
+    }
+
     /// Takes `id` out of the in-flight set, returning how it was sent.
     fn take_in_flight(&mut self, id: RequestId) -> Result<Flight, Error> {
         let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
-        let ReqState::InFlight { sent_at, window_seq, window_epoch, global_counted } = req.state
+        let ReqState::InFlight { sent_at, window_seq, window_epoch, global_at, left_at } = req.state
         else {
             return Err(Error::InvalidState { id, expected: "in flight" });
         };
@@ -1135,7 +1192,7 @@ impl Limiter {
         }
         self.in_flight_total -= 1;
         self.req_mut(id).state = ReqState::Answered;
-        Ok(Flight { sent_at, window_seq, window_epoch, global_counted })
+        Ok(Flight { sent_at, window_seq, window_epoch, global_at, left_at })
     }
 
     /// Forgets a request that reached its outcome.
@@ -1287,13 +1344,10 @@ impl Limiter {
         let iid = r.identity;
         // The send happens now, not when the reservation left: re-stamp the global token and
         // the sliding log so the local windows count from the real send.
-        if flight.global_counted {
-            let sends = &mut self.identities[iid].sends;
-            if let Some(pos) = sends.iter().rposition(|&t| t == flight.sent_at) {
-                sends.remove(pos);
-            }
-            sends.push_back(now);
-        }
+        let global_at = flight.global_at.map(|old| {
+            self.restamp_global(iid, old, now);
+            now
+        });
         let q = self.queue_mut(qid);
         q.last_active = now;
         let b = &mut q.bucket;
@@ -1312,7 +1366,8 @@ impl Limiter {
             sent_at: now,
             window_seq: flight.window_seq,
             window_epoch: flight.window_epoch,
-            global_counted: flight.global_counted,
+            global_at,
+            left_at: now,
         };
         r.sends += 1;
         self.in_flight_total += 1;
@@ -1390,7 +1445,7 @@ impl Limiter {
     /// global token go back, and the late answer will be ignored.
     fn abandon_reservation(&mut self, id: RequestId) {
         let r = self.req(id);
-        let ReqState::Reserving { since, window_seq, window_epoch, global_counted } = r.state else {
+        let ReqState::Reserving { since, window_seq, window_epoch, global_at } = r.state else {
             return;
         };
         let qid = r.qid;
@@ -1403,7 +1458,7 @@ impl Limiter {
         self.reserving_total -= 1;
         self.req_mut(id).state = ReqState::Answered;
         self.leave_in_flight_list(qid, id);
-        let flight = Flight { sent_at: since, window_seq, window_epoch, global_counted };
+        let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since };
         self.refund(qid, id, flight);
         self.undo_window_start(qid, flight);
         self.orphans.insert(id, orphan);
@@ -1974,9 +2029,9 @@ impl Limiter {
     /// Gives back the global token and bucket slot of a request that never left.
     fn refund(&mut self, qid: Qid, id: RequestId, flight: Flight) {
         let iid = self.req(id).identity;
-        if flight.global_counted {
+        if let Some(at) = flight.global_at {
             let sends = &mut self.identities[iid].sends;
-            if let Some(pos) = sends.iter().rposition(|&t| t == flight.sent_at) {
+            if let Some(pos) = sends.iter().rposition(|&t| t == at) {
                 sends.remove(pos);
             }
             self.mark_identity_ready(iid);
@@ -2059,26 +2114,33 @@ impl Limiter {
         }
     }
 
-    /// Widens the global window by the spread of observed round trips: arrivals at the server
-    /// are at most that much more bunched than sends. A sample's range underestimates the true
-    /// range, so the margin is 1.5x the observed spread plus a 5 ms floor, capped by
+    /// Widens the global window by the spread of observed round trips, counted from when each
+    /// request left (see [`Limiter::handle_written`]): arrivals at the server are at most that
+    /// much more bunched than the global log's entries. A sample's range underestimates the
+    /// true range, so the margin is 1.5x the observed spread plus a 5 ms floor, capped by
     /// `global_margin_max`; until 16 samples are in, it stays at half the cap.
-    fn learn_latency(&mut self, latency: Nanos) {
+    ///
+    /// `from_send` counts from the [`Output::Send`] (the lead below), `from_left` from the
+    /// transport's report that the request left (the same when the driver does not report).
+    fn learn_latency(&mut self, from_send: Nanos, from_left: Nanos) {
         const SAMPLES: usize = 256;
-        self.latencies.push_back(latency);
+        self.latencies.push_back((from_send, from_left));
         if self.latencies.len() > SAMPLES {
             self.latencies.pop_front();
         }
         self.latency_samples = self.latency_samples.wrapping_add(1);
         // The spread is recomputed every 16 samples: it moves slowly, and the scan is 256 long.
         if self.latencies.len() >= 16 && self.latency_samples.is_multiple_of(16) {
-            let mut sorted: Vec<Nanos> = self.latencies.iter().copied().collect();
+            let mut sorted: Vec<Nanos> = self.latencies.iter().map(|&(_, left)| left).collect();
             sorted.sort_unstable();
-            let at = |q: usize| sorted[(sorted.len() - 1) * q / 100];
-            let (min, high, max) = (at(0), at(90), at(100));
-            let spread = max - min;
+            let spread = sorted[sorted.len() - 1] - sorted[0];
             let margin = spread.saturating_add(spread / 2).saturating_add(5 * MILLISECOND);
             self.global_margin = margin.min(self.config.global_margin_max);
+            sorted.clear();
+            sorted.extend(self.latencies.iter().map(|&(send, _)| send));
+            sorted.sort_unstable();
+            let at = |q: usize| sorted[(sorted.len() - 1) * q / 100];
+            let (min, high) = (at(0), at(90));
             // The answer that reported a window's end came back one trip after it, and a request
             // sent now reaches the server one trip later: together at least the fastest round
             // trip there is, which the fastest seen approaches only where round trips are
@@ -2421,10 +2483,10 @@ impl Limiter {
                 since: now,
                 window_seq: flight.window_seq,
                 window_epoch: flight.window_epoch,
-                global_counted: flight.global_counted,
+                global_at: flight.global_at,
             };
             self.reserving_total += 1;
-            let reservation = self.reservation(id, flight.global_counted);
+            let reservation = self.reservation(id, flight.global_at.is_some());
             self.outputs.push_back(Output::Reserve(reservation));
             return;
         }
@@ -2432,7 +2494,8 @@ impl Limiter {
             sent_at: now,
             window_seq: flight.window_seq,
             window_epoch: flight.window_epoch,
-            global_counted: flight.global_counted,
+            global_at: flight.global_at,
+            left_at: now,
         };
         let r = self.req_mut(id);
         r.state = state;
@@ -2448,10 +2511,10 @@ impl Limiter {
             let r = &self.requests[&id];
             (r.exempt, r.identity)
         };
-        let global_counted = !exempt && self.config.global_limit > 0;
-        if global_counted {
+        let global_at = (!exempt && self.config.global_limit > 0).then(|| {
             self.identities[iid].sends.push_back(now);
-        }
+            now
+        });
         if !exempt {
             self.identities[iid].queued -= 1;
         }
@@ -2479,7 +2542,7 @@ impl Limiter {
                 b.send_log.pop_front();
             }
         }
-        Flight { sent_at: now, window_seq: b.sends_in_window, window_epoch: b.epoch, global_counted }
+        Flight { sent_at: now, window_seq: b.sends_in_window, window_epoch: b.epoch, global_at, left_at: now }
     }
 
     /// Fails `id` once time passes its deadline `d` (a send at `d` itself is still allowed).
@@ -2689,7 +2752,10 @@ struct Flight {
     sent_at: Nanos,
     window_seq: u32,
     window_epoch: u64,
-    global_counted: bool,
+    /// Its entry in the identity's global log, if it counts against the global limit.
+    global_at: Option<Nanos>,
+    /// When it left (the send, or the transport's later report).
+    left_at: Nanos,
 }
 
 /// Whether any of `ids` is reserving (shared mode).

@@ -296,6 +296,10 @@ fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
                     Err(e) => json!({"error": e.code()}),
                 }
             }
+            "written" => match l.handle_written(at, step["id"].as_u64().expect("id")) {
+                Ok(()) => json!({"ok": true}),
+                Err(e) => json!({"error": e.code()}),
+            },
             "cancel" => match l.cancel(at, step["id"].as_u64().expect("id")) {
                 Ok(()) => json!({"ok": true}),
                 Err(e) => json!({"error": e.code()}),
@@ -386,6 +390,10 @@ impl Script {
     }
     fn fail(mut self, at: u64, id: u64, failure: &str) -> Self {
         self.steps.push(json!({"at_ns": at, "op": "failure", "id": id, "failure": failure}));
+        self
+    }
+    fn written(mut self, at: u64, id: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "written", "id": id}));
         self
     }
     fn cancel(mut self, at: u64, id: u64) -> Self {

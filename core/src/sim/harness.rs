@@ -93,6 +93,17 @@ pub struct SimConfig {
     pub uplink: Latency,
     /// Server -> client latency. Jitter and spikes here reorder responses.
     pub downlink: Latency,
+    /// The runtime's delay between a `Send` and the request leaving (a busy event loop, a
+    /// connection being opened), drawn per send before the uplink. Default: none.
+    pub dispatch: Latency,
+    /// Opening a connection: a send that finds no idle connection in its process's pool (one
+    /// connection per request in flight, kept open once answered, as HTTP/1.1 clients with
+    /// keep-alive do) leaves this much later. The first burst pays it, later ones reuse the
+    /// connections. Default: 0.
+    pub connect: Nanos,
+    /// Whether the driver reports when a request left ([`crate::Limiter::handle_written`]),
+    /// once its dispatch delay is over. Default: it does (nothing to report without a delay).
+    pub report_written: bool,
     /// Probability that a sent request's connection fails.
     pub drop_chance: f64,
     /// Of the failures, the share reported as [`Failure::MaybeSent`] (the rest are
@@ -119,6 +130,9 @@ impl Default for SimConfig {
             seed: 1,
             uplink: Latency::jittered(20 * MILLISECOND, 10 * MILLISECOND),
             downlink: Latency::jittered(20 * MILLISECOND, 10 * MILLISECOND),
+            dispatch: Latency::ZERO,
+            connect: 0,
+            report_written: true,
             drop_chance: 0.0,
             maybe_sent_share: 0.5,
             maybe_sent_arrives: 0.5,
@@ -142,6 +156,20 @@ impl SimConfig {
     pub fn latency(mut self, uplink: Latency, downlink: Latency) -> Self {
         self.uplink = uplink;
         self.downlink = downlink;
+        self
+    }
+
+    /// Sets the runtime's dispatch delay, and whether the driver reports when each request
+    /// left.
+    pub fn dispatch(mut self, lag: Latency, reported: bool) -> Self {
+        self.dispatch = lag;
+        self.report_written = reported;
+        self
+    }
+
+    /// Sets the time to open a connection (see [`SimConfig::connect`]).
+    pub fn connect(mut self, connect: Nanos) -> Self {
+        self.connect = connect;
         self
     }
 
@@ -627,6 +655,11 @@ enum Event {
         process: usize,
         generation: u64,
     },
+    /// The request left (its dispatch delay is over): the driver reports it.
+    Written {
+        ticket: usize,
+        send: usize,
+    },
     /// A reservation reaches the store; with `answer_after`, its answer reaches the process
     /// that much later.
     StoreReserve {
@@ -736,6 +769,8 @@ pub struct Simulation {
     /// Per process: when its last message reaches the store, and its last answer comes back
     /// (one ordered connection each).
     store_up: Vec<Nanos>,
+    /// Idle connections per process (see [`SimConfig::connect`]).
+    idle_connections: Vec<usize>,
     store_down: Vec<Nanos>,
 }
 
@@ -778,6 +813,7 @@ impl Simulation {
             closed: vec![false; n],
             scripted: HashMap::new(),
             store_up: vec![0; n],
+            idle_connections: vec![0; n],
             store_down: vec![0; n],
         }
     }
@@ -1009,6 +1045,18 @@ impl Simulation {
                 }
                 self.drain(p)
             }
+            Event::Written { ticket, send } => {
+                let p = self.records[ticket].process;
+                if self.records[ticket].in_flight != Some(send) || self.records[ticket].outcome.is_some() {
+                    return Ok(());
+                }
+                let id = self.id_of(ticket);
+                note!(self, "{}written id {id} #{send}", self.tag(p));
+                if let Err(e) = self.limiters[p].handle_written(now, id) {
+                    return Err(self.err(format!("handle_written({id}) failed: {e}")));
+                }
+                self.drain(p)
+            }
             Event::Cancel(t) => {
                 let p = self.records[t].process;
                 let Some(id) = self.records[t].id else {
@@ -1068,12 +1116,18 @@ impl Simulation {
                 ticket,
                 send,
                 response,
-            } => self.deliver_response(ticket, send, &response),
+            } => {
+                self.idle_connections[self.records[ticket].process] += 1;
+                self.deliver_response(ticket, send, &response)
+            }
             Event::Fail {
                 ticket,
                 send,
                 failure,
-            } => self.deliver_failure(ticket, send, failure),
+            } => {
+                self.idle_connections[self.records[ticket].process] += 1;
+                self.deliver_failure(ticket, send, failure)
+            }
             Event::Timeout { process: p, generation } => {
                 if generation != self.timer_generation[p] {
                     return Ok(());
@@ -1440,6 +1494,21 @@ impl Simulation {
             after_close: self.closed[p],
         });
         self.records[t].in_flight = Some(send);
+        // No draw without a dispatch delay, so the other draws stay where they were.
+        let mut lag = if self.config.dispatch == Latency::ZERO {
+            0
+        } else {
+            self.config.dispatch.sample(&mut self.rng)
+        };
+        if self.config.connect > 0 {
+            if self.idle_connections[p] > 0 {
+                self.idle_connections[p] -= 1;
+            } else {
+                lag += self.config.connect;
+            }
+        }
+        let left = now;
+        let now = now + lag;
         let up = self.config.uplink.sample(&mut self.rng);
         let fate = match self.scripted.get(&(t, send)) {
             Some(&fate) => fate,
@@ -1454,6 +1523,10 @@ impl Simulation {
             }
             None => Fate::Deliver,
         };
+        // A request whose connection failed before sending never left: nothing to report.
+        if lag > 0 && self.config.report_written && fate != Fate::NotSent {
+            self.schedule(left + lag, Event::Written { ticket: t, send });
+        }
         match fate {
             Fate::Deliver => {
                 self.schedule(

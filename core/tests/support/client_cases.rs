@@ -90,6 +90,32 @@
             .timeout(1_200 * MS),
     });
 
+    // 5b. The global window counts from when a request left, as the transport reports it.
+    let mut c = discord_config();
+    c.global_limit = 2;
+    v.push(Case {
+        file: "global_written_late",
+        comment: "global_limit 2 per second; the transport reports (handle_written) that the first two requests \
+                  left 150 ms and 60 ms after their Send (a busy runtime, connections being opened): the third \
+                  waits until the earlier reported write leaves the window plus the margin (60 ms + 1 s + \
+                  125 ms), not until the Send does (1.125 s); a second report, a report for an answered request and one \
+                  for an unknown id change nothing (the last is an error).",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000002/messages")
+            .enqueue(0, "POST", "/channels/100000000000000003/messages")
+            .written(60 * MS, 2)
+            .written(150 * MS, 1)
+            .written(170 * MS, 1)
+            .respond(180 * MS, 1, 200, &[])
+            .respond(190 * MS, 2, 200, &[])
+            .written(200 * MS, 2)
+            .written(200 * MS, 9)
+            .timeout(1_125 * MS)
+            .timeout(1_185 * MS),
+    });
+
     // 6. Priorities share the scarce global budget.
     let mut c = discord_config();
     c.global_limit = 1;
