@@ -173,6 +173,12 @@ export declare class Limiter {
    * reach the server, `'maybe_sent'` otherwise.
    */
   handleFailure(nowNs: number, id: number, failure: 'not_sent' | 'maybe_sent'): 'complete' | 'retry' | 'failed'
+  /**
+   * The transport wrote the sent request `id` to the network at `nowNs` (later than its
+   * `send` output): the global window counts it from then. Optional; a report for a
+   * request no longer in flight is ignored. Throws `unknown_request` for an id never issued.
+   */
+  handleWritten(nowNs: number, id: number): void
   /** The caller gave up on `id` (queued or in flight). Throws `unknown_request`. */
   cancel(nowNs: number, id: number): void
   /**

@@ -202,6 +202,7 @@ export interface CoreLimiter {
   enqueue(nowNs: number, request: RequestSpec): number
   handleResponse(nowNs: number, id: number, response: ResponseSpec): Disposition
   handleFailure(nowNs: number, id: number, failure: TransportFailure): Disposition
+  handleWritten(nowNs: number, id: number): void
   cancel(nowNs: number, id: number): void
   handleTimeout(nowNs: number): void
   close(nowNs: number): void

@@ -2,9 +2,11 @@
 //
 // Written once, as a factory over the core surface of js/CONTRACT.md: `createRatelane(core)`
 // returns the driver (`RateLimiter`), the error classes and the core's own classes. This file
-// has no `require`, `import` or `export` and uses no Node-only API (no `process`, `Buffer`,
-// `events`); each package's build appends one export line to make `driver.cjs` and
-// `driver.mjs` (js/README.md). Time comes from `performance.now()`, timers from `setTimeout`.
+// has no `require`, `import` or `export` and needs no Node-only API (no `Buffer`, `events`);
+// each package's build appends one export line to make `driver.cjs` and `driver.mjs`
+// (js/README.md). Time comes from `performance.now()`, timers from `setTimeout`. The one
+// Node facility it uses when present, found by feature detection, is `diagnostics_channel`
+// (through `process.getBuiltinModule`), to learn when fetch/undici wrote a request.
 //
 // The driver converts and does I/O, nothing else: which request goes when, what a 429 means,
 // whether to retry, how long to wait — every such decision is the core's.
@@ -260,6 +262,58 @@ function createRatelane(core) {
   }
   /** setTimeout's longest delay; an earlier wake-up is harmless. */
   const MAX_TIMER_MS = 0x7fffffff
+
+  // ------------------------------------------------------------------ when a request left
+
+  // Node's fetch and the undici package publish each request on `diagnostics_channel`:
+  // `undici:request:create` synchronously inside the fetch()/request() call, and
+  // `undici:client:sendHeaders` when its headers are written to the socket, which on a busy
+  // event loop, or when the connection had to be opened first, is well after the core's
+  // `send` output. The driver marks the attempt it is starting while `send` runs, ties the
+  // undici request created meanwhile to it, and reports the write (`handleWritten`), so the
+  // core counts the global window from when the request left. A `send` that creates its
+  // request later (after an await) or with another client is simply not reported: the core
+  // then counts from the `send` output, as without this hook.
+  const writes = (() => {
+    let channels = null
+    try {
+      const proc = typeof process !== 'undefined' ? process : undefined
+      if (proc && typeof proc.getBuiltinModule === 'function') {
+        channels = proc.getBuiltinModule('node:diagnostics_channel')
+      }
+    } catch (_) {
+      channels = null
+    }
+    if (!channels || typeof channels.subscribe !== 'function') return null
+    const attempts = new WeakMap()
+    let starting = null
+    let subscribed = false
+    const onCreate = (message) => {
+      if (starting !== null && message && message.request) attempts.set(message.request, starting)
+    }
+    const onHeaders = (message) => {
+      const owner = message && message.request ? attempts.get(message.request) : undefined
+      if (owner === undefined) return
+      attempts.delete(message.request)
+      owner.written()
+    }
+    return {
+      /** Runs `send` with `owner` marked as the attempt whose undici request is being made. */
+      during(owner, send) {
+        if (!subscribed) {
+          channels.subscribe('undici:request:create', onCreate)
+          channels.subscribe('undici:client:sendHeaders', onHeaders)
+          subscribed = true
+        }
+        starting = owner
+        try {
+          return send()
+        } finally {
+          starting = null
+        }
+      },
+    }
+  })()
 
   // ------------------------------------------------------------------ responses
 
@@ -853,7 +907,9 @@ function createRatelane(core) {
       }
       let pending
       try {
-        pending = Promise.resolve(entry.send(context))
+        pending = Promise.resolve(writes === null
+          ? entry.send(context)
+          : writes.during({ written: () => this._written(entry, controller) }, () => entry.send(context)))
       } catch (error) {
         // It threw before returning: nothing was sent.
         const e = error !== null && typeof error === 'object' ? error : new Error(String(error))
@@ -863,6 +919,14 @@ function createRatelane(core) {
         (response) => this._onResponse(entry, controller, response),
         (error) => this._onError(entry, controller, error),
       )
+    }
+
+    /** The transport wrote the current attempt of `entry`. */
+    _written(entry, controller) {
+      if (!this._current(entry, controller)) return
+      try {
+        this._core.handleWritten(nowNs(), entry.id)
+      } catch (_) { /* it ended meanwhile: nothing to count */ }
     }
 
     _current(entry, controller) {

@@ -382,6 +382,16 @@ impl Limiter {
         Ok(disposition_name(disposition))
     }
 
+    /// The transport wrote the sent request `id` to the network at `nowNs` (later than its
+    /// `send` output): the global window counts it from then. Optional; a report for a
+    /// request no longer in flight is ignored. Throws `unknown_request` for an id never issued.
+    #[napi(ts_args_type = "nowNs: number, id: number")]
+    pub fn handle_written(&mut self, now_ns: NumArg<'_>, id: NumArg<'_>) -> Result<()> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let id = whole_arg(id, "id")?;
+        self.inner.handle_written(now, id).map_err(core_error)
+    }
+
     /// The caller gave up on `id` (queued or in flight). Throws `unknown_request`.
     #[napi(ts_args_type = "nowNs: number, id: number")]
     pub fn cancel(&mut self, now_ns: NumArg<'_>, id: NumArg<'_>) -> Result<()> {

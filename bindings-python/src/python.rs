@@ -969,6 +969,15 @@ impl Limiter {
         Ok(disposition(py, d).clone())
     }
 
+    fn handle_written(
+        &mut self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        #[pyo3(from_py_with = arg_id)] id: u64,
+    ) -> PyResult<()> {
+        self.inner.handle_written(now_ns, id).map_err(|e| core_error(py, e))
+    }
+
     fn cancel(
         &mut self,
         py: Python<'_>,

@@ -379,3 +379,88 @@ def test_a_renames_sub_limit_holds_only_renames(adapter: str) -> None:
 
     run(main())
     assert override.calls == ["name", "nsfw"]
+
+
+# ---------------------------------------------------------------------------- written reports
+
+
+def recording_writes(monkeypatch: pytest.MonkeyPatch) -> List[int]:
+    """Records the id of every request reported written (while the core still has it in
+    flight), through the real RateLimiter._written."""
+    calls: List[int] = []
+    original = ratelane.RateLimiter._written
+
+    def written(self: ratelane.RateLimiter, waiter: Any) -> None:
+        assert self.in_flight >= 1
+        calls.append(waiter.id)
+        original(self, waiter)
+
+    monkeypatch.setattr(ratelane.RateLimiter, "_written", written)
+    return calls
+
+
+def test_aiohttp_trace_config_reports_each_written_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = recording_writes(monkeypatch)
+    imitation = DiscordImitation(**messages_bucket(5, 0.3))
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            async with ratelane.RateLimiter(global_limit=50) as limiter:
+                async with aiohttp.ClientSession(
+                    base,
+                    middlewares=[ratelane.aiohttp.middleware(limiter)],
+                    trace_configs=[ratelane.aiohttp.trace_config()],
+                ) as session:
+                    async def post(n: int) -> int:
+                        async with session.post(CHANNEL, json={"n": n}) as response:
+                            return response.status
+
+                    assert await asyncio.gather(*(post(n) for n in range(3))) == [200] * 3
+            # Outside a limiter the hook does nothing.
+            async with aiohttp.ClientSession(base, trace_configs=[ratelane.aiohttp.trace_config()]) as session:
+                async with session.get("/api/v10/users/@me") as response:
+                    assert response.status == 200
+
+    run(main())
+    assert sorted(calls) == [1, 2, 3]
+
+
+def test_aiohttp_without_the_trace_config_reports_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = recording_writes(monkeypatch)
+    imitation = DiscordImitation(**messages_bucket(5, 0.3))
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            async with ratelane.RateLimiter(global_limit=50) as limiter:
+                async with aiohttp.ClientSession(base, middlewares=[ratelane.aiohttp.middleware(limiter)]) as session:
+                    async with session.post(CHANNEL, json={}) as response:
+                        assert response.status == 200
+
+    run(main())
+    assert calls == []
+
+
+def test_httpx_transport_reports_written_requests_and_keeps_the_callers_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = recording_writes(monkeypatch)
+    imitation = DiscordImitation(**messages_bucket(5, 0.3))
+    events: List[str] = []
+
+    async def caller_trace(event: str, info: dict) -> None:
+        events.append(event)
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            transport = ratelane.httpx.RateLimitedTransport(global_limit=50)
+            async with httpx.AsyncClient(base_url=base, transport=transport) as client:
+                responses = await asyncio.gather(*(client.post(CHANNEL, json={"n": n}) for n in range(2)))
+                assert [r.status_code for r in responses] == [200, 200]
+                response = await client.get("/api/v10/users/@me", extensions={"trace": caller_trace})
+                assert response.status_code == 200
+
+    run(main())
+    assert sorted(calls) == [1, 2, 3]
+    assert "http11.send_request_headers.complete" in events
+
+
+def test_report_written_outside_a_send_does_nothing() -> None:
+    ratelane.report_written()

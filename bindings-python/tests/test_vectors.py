@@ -45,6 +45,9 @@ def run_step(limiter: ratelane.Limiter, step: Dict[str, Any]) -> Dict[str, Any]:
             return {"disposition": d}
         if op == "failure":
             return {"disposition": limiter.handle_failure(now, step["id"], step["failure"])}
+        if op == "written":
+            limiter.handle_written(now, step["id"])
+            return {"ok": True}
         if op == "cancel":
             limiter.cancel(now, step["id"])
             return {"ok": True}

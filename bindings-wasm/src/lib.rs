@@ -409,6 +409,20 @@ impl Limiter {
         Ok(disposition(d))
     }
 
+    /// The transport wrote the sent request `id` to the network at `nowNs` (later than its
+    /// `send` output): the global window counts it from then. Optional; a report for a
+    /// request no longer in flight is ignored. Throws `unknown_request` for an id never issued.
+    #[wasm_bindgen(js_name = handleWritten)]
+    pub fn handle_written(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
+    ) -> Result<(), JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let id = number_arg("id", &id)?;
+        self.inner.handle_written(now, id).map_err(core_error)
+    }
+
     /// The caller gave up on `id`; cancellation is its outcome. Throws `unknown_request`.
     pub fn cancel(
         &mut self,

@@ -169,6 +169,9 @@ function replay(vector, mode) {
       case 'failure':
         result = attempt(() => limiter.handleFailure(now, step.id, step.failure), (d) => ({ disposition: d }))
         break
+      case 'written':
+        result = attempt(() => limiter.handleWritten(now, step.id), () => ({ ok: true }))
+        break
       case 'cancel':
         result = attempt(() => limiter.cancel(now, step.id), () => ({ ok: true }))
         break

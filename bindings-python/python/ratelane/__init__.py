@@ -1,7 +1,8 @@
 """ratelane: a native rate limiter for Discord bots and clients of rate-limited HTTP APIs.
 
 * ``RateLimiter``: the asyncio driver (``await limiter.run(method, path, send)``,
-  ``async with limiter.acquire(method, path) as permit``).
+  ``async with limiter.acquire(method, path) as permit``); ``report_written()`` tells it,
+  from an HTTP client's hook inside ``send``, when the request was written.
 * ``Limiter``: the sans-IO engine for frameworks that run their own loop, with its outputs
   ``Send``, ``Fail``, ``WaitUntil``, ``Idle`` and the observations ``RateLimited``,
   ``BucketLearned``, ``InvalidRequestWarning``; in shared mode also ``Reserve``, the updates
@@ -38,7 +39,7 @@ from ._core import (
     StoreUnavailable,
     WaitUntil,
 )
-from ._driver import Permit, RateLimiter
+from ._driver import Permit, RateLimiter, report_written
 from ._errors import (
     ERROR_CLASSES,
     FAIL_CLASSES,
@@ -94,6 +95,7 @@ __version__ = "0.1.0"
 __all__ = [
     "RateLimiter",
     "Permit",
+    "report_written",
     "Limiter",
     "Send",
     "Fail",

@@ -303,6 +303,10 @@ class Limiter:
         """A response arrived for sent request ``id``. Raises UnknownRequestError, InvalidStateError."""
     def handle_failure(self, now_ns: int, id: int, failure: str) -> _Disposition:
         """The transport failed for sent request ``id``: ``failure`` is "not_sent" or "maybe_sent"."""
+    def handle_written(self, now_ns: int, id: int) -> None:
+        """The transport wrote sent request ``id`` to the network at ``now_ns`` (later than its
+        Send): the global window counts it from then. Optional; a report for a request no longer
+        in flight is ignored. Raises UnknownRequestError for an id never issued."""
     def cancel(self, now_ns: int, id: int) -> None:
         """The caller gave up on ``id``. Raises UnknownRequestError."""
     def handle_timeout(self, now_ns: int) -> None:

@@ -11,6 +11,7 @@ background task.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import time
 from types import TracebackType
@@ -47,7 +48,7 @@ from ._errors import (
 from ._responses import body_hints, discard, failure_kind, headers_of, status_of
 from ._settings import config_json, seconds_settings
 
-__all__ = ["RateLimiter", "Permit", "RequestOptions"]
+__all__ = ["RateLimiter", "Permit", "RequestOptions", "report_written"]
 
 
 class RequestOptions(TypedDict, total=False):
@@ -90,6 +91,26 @@ _SHARE_TYPES = (ShareBucket, ShareRelease, ShareHold, ShareInvalid)
 
 Observer = Callable[[Any], None]
 Headers = Union[Mapping[str, str], Iterable[Tuple[str, str]], None]
+
+
+# The attempt whose ``send()`` is running in this context (the task awaiting it): an HTTP
+# client's hook, called from inside that ``send()``, reports through it when the request was
+# written (``report_written``).
+_ATTEMPT: "contextvars.ContextVar[Optional[Tuple[RateLimiter, _Waiter]]]" = contextvars.ContextVar(
+    "ratelane_attempt", default=None
+)
+
+
+def report_written() -> None:
+    """Tells the limiter that the request being sent in this context was just written to the
+    network. Call it from the HTTP client's hook for "request headers sent", inside the
+    ``send`` given to ``RateLimiter.run`` (``ratelane.aiohttp.trace_config()`` and
+    ``ratelane.httpx.RateLimitedTransport`` do). The global window then counts the request
+    from this moment rather than from when the limiter let it go, which on a busy event loop
+    or a new connection is later. Outside such a ``send`` it does nothing."""
+    attempt = _ATTEMPT.get()
+    if attempt is not None:
+        attempt[0]._written(attempt[1])
 
 
 class _Waiter:
@@ -221,6 +242,7 @@ class RateLimiter:
                 if waiter.state != _SENDABLE:
                     await self._wait(waiter)
                 waiter.state = _WAITING
+                attempt = _ATTEMPT.set((self, waiter))
                 try:
                     response = await send()
                 except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
@@ -234,6 +256,8 @@ class RateLimiter:
                     if disposition == "retry":
                         continue
                     raise self._failure(waiter) from exc
+                finally:
+                    _ATTEMPT.reset(attempt)
                 status = getattr(response, "status", None)
                 if status is None:
                     status = status_of(response)
@@ -580,6 +604,14 @@ class RateLimiter:
         if not self._asking and self._asked is not None:
             self._asked.set()
 
+    def _written(self, waiter: _Waiter) -> None:
+        """The transport wrote ``waiter``'s request (``report_written``)."""
+        if waiter.state == _WAITING and self._loop is not None:
+            try:
+                self._core.handle_written(self._now(), waiter.id)
+            except RatelaneError:
+                pass  # it ended meanwhile: nothing to count
+
     def _arm(self, at_ns: int) -> None:
         if self._closed:
             return
@@ -684,6 +716,13 @@ class Permit:
             waiter.state = _DONE
         self.disposition = disposition
         return disposition
+
+    def written(self) -> None:
+        """Reports that the request was just written to the network (call it from the HTTP
+        client's "request headers sent" hook): the global window counts it from now rather
+        than from when the permit was granted. Optional."""
+        waiter = self._live()
+        self._limiter._written(waiter)
 
     async def update_from(self, response: Any) -> str:
         """``update`` from a response object (aiohttp, httpx, or ``status``/``headers``),

@@ -10,6 +10,10 @@
             ...
     await limiter.aclose()
 
+Add ``trace_configs=[ratelane.aiohttp.trace_config()]`` to the session too: the limiter then
+learns when aiohttp wrote each request (after opening a connection, or on a busy loop, later
+than the limiter let it go) and counts the global limit from then.
+
 The route and major parameter come from the URL path; the ``Authorization`` header (hashed)
 keys the token; the keys of a JSON object body tell the profile a request the server limits
 apart (a channel's ``name``/``topic`` edit), so its sub-limit holds only its own kind. 429s and transport failures are retried inside the middleware as
@@ -21,13 +25,13 @@ from __future__ import annotations
 
 from typing import Awaitable, Callable, List, Optional
 
-from aiohttp import ClientRequest, ClientResponse
+from aiohttp import ClientRequest, ClientResponse, TraceConfig
 
 from ._body import MAX_BODY, json_body_keys
-from ._driver import RateLimiter
+from ._driver import RateLimiter, report_written
 from ._identity import identity_of
 
-__all__ = ["middleware"]
+__all__ = ["middleware", "trace_config"]
 
 Handler = Callable[[ClientRequest], Awaitable[ClientResponse]]
 
@@ -46,6 +50,20 @@ def middleware(limiter: RateLimiter) -> Callable[[ClientRequest, Handler], Await
         )
 
     return rate_limited
+
+
+def trace_config() -> TraceConfig:
+    """A ``TraceConfig`` (``ClientSession(trace_configs=[...])``) that reports when aiohttp
+    wrote a request's headers to the limiter whose ``run`` (or middleware) is sending it
+    (``ratelane.report_written``). Requests sent outside a limiter are not affected."""
+
+    async def on_request_headers_sent(session: object, context: object, params: object) -> None:
+        report_written()
+
+    config = TraceConfig()
+    config.on_request_headers_sent.append(on_request_headers_sent)
+    config.freeze()
+    return config
 
 
 def body_keys(request: ClientRequest) -> Optional[List[str]]:

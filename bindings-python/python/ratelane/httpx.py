@@ -12,17 +12,19 @@ The route and major parameter come from the URL path; the ``Authorization`` head
 keys the token; the keys of a JSON object body tell the profile a request the server limits
 apart (a channel's ``name``/``topic`` edit). 429s and transport failures are retried inside the transport as
 ``RateLimiter.run`` does; ``RateLimitError`` subclasses reach the caller of
-``client.request``. Requests with a streaming body cannot be re-sent after a 429.
+``client.request``. Requests with a streaming body cannot be re-sent after a 429. The
+transport also tells the limiter when httpcore wrote each request's headers (the ``trace``
+request extension, chained to one the caller set), so the global limit counts from then.
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Awaitable, Callable, Dict, List, Optional
 
 import httpx
 
 from ._body import json_body_keys
-from ._driver import RateLimiter
+from ._driver import RateLimiter, report_written
 from ._identity import identity_of
 
 __all__ = ["RateLimitedTransport"]
@@ -46,6 +48,7 @@ class RateLimitedTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         transport = self._transport
+        request.extensions = {**request.extensions, "trace": reporting_trace(request.extensions.get("trace"))}
         return await self.limiter.run(
             request.method,
             request.url.path,
@@ -58,6 +61,27 @@ class RateLimitedTransport(httpx.AsyncBaseTransport):
         if self._owns_limiter:
             await self.limiter.aclose()
         await self._transport.aclose()
+
+
+Trace = Callable[[str, Dict[str, Any]], Any]
+
+# httpcore's trace events for "the request's headers are on the wire".
+_HEADERS_SENT = frozenset(("http11.send_request_headers.complete", "http2.send_request_headers.complete"))
+
+
+def reporting_trace(inner: Optional[Trace]) -> Callable[[str, Dict[str, Any]], Awaitable[None]]:
+    """An httpcore ``trace`` extension that reports the written headers
+    (``ratelane.report_written``), then calls ``inner`` (the caller's own, if any)."""
+
+    async def trace(event: str, info: Dict[str, Any]) -> None:
+        if event in _HEADERS_SENT:
+            report_written()
+        if inner is not None:
+            result = inner(event, info)
+            if hasattr(result, "__await__"):
+                await result
+
+    return trace
 
 
 def body_keys(request: httpx.Request) -> Optional[List[str]]:

@@ -5,7 +5,8 @@ global_window=...)`` with the workload's (raised) global limit, everything else 
 (buckets learned from ``X-RateLimit-*``, 429s retried up to 3 times, 5xx and transport failures
 up to 3 times without re-sending a non-idempotent request that may have arrived, no
 ``max_wait``). One shared ``aiohttp.ClientSession`` with aiohttp's default connector
-(keep-alive, at most 100 connections).
+(keep-alive, at most 100 connections), with ``ratelane.aiohttp.trace_config()`` so the
+limiter counts the global limit from when aiohttp wrote each request.
 
 Global limit: enforced by the driver before sending (a sliding window per token);
 interaction callbacks are recognised by their route and exempt.
@@ -27,6 +28,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 import ratelane
+import ratelane.aiohttp
 from common import Request, Workload, main
 
 
@@ -35,7 +37,8 @@ class RatelaneClient:
         self._limiter = ratelane.RateLimiter(
             global_limit=workload.global_limit, global_window=workload.global_window_s
         )
-        self._session = aiohttp.ClientSession()
+        # The README's trace config: the limiter learns when each request was written.
+        self._session = aiohttp.ClientSession(trace_configs=[ratelane.aiohttp.trace_config()])
         self._base_url = workload.base_url
         self._base_path = urlsplit(workload.base_url).path  # "/api/v10"
         self._auth = {"Authorization": f"Bot {workload.token}"}
