@@ -167,6 +167,12 @@ pub struct Limiter {
     latencies: VecDeque<(Nanos, Nanos)>,
     /// Round trips seen so far (for recomputing the margin every few samples).
     latency_samples: u64,
+    /// Uplink delays up to a constant (the server's clock at its answer, from the headers,
+    /// less the client's wall clock when the request left): their spread is the bunching
+    /// the global margin must absorb, without the client's own delay in reading answers.
+    uplinks: VecDeque<i64>,
+    /// When the request of the first round trip sample left.
+    first_sample_left: Option<Nanos>,
     global_margin: Nanos,
     /// How much earlier than a window end it saw (an answer's arrival plus its reset-after) a
     /// request may be sent and still reach the server after that end: a lower bound on the
@@ -504,6 +510,8 @@ impl Limiter {
             gate_wake: None,
             latencies: VecDeque::new(),
             latency_samples: 0,
+            uplinks: VecDeque::new(),
+            first_sample_left: None,
             global_margin: margin,
             send_lead: 0,
             rng,
@@ -691,7 +699,19 @@ impl Limiter {
         let now = self.advance(now);
         let sent_at = self.take_in_flight(id)?;
         let info = headers::parse(self.config.profile, response);
-        self.learn_latency(now.saturating_sub(sent_at.sent_at), now.saturating_sub(sent_at.left_at));
+        if let (Some(server_ms), Some(wall_ms)) = (info.server_time_ms, response.wall_clock_ms) {
+            // The client's wall clock when the request left, from the wall clock now.
+            let left_wall = i128::from(wall_ms) * i128::from(MILLISECOND)
+                - i128::from(now.saturating_sub(sent_at.left_at));
+            let uplink = i128::from(server_ms) * i128::from(MILLISECOND) - left_wall;
+            if let Ok(uplink) = i64::try_from(uplink) {
+                self.uplinks.push_back(uplink);
+                if self.uplinks.len() > 256 {
+                    self.uplinks.pop_front();
+                }
+            }
+        }
+        self.learn_latency(now.saturating_sub(sent_at.sent_at), now.saturating_sub(sent_at.left_at), sent_at.left_at);
 
         {
             // An answer from before the last local reset may have been counted in the new
@@ -2118,12 +2138,14 @@ impl Limiter {
     /// request left (see [`Limiter::handle_written`]): arrivals at the server are at most that
     /// much more bunched than the global log's entries. A sample's range underestimates the
     /// true range, so the margin is 1.5x the observed spread plus a 5 ms floor, capped by
-    /// `global_margin_max`; until 16 samples are in, it stays at half the cap.
+    /// `global_margin_max`; until 16 samples are in, and until they span a global window, it
+    /// stays at half the cap (or more).
     ///
     /// `from_send` counts from the [`Output::Send`] (the lead below), `from_left` from the
     /// transport's report that the request left (the same when the driver does not report).
-    fn learn_latency(&mut self, from_send: Nanos, from_left: Nanos) {
+    fn learn_latency(&mut self, from_send: Nanos, from_left: Nanos, left_at: Nanos) {
         const SAMPLES: usize = 256;
+        let first_left = *self.first_sample_left.get_or_insert(left_at);
         self.latencies.push_back((from_send, from_left));
         if self.latencies.len() > SAMPLES {
             self.latencies.pop_front();
@@ -2134,7 +2156,30 @@ impl Limiter {
             let mut sorted: Vec<Nanos> = self.latencies.iter().map(|&(_, left)| left).collect();
             sorted.sort_unstable();
             let spread = sorted[sorted.len() - 1] - sorted[0];
-            let margin = spread.saturating_add(spread / 2).saturating_add(5 * MILLISECOND);
+            let mut margin = spread.saturating_add(spread / 2).saturating_add(5 * MILLISECOND);
+            // Where the server tells its clock, the uplinks' own spread: a round trip also
+            // holds the server's time to answer and the client's delay in reading the answer
+            // (on a busy event loop, most of it), which do not bunch arrivals. Each uplink
+            // sample is within about 3 ms (two headers and the wall clock, each to the
+            // millisecond). Never above the round trips' margin.
+            if self.uplinks.len() >= 16 {
+                let (lo, hi) = self
+                    .uplinks
+                    .iter()
+                    .fold((i64::MAX, i64::MIN), |(lo, hi), &u| (lo.min(u), hi.max(u)));
+                let spread = hi.abs_diff(lo);
+                let uplink_margin = spread
+                    .saturating_add(spread / 2)
+                    .saturating_add(8 * MILLISECOND);
+                margin = margin.min(uplink_margin);
+            }
+            // Until the samples span a whole global window they may all come from one first
+            // burst, whose requests opened their connections and waited on the server's
+            // accept alike: a common delay no spread shows, which the next burst, on open
+            // connections, does not have. Until then the margin stays at its initial half cap.
+            if left_at.saturating_sub(first_left) < self.config.global_window {
+                margin = margin.max(self.config.global_margin_max / 2);
+            }
             self.global_margin = margin.min(self.config.global_margin_max);
             sorted.clear();
             sorted.extend(self.latencies.iter().map(|&(send, _)| send));

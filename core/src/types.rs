@@ -117,6 +117,10 @@ pub struct RateLimitInfo {
     /// True when any rate-limit header of the profile was present (even if malformed).
     /// A 429 without any is treated as an edge (Cloudflare-style) ban.
     pub has_rate_limit_headers: bool,
+    /// The server's wall clock when it answered, in epoch milliseconds, where the headers
+    /// tell it (Discord: `X-RateLimit-Reset` less `X-RateLimit-Reset-After`, both valid;
+    /// within a millisecond). The limiter learns the spread of uplink delays from it.
+    pub server_time_ms: Option<u64>,
 }
 
 /// Why a request ended without being answered. Stable codes come from [`FailReason::code`].

@@ -67,6 +67,7 @@ fn discord_doc_429_user() {
             retry_after: Some(65 * S),
             scope: Some(Scope::User),
             has_rate_limit_headers: true,
+            server_time_ms: Some(1_470_172_958_553),
         }
     );
 }
@@ -94,6 +95,7 @@ fn discord_doc_429_shared() {
             retry_after: Some(1337 * S),
             scope: Some(Scope::Shared),
             has_rate_limit_headers: true,
+            server_time_ms: Some(1_470_172_958_553),
         }
     );
 }
@@ -852,6 +854,7 @@ fn ietf_10_single_policy() {
             retry_after: None,
             scope: None,
             has_rate_limit_headers: true,
+            server_time_ms: None,
         }
     );
 }
@@ -1153,6 +1156,7 @@ fn github_primary() {
             retry_after: None,
             scope: None,
             has_rate_limit_headers: true,
+            server_time_ms: None,
         }
     );
 }
@@ -1339,4 +1343,27 @@ fn retry_after_only_ignores_other_headers() {
             ..Default::default()
         }
     );
+}
+
+#[test]
+fn discord_server_time_from_reset_and_reset_after() {
+    // The documented pair: the server answered at Reset less Reset-After.
+    let h = [("X-RateLimit-Reset", "1470173023.123"), ("X-RateLimit-Reset-After", "64.57")];
+    assert_eq!(parse_h(Discord, &h).server_time_ms, Some(1_470_172_958_553));
+    // Either one alone, two values of one, or a clock outside 2001..2286: unknown.
+    for h in [
+        vec![("X-RateLimit-Reset", "1470173023.123")],
+        vec![("X-RateLimit-Reset-After", "64.57")],
+        vec![("X-RateLimit-Reset", "1470173023.123, 1470173024"), ("X-RateLimit-Reset-After", "64.57")],
+        vec![("X-RateLimit-Reset", "1470173023.123"), ("X-RateLimit-Reset-After", "1"), ("X-RateLimit-Reset-After", "2")],
+        vec![("X-RateLimit-Reset", "5"), ("X-RateLimit-Reset-After", "1")],
+        vec![("X-RateLimit-Reset", "99999999999999"), ("X-RateLimit-Reset-After", "1")],
+        vec![("X-RateLimit-Reset", "1470173023"), ("X-RateLimit-Reset-After", "1470173024")],
+        vec![("X-RateLimit-Reset", "nan"), ("X-RateLimit-Reset-After", "1")],
+    ] {
+        assert_eq!(parse_h(Discord, &h).server_time_ms, None, "{h:?}");
+    }
+    // Other profiles do not read it.
+    let h = [("X-RateLimit-Reset", "1470173023.123"), ("X-RateLimit-Reset-After", "64.57")];
+    assert_eq!(parse_h(HeaderProfile::Ietf, &h).server_time_ms, None);
 }

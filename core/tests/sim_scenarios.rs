@@ -780,6 +780,42 @@ fn e2e_global_limit_holds_when_the_first_burst_opens_its_connections() {
 }
 
 #[test]
+fn e2e_global_margin_follows_the_uplink_not_a_slow_reader() {
+    // 400 messages to 400 channels at 50/s. Requests reach the server within 2 ms of each
+    // other's delay, but the client reads answers up to 150 ms late (a busy event loop). The
+    // round trips' spread would widen every window by about 230 ms; the server's clock in
+    // the answers (Reset less Reset-After) shows the uplinks' spread, so the margin stays a
+    // few milliseconds and the limit still holds.
+    let cfg = ServerConfig::discord()
+        .bucket("abcd1234", BucketSpec::fixed(5, 5 * SECOND))
+        .route(MSG, RouteSpec::bucket("abcd1234"))
+        .global(Some(BucketSpec::fixed(50, SECOND)));
+    let limiter = config(|c| c.global_limit = 50);
+    let run_with = |wall_clock: bool| {
+        let mut net = SimConfig::default().seed(3).latency(
+            Latency::jittered(10 * MILLISECOND, 2 * MILLISECOND),
+            Latency::jittered(10 * MILLISECOND, 150 * MILLISECOND),
+        );
+        net.wall_clock = wall_clock;
+        let mut s = sim_with(limiter.clone(), cfg.clone(), net);
+        for c in 0..400 {
+            s.enqueue_at(0, msg(&format!("{c}")));
+        }
+        run(&mut s)
+    };
+    let informed = run_with(true);
+    check_common(&informed);
+    assert!(informed.all_succeeded());
+    let blind = run_with(false);
+    check_common(&blind);
+    // Eight windows: the bound is 7 s plus the first round trip.
+    assert!(informed.makespan() <= 7_500 * MILLISECOND, "{}", informed.makespan());
+    // The cause, without the server's clock (no wall clock given to the limiter): the
+    // round trips' margin, about 8.7 s.
+    assert!(blind.makespan() >= 8 * SECOND, "{}", blind.makespan());
+}
+
+#[test]
 fn e2e_global_limit_holds_against_a_sliding_server_window() {
     let cfg = ServerConfig::discord()
         .bucket("abcd1234", BucketSpec::fixed(20, 10 * SECOND))

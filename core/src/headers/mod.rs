@@ -268,6 +268,21 @@ fn discord(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
             .max_wait("x-ratelimit-reset-after", false)
             .or_else(|| ctx.max_epoch_wait("x-ratelimit-reset"));
         info.bucket = ctx.bucket("x-ratelimit-bucket");
+        // The same instant told twice, as an epoch time and as a delay: their difference is
+        // the server's clock at the answer. Only from single values, and within the range
+        // of a plausible clock (2001 to 2286), and a delay that was not clamped.
+        let single = |name| {
+            let mut values = ctx.numbers(name, false);
+            let first = values.next();
+            first.filter(|_| values.next().is_none())
+        };
+        if let (Some(reset), Some(after)) = (single("x-ratelimit-reset"), single("x-ratelimit-reset-after")) {
+            let after = after.to_wait();
+            info.server_time_ms = (after < MAX_DURATION)
+                .then(|| reset.to_epoch_ms_ceil().checked_sub(after / crate::types::MILLISECOND))
+                .flatten()
+                .filter(|ms| (1_000_000_000_000..10_000_000_000_000).contains(ms));
+        }
     }
     // Several or comma-joined scopes: the strictest (global, then user, then shared).
     let rank = |s: Scope| match s {
