@@ -2138,8 +2138,8 @@ impl Limiter {
     /// request left (see [`Limiter::handle_written`]): arrivals at the server are at most that
     /// much more bunched than the global log's entries. A sample's range underestimates the
     /// true range, so the margin is 1.5x the observed spread plus a 5 ms floor, capped by
-    /// `global_margin_max`; until 16 samples are in, and until they span a global window, it
-    /// stays at half the cap (or more).
+    /// `global_margin_max`; until 16 samples are in, it stays at half the cap, and until they
+    /// span a global window it also covers the fastest round trip.
     ///
     /// `from_send` counts from the [`Output::Send`] (the lead below), `from_left` from the
     /// transport's report that the request left (the same when the driver does not report).
@@ -2155,7 +2155,7 @@ impl Limiter {
         if self.latencies.len() >= 16 && self.latency_samples.is_multiple_of(16) {
             let mut sorted: Vec<Nanos> = self.latencies.iter().map(|&(_, left)| left).collect();
             sorted.sort_unstable();
-            let spread = sorted[sorted.len() - 1] - sorted[0];
+            let (fastest, spread) = (sorted[0], sorted[sorted.len() - 1] - sorted[0]);
             let mut margin = spread.saturating_add(spread / 2).saturating_add(5 * MILLISECOND);
             // Where the server tells its clock, the uplinks' own spread: a round trip also
             // holds the server's time to answer and the client's delay in reading the answer
@@ -2176,9 +2176,10 @@ impl Limiter {
             // Until the samples span a whole global window they may all come from one first
             // burst, whose requests opened their connections and waited on the server's
             // accept alike: a common delay no spread shows, which the next burst, on open
-            // connections, does not have. Until then the margin stays at its initial half cap.
+            // connections, does not have. It is part of each of their round trips, so until
+            // then the margin covers the fastest of them too.
             if left_at.saturating_sub(first_left) < self.config.global_window {
-                margin = margin.max(self.config.global_margin_max / 2);
+                margin = margin.max(fastest.saturating_add(5 * MILLISECOND));
             }
             self.global_margin = margin.min(self.config.global_margin_max);
             sorted.clear();
