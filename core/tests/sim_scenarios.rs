@@ -740,6 +740,20 @@ fn e2e_global_limit_10_buckets_x_10_requests() {
     }
 }
 
+/// 400 messages to 400 channels (5 per 5 s each) at a global limit of 50/s, counted at the
+/// server in fixed windows from the first arrival, over `net`.
+fn global_cap_400(net: SimConfig) -> Report {
+    let cfg = ServerConfig::discord()
+        .bucket("abcd1234", BucketSpec::fixed(5, 5 * SECOND))
+        .route(MSG, RouteSpec::bucket("abcd1234"))
+        .global(Some(BucketSpec::fixed(50, SECOND)));
+    let mut s = sim_with(config(|c| c.global_limit = 50), cfg, net);
+    for c in 0..400 {
+        s.enqueue_at(0, msg(&format!("{c}")));
+    }
+    run(&mut s)
+}
+
 #[test]
 fn e2e_global_limit_holds_when_the_first_burst_opens_its_connections() {
     // 400 messages to 400 channels at a global limit of 50/s, counted in fixed windows from
@@ -749,21 +763,13 @@ fn e2e_global_limit_holds_when_the_first_burst_opens_its_connections() {
     // it: counted from the `Send` with a margin from that spread alone, the second burst
     // would reach the server before the first window ends. Counted from when each request
     // left (the driver reports it), the limit holds at nearly the bound.
-    let cfg = ServerConfig::discord()
-        .bucket("abcd1234", BucketSpec::fixed(5, 5 * SECOND))
-        .route(MSG, RouteSpec::bucket("abcd1234"))
-        .global(Some(BucketSpec::fixed(50, SECOND)));
-    let limiter = config(|c| c.global_limit = 50);
     let run_with = |reported: bool| {
-        let net = SimConfig::default()
-            .seed(11)
-            .connect(150 * MILLISECOND)
-            .dispatch(Latency::jittered(0, 2 * MILLISECOND), reported);
-        let mut s = sim_with(limiter.clone(), cfg.clone(), net);
-        for c in 0..400 {
-            s.enqueue_at(0, msg(&format!("{c}")));
-        }
-        run(&mut s)
+        global_cap_400(
+            SimConfig::default()
+                .seed(11)
+                .connect(150 * MILLISECOND)
+                .dispatch(Latency::jittered(0, 2 * MILLISECOND), reported),
+        )
     };
     let report = run_with(true);
     check_common(&report);
@@ -787,22 +793,13 @@ fn e2e_global_margin_follows_the_uplink_not_a_slow_reader() {
     // round trips' spread would widen every window by about 230 ms; the server's clock in
     // the answers (Reset less Reset-After) shows the uplinks' spread, so the margin stays a
     // few milliseconds and the limit still holds.
-    let cfg = ServerConfig::discord()
-        .bucket("abcd1234", BucketSpec::fixed(5, 5 * SECOND))
-        .route(MSG, RouteSpec::bucket("abcd1234"))
-        .global(Some(BucketSpec::fixed(50, SECOND)));
-    let limiter = config(|c| c.global_limit = 50);
     let run_with = |wall_clock: bool| {
         let mut net = SimConfig::default().seed(3).latency(
             Latency::jittered(10 * MILLISECOND, 2 * MILLISECOND),
             Latency::jittered(10 * MILLISECOND, 150 * MILLISECOND),
         );
         net.wall_clock = wall_clock;
-        let mut s = sim_with(limiter.clone(), cfg.clone(), net);
-        for c in 0..400 {
-            s.enqueue_at(0, msg(&format!("{c}")));
-        }
-        run(&mut s)
+        global_cap_400(net)
     };
     let informed = run_with(true);
     check_common(&informed);
