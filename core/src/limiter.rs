@@ -170,9 +170,13 @@ pub struct Limiter {
     /// Uplink delays up to a constant (the server's clock at its answer, from the headers,
     /// less the client's wall clock when the request left): their spread is the bunching
     /// the global margin must absorb, without the client's own delay in reading answers.
-    uplinks: VecDeque<i64>,
+    /// Each with its round trip from when the request left.
+    uplinks: VecDeque<(i64, Nanos)>,
     /// When the request of the first round trip sample left.
     first_sample_left: Option<Nanos>,
+    /// The fastest uplink sample and the allowance for the next request's uplink (1.5x the
+    /// samples' spread plus 8 ms), once 16 samples are in.
+    uplink_bound: Option<(i64, Nanos)>,
     global_margin: Nanos,
     /// How much earlier than a window end it saw (an answer's arrival plus its reset-after) a
     /// request may be sent and still reach the server after that end: a lower bound on the
@@ -319,6 +323,9 @@ struct Bucket {
     reset_at: Option<Nanos>,
     /// `reset_at` is an estimate from the window length, not yet confirmed by a response.
     reset_provisional: bool,
+    /// How early before `reset_at` the answer that reported it lets a request go, from the
+    /// server's clock (see [`Limiter::answer_lead`]); 0 when unknown.
+    reset_lead: Nanos,
     /// Counts local resets; responses to requests sent before the last one are stale.
     epoch: u64,
     sends_in_window: u32,
@@ -393,7 +400,7 @@ impl Bucket {
     /// (`reset_at` is then the end plus that answer's trip back), 0 for an end estimated from
     /// the window length.
     fn lead(&self, lead: Nanos) -> Nanos {
-        if self.reset_provisional { 0 } else { lead }
+        if self.reset_provisional { 0 } else { lead.max(self.reset_lead) }
     }
 
     /// The bucket's limit, or the shared-scope limit learned below it.
@@ -512,6 +519,7 @@ impl Limiter {
             latency_samples: 0,
             uplinks: VecDeque::new(),
             first_sample_left: None,
+            uplink_bound: None,
             global_margin: margin,
             send_lead: 0,
             rng,
@@ -699,13 +707,15 @@ impl Limiter {
         let now = self.advance(now);
         let sent_at = self.take_in_flight(id)?;
         let info = headers::parse(self.config.profile, response);
+        let round_trip = now.saturating_sub(sent_at.left_at);
+        let mut answer_lead = 0;
         if let (Some(server_ms), Some(wall_ms)) = (info.server_time_ms, response.wall_clock_ms) {
             // The client's wall clock when the request left, from the wall clock now.
-            let left_wall = i128::from(wall_ms) * i128::from(MILLISECOND)
-                - i128::from(now.saturating_sub(sent_at.left_at));
+            let left_wall = i128::from(wall_ms) * i128::from(MILLISECOND) - i128::from(round_trip);
             let uplink = i128::from(server_ms) * i128::from(MILLISECOND) - left_wall;
             if let Ok(uplink) = i64::try_from(uplink) {
-                self.uplinks.push_back(uplink);
+                answer_lead = self.answer_lead(uplink, round_trip);
+                self.uplinks.push_back((uplink, round_trip));
                 if self.uplinks.len() > 256 {
                     self.uplinks.pop_front();
                 }
@@ -728,7 +738,7 @@ impl Limiter {
         if (200..300).contains(&status) {
             self.edge_strikes = 0;
         }
-        self.apply_headers(now, id, qid, sent_at, &info, status);
+        self.apply_headers(now, id, qid, sent_at, &info, status, answer_lead);
         if self.config.shared.is_some() {
             let update = self.bucket_report(id, qid, &info);
             self.outputs.push_back(Output::Share(update));
@@ -1187,6 +1197,22 @@ impl Limiter {
         self.mark_dirty(qid);
     }
 
+    /// How early before the window end an answer reports a request may go and still reach the
+    /// server after it, from that answer's own trip: its round trip less its uplink's excess
+    /// over the fastest uplink is the time from the server's answer until the client read it,
+    /// plus the fastest uplink; less the allowance for the next request's uplink. 0 until 16
+    /// uplink samples are in. Like [`Limiter::send_lead`], it takes the server to count a
+    /// request when it stamps its answer's headers.
+    fn answer_lead(&self, uplink: i64, round_trip: Nanos) -> Nanos {
+        match self.uplink_bound {
+            Some((lo, allowance)) => {
+                let excess = u64::try_from(uplink.saturating_sub(lo)).unwrap_or(0);
+                round_trip.saturating_sub(excess).saturating_sub(allowance)
+            }
+            None => 0,
+        }
+    }
+
     /// Moves one entry of the identity's global log from `old` to `new`, keeping the log in
     /// time order.
     fn restamp_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
@@ -1457,6 +1483,7 @@ impl Limiter {
         b.window_first_send = first;
         if first.is_none() && b.reset_provisional {
             b.reset_at = None;
+            b.reset_lead = 0;
             b.reset_provisional = false;
         }
     }
@@ -1755,6 +1782,7 @@ impl Limiter {
         flight: Flight,
         info: &RateLimitInfo,
         status: u16,
+        answer_lead: Nanos,
     ) {
         let max_wait = self.config.max_server_wait;
         let has_bucket_info =
@@ -1847,10 +1875,11 @@ impl Limiter {
             {
                 b.window_upper = b.window_upper.max(at.saturating_sub(first).min(max_wait));
             }
-            b.reset_at = Some(match b.reset_at {
-                Some(old) if !first_of_window && !b.reset_provisional => old.max(at),
-                _ => at,
-            });
+            let keep_old = matches!(b.reset_at, Some(old) if !first_of_window && !b.reset_provisional && old >= at);
+            if !keep_old {
+                b.reset_at = Some(at);
+                b.reset_lead = answer_lead;
+            }
             b.reset_provisional = false;
         }
         if let (Some(period), BucketId::Hash(hash)) = (learned_period, &self.queue(qid).key.bucket)
@@ -1949,6 +1978,7 @@ impl Limiter {
                     b.limit = 1;
                 }
                 b.reset_at = Some(b.reset_at.map_or(until, |r| r.max(until)));
+                b.reset_lead = 0;
             }
         }
         if scope != RateLimitScope::Shared {
@@ -2162,16 +2192,29 @@ impl Limiter {
             // (on a busy event loop, most of it), which do not bunch arrivals. Each uplink
             // sample is within about 3 ms (two headers and the wall clock, each to the
             // millisecond). Never above the round trips' margin.
+            let mut uplink_lead = None;
             if self.uplinks.len() >= 16 {
                 let (lo, hi) = self
                     .uplinks
                     .iter()
-                    .fold((i64::MAX, i64::MIN), |(lo, hi), &u| (lo.min(u), hi.max(u)));
+                    .fold((i64::MAX, i64::MIN), |(lo, hi), &(u, _)| (lo.min(u), hi.max(u)));
                 let spread = hi.abs_diff(lo);
-                let uplink_margin = spread
-                    .saturating_add(spread / 2)
-                    .saturating_add(8 * MILLISECOND);
-                margin = margin.min(uplink_margin);
+                let allowance = spread.saturating_add(spread / 2).saturating_add(8 * MILLISECOND);
+                margin = margin.min(allowance);
+                // The lead (below) from the same samples: a round trip less its uplink's
+                // excess over the fastest uplink is the time from the server's answer until
+                // the client read it, plus the fastest uplink; the fewest of those, less the
+                // allowance for the next request's uplink, is how early a request may go
+                // before a reported window end and still reach the server after it. Unlike
+                // the round trips' own spread, a client slow to read its answers does not
+                // make it 0.
+                uplink_lead = self
+                    .uplinks
+                    .iter()
+                    .map(|&(u, rtt)| rtt.saturating_sub(u.abs_diff(lo)))
+                    .min()
+                    .map(|fastest| fastest.saturating_sub(allowance));
+                self.uplink_bound = Some((lo, allowance));
             }
             // Until the samples span a whole global window they may all come from one first
             // burst, whose requests opened their connections and waited on the server's
@@ -2193,12 +2236,14 @@ impl Limiter {
             // steady. So the lead is the fastest seen less twice the spread of the fastest nine
             // tenths, and only on a steady link (that spread within a tenth of the fastest);
             // elsewhere 0, and the next window waits for the reset the answer reported.
+            // Where the server's clock gives the other bound, the larger of the two.
             let jitter = high - min;
-            self.send_lead = if jitter.saturating_mul(10) <= min {
+            let steady_lead = if jitter.saturating_mul(10) <= min {
                 min.saturating_sub(2 * jitter)
             } else {
                 0
             };
+            self.send_lead = steady_lead.max(uplink_lead.unwrap_or(0));
         }
     }
 
@@ -2329,6 +2374,7 @@ impl Limiter {
                 && reset.saturating_sub(b.lead(lead)) <= now
             {
                 b.reset_at = None;
+                b.reset_lead = 0;
                 b.epoch += 1;
                 b.sends_in_window = 0;
                 b.carried = b.outstanding(q.in_flight.len());
@@ -2580,6 +2626,7 @@ impl Limiter {
             // A new window opens with this send; until a response says when it ends, assume
             // the learned window length, so lost answers never leave the bucket without a reset.
             b.reset_at = Some(now.saturating_add(b.window_estimate()));
+            b.reset_lead = 0;
             b.reset_provisional = true;
         }
         if b.sliding {
