@@ -152,7 +152,12 @@ pub struct Limiter {
     /// one probe at a time.
     store_down: bool,
     store_retry_at: Nanos,
+    /// Consecutive failures counted in the current outage (one per outage step, not one per
+    /// reservation that was outstanding when the store went away).
     store_failures: u32,
+    /// Failures counted since the limiter started (wrapping): a reservation emitted before the
+    /// last one was counted fails with the same cause, so its `Unavailable` is not counted again.
+    store_step: u32,
     /// Shared mode: round trips of recent reservations, for the margin passed to the store.
     reservation_latencies: VecDeque<Nanos>,
     reservation_samples: u64,
@@ -241,6 +246,9 @@ enum ReqState {
     Reserving {
         /// When the reservation was emitted.
         since: Nanos,
+        /// The store's outage step (`Limiter::store_step`) when it was emitted: an
+        /// `Unavailable` answer counts as a new failure only if no failure was counted since.
+        step: u32,
         window_seq: u32,
         window_epoch: u64,
         global_counted: bool,
@@ -412,6 +420,8 @@ impl Bucket {
 /// What a late grant for a request that already ended must release at the store.
 #[derive(Debug)]
 struct Orphan {
+    /// The outage step its reservation was emitted in.
+    step: u32,
     identity: String,
     route: String,
     major: String,
@@ -490,6 +500,7 @@ impl Limiter {
             store_down: false,
             store_retry_at: 0,
             store_failures: 0,
+            store_step: 0,
             reservation_latencies: VecDeque::new(),
             reservation_samples: 0,
             reservation_margin: 0,
@@ -806,13 +817,13 @@ impl Limiter {
                     }));
                 }
                 ReservationAnswer::Denied { .. } => self.store_answered(),
-                ReservationAnswer::Unavailable => self.store_unavailable(now, id),
+                ReservationAnswer::Unavailable => self.store_unavailable(now, id, orphan.step),
             }
             self.pump(now);
             return Ok(());
         }
         let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
-        let ReqState::Reserving { since, window_seq, window_epoch, global_counted } = req.state
+        let ReqState::Reserving { since, step, window_seq, window_epoch, global_counted } = req.state
         else {
             return Err(Error::InvalidState { id, expected: "reserving" });
         };
@@ -832,7 +843,7 @@ impl Limiter {
                 self.grant(now, qid, id, flight);
             }
             ReservationAnswer::Unavailable if fail_open => {
-                self.store_unavailable(now, id);
+                self.store_unavailable(now, id, step);
                 self.grant(now, qid, id, flight);
             }
             ReservationAnswer::Denied { retry_after, scope } => {
@@ -841,7 +852,7 @@ impl Limiter {
                 self.hold(now, id, qid, scope, retry_after.max(MILLISECOND));
             }
             ReservationAnswer::Unavailable => {
-                self.store_unavailable(now, id);
+                self.store_unavailable(now, id, step);
                 self.unreserve(qid, id, flight);
             }
         }
@@ -1390,11 +1401,12 @@ impl Limiter {
     /// global token go back, and the late answer will be ignored.
     fn abandon_reservation(&mut self, id: RequestId) {
         let r = self.req(id);
-        let ReqState::Reserving { since, window_seq, window_epoch, global_counted } = r.state else {
+        let ReqState::Reserving { since, step, window_seq, window_epoch, global_counted } = r.state else {
             return;
         };
         let qid = r.qid;
         let orphan = Orphan {
+            step,
             identity: self.identities[r.identity].name.clone(),
             route: r.shared_route().to_string(),
             major: r.major.clone(),
@@ -1444,8 +1456,18 @@ impl Limiter {
         }
     }
 
-    fn store_unavailable(&mut self, now: Nanos, id: RequestId) {
+    /// The store did not answer the reservation of request `id`, emitted in outage step
+    /// `step`. One failure per outage step: the first such answer marks the store down (or,
+    /// for the probe, doubles the pause) and starts a new step; the answers to reservations
+    /// that were already outstanding then are the same failure and change nothing (with N
+    /// reservations out when the store goes away, the first pause is `retry_base`, not
+    /// `retry_base * 2^(N-1)`).
+    fn store_unavailable(&mut self, now: Nanos, id: RequestId, step: u32) {
         let Some(shared) = &self.config.shared else { return };
+        if step != self.store_step {
+            return;
+        }
+        self.store_step = self.store_step.wrapping_add(1);
         self.store_failures = self.store_failures.saturating_add(1);
         let pause = shared
             .retry_base
@@ -2419,6 +2441,7 @@ impl Limiter {
         if self.config.shared.is_some() && self.should_reserve(now) {
             self.req_mut(id).state = ReqState::Reserving {
                 since: now,
+                step: self.store_step,
                 window_seq: flight.window_seq,
                 window_epoch: flight.window_epoch,
                 global_counted: flight.global_counted,

@@ -33,14 +33,19 @@
 //!   * [`ReservationAnswer::Unavailable`] (the store is down, or did not answer in time): with
 //!     [`OnUnavailable::FailOpen`] the request is sent at once under this process's own limits;
 //!     with [`OnUnavailable::FailClosed`] it goes back to its queue. Either way the store is
-//!     marked down: for [`SharedConfig::retry_base`] (doubling per consecutive failure, up to
+//!     marked down: for [`SharedConfig::retry_base`] (doubling per failed probe, up to
 //!     [`SharedConfig::retry_max`]) no reservation is made (fail-open sends directly, fail-closed
 //!     holds every request); then one reservation probes the store while the others keep waiting
 //!     (fail-closed) or keep going on local limits (fail-open; but not the requests queued behind
 //!     the probe in its own queue, which wait for its answer). The first `Granted` or `Denied`
-//!     ends the outage. [`Observation::StoreUnavailable`](crate::Observation::StoreUnavailable)
-//!     and later [`Observation::StoreRecovered`](crate::Observation::StoreRecovered) are
-//!     emitted. A fail-closed hold always comes with a `WaitUntil`, so nothing hangs.
+//!     ends the outage. Store health is counted **per outage step, not per reservation**: the
+//!     reservations that were already outstanding when the store was marked down (or when the
+//!     failed probe was emitted) fail for the same cause, so their `Unavailable` answers are
+//!     one failure, not one each: with N reservations out when the store goes away the first
+//!     probe still comes `retry_base` later, then `2 x retry_base` after a failed probe, and so
+//!     on. [`Observation::StoreUnavailable`](crate::Observation::StoreUnavailable) is emitted
+//!     once per step, and [`Observation::StoreRecovered`](crate::Observation::StoreRecovered)
+//!     once at the end. A fail-closed hold always comes with a `WaitUntil`, so nothing hangs.
 //! * After a response to a request sent in shared mode, the core emits
 //!   [`Output::Share`](crate::Output::Share) with a [`SharedUpdate::Bucket`] report (whatever the
 //!   status), plus a [`SharedUpdate::Hold`] for a 429 (scope global, bucket for `shared` and
@@ -309,7 +314,8 @@ pub struct SharedConfig {
     /// What to do while the store cannot answer.
     pub on_unavailable: OnUnavailable,
     /// After an `Unavailable` answer, no reservation is made for this long; doubles with each
-    /// consecutive one.
+    /// failed probe. The answers to reservations that were already outstanding when the store
+    /// was marked down are the same failure: they neither double nor extend the pause.
     #[cfg_attr(feature = "serde", serde(rename = "retry_base_ns"))]
     pub retry_base: Nanos,
     /// The longest such pause.

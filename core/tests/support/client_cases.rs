@@ -747,6 +747,25 @@
             .granted(802 * MS, 1),
     });
     v.push(Case {
+        file: "shared_mode_outage_step",
+        comment: "Shared mode, fail_closed: store health counts one failure per outage step, not one per reservation. \
+                  Three reservations (three channels) answered `unavailable` at the same instant are one failure: one \
+                  store_unavailable, and the probe comes retry_base (100 ms) later, not 400 ms; the probe's own \
+                  failure is the next step (200 ms); its grant ends the outage and the other two are reserved again.",
+        config: shared(OnUnavailable::FailClosed),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .enqueue(0, "POST", ch2)
+            .enqueue(0, "POST", "/channels/100000000000000003/messages")
+            .unavailable(250 * MS, 1)
+            .unavailable(250 * MS, 2)
+            .unavailable(250 * MS, 3)
+            .timeout(350 * MS)
+            .unavailable(360 * MS, 1)
+            .timeout(560 * MS)
+            .granted(562 * MS, 1),
+    });
+    v.push(Case {
         file: "shared_mode_cancel_close",
         comment: "Shared mode: cancelling a reserving request ends it at once (its slot goes back; the next request \
                   is reserved); its late answer is ignored (ok) and, being a grant, released at the store. close() fails \
