@@ -121,9 +121,16 @@ fn answer_of(kind: u8, retry_ms: u32, scope: u8) -> ReservationAnswer {
         SharedScope::Bucket,
         SharedScope::Pioneer,
     ];
+    const PROCESSES: [u32; 6] = [0, 1, 2, 3, 1000, u32::MAX];
     match kind {
-        0 | 1 => ReservationAnswer::Granted,
-        2 => ReservationAnswer::Denied { retry_after: u64::from(retry_ms) * 1_000_000, scope: SCOPES[scope as usize] },
+        0 => ReservationAnswer::GRANTED,
+        // Any process count, including nonsense (0, u32::MAX): never a panic.
+        1 => ReservationAnswer::Granted { processes: Some(PROCESSES[scope as usize]) },
+        2 => ReservationAnswer::Denied {
+            retry_after: u64::from(retry_ms) * 1_000_000,
+            scope: SCOPES[scope as usize],
+            processes: retry_ms.is_multiple_of(2).then_some(PROCESSES[scope as usize]),
+        },
         _ => ReservationAnswer::Unavailable,
     }
 }
@@ -250,7 +257,7 @@ fn run(ops: Vec<Op>, fail_closed: bool) {
     // let time pass; every request must end exactly once.
     for _ in 0..20_000 {
         if let Some(&id) = book.with(State::Reserving).first() {
-            answer(&mut l, &mut book, id, now, ReservationAnswer::Granted);
+            answer(&mut l, &mut book, id, now, ReservationAnswer::GRANTED);
         } else if let Some(&id) = book.with(State::InFlight).first() {
             now += 1_000_000;
             if l.handle_response(now, id, &Response::new(200, &[])).expect("in flight") == Disposition::Complete {
