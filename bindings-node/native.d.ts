@@ -184,7 +184,8 @@ export declare class Limiter {
   /**
    * Shared mode: the store's answer to the `reserve` output of request `id`
    * (`{answer: 'granted'}`, `{answer: 'denied', retryAfterNs, scope}` or
-   * `{answer: 'unavailable'}`). Throws `unknown_request`, `invalid_state`.
+   * `{answer: 'unavailable'}`; `processes`, the store's live-process count, may come with
+   * the first two). Throws `unknown_request`, `invalid_state`.
    */
   handleReservation(nowNs: number, id: number, answer: ReservationAnswer): void
   /** Shared mode: requests waiting for their reservation's answer. */

@@ -127,10 +127,12 @@ export type SharedUpdate =
     }
   | { kind: 'invalid'; id: number; windowNs: number }
 
-/** Shared mode: the store's answer, for `handleReservation`. */
+/** Shared mode: the store's answer, for `handleReservation`. `processes`: the live processes
+ * the store counted (a fail-open limiter runs on its share of the limits while the store is
+ * down). */
 export type ReservationAnswer =
-  | { answer: 'granted' }
-  | { answer: 'denied'; retryAfterNs: number; scope: SharedScopeName }
+  | { answer: 'granted'; processes?: number }
+  | { answer: 'denied'; retryAfterNs: number; scope: SharedScopeName; processes?: number }
   | { answer: 'unavailable' }
 
 export type Output =

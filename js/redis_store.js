@@ -85,15 +85,28 @@ function createRedisStore(deps) {
 
   const text = (v) => (typeof v === 'string' ? v : v && typeof v.toString === 'function' ? v.toString() : String(v))
 
-  /** The script's reply to a reservation as a `ReservationAnswer`; throws on anything else. */
+  const count = (v) => {
+    const n = typeof v === 'bigint' ? Number(v) : v
+    return typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : undefined
+  }
+
+  /** The script's reply to a reservation as a `ReservationAnswer`; throws on anything else.
+   * The trailing live-process count becomes `processes` (absent from a script of an earlier
+   * version's reply). */
   function parseAnswer(reply) {
     if (Array.isArray(reply) && reply.length > 0) {
       const tag = text(reply[0])
       if (tag === 'granted' && reply.length === 1) return { answer: 'granted' }
-      if (tag === 'denied' && reply.length === 3) {
+      if (tag === 'granted' && reply.length === 2 && count(reply[1]) !== undefined) {
+        return { answer: 'granted', processes: count(reply[1]) }
+      }
+      if (tag === 'denied' && (reply.length === 3 || reply.length === 4)) {
         const us = typeof reply[1] === 'bigint' ? Number(reply[1]) : reply[1]
-        if (typeof us === 'number' && Number.isSafeInteger(us) && us >= 0) {
-          return { answer: 'denied', retryAfterNs: us * 1000, scope: text(reply[2]) }
+        const processes = reply.length === 4 ? count(reply[3]) : undefined
+        if (typeof us === 'number' && Number.isSafeInteger(us) && us >= 0 && (reply.length === 3 || processes !== undefined)) {
+          const answer = { answer: 'denied', retryAfterNs: us * 1000, scope: text(reply[2]) }
+          if (processes !== undefined) answer.processes = processes
+          return answer
         }
       }
     }

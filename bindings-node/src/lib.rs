@@ -402,7 +402,8 @@ impl Limiter {
 
     /// Shared mode: the store's answer to the `reserve` output of request `id`
     /// (`{answer: 'granted'}`, `{answer: 'denied', retryAfterNs, scope}` or
-    /// `{answer: 'unavailable'}`). Throws `unknown_request`, `invalid_state`.
+    /// `{answer: 'unavailable'}`; `processes`, the store's live-process count, may come with
+    /// the first two). Throws `unknown_request`, `invalid_state`.
     #[napi(ts_args_type = "nowNs: number, id: number, answer: ReservationAnswer")]
     pub fn handle_reservation(
         &mut self,

@@ -5,7 +5,7 @@ use napi::bindgen_prelude::{Either, Null, Object};
 use napi_derive::napi;
 use ratelane::shared::{Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 
-use crate::{JsOutput, Result, invalid_argument, required, to_js_number, whole};
+use crate::{JsOutput, Result, invalid_argument, opt, required, to_js_number, whole};
 
 /// `ratelane::shared::Reservation` as a plain JS object.
 #[napi(object, object_from_js = false)]
@@ -158,11 +158,21 @@ pub fn store_unavailable_to_js(id: u64, retry_at: u64) -> JsOutput {
     }
 }
 
+/// The optional `processes` of an answer: a whole number >= 0 (above `u32::MAX` it reads as
+/// `u32::MAX`: the core tolerates any count).
+fn processes(obj: &Object) -> Result<Option<u32>> {
+    let value: Option<f64> = opt(obj, "processes", "answer.processes (a number)")?;
+    match value {
+        None => Ok(None),
+        Some(n) => Ok(Some(u32::try_from(whole(n, "answer.processes")?).unwrap_or(u32::MAX))),
+    }
+}
+
 /// A `ReservationAnswer` of the contract as the core's.
 pub fn answer_from(obj: &Object) -> Result<ReservationAnswer> {
     let answer: String = required(obj, "answer", "answer.answer (a string)")?;
     match answer.as_str() {
-        "granted" => Ok(ReservationAnswer::Granted),
+        "granted" => Ok(ReservationAnswer::Granted { processes: processes(obj)? }),
         "unavailable" => Ok(ReservationAnswer::Unavailable),
         "denied" => {
             let retry: f64 = required(obj, "retryAfterNs", "answer.retryAfterNs (a number)")?;
@@ -173,7 +183,7 @@ pub fn answer_from(obj: &Object) -> Result<ReservationAnswer> {
                     "answer.scope must be 'edge', 'invalid', 'global', 'route', 'bucket' or 'pioneer', got {scope:?}"
                 ))
             })?;
-            Ok(ReservationAnswer::Denied { retry_after, scope })
+            Ok(ReservationAnswer::Denied { retry_after, scope, processes: processes(obj)? })
         }
         other => Err(invalid_argument(format!(
             "answer.answer must be 'granted', 'denied' or 'unavailable', got {other:?}"

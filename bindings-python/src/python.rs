@@ -159,6 +159,18 @@ fn arg_opt_ns(obj: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
     if obj.is_none() { Ok(None) } else { arg_ns(obj).map(Some) }
 }
 
+/// A count the store gave (`processes`): `None`, or an int >= 0; one above `u32::MAX` reads
+/// as `u32::MAX` (the core tolerates any count).
+fn arg_opt_count(obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    match obj.extract::<u64>() {
+        Ok(n) => Ok(Some(u32::try_from(n).unwrap_or(u32::MAX))),
+        Err(_) => Err(invalid_argument(obj.py(), format!("processes must be an int >= 0 or None, got {}", repr(obj)))),
+    }
+}
+
 fn arg_id(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
     obj.extract::<u64>().map_err(|_| {
         invalid_argument(obj.py(), format!("a request id must be an int >= 0, got {}", repr(obj)))
@@ -793,12 +805,14 @@ fn share_object(py: Python<'_>, update: SharedUpdate) -> PyResult<Py<PyAny>> {
 }
 
 /// `answer` of `Limiter.handle_reservation`: `"granted"`, `"unavailable"`, or `"denied"` with
-/// `retry_after_ns` and `scope`.
+/// `retry_after_ns` and `scope`; `processes` (the store's live-process count) with `"granted"`
+/// or `"denied"`.
 fn reservation_answer(
     py: Python<'_>,
     answer: &Bound<'_, PyAny>,
     retry_after_ns: Option<u64>,
     scope: Option<&Bound<'_, PyAny>>,
+    processes: Option<u32>,
 ) -> PyResult<ReservationAnswer> {
     let text = answer.cast::<PyString>().ok().and_then(|s| utf8::text(s).ok());
     let extra = retry_after_ns.is_some() || scope.is_some_and(|s| !s.is_none());
@@ -807,7 +821,11 @@ fn reservation_answer(
             py,
             "retry_after_ns and scope are for a 'denied' answer only".to_string(),
         )),
-        Some("granted") => Ok(ReservationAnswer::Granted),
+        Some("unavailable") if processes.is_some() => Err(invalid_argument(
+            py,
+            "processes is for a 'granted' or 'denied' answer only".to_string(),
+        )),
+        Some("granted") => Ok(ReservationAnswer::Granted { processes }),
         Some("unavailable") => Ok(ReservationAnswer::Unavailable),
         Some("denied") => {
             let Some(retry_after) = retry_after_ns else {
@@ -815,7 +833,7 @@ fn reservation_answer(
             };
             let name = scope.and_then(|s| s.cast::<PyString>().ok()).and_then(|s| utf8::text(s).ok());
             match name.and_then(SharedScope::from_name) {
-                Some(scope) => Ok(ReservationAnswer::Denied { retry_after, scope }),
+                Some(scope) => Ok(ReservationAnswer::Denied { retry_after, scope, processes }),
                 None => Err(invalid_argument(
                     py,
                     format!(
@@ -992,7 +1010,8 @@ impl Limiter {
     }
 
     /// Shared mode: the store's answer to request `id`'s `Reserve`.
-    #[pyo3(signature = (now_ns, id, answer, *, retry_after_ns = None, scope = None))]
+    #[pyo3(signature = (now_ns, id, answer, *, retry_after_ns = None, scope = None, processes = None))]
+    #[allow(clippy::too_many_arguments)]
     fn handle_reservation(
         &mut self,
         py: Python<'_>,
@@ -1001,8 +1020,9 @@ impl Limiter {
         answer: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = arg_opt_ns)] retry_after_ns: Option<u64>,
         scope: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = arg_opt_count)] processes: Option<u32>,
     ) -> PyResult<()> {
-        let answer = reservation_answer(py, answer, retry_after_ns, scope)?;
+        let answer = reservation_answer(py, answer, retry_after_ns, scope, processes)?;
         self.inner.handle_reservation(now_ns, id, answer).map_err(|e| core_error(py, e))
     }
 

@@ -105,6 +105,7 @@ def test_store_vectors_through_the_python_encoding(path: pathlib.Path) -> None:
                 answer = ratelane.redis.parse_answer(client.evalsha(sha, 1, prefix, *args))
                 expected = step["answer"]
                 assert answer[0] == expected["answer"], where
+                assert answer[3] == expected.get("processes"), where
                 if answer[0] == "denied":
                     assert (answer[1], answer[2]) == (expected["retry_after_ns"], expected["scope"]), where
             else:

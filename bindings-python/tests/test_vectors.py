@@ -66,8 +66,15 @@ def run_step(limiter: ratelane.Limiter, step: Dict[str, Any]) -> Dict[str, Any]:
             answer = step["answer"]
             if answer == "denied":
                 limiter.handle_reservation(
-                    now, step["id"], "denied", retry_after_ns=step["retry_after_ns"], scope=step["scope"]
+                    now,
+                    step["id"],
+                    "denied",
+                    retry_after_ns=step["retry_after_ns"],
+                    scope=step["scope"],
+                    processes=step.get("processes"),
                 )
+            elif "processes" in step:
+                limiter.handle_reservation(now, step["id"], answer, processes=step["processes"])
             else:
                 limiter.handle_reservation(now, step["id"], answer)
             return {"ok": True}

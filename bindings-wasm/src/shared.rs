@@ -112,12 +112,22 @@ struct AnswerSpec {
     retry_after_ns: Option<f64>,
     #[serde(default)]
     scope: Option<String>,
+    #[serde(default)]
+    processes: Option<f64>,
 }
 
 pub(crate) fn answer_arg(value: JsValue) -> Result<ReservationAnswer, JsValue> {
     let spec: AnswerSpec = object_arg("answer", value)?;
+    // The store's live-process count: a whole number >= 0 (above u32::MAX it reads as
+    // u32::MAX: the core tolerates any count).
+    let processes = match spec.processes {
+        None => None,
+        Some(n) => Some(
+            u32::try_from(whole("answer.processes", n).map_err(|m| invalid_argument(&m))?).unwrap_or(u32::MAX),
+        ),
+    };
     match spec.answer.as_str() {
-        "granted" => Ok(ReservationAnswer::Granted),
+        "granted" => Ok(ReservationAnswer::Granted { processes }),
         "unavailable" => Ok(ReservationAnswer::Unavailable),
         "denied" => {
             let retry = spec
@@ -130,7 +140,7 @@ pub(crate) fn answer_arg(value: JsValue) -> Result<ReservationAnswer, JsValue> {
                     "answer.scope must be 'edge', 'invalid', 'global', 'route', 'bucket' or 'pioneer', got {name:?}"
                 ))
             })?;
-            Ok(ReservationAnswer::Denied { retry_after, scope })
+            Ok(ReservationAnswer::Denied { retry_after, scope, processes })
         }
         other => Err(invalid_argument(&format!(
             "answer.answer must be 'granted', 'denied' or 'unavailable', got {other:?}"

@@ -152,7 +152,15 @@ pub struct Limiter {
     /// one probe at a time.
     store_down: bool,
     store_retry_at: Nanos,
+    /// Consecutive failures counted in the current outage (one per outage step, not one per
+    /// reservation that was outstanding when the store went away).
     store_failures: u32,
+    /// Failures counted since the limiter started (wrapping): a reservation emitted before the
+    /// last one was counted fails with the same cause, so its `Unavailable` is not counted again.
+    store_step: u32,
+    /// Shared mode: how many live processes the store counted in its last answer (1 until it
+    /// says). While the store is down, a fail-open process runs on this share of the limits.
+    store_processes: u32,
     /// Shared mode: round trips of recent reservations, for the margin passed to the store.
     reservation_latencies: VecDeque<Nanos>,
     reservation_samples: u64,
@@ -252,6 +260,9 @@ enum ReqState {
     Reserving {
         /// When the reservation was emitted.
         since: Nanos,
+        /// The store's outage step (`Limiter::store_step`) when it was emitted: an
+        /// `Unavailable` answer counts as a new failure only if no failure was counted since.
+        step: u32,
         window_seq: u32,
         window_epoch: u64,
         global_at: Option<Nanos>,
@@ -403,9 +414,10 @@ impl Bucket {
         if self.reset_provisional { 0 } else { lead.max(self.reset_lead) }
     }
 
-    /// The bucket's limit, or the shared-scope limit learned below it.
-    fn effective_limit(&self) -> u32 {
-        self.shared_cap.map_or(self.limit, |(cap, _)| self.limit.min(cap))
+    /// The bucket's limit, or the shared-scope limit learned below it; of that, this
+    /// process's `share` (see [`share_of`]: 1 but in a fail-open store outage).
+    fn effective_limit(&self, share: u32) -> u32 {
+        share_of(self.shared_cap.map_or(self.limit, |(cap, _)| self.limit.min(cap)), share)
     }
 
     /// Requests counted as in flight for this bucket.
@@ -413,15 +425,18 @@ impl Bucket {
         (in_flight as u32).saturating_add(self.ghosts.len() as u32)
     }
 
-    /// How many more requests the window allows, given `in_flight` answers outstanding.
-    fn available(&self, in_flight: usize) -> u32 {
+    /// How many more requests the window allows, given `in_flight` answers outstanding and
+    /// this process's `share` of the limits. With a share (or a shared-scope cap), what the
+    /// server reports is an upper bound only: this process's own sends in the window count
+    /// against its part of the limit.
+    fn available(&self, in_flight: usize, share: u32) -> u32 {
         let outstanding = self.outstanding(in_flight);
         let local = self
-            .effective_limit()
+            .effective_limit(share)
             .saturating_sub(self.carried)
             .saturating_sub(self.sends_in_window);
         match self.reported {
-            Some(r) if self.shared_cap.is_some() => r.saturating_sub(outstanding).min(local),
+            Some(r) if self.shared_cap.is_some() || share > 1 => r.saturating_sub(outstanding).min(local),
             Some(r) => r.saturating_sub(outstanding),
             None => local,
         }
@@ -431,6 +446,8 @@ impl Bucket {
 /// What a late grant for a request that already ended must release at the store.
 #[derive(Debug)]
 struct Orphan {
+    /// The outage step its reservation was emitted in.
+    step: u32,
     identity: String,
     route: String,
     major: String,
@@ -509,6 +526,8 @@ impl Limiter {
             store_down: false,
             store_retry_at: 0,
             store_failures: 0,
+            store_step: 0,
+            store_processes: 1,
             reservation_latencies: VecDeque::new(),
             reservation_samples: 0,
             reservation_margin: 0,
@@ -867,9 +886,14 @@ impl Limiter {
         answer: ReservationAnswer,
     ) -> Result<(), Error> {
         let now = self.advance(now);
+        if let Some(n) = answer.processes() {
+            // Bad input (0) reads as this process alone; a huge count leaves at least one
+            // request per window (see `share_of`).
+            self.store_processes = n.max(1);
+        }
         if let Some(orphan) = self.orphans.remove(&id) {
             match answer {
-                ReservationAnswer::Granted => {
+                ReservationAnswer::Granted { .. } => {
                     self.store_answered();
                     self.outputs.push_back(Output::Share(SharedUpdate::Release {
                         id,
@@ -882,13 +906,13 @@ impl Limiter {
                     }));
                 }
                 ReservationAnswer::Denied { .. } => self.store_answered(),
-                ReservationAnswer::Unavailable => self.store_unavailable(now, id),
+                ReservationAnswer::Unavailable => self.store_unavailable(now, id, orphan.step),
             }
             self.pump(now);
             return Ok(());
         }
         let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
-        let ReqState::Reserving { since, window_seq, window_epoch, global_at } = req.state
+        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at } = req.state
         else {
             return Err(Error::InvalidState { id, expected: "reserving" });
         };
@@ -897,27 +921,21 @@ impl Limiter {
         self.reserving_total -= 1;
         self.req_mut(id).state = ReqState::Answered;
         self.learn_reservation_latency(now.saturating_sub(since));
-        let fail_open = self
-            .config
-            .shared
-            .as_ref()
-            .is_some_and(|s| s.on_unavailable == OnUnavailable::FailOpen);
         match answer {
-            ReservationAnswer::Granted => {
+            ReservationAnswer::Granted { .. } => {
                 self.store_answered();
                 self.grant(now, qid, id, flight);
             }
-            ReservationAnswer::Unavailable if fail_open => {
-                self.store_unavailable(now, id);
-                self.grant(now, qid, id, flight);
-            }
-            ReservationAnswer::Denied { retry_after, scope } => {
+            ReservationAnswer::Denied { retry_after, scope, .. } => {
                 self.store_answered();
                 self.unreserve(qid, id, flight);
                 self.hold(now, id, qid, scope, retry_after.max(MILLISECOND));
             }
             ReservationAnswer::Unavailable => {
-                self.store_unavailable(now, id);
+                // Back in line either way: fail-closed waits for the store, fail-open sends it
+                // without a reservation as soon as this process's share of the limits allows
+                // (at once if it does), like every other request during the outage.
+                self.store_unavailable(now, id, step);
                 self.unreserve(qid, id, flight);
             }
         }
@@ -1358,8 +1376,7 @@ impl Limiter {
         }
     }
 
-    /// The store granted reserving request `id` (or is unavailable and the policy is fail-open):
-    /// send it now, as of now.
+    /// The store granted reserving request `id`: send it now, as of now.
     fn grant(&mut self, now: Nanos, qid: Qid, id: RequestId, flight: Flight) {
         let r = self.req(id);
         if let Some(deadline) = r.deadline
@@ -1492,11 +1509,12 @@ impl Limiter {
     /// global token go back, and the late answer will be ignored.
     fn abandon_reservation(&mut self, id: RequestId) {
         let r = self.req(id);
-        let ReqState::Reserving { since, window_seq, window_epoch, global_at } = r.state else {
+        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at } = r.state else {
             return;
         };
         let qid = r.qid;
         let orphan = Orphan {
+            step,
             identity: self.identities[r.identity].name.clone(),
             route: r.shared_route().to_string(),
             major: r.major.clone(),
@@ -1540,21 +1558,60 @@ impl Limiter {
 
     fn store_answered(&mut self) {
         if self.store_down {
+            let share = self.outage_share();
             self.store_down = false;
             self.store_failures = 0;
             self.outputs.push_back(Output::Observe(Observation::StoreRecovered));
+            if share > 1 {
+                self.share_changed();
+            }
         }
     }
 
-    fn store_unavailable(&mut self, now: Nanos, id: RequestId) {
+    /// While the store is down and the policy is fail-open: the live processes the store last
+    /// counted, whose limits this process shares (1 otherwise: the store decides, or nothing
+    /// is sent).
+    fn outage_share(&self) -> u32 {
+        let fail_open = self
+            .config
+            .shared
+            .as_ref()
+            .is_some_and(|s| s.on_unavailable == OnUnavailable::FailOpen);
+        if self.store_down && fail_open { self.store_processes } else { 1 }
+    }
+
+    /// The limits changed (a fail-open outage began or ended with several processes): every
+    /// queue decides again, and the ones waiting for a global budget recheck it.
+    fn share_changed(&mut self) {
+        self.recheck_queues(None);
+        for iid in 0..self.identities.len() {
+            self.mark_identity_ready(iid);
+        }
+    }
+
+    /// The store did not answer the reservation of request `id`, emitted in outage step
+    /// `step`. One failure per outage step: the first such answer marks the store down (or,
+    /// for the probe, doubles the pause) and starts a new step; the answers to reservations
+    /// that were already outstanding then are the same failure and change nothing (with N
+    /// reservations out when the store goes away, the first pause is `retry_base`, not
+    /// `retry_base * 2^(N-1)`).
+    fn store_unavailable(&mut self, now: Nanos, id: RequestId, step: u32) {
         let Some(shared) = &self.config.shared else { return };
+        if step != self.store_step {
+            return;
+        }
+        self.store_step = self.store_step.wrapping_add(1);
         self.store_failures = self.store_failures.saturating_add(1);
         let pause = shared
             .retry_base
             .saturating_mul(1u64 << (self.store_failures - 1).min(30))
             .min(shared.retry_max);
         self.store_retry_at = now.saturating_add(pause);
+        let was_down = self.store_down;
         self.store_down = true;
+        if !was_down && self.outage_share() > 1 {
+            self.share_changed();
+        }
         self.outputs.push_back(Output::Observe(Observation::StoreUnavailable {
             id,
             retry_at: self.store_retry_at,
@@ -2359,6 +2416,7 @@ impl Limiter {
     /// the queue in `ready` or arms its wake-up.
     fn evaluate(&mut self, now: Nanos, qid: Qid) {
         self.clear_slot(qid);
+        let share = self.outage_share();
         let q = self.queues[qid].as_mut().expect("live queue");
         if q.pending.is_empty() {
             return;
@@ -2408,7 +2466,7 @@ impl Limiter {
             // answer rather than overtake it on local limits.
             return;
         }
-        let bucket_wait = bucket_gate(&q.bucket, q.in_flight.len(), now, lead);
+        let bucket_wait = bucket_gate(&q.bucket, q.in_flight.len(), now, lead, share);
         let mut wait = match bucket_wait {
             Gate::Open => None,
             Gate::Until(t) => Some(t),
@@ -2573,6 +2631,7 @@ impl Limiter {
         if self.config.shared.is_some() && self.should_reserve(now) {
             self.req_mut(id).state = ReqState::Reserving {
                 since: now,
+                step: self.store_step,
                 window_seq: flight.window_seq,
                 window_epoch: flight.window_epoch,
                 global_at: flight.global_at,
@@ -2660,7 +2719,7 @@ impl Limiter {
 
     /// When the identity's global budget has room again, or `None` if it has room now.
     fn global_wait(&mut self, now: Nanos, iid: Iid) -> Option<Nanos> {
-        let limit = self.config.global_limit as usize;
+        let limit = share_of(self.config.global_limit, self.outage_share()) as usize;
         let span = self.config.global_window.saturating_add(self.global_margin);
         let ident = &mut self.identities[iid];
         if ident.paused_until > now {
@@ -2727,10 +2786,11 @@ impl Limiter {
         }
         let b = &q.bucket;
         if b.known && !b.unlimited && b.limit > 0 {
-            let limit = b.effective_limit().max(1) as usize;
+            let share = self.outage_share();
+            let limit = b.effective_limit(share).max(1) as usize;
             let reset = b.reset_at.map(|r| r.saturating_sub(b.lead(self.send_lead)));
             let (available, next_reset) = match reset {
-                Some(r) if r > now => (b.available(q.in_flight.len()) as usize, Some(r)),
+                Some(r) if r > now => (b.available(q.in_flight.len(), share) as usize, Some(r)),
                 _ => (limit.saturating_sub(q.in_flight.len()), None),
             };
             if position >= available {
@@ -2753,7 +2813,7 @@ impl Limiter {
     fn global_estimate(&self, now: Nanos, iid: Iid, extra: usize) -> Nanos {
         let ident = &self.identities[iid];
         let mut t = now.max(ident.paused_until);
-        let limit = self.config.global_limit as usize;
+        let limit = share_of(self.config.global_limit, self.outage_share()) as usize;
         if limit == 0 {
             return t;
         }
@@ -2851,13 +2911,21 @@ struct Flight {
     left_at: Nanos,
 }
 
+/// This process's part of `limit` when `share` processes split it (a fail-open store outage
+/// in shared mode): `limit / share`, rounded down so that the parts add up to at most the
+/// limit, but at least 1 so that every process keeps going (more than the limit together only
+/// when the limit is below the process count). `0` (no limit) stays 0.
+fn share_of(limit: u32, share: u32) -> u32 {
+    if share > 1 && limit > 0 { (limit / share).max(1) } else { limit }
+}
+
 /// Whether any of `ids` is reserving (shared mode).
 fn has_reserving(ids: &[RequestId], requests: &HashMap<RequestId, Req>) -> bool {
     ids.iter().any(|id| matches!(requests[id].state, ReqState::Reserving { .. }))
 }
 
 /// Whether a bucket lets one more request go now.
-fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos, lead: Nanos) -> Gate {
+fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos, lead: Nanos, share: u32) -> Gate {
     if !b.known {
         // The pioneer: one request learns the bucket, the rest wait for its headers.
         return if in_flight == 0 { Gate::Open } else { Gate::UntilResponse };
@@ -2875,17 +2943,19 @@ fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos, lead: Nanos) -> Gate {
             if t > now { Gate::Until(t) } else { Gate::Open }
         }
     };
-    if b.outstanding(in_flight) >= b.effective_limit() {
+    if b.outstanding(in_flight) >= b.effective_limit(share) {
         return exhausted();
     }
+    let sliding_limit = share_of(b.limit, share) as usize;
     if b.sliding
         && let Some(period) = b.period
-        && b.send_log.len() >= b.limit as usize
+        && sliding_limit > 0
+        && b.send_log.len() >= sliding_limit
     {
-        let oldest = b.send_log[b.send_log.len() - b.limit as usize];
+        let oldest = b.send_log[b.send_log.len() - sliding_limit];
         return Gate::Until(oldest.saturating_add(period).max(now + 1));
     }
-    if b.available(in_flight) > 0 {
+    if b.available(in_flight, share) > 0 {
         return Gate::Open;
     }
     exhausted()

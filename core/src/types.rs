@@ -275,7 +275,8 @@ pub enum Observation {
     },
     /// Shared mode: the store could not answer the reservation of request `id`. Until
     /// `retry_at` no reservation is made (fail-open: requests go on under local limits;
-    /// fail-closed: they wait); then one reservation probes the store.
+    /// fail-closed: they wait); then one reservation probes the store. Emitted once per outage
+    /// step: not for the other reservations that were outstanding when the store went away.
     StoreUnavailable {
         /// The request whose reservation failed.
         id: RequestId,

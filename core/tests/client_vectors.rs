@@ -435,6 +435,11 @@ impl Script {
         self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "granted"}));
         self
     }
+    /// A grant with the store's live-process count.
+    fn granted_processes(mut self, at: u64, id: u64, processes: u32) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "granted", "processes": processes}));
+        self
+    }
     fn unavailable(mut self, at: u64, id: u64) -> Self {
         self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "unavailable"}));
         self

@@ -2,13 +2,15 @@
 //! answers (denials of any scope and length, zero waits, unavailability, answers for the wrong
 //! id, answers twice), must never panic, must end every request exactly once, and must keep the
 //! counts (`queued`, `in_flight`, `reserving`) consistent with the outputs. Every reservation
-//! and update also goes through a `MemoryStore`, which must never panic either.
+//! and update also goes through a `MemoryStore`, which must never panic either. Store health
+//! is counted per outage step: two `StoreUnavailable` observations of one outage always have a
+//! reservation (the probe) emitted between them.
 
 use std::collections::HashMap;
 
 use proptest::prelude::*;
 use ratelane::shared::{MemoryStore, OnUnavailable, ReservationAnswer, SharedConfig, SharedScope};
-use ratelane::{Config, Disposition, Failure, Limiter, Output, Request, Response, SECOND};
+use ratelane::{Config, Disposition, Failure, Limiter, Observation, Output, Request, Response, SECOND};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -62,6 +64,8 @@ struct Book {
     ended: HashMap<u64, &'static str>,
     /// Reservations emitted, by id (the latest).
     reservations: HashMap<u64, ratelane::shared::Reservation>,
+    /// During an outage: reservations emitted since its last `StoreUnavailable`.
+    probes_since_failure: Option<usize>,
 }
 
 impl Book {
@@ -87,9 +91,19 @@ fn drain(l: &mut Limiter, book: &mut Book, store: &mut MemoryStore, now: u64) ->
                 let was = book.live.insert(r.id, State::Reserving);
                 assert_eq!(was, Some(State::Queued), "Reserve({}) from {was:?}", r.id);
                 book.reservations.insert(r.id, r);
+                if let Some(n) = &mut book.probes_since_failure {
+                    *n += 1;
+                }
             }
             Output::Share(u) => store.record(now, "p", &u),
             Output::Fail(id, _) => book.end(id, "failed"),
+            Output::Observe(Observation::StoreUnavailable { id, .. }) => {
+                // One failure per outage step: the reservations that were out when the store
+                // went away fail for the same cause, so a new failure needs a new reservation.
+                assert_ne!(book.probes_since_failure, Some(0), "StoreUnavailable({id}) counted twice in one outage step");
+                book.probes_since_failure = Some(0);
+            }
+            Output::Observe(Observation::StoreRecovered) => book.probes_since_failure = None,
             Output::Observe(_) => {}
             Output::WaitUntil(t) => return Some(t),
             Output::Idle => return None,
@@ -107,9 +121,16 @@ fn answer_of(kind: u8, retry_ms: u32, scope: u8) -> ReservationAnswer {
         SharedScope::Bucket,
         SharedScope::Pioneer,
     ];
+    const PROCESSES: [u32; 6] = [0, 1, 2, 3, 1000, u32::MAX];
     match kind {
-        0 | 1 => ReservationAnswer::Granted,
-        2 => ReservationAnswer::Denied { retry_after: u64::from(retry_ms) * 1_000_000, scope: SCOPES[scope as usize] },
+        0 => ReservationAnswer::GRANTED,
+        // Any process count, including nonsense (0, u32::MAX): never a panic.
+        1 => ReservationAnswer::Granted { processes: Some(PROCESSES[scope as usize]) },
+        2 => ReservationAnswer::Denied {
+            retry_after: u64::from(retry_ms) * 1_000_000,
+            scope: SCOPES[scope as usize],
+            processes: retry_ms.is_multiple_of(2).then_some(PROCESSES[scope as usize]),
+        },
         _ => ReservationAnswer::Unavailable,
     }
 }
@@ -236,7 +257,7 @@ fn run(ops: Vec<Op>, fail_closed: bool) {
     // let time pass; every request must end exactly once.
     for _ in 0..20_000 {
         if let Some(&id) = book.with(State::Reserving).first() {
-            answer(&mut l, &mut book, id, now, ReservationAnswer::Granted);
+            answer(&mut l, &mut book, id, now, ReservationAnswer::GRANTED);
         } else if let Some(&id) = book.with(State::InFlight).first() {
             now += 1_000_000;
             if l.handle_response(now, id, &Response::new(200, &[])).expect("in flight") == Disposition::Complete {

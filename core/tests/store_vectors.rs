@@ -321,6 +321,26 @@ fn cases() -> Vec<Case> {
             .reserve(8_200 * MS, "c", res(3, MSG, "1"))
             .reserve(8_300 * MS, "a", res(2, MSG, "1")),
     });
+
+    let mut short = SharedConfig::default();
+    short.lease = 1 * S;
+    v.push(Case {
+        file: "processes",
+        comment: "Live processes (lease 1 s): every answer, granted or denied, carries how many clients reserved \
+                  within the last lease, the caller included (the `procs` key: one member per client, its latest \
+                  reserve). A record does not count; a client that has not reserved for a lease drops out of the \
+                  count, and the key expires a lease after the last reserve.",
+        config: short,
+        script: Script::new()
+            .reserve(0, "a", res(1, "GET /users/@me", ""))
+            .reserve(100 * MS, "b", res(1, "GET /users/@me", ""))
+            .reserve(200 * MS, "c", res(1, "GET /users/@me", ""))
+            .reserve(300 * MS, "a", res(2, "GET /gateway", ""))
+            .record(500 * MS, "d", report(1, "GET /users/@me", "", Some("me"), Some(5), Some(4), Some(1 * S), Some(1 * S)))
+            .reserve(1_150 * MS, "a", res(3, "GET /users/@me", ""))
+            .reserve(1_350 * MS, "a", res(4, "GET /users/@me", ""))
+            .reserve(3_000 * MS, "b", res(2, "GET /users/@me", "")),
+    });
     v
 }
 

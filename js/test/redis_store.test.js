@@ -97,7 +97,10 @@ test('redis store: reservations and updates become the script\'s ARGV, the prefi
   assert.deepEqual(recordArgs({ kind: 'invalid', id: 3, windowNs: 600 }), ['invalid', '3', '600'])
   assert.throws(() => recordArgs({ kind: 'other' }), TypeError)
   assert.deepEqual(parseAnswer(['denied', 1500, 'bucket']), { answer: 'denied', retryAfterNs: 1500000, scope: 'bucket' })
-  for (const bad of [[], ['granted', 1], ['denied', -1, 'bucket'], ['denied', 1.5, 'bucket'], 'granted', null]) {
+  // The live-process count the script adds (absent from a script of an earlier version).
+  assert.deepEqual(parseAnswer(['granted', 3]), { answer: 'granted', processes: 3 })
+  assert.deepEqual(parseAnswer(['denied', 1500, 'bucket', 2]), { answer: 'denied', retryAfterNs: 1500000, scope: 'bucket', processes: 2 })
+  for (const bad of [[], ['granted', -1], ['granted', 1, 1], ['denied', 1, 'bucket', -1], ['denied', -1, 'bucket'], ['denied', 1.5, 'bucket'], 'granted', null]) {
     assert.throws(() => parseAnswer(bad), /unexpected reply/)
   }
 })

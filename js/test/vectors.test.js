@@ -100,8 +100,11 @@ function updateForm(u) {
 
 /** A vector's `reservation` step's answer in the contract's form. */
 function answer(step) {
-  if (step.answer === 'denied') return { answer: 'denied', retryAfterNs: step.retry_after_ns, scope: step.scope }
-  return { answer: step.answer }
+  const a = step.answer === 'denied'
+    ? { answer: 'denied', retryAfterNs: step.retry_after_ns, scope: step.scope }
+    : { answer: step.answer }
+  if (step.processes !== undefined) a.processes = step.processes
+  return a
 }
 
 function attempt(fn, wrap) {

@@ -6,7 +6,7 @@ This script implements exactly the store contract documented in the core, module
 `ratelane::shared` ("The store contract", key by key), whose reference model is
 `ratelane::shared::MemoryStore`; tests/vectors/store_*.json replay both. Two operations:
 
-  reserve(now, client, reservation) -> granted | denied(retry_after, scope)
+  reserve(now, client, reservation) -> granted(processes) | denied(retry_after, scope, processes)
   record(now, client, update)
 
 KEYS[1]  the namespace prefix P (every key this script touches starts with it). Give it a Redis
@@ -35,7 +35,9 @@ ARGV, common part:
 Numbers are decimal integers; an optional number is "" when absent. An optional string (the
 bucket hash) is "" when absent and "=" followed by the value when present.
 
-Reply: reserve -> {"granted"} or {"denied", retry_after_us, scope}; record -> {"recorded"}.
+Reply: reserve -> {"granted", processes} or {"denied", retry_after_us, scope, processes};
+record -> {"recorded"}. processes: how many clients reserved within the last lease_ns, this
+one included (the key P "procs").
 Errors: "RATELANE_ARG <what>" for a bad argument (nothing written).
 
 Time. The script works in integer microseconds (Redis TIME's resolution). Durations given in
@@ -194,6 +196,7 @@ end
 
 local function enc(s) return #s .. ':' .. s end
 local K = {}
+function K.procs() return P .. 'procs' end
 function K.edge() return P .. 'edge' end
 function K.inv() return P .. 'inv' end
 function K.g(id) return P .. 'g|' .. enc(id) end
@@ -359,7 +362,13 @@ local function reserve()
   local iw = need_us(17, 'invalid_window_ns')
   if bad then return arg_error(bad) end
   local member = client .. ':' .. id
-  local function deny(until_t, scope) return {'denied', until_t - now, scope} end
+  -- 0. live processes, reported with every answer
+  local procs = K.procs()
+  redis.call('ZREMRANGEBYSCORE', procs, '-inf', fmt(now - lease))
+  redis.call('ZADD', procs, fmt(now), client)
+  expire_at(procs, now + lease)
+  local processes = redis.call('ZCARD', procs)
+  local function deny(until_t, scope) return {'denied', until_t - now, scope, processes} end
 
   -- 1. edge
   local t = until_of(K.edge())
@@ -467,7 +476,7 @@ local function reserve()
       expire_at(lk, lease_end)
     end
   end
-  return {'granted'}
+  return {'granted', processes}
 end
 
 -- ------------------------------------------------------------------------------- record

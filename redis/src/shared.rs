@@ -317,8 +317,8 @@ fn flag(b: bool) -> String {
     if b { "1" } else { "0" }.to_string()
 }
 
-/// `["granted"]` or `["denied", retry_after_us, scope]` as the core's answer (read by the
-/// core).
+/// `["granted", processes]` or `["denied", retry_after_us, scope, processes]` as the core's
+/// answer (read by the core).
 fn parse_answer(value: &Value) -> Result<ReservationAnswer, Error> {
     reply::read(value, parse_reserve_answer)
 }
@@ -332,17 +332,21 @@ mod tests {
     #[test]
     fn replies_parse_into_answers_or_bad_reply() {
         let s = |t: &str| Value::BulkString(t.as_bytes().to_vec());
-        assert_eq!(parse_answer(&Value::Array(vec![s("granted")])).unwrap(), ReservationAnswer::Granted);
         assert_eq!(
-            parse_answer(&Value::Array(vec![s("denied"), Value::Int(50_000), s("pioneer")])).unwrap(),
-            ReservationAnswer::Denied { retry_after: 50_000_000, scope: SharedScope::Pioneer }
+            parse_answer(&Value::Array(vec![s("granted"), Value::Int(2)])).unwrap(),
+            ReservationAnswer::Granted { processes: Some(2) }
+        );
+        assert_eq!(
+            parse_answer(&Value::Array(vec![s("denied"), Value::Int(50_000), s("pioneer"), Value::Int(1)])).unwrap(),
+            ReservationAnswer::Denied { retry_after: 50_000_000, scope: SharedScope::Pioneer, processes: Some(1) }
         );
         for bad in [
             Value::Nil,
             Value::Array(vec![]),
             Value::Array(vec![s("denied"), Value::Int(-1), s("bucket")]),
             Value::Array(vec![s("denied"), Value::Int(1), s("nope")]),
-            Value::Array(vec![s("granted"), Value::Int(1)]),
+            Value::Array(vec![s("granted"), Value::Int(-1)]),
+            Value::Array(vec![s("granted"), Value::Int(1), Value::Int(1)]),
         ] {
             assert_eq!(parse_answer(&bad).unwrap_err().code(), "redis_bad_reply", "{bad:?}");
         }

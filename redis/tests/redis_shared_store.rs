@@ -464,7 +464,7 @@ fn with_redis_clock_every_key_has_a_ttl_and_one_call_is_one_round_trip() {
     let store = RedisStore::new(prefix.clone(), &SharedConfig::default()).expect("store");
     let mut counted = support::counting::CountingConnection::new(support::connection());
     // A pioneer, its report, a second grant, a hold, an invalid response: every key kind.
-    assert_eq!(store.reserve(&mut counted, "a", &reservation_for(1, None)).unwrap(), ReservationAnswer::Granted);
+    assert_eq!(store.reserve(&mut counted, "a", &reservation_for(1, None)).unwrap(), ReservationAnswer::Granted { processes: Some(1) });
     let report = SharedUpdate::Bucket {
         id: 1,
         identity: "bot".into(),
@@ -478,7 +478,7 @@ fn with_redis_clock_every_key_has_a_ttl_and_one_call_is_one_round_trip() {
         window: Some(2 * SECOND),
     };
     store.record(&mut counted, "a", &report).unwrap();
-    assert_eq!(store.reserve(&mut counted, "b", &reservation_for(1, None)).unwrap(), ReservationAnswer::Granted);
+    assert_eq!(store.reserve(&mut counted, "b", &reservation_for(1, None)).unwrap(), ReservationAnswer::Granted { processes: Some(2) });
     let hold = SharedUpdate::Hold {
         scope: SharedScope::Route,
         identity: "bot".into(),
@@ -513,12 +513,12 @@ fn with_redis_clock_short_lived_keys_expire_by_themselves() {
     let store = RedisStore::new(prefix.clone(), &config).expect("store");
     let mut r = reservation_for(1, None);
     r.global_window = 50 * MS;
-    assert_eq!(store.reserve(&mut con, "a", &r).unwrap(), ReservationAnswer::Granted);
+    assert_eq!(store.reserve(&mut con, "a", &r).unwrap(), ReservationAnswer::Granted { processes: Some(1) });
     let count = |con: &mut redis::Connection| -> usize {
         let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{}*", glob_escape(&prefix))).query(con).unwrap();
         keys.len()
     };
-    assert_eq!(count(&mut con), 2, "the pioneer lock and the global entry");
+    assert_eq!(count(&mut con), 3, "the pioneer lock, the global entry and the live processes");
     // Bounded wait (not a timed assertion: the keys must be gone after their TTLs, however
     // long the wait took).
     for _ in 0..100 {

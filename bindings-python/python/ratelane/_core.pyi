@@ -319,10 +319,13 @@ class Limiter:
         *,
         retry_after_ns: Optional[int] = None,
         scope: Optional[str] = None,
+        processes: Optional[int] = None,
     ) -> None:
         """Shared mode: the store's answer to ``Reserve`` ``id``: "granted", "unavailable", or
         "denied" with ``retry_after_ns`` and ``scope`` (edge, invalid, global, route, bucket,
-        pioneer). Raises UnknownRequestError, InvalidStateError, InvalidArgumentError."""
+        pioneer); ``processes``: the live processes the store counted (with "granted" or
+        "denied"; a fail-open limiter runs on its share of the limits while the store is down).
+        Raises UnknownRequestError, InvalidStateError, InvalidArgumentError."""
     def close(self, now_ns: int) -> None:
         """Fails every queued request with ``closed``; refuses new ones."""
     def poll_output(self) -> _Output:

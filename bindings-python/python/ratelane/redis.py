@@ -55,11 +55,12 @@ I/O: every reservation and update goes through one ordered queue, sent in pipeli
 trip for all that is waiting) over one connection at a time, so a report always reaches Redis
 before the reservations queued after it. A reservation not answered within ``timeout`` seconds
 (Redis down, paused or slow) is answered "unavailable" to the core, which then follows
-``on_unavailable``: ``"fail_open"`` sends under this process's own limits (safe for one
-process; N processes may together exceed the shared limits until Redis is back),
-``"fail_closed"`` holds requests (their deadlines and ``max_wait`` still apply) until Redis
-answers again. Recovery is automatic: the core probes Redis again after a pause that doubles
-up to ``retry_max``. Updates are written fire-and-forget; those that cannot be written while
+``on_unavailable``: ``"fail_open"`` sends without asking Redis, on this process's share of
+the limits (each limit divided by the live processes Redis counted in its last answer, so that
+the processes together stay within them), ``"fail_closed"`` holds requests (their deadlines
+and ``max_wait`` still apply) until Redis answers again. Recovery is automatic: the core probes
+Redis again after a pause that doubles per failed probe (not per waiting request) from
+``retry_base`` up to ``retry_max``. Updates are written fire-and-forget; those that cannot be written while
 Redis is down are dropped (the store then errs on the conservative side until its keys expire).
 """
 
@@ -133,9 +134,9 @@ _SETTINGS = ("lease", "pioneer_poll", "state_ttl", "retry_base", "retry_max")
 _MAX_QUEUED = 10_000  # updates waiting while Redis is away; the oldest go first beyond this
 _BATCH = 256
 
-Answer = Tuple[str, Optional[int], Optional[str]]
-"""``(answer, retry_after_ns, scope)`` for ``Limiter.handle_reservation``."""
-UNAVAILABLE: Answer = ("unavailable", None, None)
+Answer = Tuple[str, Optional[int], Optional[str], Optional[int]]
+"""``(answer, retry_after_ns, scope, processes)`` for ``Limiter.handle_reservation``."""
+UNAVAILABLE: Answer = ("unavailable", None, None, None)
 
 
 def _opt_str(value: Optional[str]) -> str:
@@ -200,14 +201,28 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _count(rest: List[Any]) -> Tuple[bool, Optional[int]]:
+    """The optional trailing ``processes`` of a reply: (well formed, value)."""
+    if not rest:
+        return True, None
+    if len(rest) == 1 and isinstance(rest[0], int) and not isinstance(rest[0], bool) and rest[0] >= 0:
+        return True, rest[0]
+    return False, None
+
+
 def parse_answer(reply: Any) -> Answer:
-    """The script's reply to a reservation as ``(answer, retry_after_ns, scope)``."""
+    """The script's reply to a reservation as ``(answer, retry_after_ns, scope, processes)``
+    (``processes`` is None for a reply without it, as from a script of an earlier version)."""
     if isinstance(reply, list) and reply:
         tag = _text(reply[0])
-        if tag == "granted" and len(reply) == 1:
-            return ("granted", None, None)
-        if tag == "denied" and len(reply) == 3 and isinstance(reply[1], int) and reply[1] >= 0:
-            return ("denied", reply[1] * 1000, _text(reply[2]))
+        if tag == "granted":
+            ok, processes = _count(reply[1:])
+            if ok:
+                return ("granted", None, None, processes)
+        if tag == "denied" and len(reply) >= 3 and isinstance(reply[1], int) and reply[1] >= 0:
+            ok, processes = _count(reply[3:])
+            if ok:
+                return ("denied", reply[1] * 1000, _text(reply[2]), processes)
     raise ValueError(f"unexpected reply from the shared store script: {reply!r}")
 
 

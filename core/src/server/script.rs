@@ -457,16 +457,30 @@ fn is_tag(item: &ReplyItem<'_>, tag: &str) -> bool {
     matches!(item, ReplyItem::Text(t) if t == tag)
 }
 
-/// `shared_store.lua`'s answer to `reserve`: `["granted"]` or
-/// `["denied", retry_after_us, scope]`, as the core's [`ReservationAnswer`].
+/// `shared_store.lua`'s answer to `reserve`: `["granted", processes]` or
+/// `["denied", retry_after_us, scope, processes]`, as the core's [`ReservationAnswer`].
+/// `processes` (the live processes the store counts) may be absent, as from a script of an
+/// earlier version: the answer then has `processes: None`. A count above `u32::MAX` reads as
+/// `u32::MAX`.
 ///
 /// # Errors
 ///
-/// [`ReplyError`] for any other shape, a negative `retry_after_us` or an unknown scope.
+/// [`ReplyError`] for any other shape, a negative `retry_after_us` or `processes`, or an
+/// unknown scope.
 pub fn parse_reserve_answer(items: &[ReplyItem<'_>]) -> Result<ReservationAnswer, ReplyError> {
+    let count = |item: Option<&ReplyItem<'_>>| -> Result<Option<u32>, ReplyError> {
+        match item {
+            None => Ok(None),
+            Some(ReplyItem::Int(n)) if *n >= 0 => Ok(Some(u32::try_from(*n).unwrap_or(u32::MAX))),
+            Some(other) => Err(ReplyError::new(format!("reserve: processes must be an integer >= 0, got {other}"))),
+        }
+    };
     match items {
-        [tag] if is_tag(tag, "granted") => Ok(ReservationAnswer::Granted),
-        [tag, ReplyItem::Int(us), scope] if is_tag(tag, "denied") => {
+        [tag, rest @ ..] if is_tag(tag, "granted") && rest.len() <= 1 => {
+            Ok(ReservationAnswer::Granted { processes: count(rest.first())? })
+        }
+        [tag, ReplyItem::Int(us), scope, rest @ ..] if is_tag(tag, "denied") && rest.len() <= 1 => {
+            let processes = count(rest.first())?;
             let scope = match scope {
                 ReplyItem::Text(name) => SharedScope::from_name(name),
                 _ => None,
@@ -474,7 +488,7 @@ pub fn parse_reserve_answer(items: &[ReplyItem<'_>]) -> Result<ReservationAnswer
             .ok_or_else(|| ReplyError::new(format!("denied: unknown scope {scope}")))?;
             let us = u64::try_from(*us)
                 .map_err(|_| ReplyError::new(format!("denied: retry_after {us} < 0")))?;
-            Ok(ReservationAnswer::Denied { retry_after: us.saturating_mul(1000), scope })
+            Ok(ReservationAnswer::Denied { retry_after: us.saturating_mul(1000), scope, processes })
         }
         _ => Err(ReplyError::new(format!("reserve: unexpected reply {}", Items(items)))),
     }
@@ -656,26 +670,46 @@ mod tests {
 
     #[test]
     fn shared_store_answers_read_back_or_are_errors() {
-        assert_eq!(parse_reserve_answer(&[text("granted")]).unwrap(), ReservationAnswer::Granted);
+        // Without the process count (a script of an earlier version), and with it.
+        assert_eq!(parse_reserve_answer(&[text("granted")]).unwrap(), ReservationAnswer::GRANTED);
+        assert_eq!(
+            parse_reserve_answer(&[text("granted"), ReplyItem::Int(3)]).unwrap(),
+            ReservationAnswer::Granted { processes: Some(3) }
+        );
+        assert_eq!(
+            parse_reserve_answer(&[text("granted"), ReplyItem::Int(1 << 40)]).unwrap(),
+            ReservationAnswer::Granted { processes: Some(u32::MAX) }
+        );
         assert_eq!(
             parse_reserve_answer(&[text("denied"), ReplyItem::Int(50_000), text("pioneer")])
                 .unwrap(),
-            ReservationAnswer::Denied { retry_after: 50_000_000, scope: SharedScope::Pioneer }
+            ReservationAnswer::Denied { retry_after: 50_000_000, scope: SharedScope::Pioneer, processes: None }
         );
-        let bad: [&[ReplyItem<'_>]; 6] = [
+        assert_eq!(
+            parse_reserve_answer(&[text("denied"), ReplyItem::Int(1), text("edge"), ReplyItem::Int(0)]).unwrap(),
+            ReservationAnswer::Denied { retry_after: 1000, scope: SharedScope::Edge, processes: Some(0) }
+        );
+        let bad: [&[ReplyItem<'_>]; 9] = [
             &[],
             &[ReplyItem::Nil],
             &[text("denied"), ReplyItem::Int(-1), text("bucket")],
             &[text("denied"), ReplyItem::Int(1), text("nope")],
             &[text("denied"), ReplyItem::Int(1), ReplyItem::Int(2)],
-            &[text("granted"), ReplyItem::Int(1)],
+            &[text("granted"), text("1")],
+            &[text("granted"), ReplyItem::Int(-1)],
+            &[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1)],
+            &[text("denied"), ReplyItem::Int(1), text("edge"), ReplyItem::Nil],
         ];
         for items in bad {
             assert!(parse_reserve_answer(items).is_err(), "{items:?} was accepted");
         }
         assert_eq!(
-            parse_reserve_answer(&[text("granted"), ReplyItem::Int(1)]).unwrap_err().message(),
-            "reserve: unexpected reply [\"granted\", 1]"
+            parse_reserve_answer(&[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1)]).unwrap_err().message(),
+            "reserve: unexpected reply [\"granted\", 1, 1]"
+        );
+        assert_eq!(
+            parse_reserve_answer(&[text("granted"), ReplyItem::Int(-2)]).unwrap_err().message(),
+            "reserve: processes must be an integer >= 0, got -2"
         );
         assert_eq!(
             parse_reserve_answer(&[text("denied"), ReplyItem::Int(1), text("nope")])

@@ -30,17 +30,27 @@
 //!     for what each scope holds). It is reserved again afterwards. Deadlines and `max_wait` keep
 //!     working: a request whose predicted wait now exceeds its deadline fails at once with the
 //!     prediction, and one whose deadline passes while it waits fails then.
-//!   * [`ReservationAnswer::Unavailable`] (the store is down, or did not answer in time): with
-//!     [`OnUnavailable::FailOpen`] the request is sent at once under this process's own limits;
-//!     with [`OnUnavailable::FailClosed`] it goes back to its queue. Either way the store is
-//!     marked down: for [`SharedConfig::retry_base`] (doubling per consecutive failure, up to
+//!   * [`ReservationAnswer::Unavailable`] (the store is down, or did not answer in time): the
+//!     request goes back to its queue (it was never sent; no retry is counted). With
+//!     [`OnUnavailable::FailOpen`] it is then sent without a reservation, at once if this
+//!     process's **share** of the limits allows: while the store is down, the global limit and
+//!     each bucket's limit are divided by the number of live processes the store last reported
+//!     (`processes` in its answers; 1 until it says, and at least 1 per window), so that K
+//!     processes together stay within the limits instead of each using all of them. With
+//!     [`OnUnavailable::FailClosed`] it waits. Either way the store is
+//!     marked down: for [`SharedConfig::retry_base`] (doubling per failed probe, up to
 //!     [`SharedConfig::retry_max`]) no reservation is made (fail-open sends directly, fail-closed
 //!     holds every request); then one reservation probes the store while the others keep waiting
 //!     (fail-closed) or keep going on local limits (fail-open; but not the requests queued behind
 //!     the probe in its own queue, which wait for its answer). The first `Granted` or `Denied`
-//!     ends the outage. [`Observation::StoreUnavailable`](crate::Observation::StoreUnavailable)
-//!     and later [`Observation::StoreRecovered`](crate::Observation::StoreRecovered) are
-//!     emitted. A fail-closed hold always comes with a `WaitUntil`, so nothing hangs.
+//!     ends the outage. Store health is counted **per outage step, not per reservation**: the
+//!     reservations that were already outstanding when the store was marked down (or when the
+//!     failed probe was emitted) fail for the same cause, so their `Unavailable` answers are
+//!     one failure, not one each: with N reservations out when the store goes away the first
+//!     probe still comes `retry_base` later, then `2 x retry_base` after a failed probe, and so
+//!     on. [`Observation::StoreUnavailable`](crate::Observation::StoreUnavailable) is emitted
+//!     once per step, and [`Observation::StoreRecovered`](crate::Observation::StoreRecovered)
+//!     once at the end. A fail-closed hold always comes with a `WaitUntil`, so nothing hangs.
 //! * After a response to a request sent in shared mode, the core emits
 //!   [`Output::Share`](crate::Output::Share) with a [`SharedUpdate::Bucket`] report (whatever the
 //!   status), plus a [`SharedUpdate::Hold`] for a 429 (scope global, bucket for `shared` and
@@ -71,7 +81,12 @@
 //! arrival order), the latency margin (each process passes its own) and requests in flight at
 //! other processes, which the shared invalid-request budget does not count (the local budget
 //! does; keep `invalid_request_stop_at` a margin below the limit, as the defaults do). While the
-//! store is down, fail-open processes only keep their own limits.
+//! store is down, fail-open processes keep their share of the limits (the limit divided by the
+//! live processes the store last counted, at least 1): exact for the global limit and for
+//! buckets whose limit is at least the process count, as long as the count is current (a
+//! process that started during the outage, or that no other process saw reserve within the
+//! last `lease`, is not counted). A request that meets a 429 anyway is retried like any other
+//! (within `max_rate_limit_retries` and its deadline) and ends in exactly one outcome.
 //!
 //! # The store contract
 //!
@@ -106,6 +121,7 @@
 //!
 //! | key | type | content | expires |
 //! |---|---|---|---|
+//! | `P "procs"` | sorted set | one member per process that reserved within the last `lease` (member: `client`, score: the time of its latest `reserve`) | `lease` after the last add |
 //! | `P "edge"` | string | time until which every request is held (a Cloudflare-style ban) | at that time |
 //! | `P "inv"` | sorted set | one member per invalid response (score: its time) | `window` after the last add |
 //! | `P "g|" enc(identity)` | sorted set | one member per global grant, `member ":" now` (score: grant time) | `global_window` after the last grant |
@@ -136,9 +152,12 @@
 //!
 //! ## `reserve`
 //!
-//! Checks run in this order; the first that fails answers `Denied { retry_after, scope }` **and
-//! changes nothing** but a bucket roll (a pure function of time, kept). If none fails, the grant
-//! is committed (step 7) and the answer is `Granted`.
+//! First, **live processes** (always): drop `procs` members with score <= now - `lease`, add
+//! (or move) `client` with score now, expire the key `lease` later; `processes` = its
+//! cardinality, given with every answer. Then the checks run in this order; the first that
+//! fails answers `Denied { retry_after, scope, processes }` **and changes nothing** but a
+//! bucket roll (a pure function of time, kept) and `procs`. If none fails, the grant is
+//! committed (step 7) and the answer is `Granted { processes }`.
 //!
 //! 1. **edge**: `edge` > now: denied until then, scope `edge`.
 //! 2. **invalid** (if `invalid_limit > 0`): drop `inv` members with score <= now -
@@ -240,10 +259,12 @@
 //! let Output::Reserve(ra) = a.poll_output() else { panic!() };
 //! let Output::Reserve(rb) = b.poll_output() else { panic!() };
 //! // The store lets one pioneer through and holds the other.
-//! assert_eq!(store.reserve(0, "process-a", &ra), ReservationAnswer::Granted);
+//! let granted = store.reserve(0, "process-a", &ra);
+//! assert_eq!(granted, ReservationAnswer::Granted { processes: Some(1) });
 //! let denied = store.reserve(0, "process-b", &rb);
-//! assert!(matches!(denied, ReservationAnswer::Denied { .. }));
-//! a.handle_reservation(1, ida, ReservationAnswer::Granted).unwrap();
+//! // Two processes have asked the store within the lease: each answer says so.
+//! assert!(matches!(denied, ReservationAnswer::Denied { processes: Some(2), .. }));
+//! a.handle_reservation(1, ida, granted).unwrap();
 //! assert_eq!(a.poll_output(), Output::Send(ida));
 //! b.handle_reservation(1, idb, denied).unwrap(); // b waits and asks again later
 //! ```
@@ -281,8 +302,11 @@ use crate::types::{MILLISECOND, Nanos, RequestId, SECOND};
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum OnUnavailable {
-    /// Send under this process's own limits, which stay safe for one process (N processes
-    /// may together exceed the shared limits while the store is down).
+    /// Send without a reservation, on this process's share of the limits: the global limit
+    /// and each bucket's limit divided by the live processes the store counted in its last
+    /// answer ([`ReservationAnswer::processes`]), at least 1 per window. N processes together
+    /// then stay within the limits while the store is down (when no limit is below N and the
+    /// count is current).
     #[default]
     FailOpen,
     /// Hold every request until the store answers again (deadlines and `max_wait` still apply).
@@ -309,7 +333,8 @@ pub struct SharedConfig {
     /// What to do while the store cannot answer.
     pub on_unavailable: OnUnavailable,
     /// After an `Unavailable` answer, no reservation is made for this long; doubles with each
-    /// consecutive one.
+    /// failed probe. The answers to reservations that were already outstanding when the store
+    /// was marked down are the same failure: they neither double nor extend the pause.
     #[cfg_attr(feature = "serde", serde(rename = "retry_base_ns"))]
     pub retry_base: Nanos,
     /// The longest such pause.
@@ -406,7 +431,14 @@ pub struct Reservation {
 #[cfg_attr(feature = "serde", serde(tag = "answer", rename_all = "snake_case"))]
 pub enum ReservationAnswer {
     /// Send it now.
-    Granted,
+    Granted {
+        /// How many processes the store counts as live, this one included (see the store
+        /// contract's `procs` key); `None` when the store did not say. A fail-open process
+        /// runs on its share of the limits (divided by the last count it saw) while the store
+        /// is down.
+        #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+        processes: Option<u32>,
+    },
     /// Not now: `scope` is exhausted for `retry_after`.
     Denied {
         /// How long to hold what `scope` names (at least 1 ms is applied).
@@ -414,9 +446,25 @@ pub enum ReservationAnswer {
         retry_after: Nanos,
         /// What is exhausted.
         scope: SharedScope,
+        /// As for `Granted`.
+        #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+        processes: Option<u32>,
     },
     /// The store could not answer (down, or too slow): see [`OnUnavailable`].
     Unavailable,
+}
+
+impl ReservationAnswer {
+    /// `Granted` without a process count (a store that does not count processes).
+    pub const GRANTED: ReservationAnswer = ReservationAnswer::Granted { processes: None };
+
+    /// The live-process count the store gave with this answer, if any.
+    pub fn processes(&self) -> Option<u32> {
+        match *self {
+            ReservationAnswer::Granted { processes } | ReservationAnswer::Denied { processes, .. } => processes,
+            ReservationAnswer::Unavailable => None,
+        }
+    }
 }
 
 /// The part of the limits a denial or a hold concerns.
@@ -575,12 +623,21 @@ mod tests {
                    "counts_global": true, "global_limit": 50, "global_window_ns": 1_125_000_000u64,
                    "margin_ns": 125_000_000, "invalid_limit": 9000, "invalid_window_ns": 600_000_000_000u64})
         );
-        let denied = ReservationAnswer::Denied { retry_after: 5, scope: SharedScope::Pioneer };
+        let denied = ReservationAnswer::Denied { retry_after: 5, scope: SharedScope::Pioneer, processes: None };
         assert_eq!(
             serde_json::to_value(denied).unwrap(),
             json!({"answer": "denied", "retry_after_ns": 5, "scope": "pioneer"})
         );
-        assert_eq!(serde_json::to_value(ReservationAnswer::Granted).unwrap(), json!({"answer": "granted"}));
+        let denied = ReservationAnswer::Denied { retry_after: 5, scope: SharedScope::Pioneer, processes: Some(3) };
+        assert_eq!(
+            serde_json::to_value(denied).unwrap(),
+            json!({"answer": "denied", "retry_after_ns": 5, "scope": "pioneer", "processes": 3})
+        );
+        assert_eq!(serde_json::to_value(ReservationAnswer::GRANTED).unwrap(), json!({"answer": "granted"}));
+        let granted = ReservationAnswer::Granted { processes: Some(2) };
+        assert_eq!(serde_json::to_value(granted).unwrap(), json!({"answer": "granted", "processes": 2}));
+        let back: ReservationAnswer = serde_json::from_value(json!({"answer": "granted"})).unwrap();
+        assert_eq!(back, ReservationAnswer::GRANTED);
         let hold = SharedUpdate::Hold {
             scope: SharedScope::Route,
             identity: "bot".into(),

@@ -131,7 +131,7 @@ enum Take {
 ///     invalid_window: 0,
 /// };
 /// // The first request of an unknown route takes the pioneer lock ...
-/// assert_eq!(store.reserve(0, "a", &reservation(1)), ReservationAnswer::Granted);
+/// assert_eq!(store.reserve(0, "a", &reservation(1)), ReservationAnswer::Granted { processes: Some(1) });
 /// // ... so another process's request for it waits for the pioneer's answer.
 /// assert!(matches!(
 ///     store.reserve(0, "b", &reservation(1)),
@@ -145,6 +145,8 @@ pub struct MemoryStore {
     state_ttl: Nanos,
     now: Nanos,
     ops: u64,
+    /// Live processes: each client's latest `reserve` (the `procs` sorted set).
+    procs: Keys<(), HashMap<String, Nanos>>,
     edge: Keys<(), Nanos>,
     invalid: Keys<(), VecDeque<Nanos>>,
     /// Grant times and members (`client:id`) per identity.
@@ -171,6 +173,7 @@ impl MemoryStore {
             state_ttl: config.state_ttl.max(1),
             now: 0,
             ops: 0,
+            procs: Keys::new(),
             edge: Keys::new(),
             invalid: Keys::new(),
             global: Keys::new(),
@@ -189,7 +192,8 @@ impl MemoryStore {
     /// of expiry.
     pub fn keys(&self, now: Nanos) -> usize {
         let now = now.max(self.now);
-        self.edge.len(now)
+        self.procs.len(now)
+            + self.edge.len(now)
             + self.invalid.len(now)
             + self.global.len(now)
             + self.paused.len(now)
@@ -209,6 +213,7 @@ impl MemoryStore {
             // Like Redis's active expiry: expired keys are dropped from memory now and then
             // (they are already invisible to every read).
             let now = self.now;
+            self.procs.purge(now);
             self.edge.purge(now);
             self.invalid.purge(now);
             self.global.purge(now);
@@ -267,15 +272,38 @@ impl MemoryStore {
 
     /// Like Redis, a sorted set whose last member went is no key at all.
     fn drop_empty(&mut self) {
+        self.procs.map.retain(|_, e| !e.value.is_empty());
         self.invalid.map.retain(|_, e| !e.value.is_empty());
         self.global.map.retain(|_, e| !e.value.is_empty());
         self.pending.map.retain(|_, e| !e.value.is_empty());
     }
 
+    /// Counts `client` as live at `now`; returns how many processes are (`procs`).
+    fn touch_process(&mut self, now: Nanos, client: &str) -> u32 {
+        let lease = self.lease;
+        let expires = now.saturating_add(lease);
+        match self.procs.get_mut(now, &()) {
+            Some(seen) => {
+                seen.retain(|_, &mut t| t.saturating_add(lease) > now);
+                seen.insert(client.to_string(), now);
+                self.procs.expire_at(&(), expires);
+            }
+            None => self.procs.set((), HashMap::from([(client.to_string(), now)]), expires),
+        }
+        let n = self.procs.get(now, &()).map_or(1, HashMap::len);
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
     fn reserve_inner(&mut self, now: Nanos, client: &str, r: &Reservation) -> ReservationAnswer {
         let now = self.advance(now);
         let member = format!("{client}:{}", r.id);
-        let deny = |until: Nanos, scope: SharedScope| ReservationAnswer::Denied { retry_after: until - now, scope };
+        // 0. live processes, reported with every answer
+        let processes = Some(self.touch_process(now, client));
+        let deny = |until: Nanos, scope: SharedScope| ReservationAnswer::Denied {
+            retry_after: until - now,
+            scope,
+            processes,
+        };
 
         // 1. edge
         if let Some(&until) = self.edge.get(now, &())
@@ -406,7 +434,7 @@ impl MemoryStore {
                 self.bucket_locks.set(key, member, lease_end);
             }
         }
-        ReservationAnswer::Granted
+        ReservationAnswer::Granted { processes }
     }
 
     fn record_inner(&mut self, now: Nanos, client: &str, update: &SharedUpdate) {

@@ -772,6 +772,49 @@
             .timeout(800 * MS)
             .granted(802 * MS, 1),
     });
+    let b6 = h(6, 5, "1", "sh");
+    v.push(Case {
+        file: "shared_mode_fail_open_share",
+        comment: "Shared mode, fail_open: while the store is down a process runs on its share of the limits, the \
+                  limit divided by the live processes the store counted in its last answer (`processes`: 3 here). \
+                  The bucket allows 6 per window: of the five requests whose reservations fail together, this process \
+                  sends one directly (its share is 2, and request 1 was the first); the others wait for the reset, \
+                  then one probes the store, and its grant brings back the whole limit.",
+        config: shared(OnUnavailable::FailOpen),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .granted_processes(1 * MS, 1, 3)
+            .respond(50 * MS, 1, 200, &refs(&b6))
+            .enqueue(100 * MS, "POST", ch1).enqueue(100 * MS, "POST", ch1).enqueue(100 * MS, "POST", ch1)
+            .enqueue(100 * MS, "POST", ch1).enqueue(100 * MS, "POST", ch1)
+            .unavailable(110 * MS, 2)
+            .unavailable(110 * MS, 3)
+            .unavailable(110 * MS, 4)
+            .unavailable(110 * MS, 5)
+            .unavailable(110 * MS, 6)
+            .respond(150 * MS, 2, 200, &refs(&h(6, 4, "0.9", "sh")))
+            .timeout(1_050 * MS)
+            .granted_processes(1_052 * MS, 3, 3),
+    });
+    v.push(Case {
+        file: "shared_mode_outage_step",
+        comment: "Shared mode, fail_closed: store health counts one failure per outage step, not one per reservation. \
+                  Three reservations (three channels) answered `unavailable` at the same instant are one failure: one \
+                  store_unavailable, and the probe comes retry_base (100 ms) later, not 400 ms; the probe's own \
+                  failure is the next step (200 ms); its grant ends the outage and the other two are reserved again.",
+        config: shared(OnUnavailable::FailClosed),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .enqueue(0, "POST", ch2)
+            .enqueue(0, "POST", "/channels/100000000000000003/messages")
+            .unavailable(250 * MS, 1)
+            .unavailable(250 * MS, 2)
+            .unavailable(250 * MS, 3)
+            .timeout(350 * MS)
+            .unavailable(360 * MS, 1)
+            .timeout(560 * MS)
+            .granted(562 * MS, 1),
+    });
     v.push(Case {
         file: "shared_mode_cancel_close",
         comment: "Shared mode: cancelling a reserving request ends it at once (its slot goes back; the next request \

@@ -104,23 +104,32 @@ pub fn update_from(v: &Value) -> SharedUpdate {
 
 #[allow(dead_code)]
 pub fn answer_json(a: &ReservationAnswer) -> Value {
-    match a {
-        ReservationAnswer::Granted => json!({"answer": "granted"}),
-        ReservationAnswer::Denied { retry_after, scope } => {
+    let mut v = match a {
+        ReservationAnswer::Granted { .. } => json!({"answer": "granted"}),
+        ReservationAnswer::Denied { retry_after, scope, .. } => {
             json!({"answer": "denied", "retry_after_ns": retry_after, "scope": scope.as_str()})
         }
         ReservationAnswer::Unavailable => json!({"answer": "unavailable"}),
+    };
+    if let Some(n) = a.processes() {
+        v["processes"] = json!(n);
     }
+    v
 }
 
+/// An answer as the vector files hold it: a `reservation` step of a client file (`answer` a
+/// string, the other fields beside it) or an `answer` object of a store file. `processes` is
+/// optional in both.
 #[allow(dead_code)]
 pub fn answer_from(v: &Value) -> ReservationAnswer {
+    let processes = v["processes"].as_u64().map(|n| n as u32);
     match v["answer"].as_str().expect("answer") {
-        "granted" => ReservationAnswer::Granted,
+        "granted" => ReservationAnswer::Granted { processes },
         "unavailable" => ReservationAnswer::Unavailable,
         "denied" => ReservationAnswer::Denied {
             retry_after: u(v, "retry_after_ns"),
             scope: SharedScope::from_name(&s(v, "scope")).expect("known scope"),
+            processes,
         },
         other => panic!("unknown answer {other}"),
     }
