@@ -757,7 +757,9 @@ impl Limiter {
         if (200..300).contains(&status) {
             self.edge_strikes = 0;
         }
-        self.apply_headers(now, id, qid, sent_at, &info, status, answer_lead);
+        if self.apply_headers(now, id, qid, sent_at, &info, status) {
+            self.queue_mut(qid).bucket.reset_lead = answer_lead;
+        }
         if self.config.shared.is_some() {
             let update = self.bucket_report(id, qid, &info);
             self.outputs.push_back(Output::Share(update));
@@ -1831,6 +1833,8 @@ impl Limiter {
         self.note_idle(from);
     }
 
+    /// Applies an answer's bucket headers to the bucket of `qid`. Returns whether the answer
+    /// set the bucket's window end (`reset_at`), whose lead the caller then sets.
     fn apply_headers(
         &mut self,
         now: Nanos,
@@ -1839,13 +1843,13 @@ impl Limiter {
         flight: Flight,
         info: &RateLimitInfo,
         status: u16,
-        answer_lead: Nanos,
-    ) {
+    ) -> bool {
         let max_wait = self.config.max_server_wait;
         let has_bucket_info =
             info.limit.is_some() || info.remaining.is_some() || info.reset_after.is_some();
         let mut detected_sliding = false;
         let mut learned_period = None;
+        let mut set_reset = false;
         let b = &self.queue(qid).bucket;
         if info.remaining.is_none() && b.known && !b.unlimited && flight.window_epoch == b.epoch {
             // An answer that reports nothing (a 5xx, a header-less 429) may still have been
@@ -1860,7 +1864,7 @@ impl Limiter {
                 b.known = true;
                 b.unlimited = true;
             }
-            return;
+            return false;
         }
         let fresh = !b.known || b.unlimited;
         b.known = true;
@@ -1875,7 +1879,7 @@ impl Limiter {
         if flight.window_epoch < b.epoch && !fresh {
             // Sent before the last local reset: it describes the old window, which says
             // nothing about the current one.
-            return;
+            return false;
         }
         if let (200..=299, Some(reset_after)) = (status, info.reset_after)
             && info.remaining.is_some_and(|r| r.saturating_add(1) >= b.limit)
@@ -1935,7 +1939,8 @@ impl Limiter {
             let keep_old = matches!(b.reset_at, Some(old) if !first_of_window && !b.reset_provisional && old >= at);
             if !keep_old {
                 b.reset_at = Some(at);
-                b.reset_lead = answer_lead;
+                b.reset_lead = 0;
+                set_reset = true;
             }
             b.reset_provisional = false;
         }
@@ -1954,6 +1959,7 @@ impl Limiter {
                 }
             }
         }
+        set_reset
     }
 
     fn on_rate_limited(
