@@ -1,0 +1,152 @@
+//! What the engine remembers about a bucket when routes move between buckets: small scenarios
+//! driven by hand against the engine, each the root cause of a property-test failure found
+//! with a fresh seed (the full cases are in `properties.proptest-regressions`).
+
+use ratelane::{Config, Disposition, Limiter, MILLISECOND, Nanos, Output, Request, RequestId, Response, SECOND};
+
+const MS: Nanos = MILLISECOND;
+
+fn limiter() -> Limiter {
+    let mut c = Config::default();
+    c.route_groups = Vec::new();
+    Limiter::new(c).unwrap()
+}
+
+/// Drains the outputs: the ids sent, in order.
+fn drain(l: &mut Limiter) -> Vec<RequestId> {
+    let mut sent = Vec::new();
+    loop {
+        match l.poll_output() {
+            Output::Send(id) => sent.push(id),
+            Output::WaitUntil(_) | Output::Idle => return sent,
+            _ => {}
+        }
+    }
+}
+
+/// Advances through the limiter's timers (at most until `limit`) until it sends something:
+/// when and what.
+fn next_send(l: &mut Limiter, mut now: Nanos, limit: Nanos) -> Option<(Nanos, Vec<RequestId>)> {
+    loop {
+        let sent = drain(l);
+        if !sent.is_empty() {
+            return Some((now, sent));
+        }
+        // `drain` consumed the WaitUntil: ask again (nothing new is queued, so it repeats it).
+        match l.poll_output() {
+            Output::WaitUntil(t) if t <= limit => {
+                now = t.max(now);
+                l.handle_timeout(now);
+            }
+            _ => return None,
+        }
+    }
+}
+
+fn secs(ns: Nanos) -> String {
+    format!("{}.{:03}", ns / SECOND, (ns % SECOND) / MS)
+}
+
+/// Discord's headers for bucket `hash`.
+fn answer(l: &mut Limiter, now: Nanos, id: RequestId, status: u16, hash: &str, limit: u32, remaining: u32, reset_after: Nanos) -> Disposition {
+    let (limit, remaining, reset_after) = (limit.to_string(), remaining.to_string(), secs(reset_after));
+    let headers = [
+        ("X-RateLimit-Bucket", hash),
+        ("X-RateLimit-Limit", limit.as_str()),
+        ("X-RateLimit-Remaining", remaining.as_str()),
+        ("X-RateLimit-Reset-After", reset_after.as_str()),
+    ];
+    l.handle_response(now, id, &Response::new(status, &headers)).unwrap()
+}
+
+fn enqueue(l: &mut Limiter, now: Nanos, method: &str, template: &str, major: &str) -> RequestId {
+    l.enqueue(now, Request::with_route(method, template, major)).unwrap()
+}
+
+/// Properties case `be596d…`: a route first seen after its bucket's window length was learned
+/// (under another route) probes in its own queue; when the answer names the bucket, that queue
+/// becomes the bucket's queue and must take the learned length. Else a header-less answer (a
+/// 5xx) in a window it opens is counted only until a reset estimated from what the 429 told,
+/// far shorter than the window, and the retry meets the server's window: a 429 on a known
+/// bucket.
+#[test]
+fn a_route_queue_that_learns_its_bucket_takes_the_buckets_window_length() {
+    let mut l = limiter();
+    // Route a teaches bucket b: 1 per 2 s.
+    let a = enqueue(&mut l, 0, "POST", "/a/:id", "0");
+    assert_eq!(drain(&mut l), [a]);
+    assert_eq!(answer(&mut l, MS, a, 200, "b", 1, 0, 2 * SECOND), Disposition::Complete);
+    // Route c, unknown so far, on another major parameter: its pioneer meets a window of b
+    // that some other request opened (it ends in 200 ms).
+    let c = enqueue(&mut l, 100 * MS, "GET", "/c/:id", "1");
+    assert_eq!(drain(&mut l), [c]);
+    assert_eq!(answer(&mut l, 101 * MS, c, 429, "b", 1, 0, 200 * MS), Disposition::Retry);
+    let (second, sent) = next_send(&mut l, 101 * MS, 10 * SECOND).expect("retried after the reset");
+    assert_eq!(sent, [c]);
+    // The retry opens the server's next window (2 s); its answer is a 502 without headers.
+    let d = l.handle_response(second + MS, c, &Response::new(502, &[])).unwrap();
+    assert_eq!(d, Disposition::Retry);
+    let (third, _) = next_send(&mut l, second + MS, 10 * SECOND).expect("retried");
+    assert!(
+        third >= second + 2 * SECOND,
+        "the 502's slot counts for the bucket's learned window (2 s): sent at {} s, retried at {} s",
+        secs(second),
+        secs(third)
+    );
+}
+
+/// Properties case `20b75a…`: the server moves route a to a new bucket. The old bucket's queue
+/// keeps its state for the routes still in it (route c); only route a's requests move. Before
+/// the fix the whole queue moved (it held only route a's requests at that moment), and route
+/// c's next request started from an unknown bucket: its 5xx was not counted, and the retry met
+/// the server's window.
+#[test]
+fn a_route_moved_to_another_bucket_leaves_the_old_buckets_state_to_its_other_routes() {
+    let mut l = limiter();
+    // Routes a and c share bucket b, 1 per 2 s (a learned on major 2, c on major 1).
+    let a2 = enqueue(&mut l, 0, "POST", "/a/:id", "2");
+    let c1 = enqueue(&mut l, 0, "GET", "/c/:id", "1");
+    assert_eq!(drain(&mut l), [a2, c1]);
+    answer(&mut l, MS, a2, 200, "b", 1, 0, 2 * SECOND);
+    answer(&mut l, MS, c1, 200, "b", 1, 0, 2 * SECOND);
+    // After the window, a request of route a on major 1 goes to b's queue; the server counts
+    // it in a new bucket b2 and says so.
+    let a1 = enqueue(&mut l, 2100 * MS, "POST", "/a/:id", "1");
+    assert_eq!(drain(&mut l), [a1]);
+    answer(&mut l, 2101 * MS, a1, 200, "b2", 1, 0, 2 * SECOND);
+    // Route c on major 1 still counts against b: its request opens b's window, and its 502
+    // keeps the slot until that window ends.
+    let c2 = enqueue(&mut l, 2200 * MS, "GET", "/c/:id", "1");
+    assert_eq!(drain(&mut l), [c2], "b (major 1) did not count a1: the slot is free");
+    assert_eq!(l.handle_response(2201 * MS, c2, &Response::new(502, &[])).unwrap(), Disposition::Retry);
+    let (retry, _) = next_send(&mut l, 2201 * MS, 10 * SECOND).expect("retried");
+    assert!(retry >= 4200 * MS, "c2's retry waits out b's window (opened at 2.2 s): {} s", secs(retry));
+}
+
+/// Properties case `6dcb81…`: a late answer to a request sent before the server moved its
+/// route, arriving after an answer (to a later request) that taught the new bucket, must not
+/// move the route back. Before the fix it did, and the route's requests were split between two
+/// queues (the old bucket's and the new one's): a later request overtook an earlier one.
+#[test]
+fn a_late_answer_from_before_a_bucket_change_does_not_change_the_route_back() {
+    let mut l = limiter();
+    // Route a, unknown: a pioneer on major 0 (`slow`: its answer will take long), then one on
+    // major 1 (`quick`). Meanwhile the server moves route a from bucket b to b2: `quick` comes
+    // back first and says b2, then `slow` says b.
+    let slow = enqueue(&mut l, 0, "POST", "/a/:id", "0");
+    assert_eq!(drain(&mut l), [slow]);
+    let quick = enqueue(&mut l, 10 * MS, "POST", "/a/:id", "1");
+    assert_eq!(drain(&mut l), [quick]);
+    answer(&mut l, 30 * MS, quick, 200, "b2", 5, 4, SECOND);
+    answer(&mut l, 500 * MS, slow, 200, "b", 5, 4, SECOND);
+    let snap = l.snapshot(500 * MS, 1_700_000_000_000);
+    let learned = snap.routes.iter().find(|r| r.route == "POST /a/:id").map(|r| r.bucket.as_str());
+    assert_eq!(learned, Some("b2"), "the answer to the later request rules");
+    // Route a's requests on major 0 now go to b2's queue, in order: the first is sent (as the
+    // pioneer of b2 on major 0), the second waits for its answer.
+    let early = enqueue(&mut l, 600 * MS, "POST", "/a/:id", "0");
+    let late = enqueue(&mut l, 600 * MS, "POST", "/a/:id", "0");
+    assert_eq!(drain(&mut l), [early]);
+    answer(&mut l, 610 * MS, early, 200, "b2", 5, 3, SECOND);
+    assert_eq!(drain(&mut l), [late]);
+}
