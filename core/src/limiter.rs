@@ -654,9 +654,11 @@ impl Limiter {
         let sent_in = self.requests[&id].qid;
         {
             // An answer from before the last local reset may have been counted in the new
-            // window after its lowest report: keep its slot until the next reset.
+            // window, after its lowest report or before any (a request sent later may have
+            // arrived first and reported a window without it): keep its slot until the next
+            // reset.
             let b = &self.queue(sent_in).bucket;
-            if sent_at.window_epoch < b.epoch && b.reported.is_some() {
+            if sent_at.window_epoch < b.epoch {
                 self.add_ghost(sent_in, id);
             }
         }

@@ -1,7 +1,10 @@
-//! What the engine remembers about a bucket when routes move between buckets: small scenarios
-//! driven by hand against the engine, each the root cause of a property-test failure found
-//! with a fresh seed (the full cases are in `properties.proptest-regressions`).
+//! What the engine remembers about a bucket when routes move between buckets, and what a
+//! request sent across a window's reset counts for: small scenarios driven by hand against the
+//! engine (and the shared store), each the root cause of a property-test failure found with a
+//! fresh seed (the full cases are in `properties.proptest-regressions` and
+//! `shared_mode.proptest-regressions`).
 
+use ratelane::shared::{MemoryStore, Reservation, ReservationAnswer, SharedConfig, SharedUpdate};
 use ratelane::{Config, Disposition, Limiter, MILLISECOND, Nanos, Output, Request, RequestId, Response, SECOND};
 
 const MS: Nanos = MILLISECOND;
@@ -149,4 +152,92 @@ fn a_late_answer_from_before_a_bucket_change_does_not_change_the_route_back() {
     assert_eq!(drain(&mut l), [early]);
     answer(&mut l, 610 * MS, early, 200, "b2", 5, 3, SECOND);
     assert_eq!(drain(&mut l), [late]);
+}
+
+/// The engine's side of shared-mode cases `55afa3…` (and, at the store, `409ce0…`,
+/// `8e257a…`): a request sent just before a local reset may arrive after the server's reset,
+/// after a request sent later. Its answer is stale (it describes the old window as far as the
+/// engine can tell), but the server may have counted it in the new window before the report
+/// the engine keeps (the later request's, which arrived first): its slot counts until the
+/// next reset. Before the fix it counted only when a report of the new window had already
+/// been taken when its answer came.
+#[test]
+fn an_answer_from_before_a_reset_keeps_its_slot_until_the_next_one() {
+    let mut l = limiter();
+    // Bucket b: 3 per 1 s. One request learns it; it opens the window (ends at 1.001 s).
+    let first = enqueue(&mut l, 0, "POST", "/a/:id", "0");
+    assert_eq!(drain(&mut l), [first]);
+    answer(&mut l, MS, first, 200, "b", 3, 2, SECOND);
+    // `carried` goes at 990 ms, just before the local reset; `fresh` just after it.
+    let carried = enqueue(&mut l, 990 * MS, "POST", "/a/:id", "0");
+    assert_eq!(drain(&mut l), [carried]);
+    let fresh = enqueue(&mut l, 1002 * MS, "POST", "/a/:id", "0");
+    let (t, sent) = next_send(&mut l, 1002 * MS, 2 * SECOND).expect("sent");
+    assert_eq!((t, sent.as_slice()), (1002 * MS, [fresh].as_slice()));
+    // At the server, `fresh` arrived first and opened the new window (remaining 2), then
+    // `carried` (remaining 1). `carried`'s answer comes back first.
+    answer(&mut l, 1030 * MS, carried, 200, "b", 3, 1, 990 * MS);
+    answer(&mut l, 1040 * MS, fresh, 200, "b", 3, 2, 990 * MS);
+    // One slot is left in the server's window, not two.
+    let more: Vec<RequestId> = (0..2).map(|_| enqueue(&mut l, 1050 * MS, "POST", "/a/:id", "0")).collect();
+    let sent = drain(&mut l);
+    assert_eq!(sent, [more[0]], "one slot left until the reset at ~2.03 s");
+}
+
+fn reservation(id: RequestId) -> Reservation {
+    Reservation {
+        id,
+        identity: "bot".into(),
+        route: "POST /a/:id".into(),
+        major: "0".into(),
+        bucket: Some("b".into()),
+        counts_global: false,
+        global_limit: 0,
+        global_window: SECOND,
+        margin: 0,
+        invalid_limit: 0,
+        invalid_window: 0,
+    }
+}
+
+fn report(id: RequestId, remaining: u32, reset_after: Nanos) -> SharedUpdate {
+    SharedUpdate::Bucket {
+        id,
+        identity: "bot".into(),
+        route: "POST /a/:id".into(),
+        major: "0".into(),
+        bucket: Some("b".into()),
+        unlimited: false,
+        limit: Some(3),
+        remaining: Some(remaining),
+        reset_after: Some(reset_after),
+        window: Some(SECOND),
+    }
+}
+
+/// Shared-mode cases `55afa3…`, `409ce0…` and `8e257a…`, at the store: a grant carried into a
+/// new window by the roll is answered with a report the store reads as the old window's
+/// (stale), while the server counted it in the new one, after the lowest report the store
+/// keeps. It must keep counting (as a ghost), or the store grants one slot too many.
+#[test]
+fn the_store_counts_a_carried_grant_whose_report_it_reads_as_stale() {
+    let mut store = MemoryStore::new(&SharedConfig::default());
+    let granted = ReservationAnswer::Granted;
+    // The bucket: 3 per 1 s, learned at 0 (window ends at 1 s).
+    assert_eq!(store.reserve(0, "p", &reservation(1)), granted);
+    store.record(MS, "p", &report(1, 2, SECOND - MS));
+    // `q:1` is granted just before the end, `p:2` just after (the store rolls the window,
+    // carrying q:1).
+    assert_eq!(store.reserve(990 * MS, "q", &reservation(1)), granted);
+    assert_eq!(store.reserve(1001 * MS, "p", &reservation(2)), granted);
+    // At the server p:2 arrived first (remaining 2), q:1 second (remaining 1); q's report is
+    // recorded first and is stale (granted before the window started); p's is the lowest kept.
+    store.record(1030 * MS, "q", &report(1, 1, 990 * MS));
+    store.record(1040 * MS, "p", &report(2, 2, 990 * MS));
+    // One slot is left, not two.
+    assert_eq!(store.reserve(1050 * MS, "p", &reservation(3)), granted);
+    assert!(
+        matches!(store.reserve(1051 * MS, "q", &reservation(2)), ReservationAnswer::Denied { .. }),
+        "the server's window is full: q:1, p:2 and p:3"
+    );
 }
