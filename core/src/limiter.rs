@@ -663,7 +663,7 @@ impl Limiter {
             }
         }
         // Learn the bucket first: the request may move to another queue.
-        let qid = self.learn_bucket(id, info.bucket.as_deref(), sent_at);
+        let (qid, stale_bucket) = self.learn_bucket(id, info.bucket.as_deref(), sent_at);
         if qid != sent_in {
             // Like the requests in flight that moved with it, it belongs to its new queue's
             // current window (window epochs are per queue).
@@ -673,7 +673,9 @@ impl Limiter {
         if (200..300).contains(&status) {
             self.edge_strikes = 0;
         }
-        self.apply_headers(now, id, qid, sent_at, &info, status);
+        if !stale_bucket {
+            self.apply_headers(now, id, qid, sent_at, &info, status);
+        }
         if self.config.shared.is_some() {
             let update = self.bucket_report(id, qid, &info);
             self.outputs.push_back(Output::Share(update));
@@ -1523,13 +1525,14 @@ impl Limiter {
     // ------------------------------------------------------------------ learning
 
     /// Maps the request's route to `bucket` and moves its queue when the mapping is new or
-    /// changed. Returns the queue the request now belongs to. `flight`: how the answered
-    /// request was sent.
-    fn learn_bucket(&mut self, id: RequestId, bucket: Option<&str>, flight: Flight) -> Qid {
+    /// changed. Returns the queue the request now belongs to, and whether the answer's bucket
+    /// is older news than the route's (its headers then describe another bucket than the
+    /// queue's). `flight`: how the answered request was sent.
+    fn learn_bucket(&mut self, id: RequestId, bucket: Option<&str>, flight: Flight) -> (Qid, bool) {
         let qid = self.req(id).qid;
-        let Some(hash) = bucket else { return qid };
+        let Some(hash) = bucket else { return (qid, false) };
         if matches!(&self.queue(qid).key.bucket, BucketId::Hash(h) if h == hash) {
-            return qid; // the common case: nothing new, nothing to allocate
+            return (qid, false); // the common case: nothing new, nothing to allocate
         }
         let (iid, route_key, major) = {
             let r = self.req(id);
@@ -1539,19 +1542,13 @@ impl Limiter {
         let target_key = QueueKey { identity: iid, bucket: target_bucket, major };
         let previous = self.routes.get(&route_key).cloned();
         if previous.as_deref().is_some_and(|old| old != hash)
-            && self.route_taught_at.get(&route_key).is_some_and(|&t| flight.sent_at < t)
+            && self.route_taught_at.get(&route_key).is_some_and(|&t| flight.sent_at <= t)
         {
-            // A late answer to a request sent before the one that taught the route's current
-            // bucket (the server changed it meanwhile): it describes the bucket it was counted
-            // in, and that bucket only. The route keeps its mapping, its queue stays; the
-            // answered request alone takes its headers to its bucket's queue.
-            let target = self.queue_for(target_key);
-            self.adopt_hash_period(target);
-            self.forget_slot(qid, flight);
-            self.req_mut(id).qid = target;
-            self.mark_dirty(qid);
-            self.mark_dirty(target);
-            return target;
+            // A late answer to a request sent before (or with) the one that taught the route's
+            // current bucket (the server changed it meanwhile): it describes the bucket it was
+            // counted in, not the route's. The route keeps its mapping and the request its
+            // queue (a retry goes where the route goes now); its bucket headers are not taken.
+            return (qid, true);
         }
         if previous.is_none() {
             self.remember_route(route_key.clone(), hash);
@@ -1591,6 +1588,14 @@ impl Limiter {
                 let target = self.queue_for(target_key);
                 if !from_route_queue {
                     self.forget_slot(qid, flight);
+                    // Until the new bucket shows its own window, the old one's length is the
+                    // best estimate there is (Discord keeps a route's limit when it renames its
+                    // bucket): far better than one guessed from a 429 or a 5xx.
+                    let old_period = self.queue(qid).bucket.period;
+                    let b = &mut self.queue_mut(target).bucket;
+                    if b.period.is_none() {
+                        b.period = old_period;
+                    }
                 }
                 self.move_route(qid, target, if from_route_queue { None } else { Some(&route_key) });
                 // The answered request is in neither list that moved; it follows its route.
@@ -1599,7 +1604,7 @@ impl Limiter {
             }
         };
         self.adopt_hash_period(target);
-        target
+        (target, false)
     }
 
     /// The answered request was counted in another bucket than the one of queue `qid`, where
@@ -1772,8 +1777,18 @@ impl Limiter {
             b.limit = info.remaining.map_or(1, |r| r.saturating_add(1)).max(1);
         }
         if flight.window_epoch < b.epoch && !fresh {
-            // Sent before the last local reset: it describes the old window, which says
-            // nothing about the current one.
+            // Sent before the last local reset: its count describes the old window, which says
+            // nothing about the current one. But a window end it reports still ahead says
+            // that the server window it was counted in (and where it keeps its slot, see
+            // `handle_response`) outlasts the local reset, which was premature (estimated from
+            // the window length, say): the bucket's window lasts until then at least.
+            if let Some(reset_after) = info.reset_after.filter(|&ra| ra > 0) {
+                let at = now.saturating_add(reset_after.min(max_wait));
+                if b.reset_at.is_none_or(|r| r < at) {
+                    b.reset_at = Some(at);
+                    b.reset_provisional = false;
+                }
+            }
             return;
         }
         if let (200..=299, Some(reset_after)) = (status, info.reset_after)

@@ -241,3 +241,84 @@ fn the_store_counts_a_carried_grant_whose_report_it_reads_as_stale() {
         "the server's window is full: q:1, p:2 and p:3"
     );
 }
+
+/// Properties case `fe9677…`: two requests of a route sent at the same instant, one counted
+/// before the server moved the route (old bucket b), one after (b2). The answer saying b2
+/// came back first; the one saying b, from a request sent with it (not after it), must not
+/// move the route back, and its retry goes where the route goes now.
+#[test]
+fn an_answer_to_a_request_sent_with_the_teacher_does_not_change_the_route_back() {
+    let mut l = limiter();
+    // Route a in bucket b: 5 per 1 s, learned on major 0.
+    let first = enqueue(&mut l, 0, "POST", "/a/:id", "0");
+    assert_eq!(drain(&mut l), [first]);
+    answer(&mut l, MS, first, 200, "b", 5, 4, SECOND);
+    // Two requests at 10 ms; the server moves route a to b2 between their arrivals.
+    let before = enqueue(&mut l, 10 * MS, "POST", "/a/:id", "0");
+    let after = enqueue(&mut l, 10 * MS, "POST", "/a/:id", "0");
+    assert_eq!(drain(&mut l), [before, after]);
+    answer(&mut l, 20 * MS, after, 200, "b2", 5, 4, SECOND);
+    // `before` was refused by b (a 429 with b's headers): it is retried later.
+    let until = answer(&mut l, 30 * MS, before, 429, "b", 5, 0, 500 * MS);
+    assert_eq!(until, Disposition::Retry);
+    let snap = l.snapshot(30 * MS, 1_700_000_000_000);
+    let learned = snap.routes.iter().find(|r| r.route == "POST /a/:id").map(|r| r.bucket.as_str());
+    assert_eq!(learned, Some("b2"), "the answer sent with the teacher does not undo it");
+    // A later request of route a on major 0 queues behind `before`, in b2's queue: FIFO.
+    let later = enqueue(&mut l, 40 * MS, "POST", "/a/:id", "0");
+    let (_, sent) = next_send(&mut l, 40 * MS, 5 * SECOND).expect("sent");
+    assert_eq!(sent.first(), Some(&before), "the retry goes first: {sent:?} (later is {later})");
+}
+
+/// Properties case `859f11…` (its shrunk input): when the server moves a route to a new bucket,
+/// the new bucket's queue starts from the old bucket's window length, not from a guess drawn
+/// from a 429 or a 5xx (Discord keeps a route's limit when it renames its bucket): else a 5xx
+/// there counts only until the guessed window end, and the retry meets the real window.
+#[test]
+fn a_route_moved_to_a_new_bucket_starts_from_the_old_buckets_window_length() {
+    let mut l = limiter();
+    // Route a in bucket b: 1 per 2 s (the window length is learned from this answer).
+    let first = enqueue(&mut l, 0, "POST", "/a/:id", "0");
+    assert_eq!(drain(&mut l), [first]);
+    answer(&mut l, MS, first, 200, "b", 1, 0, 2 * SECOND);
+    // After the window, the server has moved a to b2; the first request there is refused by a
+    // hidden sub-limit (1 s), with b2's headers: remaining 1, reset in 100 ms.
+    let r = enqueue(&mut l, 2100 * MS, "POST", "/a/:id", "0");
+    assert_eq!(drain(&mut l), [r]);
+    assert_eq!(answer(&mut l, 2101 * MS, r, 429, "b2", 1, 1, 100 * MS), Disposition::Retry);
+    // Its retry opens b2's window and gets a 503: its slot counts for b2's window (2 s).
+    let (sent_at, sent) = next_send(&mut l, 2101 * MS, 10 * SECOND).expect("retried");
+    assert_eq!(sent, [r]);
+    assert_eq!(l.handle_response(sent_at + MS, r, &Response::new(503, &[])).unwrap(), Disposition::Complete);
+    let next = enqueue(&mut l, sent_at + 2 * MS, "POST", "/a/:id", "0");
+    let (t, sent) = next_send(&mut l, sent_at + 2 * MS, 10 * SECOND).expect("sent");
+    assert_eq!(sent, [next]);
+    assert!(t >= sent_at + 2 * SECOND, "the 503's slot counts for 2 s from {} s: sent at {} s", secs(sent_at), secs(t));
+}
+
+/// Properties case `859f11…` (its full input): an answer from before a local reset that was
+/// premature (the reset was estimated from the window length) reports a window end still ahead:
+/// the request keeps its slot until then, not merely until the next (unknown) reset.
+#[test]
+fn a_stale_answer_reporting_a_later_window_end_keeps_the_bucket_closed_until_then() {
+    let mut l = limiter();
+    // Bucket b: 1 per window. What the engine knows of its length is a guess: 300 ms from a
+    // 429 (a window some other request opened).
+    let probe = enqueue(&mut l, 0, "POST", "/a/:id", "0");
+    assert_eq!(drain(&mut l), [probe]);
+    assert_eq!(answer(&mut l, MS, probe, 429, "b", 1, 0, 300 * MS), Disposition::Retry);
+    let (sent_at, sent) = next_send(&mut l, MS, 10 * SECOND).expect("retried");
+    assert_eq!(sent, [probe]);
+    // The next request waits for its answer, which takes long: the engine's estimated window
+    // end passes first (a local reset). The answer then says the server's window (which
+    // counted it) ends 1 s from now.
+    let next = enqueue(&mut l, sent_at + 10 * MS, "POST", "/a/:id", "0");
+    assert!(drain(&mut l).is_empty());
+    let late = sent_at + 900 * MS;
+    l.handle_timeout(late);
+    assert!(drain(&mut l).is_empty(), "nothing goes while the only slot is in flight");
+    assert_eq!(answer(&mut l, late, probe, 200, "b", 1, 0, SECOND), Disposition::Complete);
+    let (t, sent) = next_send(&mut l, late, 10 * SECOND).expect("sent");
+    assert_eq!(sent, [next]);
+    assert!(t >= late + SECOND, "waits for the reported end at {} s: sent at {} s", secs(late + SECOND), secs(t));
+}
