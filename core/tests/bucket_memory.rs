@@ -50,7 +50,8 @@ fn secs(ns: Nanos) -> String {
     format!("{}.{:03}", ns / SECOND, (ns % SECOND) / MS)
 }
 
-/// Discord's headers for bucket `hash`.
+/// Answers `id` with `status` and Discord's headers for bucket `hash`.
+#[allow(clippy::too_many_arguments)]
 fn answer(l: &mut Limiter, now: Nanos, id: RequestId, status: u16, hash: &str, limit: u32, remaining: u32, reset_after: Nanos) -> Disposition {
     let (limit, remaining, reset_after) = (limit.to_string(), remaining.to_string(), secs(reset_after));
     let headers = [

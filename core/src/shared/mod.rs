@@ -207,9 +207,9 @@
 //!   8. re-arm the `b` key's expiry: `state_ttl` after `reset_at`;
 //!   9. if the grant time from step 5 is < `window_start` (a grant carried into this window by
 //!      the roll: it may have been counted in this window, after its lowest report or before
-//!      any), add it back as a ghost, `member "~" grant time`, with score grant time + `window`
-//!      + `margin` if that is later than now, extending the `bp` key's expiry to it (as in
-//!      step 4).
+//!      any), add it back as a ghost, `member "~" grant time`, with score grant time plus
+//!      `window` plus `margin` if that is later than now, extending the `bp` key's expiry to it
+//!      (as in step 4).
 //! * [`SharedUpdate::Release`] (a granted request will not be answered): if `reached` (it may
 //!   have reached the server): roll the bucket if due, delete the locks held by this member
 //!   (with the ghost-lock exception of step 3 above), and turn its live entry into a ghost (as
