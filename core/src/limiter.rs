@@ -119,6 +119,9 @@ pub struct Limiter {
     /// Route -> the bucket id it had before the server changed it: until that old bucket's
     /// queue learns the new id itself, the route's requests keep going to it.
     renamed: HashMap<String, String>,
+    /// Route -> when the request whose answer taught its current bucket id was sent: an answer
+    /// to a request sent before that is older news, and cannot change the mapping back.
+    route_taught_at: HashMap<String, Nanos>,
     /// Learning order of `routes`, for the size bound.
     route_order: VecDeque<String>,
     /// Bucket hash -> the longest window length learned for it under any major parameter:
@@ -508,6 +511,7 @@ impl Limiter {
             next_queue_uid: 0,
             routes: HashMap::default(),
             renamed: HashMap::default(),
+            route_taught_at: HashMap::default(),
             route_queues: HashMap::default(),
             route_order: VecDeque::new(),
             hash_periods: HashMap::default(),
@@ -724,7 +728,7 @@ impl Limiter {
         response: &Response<'_>,
     ) -> Result<Disposition, Error> {
         let now = self.advance(now);
-        let sent_at = self.take_in_flight(id)?;
+        let mut sent_at = self.take_in_flight(id)?;
         let info = headers::parse(self.config.profile, response);
         let round_trip = now.saturating_sub(sent_at.left_at);
         let mut answer_lead = 0;
@@ -742,22 +746,29 @@ impl Limiter {
         }
         self.learn_latency(now.saturating_sub(sent_at.sent_at), now.saturating_sub(sent_at.left_at), sent_at.left_at);
 
+        let sent_in = self.requests[&id].qid;
         {
             // An answer from before the last local reset may have been counted in the new
-            // window after its lowest report: keep its slot until the next reset.
-            let qid = self.requests[&id].qid;
-            let b = &self.queue(qid).bucket;
-            if sent_at.window_epoch < b.epoch && b.reported.is_some() {
-                self.add_ghost(qid, id);
+            // window, after its lowest report or before any (a request sent later may have
+            // arrived first and reported a window without it): keep its slot until the next
+            // reset.
+            let b = &self.queue(sent_in).bucket;
+            if sent_at.window_epoch < b.epoch {
+                self.add_ghost(sent_in, id);
             }
         }
         // Learn the bucket first: the request may move to another queue.
-        let qid = self.learn_bucket(id, info.bucket.as_deref());
+        let (qid, stale_bucket) = self.learn_bucket(id, info.bucket.as_deref(), sent_at);
+        if qid != sent_in {
+            // Like the requests in flight that moved with it, it belongs to its new queue's
+            // current window (window epochs are per queue).
+            sent_at.window_epoch = self.queue(qid).bucket.epoch;
+        }
         let status = response.status;
         if (200..300).contains(&status) {
             self.edge_strikes = 0;
         }
-        if self.apply_headers(now, id, qid, sent_at, &info, status) {
+        if !stale_bucket && self.apply_headers(now, id, qid, sent_at, &info, status) {
             self.queue_mut(qid).bucket.reset_lead = answer_lead;
         }
         if self.config.shared.is_some() {
@@ -1673,25 +1684,38 @@ impl Limiter {
     // ------------------------------------------------------------------ learning
 
     /// Maps the request's route to `bucket` and moves its queue when the mapping is new or
-    /// changed. Returns the queue the request now belongs to.
-    fn learn_bucket(&mut self, id: RequestId, bucket: Option<&str>) -> Qid {
+    /// changed. Returns the queue the request now belongs to, and whether the answer's bucket
+    /// is older news than the route's (its headers then describe another bucket than the
+    /// queue's). `flight`: how the answered request was sent.
+    fn learn_bucket(&mut self, id: RequestId, bucket: Option<&str>, flight: Flight) -> (Qid, bool) {
         let qid = self.req(id).qid;
-        let Some(hash) = bucket else { return qid };
+        let Some(hash) = bucket else { return (qid, false) };
         if matches!(&self.queue(qid).key.bucket, BucketId::Hash(h) if h == hash) {
-            return qid; // the common case: nothing new, nothing to allocate
+            return (qid, false); // the common case: nothing new, nothing to allocate
         }
         let (iid, route_key, major) = {
             let r = self.req(id);
             (r.identity, r.route_key.clone(), r.major.clone())
         };
         let target_bucket = BucketId::Hash(hash.to_string());
+        let target_key = QueueKey { identity: iid, bucket: target_bucket, major };
         let previous = self.routes.get(&route_key).cloned();
+        if previous.as_deref().is_some_and(|old| old != hash)
+            && self.route_taught_at.get(&route_key).is_some_and(|&t| flight.sent_at <= t)
+        {
+            // A late answer to a request sent before (or with) the one that taught the route's
+            // current bucket (the server changed it meanwhile): it describes the bucket it was
+            // counted in, not the route's. The route keeps its mapping and the request its
+            // queue (a retry goes where the route goes now); its bucket headers are not taken.
+            return (qid, true);
+        }
         if previous.is_none() {
             self.remember_route(route_key.clone(), hash);
         } else {
             self.routes.insert(route_key.clone(), hash.to_string());
         }
         if previous.as_deref() != Some(hash) {
+            self.route_taught_at.insert(route_key.clone(), flight.sent_at);
             self.outputs.push_back(Output::Observe(Observation::BucketLearned {
                 route: route_key.clone(),
                 bucket: hash.to_string(),
@@ -1700,19 +1724,17 @@ impl Limiter {
         if previous.is_none() {
             self.adopt_for_group(&route_key, hash);
         }
-        let target_key = QueueKey { identity: iid, bucket: target_bucket, major };
-        // The whole queue moves (state and all) when it is an unknown route's queue, or when
-        // every request in it is of this route (a bucket renamed by the server).
-        let whole_queue = {
-            let q = self.queue(qid);
-            matches!(q.key.bucket, BucketId::Route(_))
-                || q.pending.iter().chain(q.in_flight.iter()).all(|r| self.requests[r].route_key == route_key)
-        };
+        // An unknown route's queue becomes the bucket's queue, state and all. A learned
+        // bucket's queue whose route the server moved to another bucket stays where it is,
+        // with its state: it counts what the old bucket counted, for every route still in it
+        // (other routes of that hash, or requests that were counted there). Only this route's
+        // requests move.
+        let from_route_queue = matches!(self.queue(qid).key.bucket, BucketId::Route(_));
         if let Some(old) = previous.filter(|old| old != hash) {
             self.renamed.insert(route_key.clone(), old);
         }
-        match self.queue_index.get(&target_key).copied() {
-            None if whole_queue => {
+        let target = match self.queue_index.get(&target_key).copied() {
+            None if from_route_queue => {
                 // Rename: the route's queue becomes the bucket's queue, state and all.
                 let old_key = self.queue(qid).key.clone();
                 self.queue_index.remove(&old_key);
@@ -1723,11 +1745,50 @@ impl Limiter {
             }
             _ => {
                 let target = self.queue_for(target_key);
-                self.move_route(qid, target, if whole_queue { None } else { Some(&route_key) });
+                if !from_route_queue {
+                    self.forget_slot(qid, flight);
+                    // Until the new bucket shows its own window, the old one's length is the
+                    // best estimate there is (Discord keeps a route's limit when it renames its
+                    // bucket): far better than one guessed from a 429 or a 5xx.
+                    let old_period = self.queue(qid).bucket.period;
+                    let b = &mut self.queue_mut(target).bucket;
+                    if b.period.is_none() {
+                        b.period = old_period;
+                    }
+                }
+                self.move_route(qid, target, if from_route_queue { None } else { Some(&route_key) });
                 // The answered request is in neither list that moved; it follows its route.
                 self.req_mut(id).qid = target;
                 target
             }
+        };
+        self.adopt_hash_period(target);
+        (target, false)
+    }
+
+    /// The answered request was counted in another bucket than the one of queue `qid`, where
+    /// it took a slot: that bucket did not count it, so the slot (and the window it opened, if
+    /// it was the window's only send) is given back. Its global token stays spent.
+    fn forget_slot(&mut self, qid: Qid, flight: Flight) {
+        let b = &mut self.queue_mut(qid).bucket;
+        if flight.window_epoch == b.epoch && b.known && !b.unlimited {
+            b.sends_in_window = b.sends_in_window.saturating_sub(1);
+            if let Some(pos) = b.send_log.iter().rposition(|&t| t == flight.sent_at) {
+                b.send_log.remove(pos);
+            }
+        }
+        self.undo_window_start(qid, flight);
+    }
+
+    /// A queue that just took a learned bucket id (renamed from an unknown route's queue, or
+    /// given that queue's state) starts from the longest window learned for the hash, like a
+    /// queue created for it (see `hash_periods`).
+    fn adopt_hash_period(&mut self, qid: Qid) {
+        let BucketId::Hash(hash) = &self.queue(qid).key.bucket else { return };
+        let Some(&period) = self.hash_periods.get(hash) else { return };
+        let b = &mut self.queue_mut(qid).bucket;
+        if b.period.is_none_or(|p| p < period) {
+            b.period = Some(period);
         }
     }
 
@@ -1756,6 +1817,7 @@ impl Limiter {
                 Some(old) => {
                     self.routes.remove(&old);
                     self.renamed.remove(&old);
+                    self.route_taught_at.remove(&old);
                 }
                 None => break,
             }
@@ -1877,8 +1939,19 @@ impl Limiter {
             b.limit = info.remaining.map_or(1, |r| r.saturating_add(1)).max(1);
         }
         if flight.window_epoch < b.epoch && !fresh {
-            // Sent before the last local reset: it describes the old window, which says
-            // nothing about the current one.
+            // Sent before the last local reset: its count describes the old window, which says
+            // nothing about the current one. But a window end it reports still ahead says
+            // that the server window it was counted in (and where it keeps its slot, see
+            // `handle_response`) outlasts the local reset, which was premature (estimated from
+            // the window length, say): the bucket's window lasts until then at least.
+            if let Some(reset_after) = info.reset_after.filter(|&ra| ra > 0) {
+                let at = now.saturating_add(reset_after.min(max_wait));
+                if b.reset_at.is_none_or(|r| r < at) {
+                    b.reset_at = Some(at);
+                    b.reset_lead = 0;
+                    b.reset_provisional = false;
+                }
+            }
             return false;
         }
         if let (200..=299, Some(reset_after)) = (status, info.reset_after)

@@ -17,7 +17,9 @@
 //! * bounded attempts: at most 1 + max_rate_limit_retries + max_error_retries sends;
 //! * priority order for the global budget (its own workload);
 //! * throughput: a single-bucket burst of N with limit L per window W finishes within
-//!   1.25 x optimum + W, where optimum = (ceil(N / L) - 1) * W + the largest round trip.
+//!   1.25 x optimum + W, where optimum = (ceil(N / L) - 1) * W + the largest round trip, or
+//!   (on a jittery link, where that is more) one largest round trip per window more than the
+//!   optimum, + W (see the test for why).
 //!
 //! `PROPTEST_CASES` overrides the case counts (kept small so the file runs in seconds in debug).
 
@@ -434,6 +436,16 @@ proptest! {
     /// most 1.25 x the optimum plus one window, where the optimum sends a full window's worth
     /// at each reset and pays one round trip: (ceil(n / limit) - 1) * window + max RTT.
     /// No 429 at all: the pioneer is alone until the bucket is known.
+    ///
+    /// Or, where that is more, one round trip more per window than the optimum (plus the same
+    /// window): that is what the design gives on a jittery link. The engine sends ahead of a
+    /// reported reset only by `send_lead`, which is 0 unless round trips are steady (their
+    /// spread within a tenth of the fastest): elsewhere a request timed to arrive just after
+    /// the reset could arrive before it. So each window waits for the reset the last answer
+    /// reported (up to a downlink late) and the next request's trip out (up to an uplink):
+    /// up to one max RTT per window. When max RTT is over a quarter of the window, 1.25 x
+    /// cannot hold (found with a fresh seed, kept in the regression file: n 49, 2 per 500 ms,
+    /// round trips 84-169 ms, 15,970 ms against an optimum of 12,169 ms).
     #[test]
     fn single_bucket_burst_is_near_optimal(
         n in 1usize..=80,
@@ -466,11 +478,13 @@ proptest! {
         let rtt = up.max() + down.max();
         let windows = (n as u64).div_ceil(u64::from(limit)) - 1;
         let optimum = windows * window + rtt;
+        let one_trip_per_window = windows * (window + rtt) + rtt;
+        let bound = (optimum * 5 / 4).max(one_trip_per_window) + window;
         let makespan = report.makespan();
         prop_assert!(
-            makespan <= optimum * 5 / 4 + window,
-            "makespan {} ms, optimum {} ms (n {n}, {limit} per {window_ms} ms)",
-            makespan / MILLISECOND, optimum / MILLISECOND
+            makespan <= bound,
+            "makespan {} ms, optimum {} ms, bound {} ms (n {n}, {limit} per {window_ms} ms)",
+            makespan / MILLISECOND, optimum / MILLISECOND, bound / MILLISECOND
         );
     }
 }

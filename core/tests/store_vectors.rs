@@ -157,7 +157,9 @@ fn cases() -> Vec<Case> {
         file: "buckets",
         comment: "Buckets: the first request of an unknown route takes the pioneer lock and another client's waits \
                   (pioneer, the poll interval); the pioneer's report creates the bucket and maps the route, so the \
-                  other client's request finds it; grants count down `remaining`; a stale report changes nothing; \
+                  other client's request finds it; grants count down `remaining`; a stale report (a grant carried \
+                  into the next window) changes nothing but keeps its grant counting as a ghost, one window past \
+                  its grant; \
                   an exhausted bucket denies until its reset; the window that follows is started by the store with \
                   unanswered grants carried; a grant that was never sent comes back (release, not reached); a 5xx \
                   answer leaves a ghost that keeps counting one window past its grant.",

@@ -548,8 +548,9 @@ local function record_bucket()
       s.limit = l
     end
     if window and window > s.window then s.window = window end
-    local stale = (granted_at ~= nil and granted_at < s.window_start)
-      or (t_r ~= nil and t_r <= s.window_start)
+    local carried = nil
+    if granted_at ~= nil and granted_at < s.window_start then carried = granted_at end
+    local stale = carried ~= nil or (t_r ~= nil and t_r <= s.window_start)
     if not stale then
       if remaining then
         if s.reported == nil or remaining < s.reported then s.reported = remaining end
@@ -564,6 +565,19 @@ local function record_bucket()
       'provisional', s.provisional and '1' or '0')
     if s.reported then redis.call('HSET', b, 'reported', fmt(s.reported)) end
     expire_at(b, s.reset_at + ttl)
+    -- a grant carried over from the previous window may have been counted in this one (after
+    -- its lowest report, or before any): it keeps counting as a ghost, one window (plus
+    -- margin) after its grant, like a 5xx's.
+    if carried then
+      local until_t = carried + s.window + s.margin
+      if until_t > now then
+        local old = expiry_of(bp)
+        redis.call('ZADD', bp, fmt(until_t), member .. '~' .. fmt(carried))
+        local t = until_t
+        if old and old > t then t = old end
+        expire_at(bp, t)
+      end
+    end
   end
   return {'recorded'}
 end

@@ -216,14 +216,19 @@
 //!      `remaining` = the update's remaining (else `limit - 1`) minus `card(bp)`, at least 0;
 //!      `window` = max(the update's `window`, `reset_after`), or 1 s if
 //!      both are absent; `reset_at` = now + `reset_after` (`provisional = 0`), or now + `window`
-//!      (`provisional = 1`); `window_start = now`; `margin = 0`. Go to 8;
+//!      (`provisional = 1`); `window_start = now`; `margin = 0`. Then step 8, and stop;
 //!   7. otherwise take the update's `limit` (at least 1) and `window = max(window, update
 //!      window)`. The report is **stale** if the grant time from step 5 is < `window_start`, or
 //!      if now + `reset_after` <= `window_start`: it describes an earlier window and changes
 //!      nothing more. Otherwise: with the update's remaining, `reported` = the smaller of it and
 //!      `reported` (or it, if absent); with `reset_after`: `window = max(window, reset_after)`, and `reset_at` =
 //!      now + `reset_after` if `provisional` (then `provisional = 0`), else the larger of the two;
-//!   8. re-arm the `b` key's expiry: `state_ttl` after `reset_at`.
+//!   8. re-arm the `b` key's expiry: `state_ttl` after `reset_at`;
+//!   9. if the grant time from step 5 is < `window_start` (a grant carried into this window by
+//!      the roll: it may have been counted in this window, after its lowest report or before
+//!      any), add it back as a ghost, `member "~" grant time`, with score grant time plus
+//!      `window` plus `margin` if that is later than now, extending the `bp` key's expiry to it
+//!      (as in step 4).
 //! * [`SharedUpdate::Release`] (a granted request will not be answered): if `reached` (it may
 //!   have reached the server): roll the bucket if due, delete the locks held by this member
 //!   (with the ghost-lock exception of step 3 above), and turn its live entry into a ghost (as

@@ -511,8 +511,8 @@ impl MemoryStore {
                         if let Some(w) = window {
                             b.window = b.window.max(*w);
                         }
-                        let stale = granted_at.is_some_and(|g| g < b.window_start)
-                            || t_r.is_some_and(|t| t <= b.window_start);
+                        let carried = granted_at.filter(|&g| g < b.window_start);
+                        let stale = carried.is_some() || t_r.is_some_and(|t| t <= b.window_start);
                         if !stale {
                             if let Some(rem) = remaining {
                                 b.reported = Some(b.reported.map_or(*rem, |r| r.min(*rem)));
@@ -525,7 +525,16 @@ impl MemoryStore {
                         }
                         // 7. expiry
                         let expires = b.reset_at.saturating_add(self.state_ttl);
+                        let span = b.window.saturating_add(b.margin);
                         self.buckets.expire_at(&key, expires);
+                        // 8. a grant carried over from the previous window may have been
+                        // counted in this one, after its lowest report or before any (a later
+                        // grant may have arrived first and reported a window without it): its
+                        // report is read as the old window's, and it keeps counting as a ghost
+                        // (one window plus margin after its grant, like a 5xx's).
+                        if let Some(g) = carried {
+                            self.carry_ghost(now, &member, &key, g, g.saturating_add(span));
+                        }
                     }
                 }
             }
@@ -624,6 +633,23 @@ impl MemoryStore {
         }
         if let Some(e) = self.pending.map.get_mut(&key) {
             e.expires_at = e.expires_at.max(until);
+        }
+    }
+
+    /// Keeps an answered grant of `key`, granted at `granted` (before its window started),
+    /// counting as a ghost until `until`, named as [`MemoryStore::ghost`] names one.
+    fn carry_ghost(&mut self, now: Nanos, member: &str, key: &Triple, granted: Nanos, until: Nanos) {
+        if until <= now {
+            return;
+        }
+        let entry = (format!("{member}~{granted}"), until);
+        match self.pending.get_mut(now, key) {
+            Some(p) => {
+                p.push(entry);
+                let e = self.pending.map.get_mut(key).expect("live");
+                e.expires_at = e.expires_at.max(until);
+            }
+            None => self.pending.set(key.clone(), vec![entry], until),
         }
     }
 
