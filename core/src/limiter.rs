@@ -2374,8 +2374,11 @@ impl Limiter {
             // elsewhere 0, and the next window waits for the reset the answer reported.
             // Where the server's clock gives the other bound, the larger of the two.
             let jitter = high - min;
+            // Less 3 ms more: the fastest round trip is not the sum of the fastest parts (one
+            // real-time run took a reaction 0.2 ms inside the window it waited for with a
+            // sub-millisecond spread).
             let steady_lead = if jitter.saturating_mul(10) <= min {
-                min.saturating_sub(2 * jitter)
+                min.saturating_sub(2 * jitter).saturating_sub(3 * MILLISECOND)
             } else {
                 0
             };

@@ -917,10 +917,11 @@
         file: "early_send",
         comment: "A 1-per-50-ms bucket with a 20 ms round trip: until 16 round trips are known, the next \
                   request goes at the reset the answer reports (its arrival plus Reset-After: 70 ms a cycle). \
-                  Then it goes the fastest round trip less twice the jitter earlier (here 20 ms: no jitter), so \
-                  it arrives at the server just as the window ends: the 17th is sent 50 ms after the 16th.",
+                  Then it goes the fastest round trip less twice the jitter and 3 ms earlier (here 17 ms: no \
+                  jitter), so it arrives at the server just after the window ends: the 17th is sent 53 ms after \
+                  the 16th.",
         config: discord_config(),
-        script: script.respond(sent + 20 * MS, 17, 200, &refs(&one(0, "0.04"))).timeout(sent + 50 * MS),
+        script: script.respond(sent + 20 * MS, 17, 200, &refs(&one(0, "0.04"))).timeout(sent + 53 * MS),
     });
 
     // 29. A shared-scope limit below the bucket is learned from its 429s.
