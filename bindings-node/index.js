@@ -15,5 +15,6 @@ for (const file of ['ratelane.node', 'driver.cjs']) {
 const native = require('./ratelane.node')
 const { createRatelane } = require('./driver.cjs')
 
-module.exports = createRatelane(native)
+// diagnostics_channel: the driver learns from undici's events when fetch wrote a request.
+module.exports = createRatelane(native, { diagnosticsChannel: require('node:diagnostics_channel') })
 module.exports.createRatelane = createRatelane

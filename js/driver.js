@@ -2,17 +2,17 @@
 //
 // Written once, as a factory over the core surface of js/CONTRACT.md: `createRatelane(core)`
 // returns the driver (`RateLimiter`), the error classes and the core's own classes. This file
-// has no `require`, `import` or `export` and needs no Node-only API (no `Buffer`, `events`);
-// each package's build appends one export line to make `driver.cjs` and `driver.mjs`
-// (js/README.md). Time comes from `performance.now()`, timers from `setTimeout`. The one
-// Node facility it uses when present, found by feature detection, is `diagnostics_channel`
-// (through `process.getBuiltinModule`), to learn when fetch/undici wrote a request.
+// has no `require`, `import` or `export` and uses no Node-only API (no `process`, `Buffer`,
+// `events`); each package's build appends one export line to make `driver.cjs` and
+// `driver.mjs` (js/README.md). Time comes from `performance.now()`, timers from `setTimeout`.
+// A Node entry may pass `host.diagnosticsChannel` (`node:diagnostics_channel`), from which the
+// driver learns when fetch/undici wrote a request.
 //
 // The driver converts and does I/O, nothing else: which request goes when, what a 429 means,
 // whether to retry, how long to wait — every such decision is the core's.
 
 /* eslint-disable no-unused-vars */
-function createRatelane(core) {
+function createRatelane(core, host) {
   'use strict'
 
   // ------------------------------------------------------------------ errors
@@ -273,17 +273,10 @@ function createRatelane(core) {
   // undici request created meanwhile to it, and reports the write (`handleWritten`), so the
   // core counts the global window from when the request left. A `send` that creates its
   // request later (after an await) or with another client is simply not reported: the core
-  // then counts from the `send` output, as without this hook.
+  // then counts from the `send` output, as without this hook. The module comes from the
+  // package's Node entry (`host.diagnosticsChannel`); the web and bundler builds have none.
   const writes = (() => {
-    let channels = null
-    try {
-      const proc = typeof process !== 'undefined' ? process : undefined
-      if (proc && typeof proc.getBuiltinModule === 'function') {
-        channels = proc.getBuiltinModule('node:diagnostics_channel')
-      }
-    } catch (_) {
-      channels = null
-    }
+    const channels = host && host.diagnosticsChannel
     if (!channels || typeof channels.subscribe !== 'function') return null
     const attempts = new WeakMap()
     let starting = null

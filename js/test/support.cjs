@@ -25,4 +25,6 @@ function loadCreateRatelane() {
 const core = loadCore()
 const createRatelane = loadCreateRatelane()
 
-module.exports = { repo, corePath, core, createRatelane, ratelane: createRatelane(core) }
+// As the Node entries build it: with diagnostics_channel (write reports).
+const ratelane = createRatelane(core, { diagnosticsChannel: require('node:diagnostics_channel') })
+module.exports = { repo, corePath, core, createRatelane, ratelane }

@@ -9,4 +9,8 @@ const { createRatelane } = require('./driver.cjs');
 async function init() {}
 function initSync() {}
 
-module.exports = { ...createRatelane(core), createRatelane, init, initSync, default: init };
+// diagnostics_channel (this build runs only on Node): the driver learns from undici's events
+// when fetch wrote a request.
+const host = { diagnosticsChannel: require('node:diagnostics_channel') };
+
+module.exports = { ...createRatelane(core, host), createRatelane, init, initSync, default: init };
