@@ -298,11 +298,12 @@ function createRatelane(core, host) {
           channels.subscribe('undici:client:sendHeaders', onHeaders)
           subscribed = true
         }
+        const outer = starting // a send that runs another limiter's run synchronously
         starting = owner
         try {
           return send()
         } finally {
-          starting = null
+          starting = outer
         }
       },
     }
