@@ -285,13 +285,16 @@ function createRatelane(core, host) {
       if (starting !== null && message && message.request) attempts.set(message.request, starting)
     }
     const onHeaders = (message) => {
-      const owner = message && message.request ? attempts.get(message.request) : undefined
-      if (owner === undefined) return
+      const attempt = message && message.request ? attempts.get(message.request) : undefined
+      if (attempt === undefined) return
       attempts.delete(message.request)
-      owner.written()
+      attempt.limiter._written(attempt.entry, attempt)
     }
     return {
-      /** Runs `send` with `owner` marked as the attempt whose undici request is being made. */
+      /**
+       * Runs `send` with `owner` (the attempt's token: `{ limiter, entry }` among its fields)
+       * marked as the attempt whose undici request is being made.
+       */
       during(owner, send) {
         if (!subscribed) {
           channels.subscribe('undici:request:create', onCreate)
@@ -885,8 +888,9 @@ function createRatelane(core, host) {
       // One token per attempt: it tells a late answer of an earlier attempt from the current
       // one, and holds the attempt's AbortController, made only when `send` reads `signal`
       // (an AbortController and its signal cost microseconds; a send that never looks at the
-      // signal cannot observe whether one exists).
-      const controller = { abortController: null, aborted: false, reason: undefined }
+      // signal cannot observe whether one exists). It also names its limiter and entry, for the
+      // report that the transport wrote it.
+      const controller = { abortController: null, aborted: false, reason: undefined, limiter: this, entry }
       entry.attemptController = controller
       const context = {
         attempt: entry.attempt,
@@ -903,7 +907,7 @@ function createRatelane(core, host) {
       try {
         pending = Promise.resolve(writes === null
           ? entry.send(context)
-          : writes.during({ written: () => this._written(entry, controller) }, () => entry.send(context)))
+          : writes.during(controller, () => entry.send(context)))
       } catch (error) {
         // It threw before returning: nothing was sent.
         const e = error !== null && typeof error === 'object' ? error : new Error(String(error))

@@ -1247,12 +1247,18 @@ impl Limiter {
     /// Moves one entry of the identity's global log from `old` to `new`, keeping the log in
     /// time order.
     fn restamp_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
+        self.drop_global_entry(iid, old);
         let sends = &mut self.identities[iid].sends;
-        if let Some(pos) = sends.iter().rposition(|&t| t == old) {
-            sends.remove(pos);
-        }
         let pos = sends.partition_point(|&t| t <= new);
         sends.insert(pos, new);
+    }
+
+    /// Removes one entry at `at` from the identity's global log.
+    fn drop_global_entry(&mut self, iid: Iid, at: Nanos) {
+        let sends = &mut self.identities[iid].sends;
+        if let Some(pos) = sends.iter().rposition(|&t| t == at) {
+            sends.remove(pos);
+        }
     }
 
     /// Takes `id` out of the in-flight set, returning how it was sent.
@@ -1770,13 +1776,7 @@ impl Limiter {
     /// it took a slot: that bucket did not count it, so the slot (and the window it opened, if
     /// it was the window's only send) is given back. Its global token stays spent.
     fn forget_slot(&mut self, qid: Qid, flight: Flight) {
-        let b = &mut self.queue_mut(qid).bucket;
-        if flight.window_epoch == b.epoch && b.known && !b.unlimited {
-            b.sends_in_window = b.sends_in_window.saturating_sub(1);
-            if let Some(pos) = b.send_log.iter().rposition(|&t| t == flight.sent_at) {
-                b.send_log.remove(pos);
-            }
-        }
+        self.give_back_slot(qid, flight);
         self.undo_window_start(qid, flight);
     }
 
@@ -2216,12 +2216,15 @@ impl Limiter {
     fn refund(&mut self, qid: Qid, id: RequestId, flight: Flight) {
         let iid = self.req(id).identity;
         if let Some(at) = flight.global_at {
-            let sends = &mut self.identities[iid].sends;
-            if let Some(pos) = sends.iter().rposition(|&t| t == at) {
-                sends.remove(pos);
-            }
+            self.drop_global_entry(iid, at);
             self.mark_identity_ready(iid);
         }
+        self.give_back_slot(qid, flight);
+    }
+
+    /// Gives back the bucket slot `flight` took in queue `qid`, if it was taken in the
+    /// bucket's current window.
+    fn give_back_slot(&mut self, qid: Qid, flight: Flight) {
         let b = &mut self.queue_mut(qid).bucket;
         if flight.window_epoch == b.epoch && b.known && !b.unlimited {
             b.sends_in_window = b.sends_in_window.saturating_sub(1);
@@ -2328,7 +2331,6 @@ impl Limiter {
             // (on a busy event loop, most of it), which do not bunch arrivals. Each uplink
             // sample is within about 3 ms (two headers and the wall clock, each to the
             // millisecond). Never above the round trips' margin.
-            let mut uplink_lead = None;
             if self.uplinks.len() >= 16 {
                 let (lo, hi) = self
                     .uplinks
@@ -2337,19 +2339,7 @@ impl Limiter {
                 let spread = hi.abs_diff(lo);
                 let allowance = spread.saturating_add(spread / 2).saturating_add(8 * MILLISECOND);
                 margin = margin.min(allowance);
-                // The lead (below) from the same samples: a round trip less its uplink's
-                // excess over the fastest uplink is the time from the server's answer until
-                // the client read it, plus the fastest uplink; the fewest of those, less the
-                // allowance for the next request's uplink, is how early a request may go
-                // before a reported window end and still reach the server after it. Unlike
-                // the round trips' own spread, a client slow to read its answers does not
-                // make it 0.
-                uplink_lead = self
-                    .uplinks
-                    .iter()
-                    .map(|&(u, rtt)| rtt.saturating_sub(u.abs_diff(lo)))
-                    .min()
-                    .map(|fastest| fastest.saturating_sub(allowance));
+                // Each answer's own lead comes from the same bound (`answer_lead`).
                 self.uplink_bound = Some((lo, allowance));
             }
             // Until the samples span a whole global window they may all come from one first
@@ -2371,18 +2361,17 @@ impl Limiter {
             // trip there is, which the fastest seen approaches only where round trips are
             // steady. So the lead is the fastest seen less twice the spread of the fastest nine
             // tenths, and only on a steady link (that spread within a tenth of the fastest);
-            // elsewhere 0, and the next window waits for the reset the answer reported.
-            // Where the server's clock gives the other bound, the larger of the two.
-            let jitter = high - min;
+            // elsewhere 0, and the next window waits for the reset the answer reported (or,
+            // where the server tells its clock, for that answer's own lead: `answer_lead`).
             // Less 3 ms more: the fastest round trip is not the sum of the fastest parts (one
             // real-time run took a reaction 0.2 ms inside the window it waited for with a
             // sub-millisecond spread).
-            let steady_lead = if jitter.saturating_mul(10) <= min {
+            let jitter = high - min;
+            self.send_lead = if jitter.saturating_mul(10) <= min {
                 min.saturating_sub(2 * jitter).saturating_sub(3 * MILLISECOND)
             } else {
                 0
             };
-            self.send_lead = steady_lead.max(uplink_lead.unwrap_or(0));
         }
     }
 
