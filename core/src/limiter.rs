@@ -181,13 +181,9 @@ pub struct Limiter {
     /// Uplink delays up to a constant (the server's clock at its answer, from the headers,
     /// less the client's wall clock when the request left): their spread is the bunching
     /// the global margin must absorb, without the client's own delay in reading answers.
-    /// Each with its round trip from when the request left.
-    uplinks: VecDeque<(i64, Nanos)>,
+    uplinks: VecDeque<i64>,
     /// When the request of the first round trip sample left.
     first_sample_left: Option<Nanos>,
-    /// The fastest uplink sample and the allowance for the next request's uplink (1.5x the
-    /// samples' spread plus 8 ms), once 16 samples are in.
-    uplink_bound: Option<(i64, Nanos)>,
     global_margin: Nanos,
     /// How much earlier than a window end it saw (an answer's arrival plus its reset-after) a
     /// request may be sent and still reach the server after that end: a lower bound on the
@@ -337,9 +333,6 @@ struct Bucket {
     reset_at: Option<Nanos>,
     /// `reset_at` is an estimate from the window length, not yet confirmed by a response.
     reset_provisional: bool,
-    /// How early before `reset_at` the answer that reported it lets a request go, from the
-    /// server's clock (see [`Limiter::answer_lead`]); 0 when unknown.
-    reset_lead: Nanos,
     /// Counts local resets; responses to requests sent before the last one are stale.
     epoch: u64,
     sends_in_window: u32,
@@ -414,7 +407,7 @@ impl Bucket {
     /// (`reset_at` is then the end plus that answer's trip back), 0 for an end estimated from
     /// the window length.
     fn lead(&self, lead: Nanos) -> Nanos {
-        if self.reset_provisional { 0 } else { lead.max(self.reset_lead) }
+        if self.reset_provisional { 0 } else { lead }
     }
 
     /// The bucket's limit, or the shared-scope limit learned below it; of that, this
@@ -542,7 +535,6 @@ impl Limiter {
             latency_samples: 0,
             uplinks: VecDeque::new(),
             first_sample_left: None,
-            uplink_bound: None,
             global_margin: margin,
             send_lead: 0,
             rng,
@@ -731,14 +723,12 @@ impl Limiter {
         let mut sent_at = self.take_in_flight(id)?;
         let info = headers::parse(self.config.profile, response);
         let round_trip = now.saturating_sub(sent_at.left_at);
-        let mut answer_lead = 0;
         if let (Some(server_ms), Some(wall_ms)) = (info.server_time_ms, response.wall_clock_ms) {
             // The client's wall clock when the request left, from the wall clock now.
             let left_wall = i128::from(wall_ms) * i128::from(MILLISECOND) - i128::from(round_trip);
             let uplink = i128::from(server_ms) * i128::from(MILLISECOND) - left_wall;
             if let Ok(uplink) = i64::try_from(uplink) {
-                answer_lead = self.answer_lead(uplink, round_trip);
-                self.uplinks.push_back((uplink, round_trip));
+                self.uplinks.push_back(uplink);
                 if self.uplinks.len() > 256 {
                     self.uplinks.pop_front();
                 }
@@ -768,8 +758,8 @@ impl Limiter {
         if (200..300).contains(&status) {
             self.edge_strikes = 0;
         }
-        if !stale_bucket && self.apply_headers(now, id, qid, sent_at, &info, status) {
-            self.queue_mut(qid).bucket.reset_lead = answer_lead;
+        if !stale_bucket {
+            self.apply_headers(now, id, qid, sent_at, &info, status);
         }
         if self.config.shared.is_some() {
             let update = self.bucket_report(id, qid, &info);
@@ -1228,22 +1218,6 @@ impl Limiter {
         self.mark_dirty(qid);
     }
 
-    /// How early before the window end an answer reports a request may go and still reach the
-    /// server after it, from that answer's own trip: its round trip less its uplink's excess
-    /// over the fastest uplink is the time from the server's answer until the client read it,
-    /// plus the fastest uplink; less the allowance for the next request's uplink. 0 until 16
-    /// uplink samples are in. Like [`Limiter::send_lead`], it takes the server to count a
-    /// request when it stamps its answer's headers.
-    fn answer_lead(&self, uplink: i64, round_trip: Nanos) -> Nanos {
-        match self.uplink_bound {
-            Some((lo, allowance)) => {
-                let excess = u64::try_from(uplink.saturating_sub(lo)).unwrap_or(0);
-                round_trip.saturating_sub(excess).saturating_sub(allowance)
-            }
-            None => 0,
-        }
-    }
-
     /// Moves one entry of the identity's global log from `old` to `new`, keeping the log in
     /// time order.
     fn restamp_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
@@ -1519,7 +1493,6 @@ impl Limiter {
         b.window_first_send = first;
         if first.is_none() && b.reset_provisional {
             b.reset_at = None;
-            b.reset_lead = 0;
             b.reset_provisional = false;
         }
     }
@@ -1895,8 +1868,7 @@ impl Limiter {
         self.note_idle(from);
     }
 
-    /// Applies an answer's bucket headers to the bucket of `qid`. Returns whether the answer
-    /// set the bucket's window end (`reset_at`), whose lead the caller then sets.
+    /// Applies an answer's bucket headers to the bucket of `qid`.
     fn apply_headers(
         &mut self,
         now: Nanos,
@@ -1905,13 +1877,12 @@ impl Limiter {
         flight: Flight,
         info: &RateLimitInfo,
         status: u16,
-    ) -> bool {
+    ) {
         let max_wait = self.config.max_server_wait;
         let has_bucket_info =
             info.limit.is_some() || info.remaining.is_some() || info.reset_after.is_some();
         let mut detected_sliding = false;
         let mut learned_period = None;
-        let mut set_reset = false;
         let b = &self.queue(qid).bucket;
         if info.remaining.is_none() && b.known && !b.unlimited && flight.window_epoch == b.epoch {
             // An answer that reports nothing (a 5xx, a header-less 429) may still have been
@@ -1926,7 +1897,7 @@ impl Limiter {
                 b.known = true;
                 b.unlimited = true;
             }
-            return false;
+            return;
         }
         let fresh = !b.known || b.unlimited;
         b.known = true;
@@ -1948,11 +1919,10 @@ impl Limiter {
                 let at = now.saturating_add(reset_after.min(max_wait));
                 if b.reset_at.is_none_or(|r| r < at) {
                     b.reset_at = Some(at);
-                    b.reset_lead = 0;
                     b.reset_provisional = false;
                 }
             }
-            return false;
+            return;
         }
         if let (200..=299, Some(reset_after)) = (status, info.reset_after)
             && info.remaining.is_some_and(|r| r.saturating_add(1) >= b.limit)
@@ -2009,12 +1979,10 @@ impl Limiter {
             {
                 b.window_upper = b.window_upper.max(at.saturating_sub(first).min(max_wait));
             }
-            let keep_old = matches!(b.reset_at, Some(old) if !first_of_window && !b.reset_provisional && old >= at);
-            if !keep_old {
-                b.reset_at = Some(at);
-                b.reset_lead = 0;
-                set_reset = true;
-            }
+            b.reset_at = Some(match b.reset_at {
+                Some(old) if !first_of_window && !b.reset_provisional => old.max(at),
+                _ => at,
+            });
             b.reset_provisional = false;
         }
         if let (Some(period), BucketId::Hash(hash)) = (learned_period, &self.queue(qid).key.bucket)
@@ -2032,7 +2000,6 @@ impl Limiter {
                 }
             }
         }
-        set_reset
     }
 
     fn on_rate_limited(
@@ -2114,7 +2081,6 @@ impl Limiter {
                     b.limit = 1;
                 }
                 b.reset_at = Some(b.reset_at.map_or(until, |r| r.max(until)));
-                b.reset_lead = 0;
             }
         }
         if scope != RateLimitScope::Shared {
@@ -2335,12 +2301,10 @@ impl Limiter {
                 let (lo, hi) = self
                     .uplinks
                     .iter()
-                    .fold((i64::MAX, i64::MIN), |(lo, hi), &(u, _)| (lo.min(u), hi.max(u)));
+                    .fold((i64::MAX, i64::MIN), |(lo, hi), &u| (lo.min(u), hi.max(u)));
                 let spread = hi.abs_diff(lo);
                 let allowance = spread.saturating_add(spread / 2).saturating_add(8 * MILLISECOND);
                 margin = margin.min(allowance);
-                // Each answer's own lead comes from the same bound (`answer_lead`).
-                self.uplink_bound = Some((lo, allowance));
             }
             // Until the samples span a whole global window they may all come from one first
             // burst, whose requests opened their connections and waited on the server's
@@ -2361,8 +2325,7 @@ impl Limiter {
             // trip there is, which the fastest seen approaches only where round trips are
             // steady. So the lead is the fastest seen less twice the spread of the fastest nine
             // tenths, and only on a steady link (that spread within a tenth of the fastest);
-            // elsewhere 0, and the next window waits for the reset the answer reported (or,
-            // where the server tells its clock, for that answer's own lead: `answer_lead`).
+            // elsewhere 0, and the next window waits for the reset the answer reported.
             // Less 3 ms more: the fastest round trip is not the sum of the fastest parts (one
             // real-time run took a reaction 0.2 ms inside the window it waited for with a
             // sub-millisecond spread).
@@ -2503,7 +2466,6 @@ impl Limiter {
                 && reset.saturating_sub(b.lead(lead)) <= now
             {
                 b.reset_at = None;
-                b.reset_lead = 0;
                 b.epoch += 1;
                 b.sends_in_window = 0;
                 b.carried = b.outstanding(q.in_flight.len());
@@ -2756,7 +2718,6 @@ impl Limiter {
             // A new window opens with this send; until a response says when it ends, assume
             // the learned window length, so lost answers never leave the bucket without a reset.
             b.reset_at = Some(now.saturating_add(b.window_estimate()));
-            b.reset_lead = 0;
             b.reset_provisional = true;
         }
         if b.sliding {
