@@ -2,7 +2,8 @@
 # Sets up the Node clients of the real-time Scoreboard (clients/node/). Idempotent: does only
 # what is missing or stale.
 #   * npm ci here: @discordjs/rest and undici at the versions of package-lock.json;
-#   * the napi package (bindings-node/ratelane.node + driver.cjs), built by the package's own
+#   * the napi package (bindings-node/ratelane.node + driver.cjs, and node-redis, a
+#     devDependency there, for `ratelane/redis` in the shared-mode runs), built by the package's own
 #     install script (`npm install` in bindings-node: @napi-rs/cli, then build.js -> napi build
 #     --release), as scripts/tests.d/20-node.sh does (not npm ci: TOOLCHAIN.md P5);
 #   * the wasm package (bindings-wasm/pkg/node), built by bindings-wasm/build.sh after the tools
@@ -30,7 +31,7 @@ fi
 
 if stale bindings-node/ratelane.node core/src core/Cargo.toml bindings-node/src bindings-node/Cargo.toml \
      bindings-node/build.rs bindings-node/build.js js/driver.js js/server_objects.js Cargo.lock ||
-   [ ! -f bindings-node/driver.cjs ]; then
+   [ ! -f bindings-node/driver.cjs ] || [ ! -d bindings-node/node_modules/redis ]; then
   echo "setup-node: building the napi package (npm install in bindings-node)"
   # --no-save: the committed package-lock.json stays as it is (a plain npm install rewrites it
   # when the registry has optional platform packages the lock does not list).

@@ -275,6 +275,8 @@ pub async fn reference(
         client: "reference".into(),
         library: "hyper (knows every limit)".into(),
         setup_s: 0.0,
+        t0_unix_s: None,
         results,
+        store: None,
     }
 }

@@ -9,7 +9,8 @@
 //! - [`workload`]: the workloads;
 //! - [`schedule`]: the exact lower bound of a workload's makespan and the schedule that
 //!   reaches it (the reference client follows it);
-//! - [`score`]: the clients' reports and the rows of the Scoreboard.
+//! - [`score`]: the clients' reports and the rows of the Scoreboard;
+//! - [`shared`]: shared mode with K processes: the split, the merged report, the store's cost.
 //!
 //! The HTTP server, the reference client and the orchestrator are in the binary (`src/main.rs`,
 //! `src/http.rs`); `README.md` beside this crate says how to run it.
@@ -18,4 +19,5 @@ pub mod imitation;
 pub mod limits;
 pub mod schedule;
 pub mod score;
+pub mod shared;
 pub mod workload;

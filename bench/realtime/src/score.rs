@@ -32,8 +32,14 @@ pub struct ClientReport {
     /// Seconds spent setting up before submission.
     #[serde(default)]
     pub setup_s: f64,
+    /// The wall clock (Unix seconds) at the zero of `t` (clients started with a barrier).
+    #[serde(default)]
+    pub t0_unix_s: Option<f64>,
     /// One entry per request.
     pub results: Vec<Outcome>,
+    /// Shared mode: what the client measured of the store.
+    #[serde(default)]
+    pub store: Option<crate::shared::StoreStats>,
 }
 
 /// The figures of one client on one workload in one run.

@@ -231,6 +231,15 @@ pub fn deep_queue() -> Workload {
     b.done("deep_queue", "30 messages to one channel")
 }
 
+/// 60 messages to one channel: one bucket, twelve windows (the shared-mode runs' bucket case).
+pub fn one_channel() -> Workload {
+    let mut b = Builder::default();
+    for _ in 0..60 {
+        b.message(1);
+    }
+    b.done("one_channel", "60 messages to one channel")
+}
+
 /// 100 channels x 6 messages: the global limit binds over many buckets.
 pub fn many_channels() -> Workload {
     let mut b = Builder::default();
@@ -349,6 +358,11 @@ pub fn interactions() -> Workload {
         "interactions",
         "200 interaction callbacks while 300 messages saturate the global limit",
     )
+}
+
+/// Workloads that run only when named (`--workloads`), not in the default Scoreboard.
+pub fn extra() -> Vec<Workload> {
+    vec![one_channel()]
 }
 
 /// Every workload, in the Scoreboard's order.

@@ -516,7 +516,9 @@ fn figures_of_a_report() {
         client: "x".into(),
         library: String::new(),
         setup_s: 0.0,
+        t0_unix_s: None,
         results,
+        store: None,
     };
     let f = RunFigures::new(&w, 1.0, Ok(&report), Default::default());
     assert_eq!((f.failed, f.lost), (1, 1));

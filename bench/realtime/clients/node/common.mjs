@@ -9,8 +9,28 @@
 // deadline aborts what is still pending (the AbortSignal given to `send`) and reports it as
 // "unfinished". The report goes to stdout as one JSON line; logs go to stderr. The process
 // exits 0 once the report is written, whatever the library still has queued or open.
+//
+// Several processes (the orchestrator's --processes): the workload file has `"barrier": true`
+// (after the set-up, print `ready` on stdout and wait for one line on stdin before submitting,
+// so that the K processes start together) and `"shared"` (the Redis store to configure; see
+// CLIENTS.md). The report then also carries `t0_unix_s` (the wall clock at the zero of `t`) and
+// `store` when the client passes `storeStats()`.
 import { setMaxListeners } from 'node:events'
 import { readFileSync } from 'node:fs'
+import { createInterface } from 'node:readline'
+
+/** Barrier: says "ready" on stdout and resolves at the first line on stdin. */
+function startSignal() {
+  return new Promise((resolve) => {
+    const lines = createInterface({ input: process.stdin })
+    lines.once('line', () => {
+      lines.close()
+      resolve()
+    })
+    lines.once('close', resolve) // stdin closed: start anyway
+    process.stdout.write('ready\n')
+  })
+}
 
 /** The workload file named by the first argument, and the options after it (`--name value`). */
 export function loadWorkload(argv = process.argv.slice(2)) {
@@ -44,18 +64,20 @@ export function log(...parts) {
  *   library raised without one);
  * - `close()` (optional): releases the library's resources after the report; given one second.
  */
-export async function runWorkload({ client, library, workload, send, describeError, close }) {
+export async function runWorkload({ client, library, workload, send, describeError, close, storeStats }) {
   const requests = workload.requests
   const results = new Map()
   const controller = new AbortController()
   setMaxListeners(0, controller.signal) // one signal for every request: no leak warning
   const setupS = performance.now() / 1000 // since the process started (imports included)
+  if (workload.barrier) await startSignal()
 
   let timer
   const deadline = new Promise((resolve) => {
     timer = setTimeout(resolve, workload.deadline_s * 1000)
   })
   const t0 = performance.now()
+  const t0UnixS = (performance.timeOrigin + t0) / 1000
   const all = requests.map((request) => {
     const record = (status, error) => {
       if (!results.has(request.rid)) {
@@ -88,8 +110,10 @@ export async function runWorkload({ client, library, workload, send, describeErr
     client,
     library,
     setup_s: Math.round(setupS * 1e6) / 1e6,
+    t0_unix_s: t0UnixS,
     results: requests.map((r) => results.get(r.rid) ?? { rid: r.rid, t: null, status: null, error: 'unfinished' }),
   }
+  if (storeStats) report.store = storeStats()
   const failed = report.results.filter((r) => r.error !== null).length
   log(`${client}: ${requests.length} requests, ${failed} not 2xx, last outcome at ` +
     `${Math.max(0, ...report.results.map((r) => r.t ?? 0)).toFixed(3)} s`)

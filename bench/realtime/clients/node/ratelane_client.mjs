@@ -22,6 +22,14 @@
 // send, { signal })`: the path without the query (the rate-limit route), the URL with `?rid=`,
 // the AbortSignal passed through (it cancels a queued request or aborts the one in flight).
 // Failures are reported by the driver's `code` (`max_wait_exceeded`, `retries_exhausted`, ...).
+//
+// Shared mode (the workload file's `shared`, the orchestrator's --processes; napi core only):
+// `shared: new RedisStore(url, { prefix, onUnavailable })` from bindings-node/redis.js (the
+// package's `ratelane/redis`, over node-redis), as the README's "Several processes (Redis)"
+// shows, the store's other options at their defaults (timeout 250 ms). The store's `reserve` is
+// wrapped to time each reservation from the driver's call to its answer (queue and pipeline
+// included) and to count the answers; the `storeUnavailable`/`storeRecovered` events are counted
+// too; all of it goes in the report's `store`.
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import path from 'node:path'
@@ -39,10 +47,42 @@ async function main() {
   const ratelane = require(core === 'napi' ? pkgDir : path.join(pkgDir, 'pkg', 'node', 'index.cjs'))
   const version = require(path.join(pkgDir, 'package.json')).version
 
+  const reserveMs = []
+  const answers = {}
+  const observed = {}
+  const bump = (table, key) => { table[key] = (table[key] ?? 0) + 1 }
+  let store = null
+  if (workload.shared) {
+    if (core !== 'napi') throw new Error('shared mode: --core napi only (the RedisStore is the Node package\'s)')
+    const { RedisStore } = require(path.join(pkgDir, 'redis.js'))
+    store = new RedisStore(workload.shared.redis_url, {
+      prefix: workload.shared.prefix,
+      onUnavailable: workload.shared.on_unavailable,
+    })
+    const reserve = store.reserve.bind(store)
+    store.reserve = (reservation) => {
+      const started = performance.now()
+      const done = (kind) => {
+        reserveMs.push(Math.round((performance.now() - started) * 1000) / 1000)
+        bump(answers, kind)
+      }
+      const p = Promise.resolve(reserve(reservation))
+      p.then(
+        (a) => done(a && a.answer === 'denied' ? `denied:${a.scope}` : String(a && a.answer)),
+        () => done('error'),
+      )
+      return p
+    }
+  }
   const limiter = new ratelane.RateLimiter({
     globalLimit: workload.global_limit,
     globalWindow: workload.global_window_s * 1000,
+    ...(store ? { shared: store } : {}),
   })
+  if (store) {
+    limiter.on('storeUnavailable', () => bump(observed, 'StoreUnavailable'))
+    limiter.on('storeRecovered', () => bump(observed, 'StoreRecovered'))
+  }
 
   let attempt // (request parts) => the driver's `send({ signal })` for them
   let library
@@ -93,6 +133,7 @@ async function main() {
       return { status: null, error: (error && error.cause && error.cause.code) || (error && (error.code || error.name)) || String(error) }
     },
     close,
+    storeStats: store ? () => ({ reserve_ms: reserveMs, answers, observed }) : undefined,
   })
 }
 

@@ -14,6 +14,13 @@ the library raises. ``main`` does the rest, the same way for every library:
   moment its outcome is known;
 - prints the report, one JSON line, on stdout. Anything else written to stdout meanwhile (a
   library's banner...) goes to stderr instead, so that the line stays the only output.
+
+Several processes (the orchestrator's ``--processes``): the workload file then has
+``"barrier": true`` (after the set-up, print ``ready`` on stdout and wait for one line on stdin
+before submitting, so that the K processes start together) and ``"shared"`` (the Redis store
+the client configures; see CLIENTS.md). The report then also carries ``t0_unix_s`` (the wall
+clock at the zero of ``t``, to merge the K reports on one clock) and, when the client has
+``store_stats()``, ``store`` (what it measured of the store).
 """
 
 from __future__ import annotations
@@ -52,6 +59,10 @@ class Workload:
     global_window_s: float
     deadline_s: float
     requests: List[Request]
+    #: Shared mode: {"redis_url", "prefix", "on_unavailable", "process"}; None: one process alone.
+    shared: Optional[Dict[str, Any]] = None
+    #: Print "ready" after the set-up and wait for a line on stdin before submitting.
+    barrier: bool = False
 
 
 def load_workload(path: str) -> Workload:
@@ -77,6 +88,8 @@ def load_workload(path: str) -> Workload:
             )
             for r in data["requests"]
         ],
+        shared=data.get("shared"),
+        barrier=bool(data.get("barrier", False)),
     )
 
 
@@ -131,7 +144,13 @@ async def _run(client_name: str, library: str, setup: Setup, workload: Workload,
         outcomes[request.rid] = (time.perf_counter() - t0, status, error)
 
     loop = asyncio.get_running_loop()
+    if workload.barrier:
+        # Set-up done: say so, and start when the orchestrator says (every process at once).
+        out.write("ready\n")
+        out.flush()
+        await loop.run_in_executor(None, sys.stdin.readline)
     t0 = time.perf_counter()
+    t0_unix = time.time()
     tasks = {loop.create_task(one(request)): request.rid for request in workload.requests}
     _, pending = await asyncio.wait(tasks, timeout=workload.deadline_s)
     unfinished = {tasks[task] for task in pending}
@@ -152,8 +171,12 @@ async def _run(client_name: str, library: str, setup: Setup, workload: Workload,
         "client": client_name,
         "library": library,
         "setup_s": round(setup_s, 6),
+        "t0_unix_s": t0_unix,
         "results": results,
     }
+    store_stats = getattr(client, "store_stats", None)
+    if store_stats is not None:
+        report["store"] = store_stats()
     # Printed before closing: the report is out even if the library's shutdown misbehaves.
     out.write(json.dumps(report, separators=(",", ":")) + "\n")
     out.flush()

@@ -19,10 +19,20 @@ The body is read before the outcome is stamped, as the other libraries do. A non
 answer is reported as ``"HTTP <status>"``; a request the driver gives up on raises a
 ``ratelane.RateLimitError`` subclass whose stable ``.code`` (``"retries_exhausted"``,
 ``"maybe_sent"``...) is the report's error.
+
+Shared mode (the workload file's ``"shared"``, the orchestrator's ``--processes``): the limiter
+gets ``shared=ratelane.redis.RedisStore(url, prefix=..., on_unavailable=...)`` as the README's
+"Several processes (Redis)" shows, the store's other settings at their defaults (timeout
+0.25 s). The store's ``reserve`` is wrapped to time each reservation from the driver's call to
+its answer (queue and pipeline included: what the driver waits) and to count the answers;
+``store_stats()`` puts that in the report. ``StoreUnavailable``/``StoreRecovered``
+observations are counted too.
 """
 
 from __future__ import annotations
 
+import time
+from typing import Any, Dict, List
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -34,8 +44,24 @@ from common import Request, Workload, main
 
 class RatelaneClient:
     def __init__(self, workload: Workload) -> None:
+        self._reserve_ms: List[float] = []
+        self._answers: Dict[str, int] = {}
+        self._observed: Dict[str, int] = {}
+        store = None
+        if workload.shared is not None:
+            from ratelane.redis import RedisStore  # needs redis-py: only in shared mode
+
+            store = RedisStore(
+                workload.shared["redis_url"],
+                prefix=workload.shared["prefix"],
+                on_unavailable=workload.shared["on_unavailable"],
+            )
+            self._time_reservations(store)
         self._limiter = ratelane.RateLimiter(
-            global_limit=workload.global_limit, global_window=workload.global_window_s
+            global_limit=workload.global_limit,
+            global_window=workload.global_window_s,
+            shared=store,
+            on_observation=self._observe if store is not None else None,
         )
         # The README's trace config: the limiter learns when each request was written.
         self._session = aiohttp.ClientSession(trace_configs=[ratelane.aiohttp.trace_config()])
@@ -60,6 +86,41 @@ class RatelaneClient:
         async with response:
             await response.read()
         return response.status
+
+    def _time_reservations(self, store: Any) -> None:
+        reserve = store.reserve
+
+        def timed(reservation: Any) -> Any:
+            started = time.perf_counter()
+            future = reserve(reservation)
+
+            def done(f: Any) -> None:
+                self._reserve_ms.append((time.perf_counter() - started) * 1000.0)
+                if f.cancelled():
+                    kind = "timeout"  # the driver answered "unavailable" first
+                elif f.exception() is not None:
+                    kind = "error"
+                else:
+                    answer = f.result()
+                    kind = answer[0] if answer[0] != "denied" else f"denied:{answer[2]}"
+                self._answers[kind] = self._answers.get(kind, 0) + 1
+
+            future.add_done_callback(done)
+            return future
+
+        store.reserve = timed
+
+    def _observe(self, observation: Any) -> None:
+        name = type(observation).__name__
+        if name.startswith("Store"):
+            self._observed[name] = self._observed.get(name, 0) + 1
+
+    def store_stats(self) -> Dict[str, Any]:
+        return {
+            "reserve_ms": [round(x, 3) for x in self._reserve_ms],
+            "answers": dict(self._answers),
+            "observed": dict(self._observed),
+        }
 
     async def close(self) -> None:
         await self._session.close()
