@@ -27,8 +27,8 @@
 // `shared: new RedisStore(url, { prefix, onUnavailable })` from bindings-node/redis.js (the
 // package's `ratelane/redis`, over node-redis), as the README's "Several processes (Redis)"
 // shows, the store's other options at their defaults (timeout 250 ms). The store's `reserve` is
-// wrapped to time each reservation from the driver's call to its answer (queue and pipeline
-// included) and to count the answers; the `storeUnavailable`/`storeRecovered` events are counted
+// wrapped to time each reservation Redis answered, from the driver's call to the answer (queue
+// and pipeline included), and to count every answer (failures too); the `storeUnavailable`/`storeRecovered` events are counted
 // too; all of it goes in the report's `store`.
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
@@ -62,14 +62,17 @@ async function main() {
     const reserve = store.reserve.bind(store)
     store.reserve = (reservation) => {
       const started = performance.now()
-      const done = (kind) => {
-        reserveMs.push(Math.round((performance.now() - started) * 1000) / 1000)
-        bump(answers, kind)
-      }
       const p = Promise.resolve(reserve(reservation))
       p.then(
-        (a) => done(a && a.answer === 'denied' ? `denied:${a.scope}` : String(a && a.answer)),
-        () => done('error'),
+        (a) => {
+          const kind = a && a.answer === 'denied' ? `denied:${a.scope}` : String(a && a.answer)
+          // Only reservations Redis answered are timed (a failure's time is the outage's).
+          if (kind === 'granted' || kind.startsWith('denied:')) {
+            reserveMs.push(Math.round((performance.now() - started) * 1000) / 1000)
+          }
+          bump(answers, kind)
+        },
+        () => bump(answers, 'error'),
       )
       return p
     }

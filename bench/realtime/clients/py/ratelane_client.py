@@ -23,8 +23,9 @@ answer is reported as ``"HTTP <status>"``; a request the driver gives up on rais
 Shared mode (the workload file's ``"shared"``, the orchestrator's ``--processes``): the limiter
 gets ``shared=ratelane.redis.RedisStore(url, prefix=..., on_unavailable=...)`` as the README's
 "Several processes (Redis)" shows, the store's other settings at their defaults (timeout
-0.25 s). The store's ``reserve`` is wrapped to time each reservation from the driver's call to
-its answer (queue and pipeline included: what the driver waits) and to count the answers;
+0.25 s). The store's ``reserve`` is wrapped to time each reservation Redis answered, from the
+driver's call to the answer (queue and pipeline included: what the driver waits), and to count
+the answers (failures and those the driver stopped waiting for too);
 ``store_stats()`` puts that in the report. ``StoreUnavailable``/``StoreRecovered``
 observations are counted too.
 """
@@ -95,12 +96,14 @@ class RatelaneClient:
             future = reserve(reservation)
 
             def done(f: Any) -> None:
-                self._reserve_ms.append((time.perf_counter() - started) * 1000.0)
                 if f.cancelled():
                     kind = "timeout"  # the driver answered "unavailable" first
                 elif f.exception() is not None:
                     kind = "error"
                 else:
+                    # Only reservations Redis answered are timed (a failure's time is the
+                    # outage's, not the store's round trip).
+                    self._reserve_ms.append((time.perf_counter() - started) * 1000.0)
                     answer = f.result()
                     kind = answer[0] if answer[0] != "denied" else f"denied:{answer[2]}"
                 self._answers[kind] = self._answers.get(kind, 0) + 1
