@@ -14,7 +14,7 @@
 //   randomId   optional: () => a unique string (the default client name).
 //
 // What goes to Redis and what it means is the script's and the core's; this file only encodes
-// arguments, queues, pipelines and times out. Redis misbehaving never throws: a reservation
+// arguments, queues, batches and times out. Redis misbehaving never throws: a reservation
 // then rejects (the driver answers `unavailable` to the core) and an update is dropped.
 
 /* eslint-disable no-unused-vars */
@@ -43,7 +43,7 @@ function createRedisStore(deps) {
   const OPTIONS = new Set(['prefix', 'timeout', 'onUnavailable', 'clientName'].concat(Object.keys(DURATIONS)))
   /** Updates kept while Redis is away; beyond this the oldest are dropped. */
   const MAX_QUEUED = 10000
-  /** Calls per pipeline. */
+  /** Operations per script call. */
   const BATCH = 256
 
   const clock = typeof performance !== 'undefined' && performance && typeof performance.now === 'function'
@@ -294,7 +294,7 @@ function createRedisStore(deps) {
       this._queue.push(op)
       if (!this._running) {
         this._running = true
-        // Everything queued in this turn (one drain of the core) goes in one pipeline.
+        // Everything queued in this turn (one drain of the core) goes as one script call.
         Promise.resolve().then(() => this._run()).catch((error) => { this.lastError = error })
       }
     }
@@ -360,19 +360,32 @@ function createRedisStore(deps) {
       return replies
     }
 
-    /** One call per op, written in one turn: node-redis sends them as one pipeline, in order. */
-    _pipeline(client, ops, evalFirst) {
-      return Promise.all(ops.map((op, i) => {
-        const head = evalFirst && i === 0 ? ['EVAL', script] : ['EVALSHA', this._sha]
-        const command = head.concat(['1', this.prefix], op.args)
-        let reply
-        try {
-          reply = Promise.resolve(client.sendCommand(command))
-        } catch (error) {
-          reply = Promise.reject(error)
-        }
-        return reply.catch((error) => (error instanceof Error ? error : new Error(String(error))))
-      }))
+    /**
+     * One reply per op. Several ops go as one `batch` call of the script (one EVALSHA, each op
+     * run as its own call would, in order); an op the script refused gets its error, and a
+     * failed call (NOSCRIPT, an error reply, a lost connection) is every op's reply.
+     */
+    async _pipeline(client, ops, evalFirst) {
+      let args = ops[0].args
+      if (ops.length > 1) {
+        // An op's own call is [op, now, client, lease, poll, ttl, ...rest].
+        args = ['batch'].concat(this._common)
+        for (const op of ops) args.push(String(op.args.length - 5), op.args[0], ...op.args.slice(6))
+      }
+      const command = (evalFirst ? ['EVAL', script] : ['EVALSHA', this._sha]).concat(['1', this.prefix], args)
+      let reply
+      try {
+        reply = await client.sendCommand(command)
+      } catch (error) {
+        reply = error instanceof Error ? error : new Error(String(error))
+      }
+      if (ops.length === 1 || reply instanceof Error) return ops.map(() => reply)
+      if (!Array.isArray(reply) || reply.length !== ops.length) {
+        throw new Error(`the shared store answered a batch of ${ops.length} with ${String(reply)}`)
+      }
+      return reply.map((item) => (Array.isArray(item) && item.length === 2 && text(item[0]) === 'error'
+        ? new Error(text(item[1]))
+        : item))
     }
 
     _fail(op, error) {

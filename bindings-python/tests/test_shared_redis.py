@@ -118,6 +118,52 @@ def test_store_vectors_through_the_python_encoding(path: pathlib.Path) -> None:
         client.close()
 
 
+@needs_redis
+def test_what_waits_in_the_queue_goes_as_one_script_call() -> None:
+    """Reservations and updates queued in one turn of the event loop are one ``batch`` call
+    (one ``EVALSHA``), answered as each would be alone: one pioneer granted per route and
+    major, the others denied by its lock; the update in the middle is written in order."""
+    import redis
+
+    def evalsha_calls(client: Any) -> int:
+        stats = client.info("commandstats")
+        return sum(int(stats.get(name, {}).get("calls", 0)) for name in ("cmdstat_evalsha", "cmdstat_eval"))
+
+    def reservation(i: int, channel: int) -> types.SimpleNamespace:
+        return types.SimpleNamespace(
+            id=i, identity="bot", route="POST /channels/:id/messages", major=str(channel), bucket=None,
+            counts_global=True, global_limit=50, global_window_ns=1_100_000_000, margin_ns=100_000_000,
+            invalid_limit=9000, invalid_window_ns=600_000_000_000,
+        )
+
+    async def main() -> Tuple[List[Any], int, int]:
+        admin = redis.Redis.from_url(REDIS_URL)
+        store = ratelane.redis.RedisStore(REDIS_URL, prefix=unique_prefix("batch"))
+        ratelane.RateLimiter(shared=store)  # binds the store to the core's validated settings
+        try:
+            await store.reserve(reservation(0, 0))  # loads the script
+            before = evalsha_calls(admin)
+            futures = [store.reserve(reservation(i, i % 4)) for i in range(1, 9)]
+            store.record(ShareHold(scope="global", identity="bot", route="POST /channels/:id/messages",
+                                   major="0", bucket=None, retry_after_ns=1_000_000))
+            futures += [store.reserve(reservation(i, i % 4)) for i in range(9, 12)]
+            answers = await asyncio.wait_for(asyncio.gather(*futures), 5.0)
+            calls = evalsha_calls(admin) - before
+            await store.aclose()
+            return answers, calls, store.dropped
+        finally:
+            admin.close()
+
+    answers, calls, dropped = run(main(), limit=10.0)
+    # Channel 0's pioneer is reservation 0; channels 1-3 get theirs from reservations 1-3.
+    assert [a[0] for a in answers[:8]] == ["granted"] * 3 + ["denied"] * 5, answers
+    assert {a[2] for a in answers[3:8]} == {"pioneer"}, answers
+    # After the global hold (written in order, between them) every reservation is denied by it.
+    assert [(a[0], a[2]) for a in answers[8:]] == [("denied", "global")] * 3, answers
+    assert calls == 1, f"{calls} script calls for 12 operations queued together"
+    assert dropped == 0
+
+
 # ------------------------------------------------------------------------------ processes
 
 

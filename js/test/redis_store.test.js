@@ -38,6 +38,7 @@ class FakeClient {
     this.delay = delay
     this.reply = reply || ((op) => (op === 'reserve' ? ['granted'] : ['recorded']))
     this.commands = []
+    this.answered = 0
     this.destroyed = false
   }
   sendCommand(args) {
@@ -52,10 +53,18 @@ class FakeClient {
     } else {
       if (name === 'EVAL') this.loaded = true
       const op = args[4]
-      result = () => this.reply(op, args)
+      if (op === 'batch') {
+        // Items after the common part: n (op included), op, its n - 1 arguments.
+        const items = []
+        for (let i = 10; i < args.length; i += 1 + Number(args[i])) items.push(args.slice(i + 1, i + 1 + Number(args[i])))
+        result = () => items.map((item) => this.reply(item[0], item))
+      } else {
+        result = () => this.reply(op, args)
+      }
     }
     return new Promise((resolve, reject) => {
       setTimeout(() => {
+        this.answered += 1
         try {
           resolve(result())
         } catch (error) {
@@ -85,10 +94,16 @@ test('redis store: reservations and updates become the script\'s ARGV, the prefi
   store.record(UPDATE)
   assert.deepEqual(await store.reserve(RESERVATION), { answer: 'granted' })
   const common = ['', 'proc-1', '30000000000', '50000000', '600000000000']
+  // Queued in one turn: one batch call, each item its argument count, its op, its arguments.
   assert.deepEqual(client.commands, [
-    ['EVALSHA', sha, '1', '{t}:', 'record', ...common, 'bucket', '7', 'bot', 'POST /channels/:id/messages', '1', '=h', '0', '5', '4', '1000000000', ''],
-    ['EVALSHA', sha, '1', '{t}:', 'reserve', ...common, '7', 'bot', 'POST /channels/:id/messages', '1', '', '1', '50', '1100000000', '100000000', '10000', '600000000000'],
+    ['EVALSHA', sha, '1', '{t}:', 'batch', ...common,
+      '12', 'record', 'bucket', '7', 'bot', 'POST /channels/:id/messages', '1', '=h', '0', '5', '4', '1000000000', '',
+      '12', 'reserve', '7', 'bot', 'POST /channels/:id/messages', '1', '', '1', '50', '1100000000', '100000000', '10000', '600000000000'],
   ])
+  // Alone, an operation is its own call.
+  assert.deepEqual(await store.reserve(RESERVATION), { answer: 'granted' })
+  assert.deepEqual(client.commands[1],
+    ['EVALSHA', sha, '1', '{t}:', 'reserve', ...common, '7', 'bot', 'POST /channels/:id/messages', '1', '', '1', '50', '1100000000', '100000000', '10000', '600000000000'])
   const { recordArgs, parseAnswer } = make()
   assert.deepEqual(recordArgs({ kind: 'hold', scope: 'global', identity: 'bot', route: 'r', major: '', bucket: null, retryAfterNs: 5 }),
     ['hold', 'global', 'bot', 'r', '', '', '5'])
@@ -105,19 +120,38 @@ test('redis store: reservations and updates become the script\'s ARGV, the prefi
   }
 })
 
-test('redis store: what is queued in one turn goes in one pipeline, in order; NOSCRIPT is answered with EVAL once', async () => {
+test('redis store: what is queued in one turn goes as one script call, in order; NOSCRIPT is answered with EVAL once', async () => {
   const client = new FakeClient({ loaded: false, delay: 5 })
   const store = bound(client)
   store.record(UPDATE)
   const answers = Promise.all([store.reserve(RESERVATION), store.reserve({ ...RESERVATION, id: 8 })])
   await new Promise((r) => setImmediate(r))
-  assert.equal(client.commands.length, 3, 'all three written before any reply')
+  assert.equal(client.commands.length, 1, 'all three in one call')
   assert.deepEqual(await answers, [{ answer: 'granted' }, { answer: 'granted' }])
-  // Then the three again from the first NOSCRIPT, the first with EVAL and the script's text.
-  assert.deepEqual(client.commands.map((c) => c[0]), ['EVALSHA', 'EVALSHA', 'EVALSHA', 'EVAL', 'EVALSHA', 'EVALSHA'])
-  assert.equal(client.commands[3][1], script)
-  assert.deepEqual(client.commands.slice(3).map((c) => c[4]), ['record', 'reserve', 'reserve'])
+  // Then the batch again, with EVAL and the script's text.
+  assert.deepEqual(client.commands.map((c) => c[0]), ['EVALSHA', 'EVAL'])
+  assert.equal(client.commands[1][1], script)
+  const ops = (c) => { const o = []; for (let i = 10; i < c.length; i += 1 + Number(c[i])) o.push(c[i + 1]); return o }
+  assert.deepEqual(ops(client.commands[1]), ['record', 'reserve', 'reserve'])
   assert.equal(store.dropped, 0)
+})
+
+test('redis store: a batch item the script refused fails alone; a malformed batch reply fails them all', async () => {
+  let refuse = true
+  const client = new FakeClient({
+    loaded: true,
+    reply: (op, item) => (op === 'reserve' && item[1] === '8' && refuse ? ['error', 'RATELANE_ARG id'] : op === 'reserve' ? ['granted'] : ['recorded']),
+  })
+  const store = bound(client)
+  const answers = await Promise.allSettled([store.reserve(RESERVATION), store.reserve({ ...RESERVATION, id: 8 }), store.reserve({ ...RESERVATION, id: 9 })])
+  assert.deepEqual(answers.map((a) => a.status), ['fulfilled', 'rejected', 'fulfilled'])
+  assert.match(answers[1].reason.message, /RATELANE_ARG id/)
+  refuse = false
+  client.reply = () => ['granted']  // one reply for a batch of two: not the script's
+  client.sendCommand = ((send) => function (args) { return send.call(this, args).then((r) => (args[4] === 'batch' ? r.slice(1) : r)) })(client.sendCommand)
+  const broken = await Promise.allSettled([store.reserve(RESERVATION), store.reserve({ ...RESERVATION, id: 8 })])
+  assert.deepEqual(broken.map((a) => a.status), ['rejected', 'rejected'])
+  assert.match(broken[0].reason.message, /answered a batch of 2/)
 })
 
 test('redis store: without a sha it loads the script once; a denial carries ns and the scope', async () => {
@@ -172,7 +206,8 @@ test('redis store: close flushes, then refuses; a caller\'s client stays open, i
   store.record(UPDATE)
   store.record(UPDATE)
   await store.close()
-  assert.equal(client.commands.length, 2, 'close waited for the queued updates')
+  assert.deepEqual(client.commands.map((c) => c[4]), ['batch'], 'both updates in one call')
+  assert.equal(client.answered, 1, 'close waited for the queued updates')
   await store.close() // idempotent
   store.record(UPDATE)
   assert.equal(store.dropped, 1)

@@ -14,7 +14,7 @@ KEYS[1]  the namespace prefix P (every key this script touches starts with it). 
          passed as a key so that a cluster client routes the call to that slot.
 
 ARGV, common part:
-  [1] op            "reserve" or "record"
+  [1] op            "reserve", "record" or "batch"
   [2] now_ns        "" = Redis's clock (TIME). Otherwise decimal integer nanoseconds of a
                     virtual clock, for replays (tests): expiry is then virtual too (below).
   [3] client        the calling process's identity (non-empty; e.g. a random UUID)
@@ -32,11 +32,16 @@ ARGV, common part:
              [14] window_ns (opt)
   "hold":    [8] scope [9] identity [10] route [11] major [12] bucket (opt) [13] retry_after_ns
   "invalid": [8] id [9] window_ns
+"batch" (several operations in one call, one round trip): [7] and on, a sequence of items, each
+  its argument count n (op included), then its op ("reserve" or "record"), then its n - 1
+  arguments exactly as a single call has them at [7] and on. Each item runs as its own call
+  would, in order, within this one atomic call.
 Numbers are decimal integers; an optional number is "" when absent. An optional string (the
 bucket hash) is "" when absent and "=" followed by the value when present.
 
 Reply: reserve -> {"granted", processes} or {"denied", retry_after_us, scope, processes};
-record -> {"recorded"}. processes: how many clients reserved within the last lease_ns, this
+record -> {"recorded"}; batch -> one reply per item, in order, an item refused for a bad argument
+answering {"error", "RATELANE_ARG <what>"} in its place (the others still run). processes: how many clients reserved within the last lease_ns, this
 one included (the key P "procs").
 Errors: "RATELANE_ARG <what>" for a bad argument (nothing written).
 
@@ -77,44 +82,54 @@ end
 local function digits(s) return type(s) == 'string' and s:match('^%d+$') ~= nil and #s <= 20 end
 
 local bad = nil
+-- The operation's arguments: ARGV itself for a single call; for an item of a "batch" call,
+-- its arguments seen at the indices a single call would have (see `run_item`).
+local shift, last = 0, nil
+local function arg(i)
+  if i < 7 then return ARGV[i] end
+  if last ~= nil and i > last then return nil end
+  return ARGV[i + shift]
+end
 local function need_int(i, what)
-  local s = ARGV[i]
+  local s = arg(i)
   if not digits(s) then bad = bad or (what .. ' must be a decimal integer') return 0 end
   return tonumber(s)
 end
 local function need_us(i, what)
-  local s = ARGV[i]
+  local s = arg(i)
   if not digits(s) then bad = bad or (what .. ' must be a decimal integer of nanoseconds') return 0 end
   return us_of(s)
 end
 local function opt_int(i, what)
-  if ARGV[i] == '' then return nil end
+  if arg(i) == '' then return nil end
   return need_int(i, what)
 end
 local function opt_us(i, what)
-  if ARGV[i] == '' then return nil end
+  if arg(i) == '' then return nil end
   return need_us(i, what)
 end
 local function opt_str(i, what)
-  local s = ARGV[i]
+  local s = arg(i)
   if s == nil then bad = bad or (what .. ' is missing') return nil end
   if s == '' then return nil end
   if s:sub(1, 1) ~= '=' then bad = bad or (what .. ' must be "" or "=" followed by the value') return nil end
   return s:sub(2)
 end
 local function need_str(i, what)
-  local s = ARGV[i]
+  local s = arg(i)
   if s == nil then bad = bad or (what .. ' is missing') return '' end
   return s
 end
 local function need_flag(i, what)
-  local s = ARGV[i]
+  local s = arg(i)
   if s ~= '0' and s ~= '1' then bad = bad or (what .. ' must be 0 or 1') return false end
   return s == '1'
 end
 
 local op = ARGV[1]
-if op ~= 'reserve' and op ~= 'record' then return arg_error('op must be "reserve" or "record"') end
+if op ~= 'reserve' and op ~= 'record' and op ~= 'batch' then
+  return arg_error('op must be "reserve", "record" or "batch"')
+end
 if P == nil or P == '' then return arg_error('KEYS[1] (the prefix) is required') end
 
 local now
@@ -645,10 +660,36 @@ local function record_invalid()
   return {'recorded'}
 end
 
-if op == 'reserve' then return reserve() end
-local kind = ARGV[7]
-if kind == 'bucket' then return record_bucket() end
-if kind == 'release' then return record_release() end
-if kind == 'hold' then return record_hold() end
-if kind == 'invalid' then return record_invalid() end
-return arg_error('record: the update must be bucket, release, hold or invalid')
+-- One operation, its arguments at [7..] as `arg` sees them.
+local function run(item_op)
+  bad = nil
+  if item_op == 'reserve' then return reserve() end
+  if item_op ~= 'record' then return arg_error('op must be "reserve" or "record"') end
+  local kind = arg(7)
+  if kind == 'bucket' then return record_bucket() end
+  if kind == 'release' then return record_release() end
+  if kind == 'hold' then return record_hold() end
+  if kind == 'invalid' then return record_invalid() end
+  return arg_error('record: the update must be bucket, release, hold or invalid')
+end
+
+if op ~= 'batch' then return run(op) end
+
+-- "batch": the operations in order, each as its own call would run it; one reply each, in
+-- order. An item that is refused (a bad argument: nothing of it written) answers
+-- {"error", message} in its place, and the items after it still run.
+local replies = {}
+local p = 7
+while p <= #ARGV do
+  local n = tonumber(ARGV[p])
+  if not digits(ARGV[p]) or n < 1 or p + n > #ARGV then
+    return arg_error('batch: item at ARGV[' .. p .. '] must start with its argument count (>= 1, op included)')
+  end
+  -- The item's op is at p + 1 and its arguments from p + 2: a single call's [7] and on.
+  shift, last = p - 5, 6 + n - 1
+  local reply = run(ARGV[p + 1])
+  if type(reply) == 'table' and reply.err then reply = {'error', reply.err} end
+  replies[#replies + 1] = reply
+  p = p + 1 + n
+end
+return replies

@@ -87,7 +87,7 @@ pub use error::Error;
 pub use fixed_window::RedisFixedWindow;
 pub use gcra::RedisGcra;
 pub use leaky_bucket::RedisLeakyBucket;
-pub use shared::RedisStore;
+pub use shared::{RedisStore, StoreOp, StoreReply};
 
 use ratelane::Nanos;
 

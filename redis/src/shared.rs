@@ -203,6 +203,77 @@ impl RedisStore {
         args
     }
 
+    /// Runs `ops` in order in **one** script call (one `EVALSHA`, one round trip), each as its
+    /// own [`reserve`](Self::reserve) or [`record`](Self::record) would: the same answers, the
+    /// same state after. A driver sends what one drain of the core emitted as one batch, so a
+    /// burst of reservations and reports costs one round trip instead of one each.
+    ///
+    /// The outer `Result` is the call (Redis failures); each item has its own: a
+    /// [`StoreReply`], or [`Error::InvalidConfig`] for an item the script refused (a bad
+    /// argument; nothing of that item is written, the others still run).
+    ///
+    /// # Errors
+    ///
+    /// Redis failures (see [`Error`]): then no item has an answer (the driver answers every
+    /// reservation of the batch `Unavailable`).
+    pub fn batch(
+        &self,
+        con: &mut dyn ConnectionLike,
+        client: &str,
+        ops: &[StoreOp<'_>],
+    ) -> Result<Vec<Result<StoreReply, Error>>, Error> {
+        self.batch_call(None, client, ops)?.run(con)
+    }
+
+    /// [`batch`](Self::batch) at `now` (a virtual clock, as [`reserve_at`](Self::reserve_at)).
+    ///
+    /// # Errors
+    ///
+    /// As for [`batch`](Self::batch).
+    pub fn batch_at(
+        &self,
+        con: &mut dyn ConnectionLike,
+        now: Nanos,
+        client: &str,
+        ops: &[StoreOp<'_>],
+    ) -> Result<Vec<Result<StoreReply, Error>>, Error> {
+        self.batch_call(Some(now), client, ops)?.run(con)
+    }
+
+    /// [`batch`](Self::batch) on an async connection (feature `aio`).
+    ///
+    /// # Errors
+    ///
+    /// As for [`batch`](Self::batch).
+    #[cfg(feature = "aio")]
+    pub async fn batch_async(
+        &self,
+        con: &mut impl redis::aio::ConnectionLike,
+        client: &str,
+        ops: &[StoreOp<'_>],
+    ) -> Result<Vec<Result<StoreReply, Error>>, Error> {
+        self.batch_call(None, client, ops)?.run_async(con).await
+    }
+
+    /// The `ARGV` of a `batch` call: the common part, then per item its argument count (op
+    /// included), its op and its arguments as [`reserve_args`](Self::reserve_args) and
+    /// [`record_args`](Self::record_args) give them after their common part.
+    pub fn batch_args(&self, now: Option<Nanos>, client: &str, ops: &[StoreOp<'_>]) -> Vec<String> {
+        let mut args = self.common("batch", now, client);
+        let common = args.len();
+        for op in ops {
+            let (name, item) = match op {
+                StoreOp::Reserve(r) => ("reserve", self.reserve_args(now, client, r)),
+                StoreOp::Record(u) => ("record", self.record_args(now, client, u)),
+            };
+            let rest = &item[common..];
+            args.push((rest.len() + 1).to_string());
+            args.push(name.to_string());
+            args.extend(rest.iter().cloned());
+        }
+        args
+    }
+
     fn common(&self, op: &str, now: Option<Nanos>, client: &str) -> Vec<String> {
         vec![
             op.to_string(),
@@ -292,6 +363,64 @@ impl RedisStore {
         let args = self.record_args(now, client, update).into_iter().map(Arg::Owned).collect();
         Ok(Call::new(&SHARED_STORE, &self.prefix, args, parse_recorded))
     }
+
+
+    fn batch_call(
+        &self,
+        now: Option<Nanos>,
+        client: &str,
+        ops: &[StoreOp<'_>],
+    ) -> Result<Call<'_, Vec<Result<StoreReply, Error>>>, Error> {
+        check_client(client)?;
+        let args = self.batch_args(now, client, ops).into_iter().map(Arg::Owned).collect();
+        Ok(Call::new(&SHARED_STORE, &self.prefix, args, parse_batch))
+    }
+}
+
+/// One operation of a [`RedisStore::batch`].
+#[derive(Debug, Clone, Copy)]
+pub enum StoreOp<'a> {
+    /// The contract's `reserve`.
+    Reserve(&'a Reservation),
+    /// The contract's `record`.
+    Record(&'a SharedUpdate),
+}
+
+/// What one item of a [`RedisStore::batch`] answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreReply {
+    /// A reservation's answer.
+    Answer(ReservationAnswer),
+    /// An update was recorded.
+    Recorded,
+}
+
+/// A batch's reply: one array per item, read like a single call's; `["error", message]` for
+/// an item the script refused.
+fn parse_batch(value: &Value) -> Result<Vec<Result<StoreReply, Error>>, Error> {
+    let Value::Array(items) = value else {
+        return Err(Error::BadReply(format!("batch: expected an array of replies, got {value:?}")));
+    };
+    Ok(items
+        .iter()
+        .map(|item| {
+            if let Value::Array(parts) = item
+                && let [Value::BulkString(tag), Value::BulkString(message)] = parts.as_slice()
+                && tag.as_slice() == b"error"
+            {
+                return Err(Error::InvalidConfig(format!(
+                    "the store refused an argument: {}",
+                    String::from_utf8_lossy(message)
+                )));
+            }
+            match parse_answer(item) {
+                Ok(answer) => Ok(StoreReply::Answer(answer)),
+                Err(_) => parse_recorded(item).map(|()| StoreReply::Recorded).map_err(|_| {
+                    Error::BadReply(format!("batch: an item is neither an answer nor recorded: {item:?}"))
+                }),
+            }
+        })
+        .collect())
 }
 
 /// `["recorded"]` (read by the core).

@@ -29,7 +29,7 @@ use ratelane::sim::{
     StoreLink,
 };
 use ratelane::{Config, Limiter, MILLISECOND, Nanos, Observation, Request, SECOND};
-use ratelane_redis::RedisStore;
+use ratelane_redis::{RedisStore, StoreOp, StoreReply};
 use serde_json::Value;
 
 #[path = "../../core/tests/support/shared_json.rs"]
@@ -293,6 +293,56 @@ fn redis_store_equals_memory_store_on_random_sequences() {
         .unwrap();
 }
 
+/// A batch is one script call: on random batches from three clients, every item answers what
+/// the model answers to the same operations one at a time at that moment, and the state after
+/// is the same (live keys).
+#[test]
+#[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+fn redis_batches_equal_memory_store_one_operation_at_a_time() {
+    let con = RefCell::new(support::connection());
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(CASES);
+    let mut runner = TestRunner::new(PropConfig { cases, ..PropConfig::default() });
+    let batch = prop::collection::vec(prop_oneof![3 => reservation().prop_map(Op::Reserve), 2 => update().prop_map(Op::Record)], 1..12);
+    let calls = prop::collection::vec((prop_oneof![Just(0u64), us(0..300_000), us(0..3_000_000)], 0..CLIENTS.len(), batch), 1..20);
+    runner
+        .run(&(store_config(), calls), |(config, calls)| {
+            let mut con = con.borrow_mut();
+            let prefix = format!("{{{}}}", support::unique_prefix(&mut con, "store-batch"));
+            let redis_store = RedisStore::new(prefix.clone(), &config).expect("store");
+            let mut memory = MemoryStore::new(&config);
+            let mut now = 1_732_364_823_000_000_000u64;
+            for (i, (advance, client, ops)) in calls.iter().enumerate() {
+                now += advance;
+                let client = CLIENTS[*client];
+                let items: Vec<StoreOp<'_>> = ops
+                    .iter()
+                    .map(|op| match op {
+                        Op::Reserve(r) => StoreOp::Reserve(r),
+                        Op::Record(u) => StoreOp::Record(u),
+                    })
+                    .collect();
+                let got = redis_store.batch_at(&mut con, now, client, &items).expect("batch");
+                prop_assert_eq!(got.len(), ops.len());
+                for (j, (op, got)) in ops.iter().zip(got).enumerate() {
+                    let got = got.expect("every item is well-formed");
+                    match op {
+                        Op::Reserve(r) => {
+                            let want = memory.reserve(now, client, r);
+                            prop_assert_eq!(got, StoreReply::Answer(want), "call {} item {}: {:?}", i, j, op);
+                        }
+                        Op::Record(u) => {
+                            memory.record(now, client, u);
+                            prop_assert_eq!(got, StoreReply::Recorded, "call {} item {}: {:?}", i, j, op);
+                        }
+                    }
+                }
+                prop_assert_eq!(live_keys(&mut con, &prefix, now), memory.keys(now), "keys after call {}", i);
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
 // ---------------------------------------------------------------------------------------------
 // The multi-process simulation against Redis
 // ---------------------------------------------------------------------------------------------
@@ -551,6 +601,37 @@ fn bad_arguments_are_server_errors_and_change_nothing() {
     }
     let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{}*", glob_escape(&prefix))).query(&mut con).unwrap();
     assert!(keys.is_empty(), "{keys:?}");
+    // In a batch, a refused item answers in its place and the others still run.
+    let store = RedisStore::new(prefix.clone(), &SharedConfig::default()).unwrap();
+    let good = reservation_for(1, None);
+    let mut batch = store.batch_args(None, "a", &[StoreOp::Reserve(&good)]);
+    batch.extend(["2", "record", "mystery"].map(String::from));
+    batch.extend(store.batch_args(None, "a", &[StoreOp::Reserve(&reservation_for(2, None))]).split_off(6));
+    let replies: Vec<Value2> = redis::cmd("EVALSHA").arg(sha).arg(1).arg(&prefix).arg(&batch).query(&mut con).unwrap();
+    assert_eq!(replies.len(), 3, "{replies:?}");
+    let text = |v: &Value2| match v {
+        Value2::Array(parts) => match &parts[0] {
+            Value2::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            other => format!("{other:?}"),
+        },
+        other => format!("{other:?}"),
+    };
+    assert_eq!(text(&replies[0]), "granted");
+    assert_eq!(text(&replies[1]), "error");
+    // The second reservation waits for the first one's pioneer lock: the script ran it.
+    assert_eq!(text(&replies[2]), "denied");
+    // A batch whose item count does not add up is refused as a whole.
+    for tail in [vec!["5", "reserve"], vec!["0"], vec!["x", "reserve"]] {
+        let mut args = vec!["batch", "", "a", "1", "1", "1"];
+        args.extend(tail);
+        let result: redis::RedisResult<Value2> = redis::cmd("EVALSHA").arg(sha).arg(1).arg(&prefix).arg(&args).query(&mut con);
+        assert_eq!(result.expect_err("refused").code(), Some("RATELANE_ARG"), "{args:?}");
+    }
+    redis::cmd("DEL").arg(format!("{prefix}procs")).exec(&mut con).unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{}*", glob_escape(&prefix))).query(&mut con).unwrap();
+    for key in &keys {
+        redis::cmd("DEL").arg(key).exec(&mut con).unwrap();
+    }
     // Through the crate, an error reply maps to redis_server.
     let store = RedisStore::new(prefix, &SharedConfig::default()).unwrap();
     let e = store.reserve(&mut con, "", &reservation_for(1, None)).unwrap_err();

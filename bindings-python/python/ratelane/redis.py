@@ -51,8 +51,9 @@ invalid-request budget). The rate-limit decisions are the core's and the store s
 (``redis/scripts/shared_store.lua``, shipped inside the native module); this module only does
 the I/O with redis-py's asyncio client (``pip install 'ratelane[redis]'``).
 
-I/O: every reservation and update goes through one ordered queue, sent in pipelines (one round
-trip for all that is waiting) over one connection at a time, so a report always reaches Redis
+I/O: every reservation and update goes through one ordered queue; what is waiting goes as one
+``batch`` call of the script (one ``EVALSHA``, one round trip, each operation run as its own
+call would, in order) over one connection at a time, so a report always reaches Redis
 before the reservations queued after it. A reservation not answered within ``timeout`` seconds
 (Redis down, paused or slow) is answered "unavailable" to the core, which then follows
 ``on_unavailable``: ``"fail_open"`` sends without asking Redis, on this process's share of
@@ -226,6 +227,15 @@ def parse_answer(reply: Any) -> Answer:
     raise ValueError(f"unexpected reply from the shared store script: {reply!r}")
 
 
+def _item_reply(item: Any, error: Any) -> Any:
+    """A batch item's reply as a single call's: ``["error", message]`` (an op the script
+    refused) becomes the error reply the single call would have raised."""
+    if isinstance(item, list) and len(item) == 2 and item[0] in (b"error", "error"):
+        message = item[1].decode() if isinstance(item[1], bytes) else str(item[1])
+        return error(message)
+    return item
+
+
 class _Op:
     """One script call waiting in the queue; ``future`` for a reservation's answer."""
 
@@ -285,10 +295,11 @@ class RedisStore:
             import redis.asyncio as aioredis
             from redis.asyncio.retry import Retry
             from redis.backoff import NoBackoff
-            from redis.exceptions import NoScriptError
+            from redis.exceptions import NoScriptError, ResponseError
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("ratelane.redis needs redis-py: pip install 'ratelane[redis]'") from exc
         self._no_script = NoScriptError
+        self._response_error = ResponseError
         if isinstance(client_or_url, str):
             # No retries inside redis-py: the core decides what a failure means, and the
             # reservation timeout bounds every wait.
@@ -433,11 +444,24 @@ class RedisStore:
         return replies
 
     async def _pipeline(self, batch: List[_Op]) -> List[Any]:
+        """One reply per op. Several ops go as one ``batch`` call of the script (one
+        ``EVALSHA``, each op run as its own call would); an op the script refused gets its
+        error, and a failed call (``NOSCRIPT``, an error reply) is every op's reply."""
+        if len(batch) == 1:
+            args = batch[0].args
+        else:
+            args = ["batch", *self._common]
+            for op in batch:
+                # An op's own call is [op, now, client, lease, poll, ttl, *rest].
+                args += [str(len(op.args) - 5), op.args[0], *op.args[6:]]
         pipe = self._redis.pipeline(transaction=False)
-        for op in batch:
-            pipe.evalsha(self._sha, 1, self.prefix, *op.args)
-        replies: List[Any] = await pipe.execute(raise_on_error=False)
-        return replies
+        pipe.evalsha(self._sha, 1, self.prefix, *args)
+        (reply,) = await pipe.execute(raise_on_error=False)
+        if len(batch) == 1 or isinstance(reply, Exception):
+            return [reply] * len(batch)
+        if not isinstance(reply, list) or len(reply) != len(batch):
+            raise ValueError(f"the shared store answered a batch of {len(batch)} with {reply!r}")
+        return [_item_reply(item, self._response_error) for item in reply]
 
     def _fail(self, op: _Op, exc: BaseException) -> None:
         if op.future is None:
