@@ -3,7 +3,9 @@
 # what is missing or stale.
 #   * npm ci here: @discordjs/rest and undici at the versions of package-lock.json;
 #   * the napi package (bindings-node/ratelane.node + driver.cjs, and node-redis, a
-#     devDependency there, for `ratelane/redis` in the shared-mode runs), built by the package's own
+#     devDependency there, for `ratelane/redis` in the shared-mode runs; the store, redis_store.cjs
+#     and shared_store.lua, is copied from js/ and redis/scripts/ by the build, so those count as
+#     sources too), built by the package's own
 #     install script (`npm install` in bindings-node: @napi-rs/cli, then build.js -> napi build
 #     --release), as scripts/tests.d/20-node.sh does (not npm ci: TOOLCHAIN.md P5);
 #   * the wasm package (bindings-wasm/pkg/node), built by bindings-wasm/build.sh after the tools
@@ -30,7 +32,8 @@ if stale "$here/node_modules/.package-lock.json" "$here/package-lock.json" "$her
 fi
 
 if stale bindings-node/ratelane.node core/src core/Cargo.toml bindings-node/src bindings-node/Cargo.toml \
-     bindings-node/build.rs bindings-node/build.js js/driver.js js/server_objects.js Cargo.lock ||
+     bindings-node/build.rs bindings-node/build.js js/driver.js js/server_objects.js js/redis_store.js \
+     redis/scripts/shared_store.lua Cargo.lock ||
    [ ! -f bindings-node/driver.cjs ] || [ ! -d bindings-node/node_modules/redis ]; then
   echo "setup-node: building the napi package (npm install in bindings-node)"
   # --no-save: the committed package-lock.json stays as it is (a plain npm install rewrites it

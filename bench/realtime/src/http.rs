@@ -278,5 +278,6 @@ pub async fn reference(
         t0_unix_s: None,
         results,
         store: None,
+        loop_lag_ms: None,
     }
 }

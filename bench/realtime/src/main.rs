@@ -21,7 +21,9 @@ use ratelane::{MILLISECOND, Nanos, SECOND};
 use ratelane_realtime::limits::Limits;
 use ratelane_realtime::schedule::{bound, chains, schedule};
 use ratelane_realtime::score::{ClientReport, RunFigures, WorkloadRuns, table};
-use ratelane_realtime::shared::{Lang, SharedRow, merge, mix_langs, shared_table, split};
+use ratelane_realtime::shared::{
+    Lang, ProcessNote, SharedRow, merge, mix_langs, per_process, shared_table, split,
+};
 use ratelane_realtime::workload::{self, TOKEN, Workload, WorkloadFile};
 use tokio::io::AsyncReadExt;
 
@@ -491,6 +493,7 @@ async fn shared_group(
         RunFigures,
         Option<ratelane_realtime::shared::StoreStats>,
         ratelane_realtime::shared::ScriptCost,
+        Vec<ProcessNote>,
     ),
     String,
 > {
@@ -530,6 +533,9 @@ async fn shared_group(
         dir.join("logs").join(format!("{tag}.arrivals.csv")),
         server.arrivals_csv(),
     );
+    let tally = server.tally();
+    let by_process: Vec<Option<&ClientReport>> = reports.iter().map(|r| r.as_ref().ok()).collect();
+    let notes = per_process(&parts, &by_process, &tally);
     let problems: Vec<String> = reports
         .iter()
         .enumerate()
@@ -537,11 +543,11 @@ async fn shared_group(
         .collect();
     let ok: Vec<ClientReport> = reports.into_iter().filter_map(Result::ok).collect();
     let merged = merge(tag, &ok);
-    let mut figures = RunFigures::new(workload, bound_s, Ok(&merged), server.tally());
+    let mut figures = RunFigures::new(workload, bound_s, Ok(&merged), tally);
     if !problems.is_empty() {
         figures.problem = Some(problems.join("; "));
     }
-    Ok((figures, merged.store, before_outage))
+    Ok((figures, merged.store, before_outage, notes))
 }
 
 /// `--processes`: per run and workload, the reference, one process of each language not
@@ -625,6 +631,7 @@ async fn run_shared(
                 reference: ref_util,
                 script: None,
                 store: None,
+                processes: Vec::new(),
             }];
             // One process of each language, not shared: the baselines.
             let mut one = Vec::new();
@@ -646,7 +653,7 @@ async fn run_shared(
                     dir,
                 )
                 .await;
-                let (figures, _, _) = match result {
+                let (figures, _, _, notes) = match result {
                     Ok(r) => r,
                     Err(e) => {
                         eprintln!("ratelane-realtime: {e}");
@@ -673,6 +680,7 @@ async fn run_shared(
                     reference: ref_util,
                     script: None,
                     store: None,
+                    processes: notes,
                 });
             }
             for &k in ks {
@@ -725,8 +733,10 @@ async fn run_shared(
                             dir,
                         )
                         .await;
-                        let (figures, store, script) = match result {
-                            Ok((f, s, before)) => (f, s, before.plus(redis.script_cost().await)),
+                        let (figures, store, script, notes) = match result {
+                            Ok((f, s, before, n)) => {
+                                (f, s, before.plus(redis.script_cost().await), n)
+                            }
                             Err(e) => {
                                 eprintln!("ratelane-realtime: {e}");
                                 std::process::exit(1);
@@ -756,6 +766,7 @@ async fn run_shared(
                             reference: ref_util,
                             script: Some(script),
                             store,
+                            processes: notes,
                         });
                     }
                 }

@@ -40,6 +40,20 @@ pub struct ClientReport {
     /// Shared mode: what the client measured of the store.
     #[serde(default)]
     pub store: Option<crate::shared::StoreStats>,
+    /// How late the client's event loop ran a 10 ms timer during the run.
+    #[serde(default)]
+    pub loop_lag_ms: Option<LoopLag>,
+}
+
+/// Event-loop lag in milliseconds (the report's `loop_lag_ms`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+pub struct LoopLag {
+    /// 99th percentile.
+    #[serde(default)]
+    pub p99: f64,
+    /// The largest.
+    #[serde(default)]
+    pub max: f64,
 }
 
 /// The figures of one client on one workload in one run.

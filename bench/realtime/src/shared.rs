@@ -18,7 +18,8 @@ use std::fmt::Write as _;
 
 use serde::Deserialize;
 
-use crate::score::{ClientReport, Outcome, RunFigures};
+use crate::imitation::Tally;
+use crate::score::{ClientReport, LoopLag, Outcome, RunFigures};
 use crate::workload::{Req, Workload};
 
 /// The language of one client process.
@@ -118,7 +119,44 @@ pub fn merge(name: &str, reports: &[ClientReport]) -> ClientReport {
         t0_unix_s: t0.is_finite().then_some(t0),
         results,
         store,
+        loop_lag_ms: reports
+            .iter()
+            .filter_map(|r| r.loop_lag_ms)
+            .reduce(|a, b| LoopLag {
+                p99: a.p99.max(b.p99),
+                max: a.max.max(b.max),
+            }),
     }
+}
+
+/// One process of a shared run, for the table's per-process column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessNote {
+    /// Its event loop's largest lag (ms), if it reported.
+    pub lag_max_ms: Option<f64>,
+    /// Arrivals of its requests the server refused (429s of any scope).
+    pub refused: u32,
+}
+
+/// Per process: the largest event-loop lag it reported and how many arrivals of its part of
+/// the workload (`parts[i]`) the server refused.
+pub fn per_process(
+    parts: &[Vec<Req>],
+    reports: &[Option<&ClientReport>],
+    tally: &Tally,
+) -> Vec<ProcessNote> {
+    parts
+        .iter()
+        .zip(reports)
+        .map(|(part, report)| ProcessNote {
+            lag_max_ms: report.and_then(|r| r.loop_lag_ms).map(|l| l.max),
+            refused: part
+                .iter()
+                .filter_map(|r| tally.per_rid.get(&r.rid))
+                .map(|&(arrived, ok)| arrived.saturating_sub(ok))
+                .sum(),
+        })
+        .collect()
 }
 
 /// The `q`-quantile (0..=1) of `values` by nearest rank; `None` when empty.
@@ -192,6 +230,8 @@ pub struct SharedRow {
     pub script: Option<ScriptCost>,
     /// What the clients measured of the store.
     pub store: Option<StoreStats>,
+    /// Per process (shared runs).
+    pub processes: Vec<ProcessNote>,
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -210,8 +250,8 @@ pub fn shared_table(workload: &Workload, bound_s: f64, rows: &[SharedRow]) -> St
         workload.requests.len(),
         bound_s
     );
-    out.push_str("| run | processes | utilisation | share of one process | reference | 429 global / user / sub-limit / shared | failed / unfinished | duplicates | script calls per request | Redis µs per request | reservations per request | reservation p50 / p99 ms | denials (scope: n) | store unavailable |\n");
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("| run | processes | utilisation | share of one process | reference | 429 global / user / sub-limit / shared | failed / unfinished | duplicates | script calls per request | Redis µs per request | reservations per request | reservation p50 / p99 ms | denials (scope: n) | store unavailable | per process: loop lag max ms / refused |\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         let f = &r.figures;
         let mark = if f.failed > 0 { "*" } else { "" };
@@ -250,7 +290,7 @@ pub fn shared_table(workload: &Workload, bound_s: f64, rows: &[SharedRow]) -> St
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {}{mark} | {}{mark} | {} | {} / {} / {} / {} | {} / {} | {} | {} | {} | {} | {} / {} | {} | {} |{}",
+            "| {} | {} | {}{mark} | {}{mark} | {} | {} / {} / {} / {} | {} / {} | {} | {} | {} | {} | {} / {} | {} | {} | {} |{}",
             r.run,
             r.label,
             opt(f.utilisation, 2),
@@ -272,6 +312,15 @@ pub fn shared_table(workload: &Workload, bound_s: f64, rows: &[SharedRow]) -> St
             p99,
             denials,
             unavailable,
+            if r.processes.is_empty() {
+                "–".to_string()
+            } else {
+                r.processes
+                    .iter()
+                    .map(|p| format!("{}/{}", opt(p.lag_max_ms, 0), p.refused))
+                    .collect::<Vec<_>>()
+                    .join(" · ")
+            },
             match (&f.problem, f.errors.is_empty()) {
                 (Some(p), _) => format!(" <!-- {p} -->"),
                 (None, false) => format!(

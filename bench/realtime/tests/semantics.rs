@@ -519,6 +519,7 @@ fn figures_of_a_report() {
         t0_unix_s: None,
         results,
         store: None,
+        loop_lag_ms: None,
     };
     let f = RunFigures::new(&w, 1.0, Ok(&report), Default::default());
     assert_eq!((f.failed, f.lost), (1, 1));

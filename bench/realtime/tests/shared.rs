@@ -6,11 +6,13 @@ use std::collections::BTreeSet;
 
 use ratelane::sim::WindowKind;
 use ratelane::{MILLISECOND, SECOND};
+use ratelane_realtime::imitation::Tally;
 use ratelane_realtime::limits::Limits;
 use ratelane_realtime::schedule::bound;
-use ratelane_realtime::score::{ClientReport, Outcome, RunFigures};
+use ratelane_realtime::score::{ClientReport, LoopLag, Outcome, RunFigures};
 use ratelane_realtime::shared::{
-    Lang, ScriptCost, StoreStats, merge, mix_langs, quantile, script_cost, shared_table, split,
+    Lang, ProcessNote, ScriptCost, StoreStats, merge, mix_langs, per_process, quantile,
+    script_cost, shared_table, split,
 };
 use ratelane_realtime::workload;
 
@@ -78,6 +80,7 @@ fn report(t0: Option<f64>, results: Vec<Outcome>, store: Option<StoreStats>) -> 
         t0_unix_s: t0,
         results,
         store,
+        loop_lag_ms: None,
     }
 }
 
@@ -227,12 +230,64 @@ fn the_table_reports_the_share_of_one_process_and_the_store() {
             usec: 6000,
         }),
         store: r.store.clone(),
+        processes: vec![
+            ProcessNote {
+                lag_max_ms: Some(12.4),
+                refused: 0,
+            },
+            ProcessNote {
+                lag_max_ms: None,
+                refused: 3,
+            },
+        ],
     };
     let text = shared_table(&w, 1.0, &[row]);
     // utilisation 0.5, twice one process's; 2.5 script calls and 100 µs per request; 2
     // reservations per request; the denials by scope.
     assert!(
-        text.contains("| 1 | K=2 py | 0.50 | 2.00 | 1.00 | 0 / 0 / 0 / 0 | 0 / 0 | 0 | 2.50 | 100 | 2.00 | 1.0 / 1.0 | bucket: 60 | 0 answers, 0 pauses |"),
+        text.contains("| 1 | K=2 py | 0.50 | 2.00 | 1.00 | 0 / 0 / 0 / 0 | 0 / 0 | 0 | 2.50 | 100 | 2.00 | 1.0 / 1.0 | bucket: 60 | 0 answers, 0 pauses | 12/0 · –/3 |"),
         "{text}"
+    );
+}
+
+#[test]
+fn per_process_notes_count_refused_arrivals_of_each_part_and_the_worst_lag() {
+    let w = workload::one_channel();
+    let parts = split(&w.requests[..6], 2);
+    // rid 0 (process 0) arrived three times, accepted once; rid 1 (process 1) twice, once;
+    // rid 2 (process 0) once, accepted.
+    let mut tally = Tally::default();
+    tally.per_rid.insert(w.requests[0].rid, (3, 1));
+    tally.per_rid.insert(w.requests[1].rid, (2, 1));
+    tally.per_rid.insert(w.requests[2].rid, (1, 1));
+    let mut a = report(Some(0.0), Vec::new(), None);
+    a.loop_lag_ms = Some(LoopLag {
+        p99: 2.0,
+        max: 40.0,
+    });
+    let notes = per_process(&parts, &[Some(&a), None], &tally);
+    assert_eq!(
+        notes,
+        vec![
+            ProcessNote {
+                lag_max_ms: Some(40.0),
+                refused: 2
+            },
+            ProcessNote {
+                lag_max_ms: None,
+                refused: 1
+            },
+        ]
+    );
+    // The merged report keeps the worst lag of any process.
+    let mut b = report(Some(0.0), Vec::new(), None);
+    b.loop_lag_ms = Some(LoopLag { p99: 5.0, max: 9.0 });
+    let m = merge("K=2", &[a, b]);
+    assert_eq!(
+        m.loop_lag_ms,
+        Some(LoopLag {
+            p99: 5.0,
+            max: 40.0
+        })
     );
 }

@@ -14,8 +14,10 @@
 // (after the set-up, print `ready` on stdout and wait for one line on stdin before submitting,
 // so that the K processes start together) and `"shared"` (the Redis store to configure; see
 // CLIENTS.md). The report then also carries `t0_unix_s` (the wall clock at the zero of `t`) and
-// `store` when the client passes `storeStats()`.
+// `store` when the client passes `storeStats()`. Every report carries `loop_lag_ms` (p99 and
+// max of how late the event loop ran a 10 ms timer during the run).
 import { setMaxListeners } from 'node:events'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { readFileSync } from 'node:fs'
 import { createInterface } from 'node:readline'
 
@@ -78,6 +80,8 @@ export async function runWorkload({ client, library, workload, send, describeErr
   })
   const t0 = performance.now()
   const t0UnixS = (performance.timeOrigin + t0) / 1000
+  const lag = monitorEventLoopDelay({ resolution: 10 }) // how late the loop runs a 10 ms timer
+  lag.enable()
   const all = requests.map((request) => {
     const record = (status, error) => {
       if (!results.has(request.rid)) {
@@ -101,6 +105,7 @@ export async function runWorkload({ client, library, workload, send, describeErr
   })
   await Promise.race([Promise.all(all), deadline])
   clearTimeout(timer)
+  lag.disable()
   const unfinished = requests.filter((r) => !results.has(r.rid)).length
   if (unfinished > 0) {
     log(`${client}: deadline (${workload.deadline_s} s) reached with ${unfinished} request(s) pending; aborting them`)
@@ -111,6 +116,10 @@ export async function runWorkload({ client, library, workload, send, describeErr
     library,
     setup_s: Math.round(setupS * 1e6) / 1e6,
     t0_unix_s: t0UnixS,
+    // The histogram counts the whole delay of each 10 ms tick: less the tick, as in Python.
+    loop_lag_ms: lag.count > 0
+      ? { p99: Math.max(0, lag.percentile(99) / 1e6 - 10), max: Math.max(0, lag.max / 1e6 - 10) }
+      : null,
     results: requests.map((r) => results.get(r.rid) ?? { rid: r.rid, t: null, status: null, error: 'unfinished' }),
   }
   if (storeStats) report.store = storeStats()

@@ -20,7 +20,8 @@ Several processes (the orchestrator's ``--processes``): the workload file then h
 before submitting, so that the K processes start together) and ``"shared"`` (the Redis store
 the client configures; see CLIENTS.md). The report then also carries ``t0_unix_s`` (the wall
 clock at the zero of ``t``, to merge the K reports on one clock) and, when the client has
-``store_stats()``, ``store`` (what it measured of the store).
+``store_stats()``, ``store`` (what it measured of the store). Every report carries
+``loop_lag_ms`` (p99 and max of how late a 10 ms sleep woke up during the run).
 """
 
 from __future__ import annotations
@@ -118,6 +119,14 @@ def describe_exception(exc: BaseException) -> Tuple[Optional[int], str]:
     )
 
 
+def _lag_summary(lags: List[float]) -> Optional[Dict[str, float]]:
+    if not lags:
+        return None
+    ordered = sorted(lags)
+    p99 = ordered[min(len(ordered) - 1, max(0, -(-len(ordered) * 99 // 100) - 1))]
+    return {"p99": round(p99, 3), "max": round(ordered[-1], 3)}
+
+
 def error_of_status(status: int) -> Optional[str]:
     return None if 200 <= status < 300 else f"HTTP {status}"
 
@@ -151,9 +160,20 @@ async def _run(client_name: str, library: str, setup: Setup, workload: Workload,
         await loop.run_in_executor(None, sys.stdin.readline)
     t0 = time.perf_counter()
     t0_unix = time.time()
+    lags: List[float] = []
+
+    async def monitor() -> None:
+        # Event-loop lag: how late a 10 ms sleep wakes up (a busy or descheduled process).
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.01)
+            lags.append((loop.time() - before - 0.01) * 1000.0)
+
+    monitoring = loop.create_task(monitor())
     tasks = {loop.create_task(one(request)): request.rid for request in workload.requests}
     _, pending = await asyncio.wait(tasks, timeout=workload.deadline_s)
     unfinished = {tasks[task] for task in pending}
+    monitoring.cancel()
     for task in pending:
         task.cancel()
     if pending:  # bounded: a library that swallows cancellation must not hold the report back
@@ -172,6 +192,7 @@ async def _run(client_name: str, library: str, setup: Setup, workload: Workload,
         "library": library,
         "setup_s": round(setup_s, 6),
         "t0_unix_s": t0_unix,
+        "loop_lag_ms": _lag_summary(lags),
         "results": results,
     }
     store_stats = getattr(client, "store_stats", None)
