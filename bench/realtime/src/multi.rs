@@ -259,6 +259,7 @@ pub async fn run_group(
             }
             let line = report
                 .ok_or_else(|| format!("no report (exit {status:?}; see {})", log_name(&log)))?;
+            let _ = std::fs::write(log.with_extension("report.json"), &line);
             serde_json::from_str::<ClientReport>(&line).map_err(|e| format!("bad report: {e}"))
         }));
     }

@@ -50,6 +50,9 @@ async function main() {
   const reserveMs = []
   const answers = {}
   const observed = {}
+  const grantedAt = [] // wall clock (s) of each grant's answer
+  const sentAt = [] // wall clock (s) of each call of the transport
+  const wall = () => (performance.timeOrigin + performance.now()) / 1000
   const bump = (table, key) => { table[key] = (table[key] ?? 0) + 1 }
   let store = null
   if (workload.shared) {
@@ -67,6 +70,7 @@ async function main() {
         (a) => {
           const kind = a && a.answer === 'denied' ? `denied:${a.scope}` : String(a && a.answer)
           // Only reservations Redis answered are timed (a failure's time is the outage's).
+          if (kind === 'granted') grantedAt.push(wall())
           if (kind === 'granted' || kind.startsWith('denied:')) {
             reserveMs.push(Math.round((performance.now() - started) * 1000) / 1000)
           }
@@ -121,7 +125,11 @@ async function main() {
         headers['Content-Type'] = 'application/json'
         body = JSON.stringify(request.json)
       }
-      const send = attempt({ method: request.method, url: requestUrl(workload, request), headers, body })
+      const sendOnce = attempt({ method: request.method, url: requestUrl(workload, request), headers, body })
+      const send = (opts) => {
+        sentAt.push(wall())
+        return sendOnce(opts)
+      }
       // The body's keys tell a channel rename (its own sub-limit) from other edits.
       const options = request.json && typeof request.json === 'object' ? { signal, bodyKeys: request.json } : { signal }
       const res = await limiter.run(request.method, request.path, send, options)
@@ -136,7 +144,9 @@ async function main() {
       return { status: null, error: (error && error.cause && error.cause.code) || (error && (error.code || error.name)) || String(error) }
     },
     close,
-    storeStats: store ? () => ({ reserve_ms: reserveMs, answers, observed }) : undefined,
+    storeStats: store
+      ? () => ({ reserve_ms: reserveMs, answers, observed, granted_at_unix: grantedAt, sent_at_unix: sentAt })
+      : undefined,
   })
 }
 

@@ -48,6 +48,8 @@ class RatelaneClient:
         self._reserve_ms: List[float] = []
         self._answers: Dict[str, int] = {}
         self._observed: Dict[str, int] = {}
+        self._granted_at: List[float] = []  # wall clock of each grant's answer
+        self._sent_at: List[float] = []  # wall clock of each call of the transport
         store = None
         if workload.shared is not None:
             from ratelane.redis import RedisStore  # needs redis-py: only in shared mode
@@ -77,7 +79,12 @@ class RatelaneClient:
         params = {"rid": str(request.rid)}
         headers = self._auth if request.auth else None
         body = request.json
-        send = lambda: session.request(method, url, params=params, json=body, headers=headers)
+        sent_at = self._sent_at
+
+        def send() -> Any:
+            sent_at.append(time.time())
+            return session.request(method, url, params=params, json=body, headers=headers)
+
         path = self._base_path + request.path
         if isinstance(body, dict):
             # The body's keys tell a channel rename (its own sub-limit) from other edits.
@@ -106,6 +113,8 @@ class RatelaneClient:
                     self._reserve_ms.append((time.perf_counter() - started) * 1000.0)
                     answer = f.result()
                     kind = answer[0] if answer[0] != "denied" else f"denied:{answer[2]}"
+                    if kind == "granted":
+                        self._granted_at.append(time.time())
                 self._answers[kind] = self._answers.get(kind, 0) + 1
 
             future.add_done_callback(done)
@@ -123,6 +132,8 @@ class RatelaneClient:
             "reserve_ms": [round(x, 3) for x in self._reserve_ms],
             "answers": dict(self._answers),
             "observed": dict(self._observed),
+            "granted_at_unix": [round(t, 4) for t in self._granted_at],
+            "sent_at_unix": [round(t, 4) for t in self._sent_at],
         }
 
     async def close(self) -> None:
