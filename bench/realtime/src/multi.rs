@@ -75,13 +75,18 @@ impl Redis {
             .spawn()
             .map_err(|e| format!("cannot start {}: {e} (run.sh installs it)", self.server))?;
         if let Some(pid) = child.id() {
-            // The watchdog: ends when Redis ends, kills it when the orchestrator is gone.
+            // The watchdog: ends when Redis ends; when the orchestrator is gone (killed by a
+            // signal, no destructor ran), kills Redis and removes its directory.
             let _ = Command::new("sh")
                 .arg("-c")
-                .arg("while kill -0 \"$1\" 2>/dev/null && kill -0 \"$2\" 2>/dev/null; do sleep 1; done; kill \"$2\" 2>/dev/null")
+                .arg(
+                    "while kill -0 \"$1\" 2>/dev/null && kill -0 \"$2\" 2>/dev/null; do sleep 1; done; \
+                     if ! kill -0 \"$1\" 2>/dev/null; then kill \"$2\" 2>/dev/null; sleep 1; rm -rf \"$3\"; fi",
+                )
                 .arg("watchdog")
                 .arg(std::process::id().to_string())
                 .arg(pid.to_string())
+                .arg(&self.dir)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
