@@ -126,12 +126,13 @@ enum Take {
 ///     counts_global: true,
 ///     global_limit: 2,
 ///     global_window: SECOND,
+///     global_want: 1,
 ///     margin: 0,
 ///     invalid_limit: 0,
 ///     invalid_window: 0,
 /// };
 /// // The first request of an unknown route takes the pioneer lock ...
-/// assert_eq!(store.reserve(0, "a", &reservation(1)), ReservationAnswer::Granted { processes: Some(1) });
+/// assert_eq!(store.reserve(0, "a", &reservation(1)), ReservationAnswer::Granted { processes: Some(1), leased: 0 });
 /// // ... so another process's request for it waits for the pioneer's answer.
 /// assert!(matches!(
 ///     store.reserve(0, "b", &reservation(1)),
@@ -325,6 +326,7 @@ impl MemoryStore {
             }
         }
         // 3. global
+        let mut room = r.global_limit as usize;
         if r.counts_global {
             if let Some(&until) = self.paused.get(now, &r.identity)
                 && until > now
@@ -344,6 +346,7 @@ impl MemoryStore {
                 if n >= limit {
                     return deny(log[old + n - limit].0.saturating_add(r.global_window), SharedScope::Global);
                 }
+                room = limit - n;
             }
         }
         // 4. route hold
@@ -399,15 +402,20 @@ impl MemoryStore {
             }
         };
         // 7. commit
+        let mut leased = 0;
         if r.counts_global && r.global_limit > 0 {
             let expires = now.saturating_add(r.global_window);
-            let entry = (now, member.clone());
+            // This request's token, and the lease: as many more as it asks for and the window
+            // has room for, each its own entry (`member "+" i`, never matched by a release).
+            leased = (r.global_want.max(1) as usize).min(room.max(1)) - 1;
+            let entries = std::iter::once((now, member.clone()))
+                .chain((1..=leased).map(|i| (now, format!("{member}+{i}"))));
             match self.global.get_mut(now, &r.identity) {
                 Some(log) => {
-                    log.push_back(entry);
+                    log.extend(entries);
                     self.global.expire_at(&r.identity, expires);
                 }
-                None => self.global.set(r.identity.clone(), VecDeque::from([entry]), expires),
+                None => self.global.set(r.identity.clone(), entries.collect(), expires),
             }
         }
         let lease_end = now.saturating_add(self.lease);
@@ -434,7 +442,7 @@ impl MemoryStore {
                 self.bucket_locks.set(key, member, lease_end);
             }
         }
-        ReservationAnswer::Granted { processes }
+        ReservationAnswer::Granted { processes, leased: leased as u32 }
     }
 
     fn record_inner(&mut self, now: Nanos, client: &str, update: &SharedUpdate) {
