@@ -166,7 +166,8 @@ def reserve_args(r: Any) -> List[str]:
         str(r.margin_ns),
         str(r.invalid_limit),
         str(r.invalid_window_ns),
-        str(r.global_want),
+        # A reservation object of an earlier version has no global_want: one token.
+        str(getattr(r, "global_want", 1)),
     ]
 
 
