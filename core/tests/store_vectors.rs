@@ -186,6 +186,25 @@ fn cases() -> Vec<Case> {
             .reserve(4_203 * MS, "b", res(3, MSG, "2")),
     });
 
+    v.push(Case {
+        file: "ghost_window",
+        comment: "A ghost follows what its bucket learns later: the first report (seen late in its window) gives a \
+                  600 ms window; a 5xx leaves a ghost that would end 600 ms after its grant; a later report says \
+                  the window is 2 s (and 1 left, the 5xx not yet counted there): the ghost now counts until its \
+                  grant plus 2 s, so a reservation after the old end is still denied, until the window's reset; \
+                  the ghost is carried into the next window.",
+        config: SharedConfig::default(),
+        script: Script::new()
+            .reserve(0, "a", res(1, MSG, "1"))
+            .record(100 * MS, "a", report(1, MSG, "1", Some("h"), Some(3), Some(2), Some(500 * MS), Some(600 * MS)))
+            .reserve(110 * MS, "b", with_bucket(res(1, MSG, "1"), "h"))
+            .reserve(111 * MS, "b", with_bucket(res(2, MSG, "1"), "h"))
+            .record(150 * MS, "b", report(1, MSG, "1", Some("h"), None, None, None, None))
+            .record(160 * MS, "b", report(2, MSG, "1", Some("h"), Some(3), Some(1), Some(1_900 * MS), Some(2_000 * MS)))
+            .reserve(800 * MS, "c", with_bucket(res(1, MSG, "1"), "h"))
+            .reserve(2_100 * MS, "c", with_bucket(res(1, MSG, "1"), "h")),
+    });
+
     let global = |id: u64, major: &str| {
         let mut r = res(id, "GET /guilds/:id", major);
         r.global_limit = 2;

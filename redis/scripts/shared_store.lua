@@ -309,6 +309,35 @@ local function ghost(member, identity, major, h)
   end
 end
 
+-- What the bucket learned later (a longer window, a later reset) holds its ghosts too: each
+-- counts until one window (plus margin) after its grant as the bucket knows them now, and one
+-- granted in the current window at least until that window's reset.
+local function extend_ghosts(identity, h, major)
+  local s = bucket_state(K.b(identity, h, major))
+  if not s then return end
+  local bp = K.bp(identity, h, major)
+  local entries = redis.call('ZRANGEBYSCORE', bp, '(' .. fmt(now), '+inf', 'WITHSCORES')
+  local latest = nil
+  for i = 1, #entries, 2 do
+    local m, score = entries[i], tonumber(entries[i + 1])
+    local g = m:match('~(%d+)$')
+    if g then
+      local granted = tonumber(g)
+      local u = granted + s.window + s.margin
+      if granted >= s.window_start and s.reset_at > u then u = s.reset_at end
+      if u > score then
+        redis.call('ZADD', bp, fmt(u), m)
+        if latest == nil or u > latest then latest = u end
+      end
+    end
+  end
+  if latest then
+    local old = expiry_of(bp)
+    if old and old > latest then latest = old end
+    expire_at(bp, latest)
+  end
+end
+
 -- Deletes the pioneer locks `member` holds and, unless `reached`, its unanswered grant; returns
 -- that grant's time, if there was one.
 local function release(member, identity, route, major, h, reached, window)
@@ -547,6 +576,7 @@ local function record_bucket()
   if not h then return {'recorded'} end
   if not informative then
     ghost(member, identity, major, h)
+    extend_ghosts(identity, h, major)
     return {'recorded'}
   end
   local pending = live_pending(bp)
@@ -610,6 +640,7 @@ local function record_bucket()
       end
     end
   end
+  extend_ghosts(identity, h, major)
   return {'recorded'}
 end
 
@@ -630,6 +661,7 @@ local function record_release()
     give_back(member, identity, major, h, granted_at)
   elseif h then
     ghost(member, identity, major, h)
+    extend_ghosts(identity, h, major)
   end
   return {'recorded'}
 end

@@ -112,7 +112,7 @@
 //! not safety: a lease is sized to requests ready now, and when they vanish (cancelled,
 //! denied by their bucket) at most K x (B - 1) tokens lapse unsent per validity, counted but
 //! never used until their window ends. The Discord global limit is tested at 0 overshoot
-//! (`random_cluster_workloads_keep_every_invariant`: up to 8 processes, store round trips up
+//! (`random_workloads_of_up_to_eight_processes_keep_every_invariant`: up to 8 processes, store round trips up
 //! to 90 ms, with leases on).
 //!
 //! What the processes send together is at most what one process alone would allow, with the

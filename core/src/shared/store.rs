@@ -484,6 +484,7 @@ impl MemoryStore {
                 let Some(h) = hash else { return };
                 if !informative {
                     self.ghost(now, &member, identity, major, &h);
+                    self.extend_ghosts(now, &(identity.clone(), h, major.clone()));
                     return;
                 }
                 let key: Triple = (identity.clone(), h, major.clone());
@@ -509,7 +510,7 @@ impl MemoryStore {
                             margin: 0,
                         };
                         let expires = state.reset_at.saturating_add(self.state_ttl);
-                        self.buckets.set(key, state, expires);
+                        self.buckets.set(key.clone(), state, expires);
                     }
                     Some(b) => {
                         // 6. merge into the current window (rolled in step 2)
@@ -545,6 +546,8 @@ impl MemoryStore {
                         }
                     }
                 }
+                // 9. what the bucket knows now holds its ghosts too
+                self.extend_ghosts(now, &key);
             }
             SharedUpdate::Release { id, identity, route, major, bucket, reached, window } => {
                 let member = format!("{client}:{id}");
@@ -560,6 +563,7 @@ impl MemoryStore {
                     self.give_back(now, &member, identity, major, hash.as_deref(), granted_at);
                 } else if let Some(h) = hash {
                     self.ghost(now, &member, identity, major, &h);
+                    self.extend_ghosts(now, &(identity.clone(), h, major.clone()));
                 }
             }
             SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after } => {
@@ -641,6 +645,38 @@ impl MemoryStore {
         }
         if let Some(e) = self.pending.map.get_mut(&key) {
             e.expires_at = e.expires_at.max(until);
+        }
+    }
+
+    /// What bucket `key` learned later (a longer window, a later reset) holds its ghosts too:
+    /// each counts until one window plus margin after its grant as the bucket knows them now,
+    /// and one granted in the current window at least until that window's reset. (A ghost's
+    /// end was fixed when it was made, with the window known then: a first report seen late
+    /// in its window underestimates it, and the ghost stopped counting while the server still
+    /// counted its request.)
+    fn extend_ghosts(&mut self, now: Nanos, key: &Triple) {
+        let Some(b) = self.buckets.get(now, key) else { return };
+        let (span, start, reset_at) = (b.window.saturating_add(b.margin), b.window_start, b.reset_at);
+        let Some(p) = self.pending.get_mut(now, key) else { return };
+        let mut latest = 0;
+        for (member, until) in p.iter_mut() {
+            if *until <= now {
+                continue;
+            }
+            let Some(granted) = member.rsplit_once('~').and_then(|(_, g)| g.parse::<Nanos>().ok()) else {
+                continue;
+            };
+            let mut end = granted.saturating_add(span);
+            if granted >= start {
+                end = end.max(reset_at);
+            }
+            if end > *until {
+                *until = end;
+                latest = latest.max(end);
+            }
+        }
+        if let Some(e) = self.pending.map.get_mut(key) {
+            e.expires_at = e.expires_at.max(latest);
         }
     }
 
