@@ -320,6 +320,7 @@ export interface JsReservation {
   bucket: string | null
   countsGlobal: boolean
   globalLimit: number
+  globalWant: number
   globalWindowNs: number
   marginNs: number
   invalidLimit: number

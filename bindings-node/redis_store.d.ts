@@ -31,6 +31,9 @@ export interface RedisStoreOptions {
   retryMax?: number
   /** This process's name in the store (default: a random UUID). */
   clientName?: string
+  /** Lease the global budget (default true): one reservation takes the global tokens this
+   * process's ready requests need, the others reserve without counting globally. */
+  globalLease?: boolean
 }
 
 /**

@@ -85,6 +85,8 @@ export interface Reservation {
   bucket: string | null
   countsGlobal: boolean
   globalLimit: number
+  /** Global tokens asked for, this request's included: the store leases the others. */
+  globalWant: number
   globalWindowNs: number
   marginNs: number
   invalidLimit: number
@@ -129,9 +131,9 @@ export type SharedUpdate =
 
 /** Shared mode: the store's answer, for `handleReservation`. `processes`: the live processes
  * the store counted (a fail-open limiter runs on its share of the limits while the store is
- * down). */
+ * down); `leased`: global tokens the store leased beyond the request's own. */
 export type ReservationAnswer =
-  | { answer: 'granted'; processes?: number }
+  | { answer: 'granted'; processes?: number; leased?: number }
   | { answer: 'denied'; retryAfterNs: number; scope: SharedScopeName; processes?: number }
   | { answer: 'unavailable' }
 

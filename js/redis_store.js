@@ -40,7 +40,7 @@ function createRedisStore(deps) {
     retryBase: 'retry_base_ns',
     retryMax: 'retry_max_ns',
   }
-  const OPTIONS = new Set(['prefix', 'timeout', 'onUnavailable', 'clientName'].concat(Object.keys(DURATIONS)))
+  const OPTIONS = new Set(['prefix', 'timeout', 'onUnavailable', 'clientName', 'globalLease'].concat(Object.keys(DURATIONS)))
   /** Updates kept while Redis is away; beyond this the oldest are dropped. */
   const MAX_QUEUED = 10000
   /** Operations per script call. */
@@ -62,6 +62,8 @@ function createRedisStore(deps) {
       String(r.id), r.identity, r.route, r.major, optStr(r.bucket), flag(r.countsGlobal),
       String(r.globalLimit), String(r.globalWindowNs), String(r.marginNs),
       String(r.invalidLimit), String(r.invalidWindowNs),
+      // A reservation object of an earlier version has no globalWant: one token.
+      r.globalWant === undefined ? '1' : String(r.globalWant),
     ]
   }
 
@@ -91,14 +93,16 @@ function createRedisStore(deps) {
   }
 
   /** The script's reply to a reservation as a `ReservationAnswer`; throws on anything else.
-   * The trailing live-process count becomes `processes` (absent from a script of an earlier
-   * version's reply). */
+   * The trailing live-process count becomes `processes`, and a grant's lease count `leased`
+   * (both absent from a script of an earlier version's reply). */
   function parseAnswer(reply) {
     if (Array.isArray(reply) && reply.length > 0) {
       const tag = text(reply[0])
       if (tag === 'granted' && reply.length === 1) return { answer: 'granted' }
-      if (tag === 'granted' && reply.length === 2 && count(reply[1]) !== undefined) {
-        return { answer: 'granted', processes: count(reply[1]) }
+      if (tag === 'granted' && reply.length <= 3 && reply.slice(1).every((n) => count(n) !== undefined)) {
+        const answer = { answer: 'granted', processes: count(reply[1]) }
+        if (reply.length === 3) answer.leased = count(reply[2])
+        return answer
       }
       if (tag === 'denied' && (reply.length === 3 || reply.length === 4)) {
         const us = typeof reply[1] === 'bigint' ? Number(reply[1]) : reply[1]
@@ -163,7 +167,9 @@ function createRedisStore(deps) {
       }
       const clientName = opts.clientName === undefined ? randomId() : opts.clientName
       if (typeof clientName !== 'string' || clientName === '') throw badOption('clientName must be a non-empty string')
-      const settings = { on_unavailable: onUnavailable }
+      const globalLease = opts.globalLease === undefined ? true : opts.globalLease
+      if (typeof globalLease !== 'boolean') throw badOption(`globalLease must be a boolean, got ${String(globalLease)}`)
+      const settings = { on_unavailable: onUnavailable, global_lease: globalLease }
       for (const name of Object.keys(DURATIONS)) {
         const value = opts[name]
         if (value === undefined) continue

@@ -18,6 +18,7 @@ pub struct JsReservation {
     pub bucket: Either<String, Null>,
     pub counts_global: bool,
     pub global_limit: u32,
+    pub global_want: u32,
     pub global_window_ns: f64,
     pub margin_ns: f64,
     pub invalid_limit: u32,
@@ -86,6 +87,7 @@ pub fn reserve_to_js(r: Reservation) -> JsOutput {
         bucket: nullable(r.bucket),
         counts_global: r.counts_global,
         global_limit: r.global_limit,
+        global_want: r.global_want,
         global_window_ns: to_js_number(r.global_window),
         margin_ns: to_js_number(r.margin),
         invalid_limit: r.invalid_limit,
@@ -161,10 +163,16 @@ pub fn store_unavailable_to_js(id: u64, retry_at: u64) -> JsOutput {
 /// The optional `processes` of an answer: a whole number >= 0 (above `u32::MAX` it reads as
 /// `u32::MAX`: the core tolerates any count).
 fn processes(obj: &Object) -> Result<Option<u32>> {
-    let value: Option<f64> = opt(obj, "processes", "answer.processes (a number)")?;
+    count(obj, "processes")
+}
+
+/// An optional count of an answer (`processes`, `leased`): a whole number >= 0 (above
+/// `u32::MAX` it reads as `u32::MAX`).
+fn count(obj: &Object, name: &str) -> Result<Option<u32>> {
+    let value: Option<f64> = opt(obj, name, &format!("answer.{name} (a number)"))?;
     match value {
         None => Ok(None),
-        Some(n) => Ok(Some(u32::try_from(whole(n, "answer.processes")?).unwrap_or(u32::MAX))),
+        Some(n) => Ok(Some(u32::try_from(whole(n, &format!("answer.{name}"))?).unwrap_or(u32::MAX))),
     }
 }
 
@@ -172,7 +180,10 @@ fn processes(obj: &Object) -> Result<Option<u32>> {
 pub fn answer_from(obj: &Object) -> Result<ReservationAnswer> {
     let answer: String = required(obj, "answer", "answer.answer (a string)")?;
     match answer.as_str() {
-        "granted" => Ok(ReservationAnswer::Granted { processes: processes(obj)? }),
+        "granted" => Ok(ReservationAnswer::Granted {
+            processes: processes(obj)?,
+            leased: count(obj, "leased")?.unwrap_or(0),
+        }),
         "unavailable" => Ok(ReservationAnswer::Unavailable),
         "denied" => {
             let retry: f64 = required(obj, "retryAfterNs", "answer.retryAfterNs (a number)")?;

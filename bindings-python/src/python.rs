@@ -171,6 +171,17 @@ fn arg_opt_count(obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
     }
 }
 
+/// `leased` of an answer: `None`, or an int >= 0 (one above `u32::MAX` reads as `u32::MAX`).
+fn arg_opt_leased(obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    match obj.extract::<u64>() {
+        Ok(n) => Ok(Some(u32::try_from(n).unwrap_or(u32::MAX))),
+        Err(_) => Err(invalid_argument(obj.py(), format!("leased must be an int >= 0 or None, got {}", repr(obj)))),
+    }
+}
+
 fn arg_id(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
     obj.extract::<u64>().map_err(|_| {
         invalid_argument(obj.py(), format!("a request id must be an int >= 0, got {}", repr(obj)))
@@ -548,6 +559,7 @@ pub struct Reserve {
     bucket: Option<String>,
     counts_global: bool,
     global_limit: u32,
+    global_want: u32,
     global_window_ns: u64,
     margin_ns: u64,
     invalid_limit: u32,
@@ -734,6 +746,7 @@ fn reserve_object(py: Python<'_>, r: Reservation) -> PyResult<Py<PyAny>> {
         bucket,
         counts_global,
         global_limit,
+        global_want,
         global_window,
         margin,
         invalid_limit,
@@ -749,6 +762,7 @@ fn reserve_object(py: Python<'_>, r: Reservation) -> PyResult<Py<PyAny>> {
             bucket,
             counts_global,
             global_limit,
+            global_want,
             global_window_ns: global_window,
             margin_ns: margin,
             invalid_limit,
@@ -806,13 +820,14 @@ fn share_object(py: Python<'_>, update: SharedUpdate) -> PyResult<Py<PyAny>> {
 
 /// `answer` of `Limiter.handle_reservation`: `"granted"`, `"unavailable"`, or `"denied"` with
 /// `retry_after_ns` and `scope`; `processes` (the store's live-process count) with `"granted"`
-/// or `"denied"`.
+/// or `"denied"`; `leased` (global tokens leased beyond the request's own) with `"granted"`.
 fn reservation_answer(
     py: Python<'_>,
     answer: &Bound<'_, PyAny>,
     retry_after_ns: Option<u64>,
     scope: Option<&Bound<'_, PyAny>>,
     processes: Option<u32>,
+    leased: Option<u32>,
 ) -> PyResult<ReservationAnswer> {
     let text = answer.cast::<PyString>().ok().and_then(|s| utf8::text(s).ok());
     let extra = retry_after_ns.is_some() || scope.is_some_and(|s| !s.is_none());
@@ -825,7 +840,10 @@ fn reservation_answer(
             py,
             "processes is for a 'granted' or 'denied' answer only".to_string(),
         )),
-        Some("granted") => Ok(ReservationAnswer::Granted { processes }),
+        Some("unavailable") | Some("denied") if leased.is_some() => {
+            Err(invalid_argument(py, "leased is for a 'granted' answer only".to_string()))
+        }
+        Some("granted") => Ok(ReservationAnswer::Granted { processes, leased: leased.unwrap_or(0) }),
         Some("unavailable") => Ok(ReservationAnswer::Unavailable),
         Some("denied") => {
             let Some(retry_after) = retry_after_ns else {
@@ -1010,7 +1028,7 @@ impl Limiter {
     }
 
     /// Shared mode: the store's answer to request `id`'s `Reserve`.
-    #[pyo3(signature = (now_ns, id, answer, *, retry_after_ns = None, scope = None, processes = None))]
+    #[pyo3(signature = (now_ns, id, answer, *, retry_after_ns = None, scope = None, processes = None, leased = None))]
     #[allow(clippy::too_many_arguments)]
     fn handle_reservation(
         &mut self,
@@ -1021,8 +1039,9 @@ impl Limiter {
         #[pyo3(from_py_with = arg_opt_ns)] retry_after_ns: Option<u64>,
         scope: Option<&Bound<'_, PyAny>>,
         #[pyo3(from_py_with = arg_opt_count)] processes: Option<u32>,
+        #[pyo3(from_py_with = arg_opt_leased)] leased: Option<u32>,
     ) -> PyResult<()> {
-        let answer = reservation_answer(py, answer, retry_after_ns, scope, processes)?;
+        let answer = reservation_answer(py, answer, retry_after_ns, scope, processes, leased)?;
         self.inner.handle_reservation(now_ns, id, answer).map_err(|e| core_error(py, e))
     }
 

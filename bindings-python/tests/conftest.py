@@ -40,7 +40,7 @@ def output_json(output: Any) -> Dict[str, Any]:
             **{
                 k: getattr(output, k)
                 for k in ("identity", "route", "major", "bucket", "counts_global", "global_limit",
-                          "global_window_ns", "margin_ns", "invalid_limit", "invalid_window_ns")
+                          "global_want", "global_window_ns", "margin_ns", "invalid_limit", "invalid_window_ns")
             },
         }
     if isinstance(output, ratelane.ShareBucket):

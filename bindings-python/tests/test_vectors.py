@@ -74,7 +74,9 @@ def run_step(limiter: ratelane.Limiter, step: Dict[str, Any]) -> Dict[str, Any]:
                     processes=step.get("processes"),
                 )
             elif "processes" in step:
-                limiter.handle_reservation(now, step["id"], answer, processes=step["processes"])
+                limiter.handle_reservation(
+                    now, step["id"], answer, processes=step["processes"], leased=step.get("leased")
+                )
             else:
                 limiter.handle_reservation(now, step["id"], answer)
             return {"ok": True}

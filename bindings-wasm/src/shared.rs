@@ -30,6 +30,7 @@ pub(crate) fn reserve_object(o: &Object, r: &Reservation) {
     set(&reservation, "bucket", opt_str(r.bucket.as_ref()));
     set(&reservation, "countsGlobal", r.counts_global);
     set(&reservation, "globalLimit", r.global_limit);
+    set(&reservation, "globalWant", r.global_want);
     set(&reservation, "globalWindowNs", num(r.global_window));
     set(&reservation, "marginNs", num(r.margin));
     set(&reservation, "invalidLimit", r.invalid_limit);
@@ -114,6 +115,8 @@ struct AnswerSpec {
     scope: Option<String>,
     #[serde(default)]
     processes: Option<f64>,
+    #[serde(default)]
+    leased: Option<f64>,
 }
 
 pub(crate) fn answer_arg(value: JsValue) -> Result<ReservationAnswer, JsValue> {
@@ -127,7 +130,15 @@ pub(crate) fn answer_arg(value: JsValue) -> Result<ReservationAnswer, JsValue> {
         ),
     };
     match spec.answer.as_str() {
-        "granted" => Ok(ReservationAnswer::Granted { processes }),
+        "granted" => {
+            let leased = match spec.leased {
+                None => 0,
+                Some(n) => {
+                    u32::try_from(whole("answer.leased", n).map_err(|m| invalid_argument(&m))?).unwrap_or(u32::MAX)
+                }
+            };
+            Ok(ReservationAnswer::Granted { processes, leased })
+        }
         "unavailable" => Ok(ReservationAnswer::Unavailable),
         "denied" => {
             let retry = spec

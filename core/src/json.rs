@@ -65,7 +65,8 @@ fn field<T: serde::de::DeserializeOwned>(key: &str, value: Value) -> Result<T, E
 /// Absent keys keep the defaults of the object's `profile` (Discord when absent);
 /// `max_wait_ns` may be `null` (no limit). `shared` turns shared mode on: an object with
 /// optional `on_unavailable` (`"fail_open"` | `"fail_closed"`), `retry_base_ns`, `retry_max_ns`,
-/// `lease_ns`, `pioneer_poll_ns`, `state_ttl_ns` (absent keys: [`SharedConfig::default`]), or
+/// `lease_ns`, `pioneer_poll_ns`, `state_ttl_ns`, `global_lease` (a bool; absent keys:
+/// [`SharedConfig::default`]), or
 /// `null` (off, the default). `route_groups` replaces the profile's prior route groups
 /// ([`Config::route_groups`]): a list of lists of route keys (`"METHOD /template"`), `[]` for none.
 ///
@@ -134,6 +135,7 @@ struct SharedJson {
     lease_ns: Option<Nanos>,
     pioneer_poll_ns: Option<Nanos>,
     state_ttl_ns: Option<Nanos>,
+    global_lease: Option<bool>,
 }
 
 fn shared_from_json(v: Value) -> Result<Option<SharedConfig>, Error> {
@@ -156,6 +158,9 @@ fn shared_from_json(v: Value) -> Result<Option<SharedConfig>, Error> {
     }
     if let Some(v) = s.state_ttl_ns {
         c.state_ttl = v;
+    }
+    if let Some(v) = s.global_lease {
+        c.global_lease = v;
     }
     Ok(Some(c))
 }
@@ -200,6 +205,7 @@ pub fn config_to_json(config: &Config) -> String {
             "lease_ns": sh.lease,
             "pioneer_poll_ns": sh.pioneer_poll,
             "state_ttl_ns": sh.state_ttl,
+            "global_lease": sh.global_lease,
         });
     }
     v.to_string()

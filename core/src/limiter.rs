@@ -168,6 +168,9 @@ pub struct Limiter {
     reservation_latencies: VecDeque<Nanos>,
     reservation_samples: u64,
     reservation_margin: Nanos,
+    /// Shared mode: how long a global lease may be spent after it was asked for (from the
+    /// reservation round trips; see [`Limiter::lease_validity`]).
+    lease_validity: Nanos,
     /// No request goes out before this (a Cloudflare-style ban).
     edge_until: Nanos,
     edge_strikes: u32,
@@ -265,6 +268,9 @@ enum ReqState {
         window_seq: u32,
         window_epoch: u64,
         global_at: Option<Nanos>,
+        /// It spends a leased global token, which must be sent by then (its reservation does
+        /// not count globally at the store).
+        leased: Option<Nanos>,
     },
     InFlight {
         sent_at: Nanos,
@@ -463,6 +469,23 @@ struct Identity {
     unauthorized: bool,
     /// Non-exempt requests queued, for predictions.
     queued: usize,
+    /// Shared mode: the global lease (see [`crate::shared`], "Leases").
+    lease: Lease,
+}
+
+/// Shared mode: global tokens the store leased to this process for one identity.
+#[derive(Debug, Clone, Copy, Default)]
+struct Lease {
+    /// Tokens left: each lets one reservation go without counting globally at the store.
+    tokens: u32,
+    /// A request must be sent by then to spend one (the lease's emission plus its validity).
+    until: Nanos,
+    /// The request whose reservation asks for a lease now: the identity's other requests wait
+    /// for its answer instead of each asking.
+    asking: Option<RequestId>,
+    /// How many tokens it asked for (its own included): a store that leases more is not
+    /// believed.
+    asked: u32,
 }
 
 enum Gate {
@@ -528,6 +551,7 @@ impl Limiter {
             reservation_latencies: VecDeque::new(),
             reservation_samples: 0,
             reservation_margin: 0,
+            lease_validity: LEASE_VALIDITY_FIRST,
             edge_until: 0,
             edge_strikes: 0,
             gate_wake: None,
@@ -915,22 +939,34 @@ impl Limiter {
             return Ok(());
         }
         let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
-        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at } = req.state
+        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at, leased } = req.state
         else {
             return Err(Error::InvalidState { id, expected: "reserving" });
         };
-        let qid = req.qid;
+        let (qid, iid) = (req.qid, req.identity);
         let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since };
         self.reserving_total -= 1;
         self.req_mut(id).state = ReqState::Answered;
         self.learn_reservation_latency(now.saturating_sub(since));
+        let lease = if let ReservationAnswer::Granted { leased, .. } = answer { leased } else { 0 };
+        self.lease_answered(iid, id, since, lease);
         match answer {
             ReservationAnswer::Granted { .. } => {
                 self.store_answered();
-                self.grant(now, qid, id, flight);
+                if leased.is_some_and(|until| now > until) {
+                    // Its leased token lapsed while the store answered: sending it now could
+                    // fall outside the window the store counted the token in. It goes back in
+                    // line (and takes a fresh token), the store takes the bucket grant back.
+                    let update = self.release(id, false);
+                    self.outputs.push_back(Output::Share(update));
+                    self.unreserve(qid, id, flight);
+                } else {
+                    self.grant(now, qid, id, flight);
+                }
             }
             ReservationAnswer::Denied { retry_after, scope, .. } => {
                 self.store_answered();
+                self.unspend_lease(now, iid, leased);
                 self.unreserve(qid, id, flight);
                 self.hold(now, id, qid, scope, retry_after.max(MILLISECOND));
             }
@@ -939,6 +975,7 @@ impl Limiter {
                 // without a reservation as soon as this process's share of the limits allows
                 // (at once if it does), like every other request during the outage.
                 self.store_unavailable(now, id, step);
+                self.unspend_lease(now, iid, leased);
                 self.unreserve(qid, id, flight);
             }
         }
@@ -1082,6 +1119,7 @@ impl Limiter {
             wake_at: None,
             unauthorized: false,
             queued: 0,
+            lease: Lease::default(),
         });
         self.identity_index.insert(name.to_string(), iid);
         iid
@@ -1333,6 +1371,99 @@ impl Limiter {
         self.global_margin.saturating_add(self.reservation_margin).min(self.config.global_margin_max)
     }
 
+    /// Whether global leases are on (shared mode, `SharedConfig::global_lease`, a global limit).
+    fn lease_on(&self) -> bool {
+        self.config.global_limit > 0 && self.config.shared.as_ref().is_some_and(|s| s.global_lease)
+    }
+
+    /// How much every reservation's global window is widened by: a leased token may be sent
+    /// up to the lease's validity after the store counted it (see [`crate::shared`], "Leases").
+    fn lease_span(&self) -> Nanos {
+        if self.lease_on() { self.lease_validity } else { 0 }
+    }
+
+    /// Whether the identity's requests wait for its lease request's answer: leases on, the
+    /// store up, no token left, and a lease asked for.
+    fn waits_for_lease(&self, now: Nanos, iid: Iid) -> bool {
+        let lease = &self.identities[iid].lease;
+        self.lease_on()
+            && !self.store_down
+            && lease.asking.is_some()
+            && !(lease.tokens > 0 && now < lease.until)
+    }
+
+    /// Shared mode: how the reservation of `id` (of identity `iid`) takes its global token.
+    /// Returns whether it counts globally at the store, how many tokens it asks for, and, when
+    /// it spends a leased token, by when it must be sent.
+    fn global_ask(&mut self, now: Nanos, iid: Iid, id: RequestId, counts_global: bool) -> (bool, u32, Option<Nanos>) {
+        if !counts_global {
+            return (false, 1, None);
+        }
+        if !self.lease_on() || self.store_down {
+            return (true, 1, None);
+        }
+        let lease = &mut self.identities[iid].lease;
+        if lease.tokens > 0 && now < lease.until {
+            lease.tokens -= 1;
+            return (false, 1, Some(lease.until));
+        }
+        lease.tokens = 0;
+        let want = self.lease_want(iid);
+        let lease = &mut self.identities[iid].lease;
+        lease.asking = Some(id);
+        lease.asked = want;
+        (true, want, None)
+    }
+
+    /// How many global tokens a lease request asks for: this request's, one per other head of
+    /// the identity that is ready or waits for the global budget, at most what the local
+    /// window has room for and this process's share of the limit (the limit divided by the
+    /// live processes the store counted).
+    fn lease_want(&self, iid: Iid) -> u32 {
+        let ident = &self.identities[iid];
+        let heads = self
+            .ready
+            .iter()
+            .filter(|key| self.queues.get(key.2).and_then(Option::as_ref).is_some_and(|q| q.key.identity == iid))
+            .count()
+            + ident.blocked.len();
+        let limit = self.config.global_limit;
+        // The request asking is in the window already.
+        let room = (limit as usize).saturating_sub(ident.sends.len()) + 1;
+        let share = limit.div_ceil(self.store_processes.max(1)).max(1) as usize;
+        (1 + heads).min(room).min(share).max(1) as u32
+    }
+
+    /// The answer to request `id`'s reservation arrived (or it ended without one): if it asked
+    /// for the identity's lease, the lease is what the store granted (`leased`, counted from
+    /// `since`), and the identity's waiting requests go again.
+    fn lease_answered(&mut self, iid: Iid, id: RequestId, since: Nanos, leased: u32) {
+        let validity = self.lease_validity;
+        let lease = &mut self.identities[iid].lease;
+        if lease.asking != Some(id) {
+            return;
+        }
+        lease.asking = None;
+        let leased = leased.min(lease.asked.saturating_sub(1));
+        if leased > 0 {
+            lease.tokens = leased;
+            lease.until = since.saturating_add(validity);
+        }
+        self.mark_identity_ready(iid);
+    }
+
+    /// A reservation that spent a leased token was not sent: the token is still good if its
+    /// lease is the current one and has not lapsed.
+    fn unspend_lease(&mut self, now: Nanos, iid: Iid, leased: Option<Nanos>) {
+        let lease = &mut self.identities[iid].lease;
+        if let Some(until) = leased
+            && until == lease.until
+            && now < until
+        {
+            lease.tokens += 1;
+        }
+    }
+
     fn reservation(&self, id: RequestId, counts_global: bool) -> Reservation {
         let r = self.req(id);
         let margin = self.shared_margin();
@@ -1345,7 +1476,8 @@ impl Limiter {
             bucket: self.queue_hash(r.qid),
             counts_global,
             global_limit: c.global_limit,
-            global_window: c.global_window.saturating_add(margin),
+            global_want: 1,
+            global_window: c.global_window.saturating_add(margin).saturating_add(self.lease_span()),
             margin,
             invalid_limit: if c.invalid_request_limit > 0 { c.invalid_request_stop_at } else { 0 },
             invalid_window: c.invalid_request_window,
@@ -1366,6 +1498,11 @@ impl Limiter {
             let max = self.reservation_latencies.iter().copied().max().unwrap_or(0);
             let spread = max - min;
             self.reservation_margin = spread.saturating_add(spread / 2);
+            let mut sorted: Vec<Nanos> = self.reservation_latencies.iter().copied().collect();
+            sorted.sort_unstable();
+            let p90 = sorted[sorted.len() * 9 / 10];
+            self.lease_validity =
+                p90.saturating_mul(2).saturating_add(2 * MILLISECOND).clamp(LEASE_VALIDITY_MIN, LEASE_VALIDITY_MAX);
         }
     }
 
@@ -1501,10 +1638,10 @@ impl Limiter {
     /// global token go back, and the late answer will be ignored.
     fn abandon_reservation(&mut self, id: RequestId) {
         let r = self.req(id);
-        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at } = r.state else {
+        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at, leased } = r.state else {
             return;
         };
-        let qid = r.qid;
+        let (qid, iid) = (r.qid, r.identity);
         let orphan = Orphan {
             step,
             identity: self.identities[r.identity].name.clone(),
@@ -1519,6 +1656,11 @@ impl Limiter {
         self.refund(qid, id, flight);
         self.undo_window_start(qid, flight);
         self.orphans.insert(id, orphan);
+        // A lease it asked for is not waited for any more (its tokens, if granted, lapse).
+        self.lease_answered(iid, id, since, 0);
+        // Its leased token goes back to its lease (spending checks the time, so a lapsed one
+        // is never used).
+        self.unspend_lease(since, iid, leased);
         self.mark_dirty(qid);
     }
 
@@ -2627,6 +2769,14 @@ impl Limiter {
                 let r = &self.requests[&id];
                 (r.exempt, r.identity)
             };
+            if !exempt && self.waits_for_lease(now, iid) {
+                // The identity's lease request is out: its answer says how many may go (the
+                // answer marks the identity ready again; no timer).
+                self.ready.remove(&key);
+                self.queue_mut(qid).slot = Slot::Blocked(key, id);
+                self.identities[iid].blocked.insert(key);
+                continue;
+            }
             let wait = if exempt { None } else { self.global_wait(now, iid) };
             if wait.is_none()
                 && !exempt
@@ -2662,15 +2812,19 @@ impl Limiter {
     fn send(&mut self, now: Nanos, qid: Qid, id: RequestId) {
         let flight = self.occupy(now, qid, id);
         if self.config.shared.is_some() && self.should_reserve(now) {
+            let iid = self.req(id).identity;
+            let (counts_global, global_want, leased) = self.global_ask(now, iid, id, flight.global_at.is_some());
             self.req_mut(id).state = ReqState::Reserving {
                 since: now,
                 step: self.store_step,
                 window_seq: flight.window_seq,
                 window_epoch: flight.window_epoch,
                 global_at: flight.global_at,
+                leased,
             };
             self.reserving_total += 1;
-            let reservation = self.reservation(id, flight.global_at.is_some());
+            let mut reservation = self.reservation(id, counts_global);
+            reservation.global_want = global_want;
             self.outputs.push_back(Output::Reserve(reservation));
             return;
         }
@@ -2992,3 +3146,10 @@ fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos, lead: Nanos, share: u32
     }
     exhausted()
 }
+
+/// The validity of a global lease before 16 reservation round trips are known.
+const LEASE_VALIDITY_FIRST: Nanos = 20 * MILLISECOND;
+/// The bounds of a lease's validity: long enough for a reservation round trip after the
+/// lease's own, short because every reservation's global window is widened by it.
+const LEASE_VALIDITY_MIN: Nanos = 5 * MILLISECOND;
+const LEASE_VALIDITY_MAX: Nanos = 50 * MILLISECOND;

@@ -194,6 +194,7 @@ fn reservation(id: RequestId) -> Reservation {
         bucket: Some("b".into()),
         counts_global: false,
         global_limit: 0,
+        global_want: 1,
         global_window: SECOND,
         margin: 0,
         invalid_limit: 0,

@@ -91,6 +91,7 @@ fn config_json(c: &Config) -> Value {
             "lease_ns": sh.lease,
             "pioneer_poll_ns": sh.pioneer_poll,
             "state_ttl_ns": sh.state_ttl,
+            "global_lease": sh.global_lease,
         });
     }
     v
@@ -112,6 +113,7 @@ fn shared_from(v: &Value) -> Option<SharedConfig> {
     sh.lease = u("lease_ns");
     sh.pioneer_poll = u("pioneer_poll_ns");
     sh.state_ttl = u("state_ttl_ns");
+    sh.global_lease = v["global_lease"].as_bool().unwrap_or(true);
     Some(sh)
 }
 
@@ -205,7 +207,7 @@ fn output_json(o: &Output) -> Value {
         Output::Reserve(r) => json!({
             "reserve": r.id, "identity": r.identity, "route": r.route, "major": r.major,
             "bucket": r.bucket, "counts_global": r.counts_global, "global_limit": r.global_limit,
-            "global_window_ns": r.global_window, "margin_ns": r.margin,
+            "global_want": r.global_want, "global_window_ns": r.global_window, "margin_ns": r.margin,
             "invalid_limit": r.invalid_limit, "invalid_window_ns": r.invalid_window,
         }),
         Output::Share(u) => shared_json::update_json(u),
@@ -438,6 +440,11 @@ impl Script {
     /// A grant with the store's live-process count.
     fn granted_processes(mut self, at: u64, id: u64, processes: u32) -> Self {
         self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "granted", "processes": processes}));
+        self
+    }
+    /// A grant with a global lease of `leased` tokens beyond the request's own.
+    fn granted_leased(mut self, at: u64, id: u64, leased: u32) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "granted", "processes": 1, "leased": leased}));
         self
     }
     fn unavailable(mut self, at: u64, id: u64) -> Self {

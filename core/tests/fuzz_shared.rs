@@ -125,7 +125,8 @@ fn answer_of(kind: u8, retry_ms: u32, scope: u8) -> ReservationAnswer {
     match kind {
         0 => ReservationAnswer::GRANTED,
         // Any process count, including nonsense (0, u32::MAX): never a panic.
-        1 => ReservationAnswer::Granted { processes: Some(PROCESSES[scope as usize]) },
+        // and any lease count (a hostile store may lease more than was asked for).
+        1 => ReservationAnswer::Granted { processes: Some(PROCESSES[scope as usize]), leased: PROCESSES[(retry_ms % 6) as usize] },
         2 => ReservationAnswer::Denied {
             retry_after: u64::from(retry_ms) * 1_000_000,
             scope: SCOPES[scope as usize],

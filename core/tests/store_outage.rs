@@ -15,9 +15,15 @@ use ratelane::{Config, Limiter, MILLISECOND, Nanos, Observation, Output, Request
 
 const MS: Nanos = MILLISECOND;
 
+/// Global leases off: each request reserves its own global token, so N requests put N
+/// reservations out at once, as in the repro. (With leases on, the identity's requests
+/// wait for one lease request first; the N reservations then go out together on leased tokens,
+/// and the same rules apply to them.)
 fn limiter(policy: OnUnavailable) -> Limiter {
     let mut c = Config::default();
-    c.shared = Some(SharedConfig::with_policy(policy));
+    let mut shared = SharedConfig::with_policy(policy);
+    shared.global_lease = false;
+    c.shared = Some(shared);
     Limiter::new(c).expect("valid config")
 }
 
@@ -173,7 +179,7 @@ fn fail_open_runs_on_its_share_of_a_bucket() {
     let first = l.enqueue(0, ch()).unwrap();
     assert_eq!(drain(&mut l).reserved, vec![first]);
     // The store grants it and says three processes are live.
-    l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(3) }).unwrap();
+    l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(3), leased: 0 }).unwrap();
     assert_eq!(drain(&mut l).sent, vec![first]);
     let headers = [
         ("X-RateLimit-Limit", "6"),
@@ -237,7 +243,7 @@ fn fail_open_runs_on_its_share_of_a_bucket() {
     l.handle_timeout(t);
     let d = drain(&mut l);
     assert_eq!(d.reserved, vec![ids[3]], "{d:?}");
-    l.handle_reservation(t + 1 * MS, ids[3], ReservationAnswer::Granted { processes: Some(3) }).unwrap();
+    l.handle_reservation(t + 1 * MS, ids[3], ReservationAnswer::Granted { processes: Some(3), leased: 0 }).unwrap();
     let d = drain(&mut l);
     assert_eq!(d.recovered, 1);
     assert_eq!(d.sent, vec![ids[3]]);
@@ -251,7 +257,7 @@ fn fail_open_runs_on_its_share_of_the_global_limit() {
     let mut l = limiter(OnUnavailable::FailOpen);
     let first = l.enqueue(0, channel(0)).unwrap();
     drain(&mut l);
-    l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(3) }).unwrap();
+    l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(3), leased: 0 }).unwrap();
     drain(&mut l);
     // Thirty channels, thirty pioneers: all reserved at once (31 of 50).
     let ids: Vec<RequestId> = (1..=30).map(|i| l.enqueue(100 * MS, channel(i)).unwrap()).collect();
@@ -270,7 +276,7 @@ fn fail_open_runs_on_its_share_of_the_global_limit() {
     l.handle_timeout(now);
     let d = drain(&mut l);
     assert_eq!(d.reserved.len(), 1, "one probe: {d:?}");
-    l.handle_reservation(now, d.reserved[0], ReservationAnswer::Granted { processes: Some(3) }).unwrap();
+    l.handle_reservation(now, d.reserved[0], ReservationAnswer::Granted { processes: Some(3), leased: 0 }).unwrap();
     let d = drain(&mut l);
     assert_eq!(d.recovered, 1);
     assert_eq!(d.reserved.len(), 14, "the rest, reserved under the whole limit: {d:?}");
@@ -283,7 +289,7 @@ fn a_nonsense_process_count_is_tolerated() {
         let mut l = limiter(OnUnavailable::FailOpen);
         let first = l.enqueue(0, channel(0)).unwrap();
         drain(&mut l);
-        l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(count) }).unwrap();
+        l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(count), leased: 0 }).unwrap();
         drain(&mut l);
         let ids: Vec<RequestId> = (1..=5).map(|i| l.enqueue(100 * MS, channel(i)).unwrap()).collect();
         drain(&mut l);

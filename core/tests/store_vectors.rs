@@ -91,6 +91,7 @@ fn res(id: u64, route: &str, major: &str) -> Reservation {
         bucket: None,
         counts_global: true,
         global_limit: 50,
+        global_want: 1,
         global_window: 1_100 * MS,
         margin: 100 * MS,
         invalid_limit: 0,
@@ -185,6 +186,25 @@ fn cases() -> Vec<Case> {
             .reserve(4_203 * MS, "b", res(3, MSG, "2")),
     });
 
+    v.push(Case {
+        file: "ghost_window",
+        comment: "A ghost follows what its bucket learns later: the first report (seen late in its window) gives a \
+                  600 ms window; a 5xx leaves a ghost that would end 600 ms after its grant; a later report says \
+                  the window is 2 s (and 1 left, the 5xx not yet counted there): the ghost now counts until its \
+                  grant plus 2 s, so a reservation after the old end is still denied, until the window's reset; \
+                  the ghost is carried into the next window.",
+        config: SharedConfig::default(),
+        script: Script::new()
+            .reserve(0, "a", res(1, MSG, "1"))
+            .record(100 * MS, "a", report(1, MSG, "1", Some("h"), Some(3), Some(2), Some(500 * MS), Some(600 * MS)))
+            .reserve(110 * MS, "b", with_bucket(res(1, MSG, "1"), "h"))
+            .reserve(111 * MS, "b", with_bucket(res(2, MSG, "1"), "h"))
+            .record(150 * MS, "b", report(1, MSG, "1", Some("h"), None, None, None, None))
+            .record(160 * MS, "b", report(2, MSG, "1", Some("h"), Some(3), Some(1), Some(1_900 * MS), Some(2_000 * MS)))
+            .reserve(800 * MS, "c", with_bucket(res(1, MSG, "1"), "h"))
+            .reserve(2_100 * MS, "c", with_bucket(res(1, MSG, "1"), "h")),
+    });
+
     let global = |id: u64, major: &str| {
         let mut r = res(id, "GET /guilds/:id", major);
         r.global_limit = 2;
@@ -229,6 +249,33 @@ fn cases() -> Vec<Case> {
                 r.counts_global = false;
                 r
             }),
+    });
+
+    let lease = |id: u64, major: &str, want: u32| {
+        let mut r = res(id, "GET /guilds/:id", major);
+        r.global_limit = 5;
+        r.global_window = 1_000 * MS;
+        r.global_want = want;
+        r
+    };
+    v.push(Case {
+        file: "global_lease",
+        comment: "Global leases: 5 grants per 1 s window; a reservation asking for 3 tokens takes its own and leases                   2 more (answer `leased`), each counted in the window like a grant; one asking for 4 when 2 are                   left takes what there is (1 leased); the next is denied until the oldest leaves the window; a                   reservation that does not count globally (a leased token spent) still goes; releasing a grant                   that was never sent gives back its own token, not the lease; asking for 0 is asking for 1.",
+        config: SharedConfig::default(),
+        script: Script::new()
+            .reserve(0, "a", lease(1, "1", 3))
+            .reserve(10 * MS, "b", lease(1, "2", 4))
+            .reserve(20 * MS, "a", lease(2, "3", 2))
+            .reserve(30 * MS, "a", {
+                let mut r = lease(3, "4", 1);
+                r.counts_global = false;
+                r
+            })
+            .record(40 * MS, "a", release(1, "GET /guilds/:id", "1", None, false))
+            .reserve(50 * MS, "b", lease(2, "5", 3))
+            .reserve(60 * MS, "b", lease(3, "6", 1))
+            .reserve(1_000 * MS, "a", lease(4, "7", 0))
+            .reserve(1_010 * MS, "a", lease(5, "8", 9)),
     });
 
     let budget = |id: u64, major: &str| {

@@ -56,7 +56,7 @@ function vectorForm(o) {
       assert.equal(r.id, o.id)
       return {
         reserve: o.id, identity: r.identity, route: r.route, major: r.major, bucket: r.bucket,
-        counts_global: r.countsGlobal, global_limit: r.globalLimit, global_window_ns: r.globalWindowNs,
+        counts_global: r.countsGlobal, global_limit: r.globalLimit, global_want: r.globalWant, global_window_ns: r.globalWindowNs,
         margin_ns: r.marginNs, invalid_limit: r.invalidLimit, invalid_window_ns: r.invalidWindowNs,
       }
     }
@@ -104,6 +104,7 @@ function answer(step) {
     ? { answer: 'denied', retryAfterNs: step.retry_after_ns, scope: step.scope }
     : { answer: step.answer }
   if (step.processes !== undefined) a.processes = step.processes
+  if (step.leased !== undefined) a.leased = step.leased
   return a
 }
 

@@ -24,7 +24,7 @@ ARGV, common part:
 "reserve" (ratelane::shared::Reservation):
   [7] id  [8] identity  [9] route  [10] major  [11] bucket (opt)  [12] counts_global (0|1)
   [13] global_limit  [14] global_window_ns  [15] margin_ns  [16] invalid_limit
-  [17] invalid_window_ns
+  [17] invalid_window_ns  [18] global_want (optional: absent or "" is 1)
 "record" (ratelane::shared::SharedUpdate), [7] the variant:
   "bucket":  [8] id [9] identity [10] route [11] major [12] bucket (opt) [13] unlimited (0|1)
              [14] limit (opt) [15] remaining (opt) [16] reset_after_ns (opt) [17] window_ns (opt)
@@ -39,7 +39,7 @@ ARGV, common part:
 Numbers are decimal integers; an optional number is "" when absent. An optional string (the
 bucket hash) is "" when absent and "=" followed by the value when present.
 
-Reply: reserve -> {"granted", processes} or {"denied", retry_after_us, scope, processes};
+Reply: reserve -> {"granted", processes, leased} or {"denied", retry_after_us, scope, processes};
 record -> {"recorded"}; batch -> one reply per item, in order, an item refused for a bad argument
 answering {"error", "RATELANE_ARG <what>"} in its place (the others still run). processes: how many clients reserved within the last lease_ns, this
 one included (the key P "procs").
@@ -309,6 +309,35 @@ local function ghost(member, identity, major, h)
   end
 end
 
+-- What the bucket learned later (a longer window, a later reset) holds its ghosts too: each
+-- counts until one window (plus margin) after its grant as the bucket knows them now, and one
+-- granted in the current window at least until that window's reset.
+local function extend_ghosts(identity, h, major)
+  local s = bucket_state(K.b(identity, h, major))
+  if not s then return end
+  local bp = K.bp(identity, h, major)
+  local entries = redis.call('ZRANGEBYSCORE', bp, '(' .. fmt(now), '+inf', 'WITHSCORES')
+  local latest = nil
+  for i = 1, #entries, 2 do
+    local m, score = entries[i], tonumber(entries[i + 1])
+    local g = m:match('~(%d+)$')
+    if g then
+      local granted = tonumber(g)
+      local u = granted + s.window + s.margin
+      if granted >= s.window_start and s.reset_at > u then u = s.reset_at end
+      if u > score then
+        redis.call('ZADD', bp, fmt(u), m)
+        if latest == nil or u > latest then latest = u end
+      end
+    end
+  end
+  if latest then
+    local old = expiry_of(bp)
+    if old and old > latest then latest = old end
+    expire_at(bp, latest)
+  end
+end
+
 -- Deletes the pioneer locks `member` holds and, unless `reached`, its unanswered grant; returns
 -- that grant's time, if there was one.
 local function release(member, identity, route, major, h, reached, window)
@@ -375,7 +404,11 @@ local function reserve()
   local margin = need_us(15, 'margin_ns')
   local invalid_limit = need_int(16, 'invalid_limit')
   local iw = need_us(17, 'invalid_window_ns')
+  -- [18] global_want: absent (a caller of an earlier version) or "" is 1.
+  local want = 1
+  if arg(18) ~= nil and arg(18) ~= '' then want = need_int(18, 'global_want') end
   if bad then return arg_error(bad) end
+  if want < 1 then want = 1 end
   local member = client .. ':' .. id
   -- 0. live processes, reported with every answer
   local procs = K.procs()
@@ -402,6 +435,7 @@ local function reserve()
   end
   -- 3. global
   local g = K.g(identity)
+  local room = global_limit
   if counts_global then
     t = until_of(K.gp(identity))
     if t then return deny(t, 'global') end
@@ -413,6 +447,7 @@ local function reserve()
         local e = redis.call('ZRANGE', g, card - global_limit, card - global_limit, 'WITHSCORES')
         return deny(tonumber(e[2]) + gw, 'global')
       end
+      room = global_limit - (card - old)
     end
   end
   -- 4. route hold
@@ -467,8 +502,18 @@ local function reserve()
     end
   end
   -- 7. commit
+  local leased = 0
   if counts_global and global_limit > 0 then
-    redis.call('ZADD', g, fmt(now), unique_member(g, member .. ':' .. fmt(now)))
+    -- This request's token, and the lease: as many more as it asks for and the window has
+    -- room for, each its own member (member "+" i ":" now, never matched by a release).
+    leased = math.min(want, room) - 1
+    if leased < 0 then leased = 0 end
+    local add = {'ZADD', g, fmt(now), unique_member(g, member .. ':' .. fmt(now))}
+    for i = 1, leased do
+      add[#add + 1] = fmt(now)
+      add[#add + 1] = unique_member(g, member .. '+' .. i .. ':' .. fmt(now))
+    end
+    redis.call(unpack(add))
     expire_at(g, now + gw)
   end
   local lease_end = now + lease
@@ -491,7 +536,7 @@ local function reserve()
       expire_at(lk, lease_end)
     end
   end
-  return {'granted', processes}
+  return {'granted', processes, leased}
 end
 
 -- ------------------------------------------------------------------------------- record
@@ -531,6 +576,7 @@ local function record_bucket()
   if not h then return {'recorded'} end
   if not informative then
     ghost(member, identity, major, h)
+    extend_ghosts(identity, h, major)
     return {'recorded'}
   end
   local pending = live_pending(bp)
@@ -594,6 +640,7 @@ local function record_bucket()
       end
     end
   end
+  extend_ghosts(identity, h, major)
   return {'recorded'}
 end
 
@@ -614,6 +661,7 @@ local function record_release()
     give_back(member, identity, major, h, granted_at)
   elseif h then
     ghost(member, identity, major, h)
+    extend_ghosts(identity, h, major)
   end
   return {'recorded'}
 end

@@ -145,6 +145,7 @@ impl RedisStore {
             r.margin.to_string(),
             r.invalid_limit.to_string(),
             r.invalid_window.to_string(),
+            r.global_want.to_string(),
         ]);
         args
     }
@@ -463,7 +464,11 @@ mod tests {
         let s = |t: &str| Value::BulkString(t.as_bytes().to_vec());
         assert_eq!(
             parse_answer(&Value::Array(vec![s("granted"), Value::Int(2)])).unwrap(),
-            ReservationAnswer::Granted { processes: Some(2) }
+            ReservationAnswer::Granted { processes: Some(2), leased: 0 }
+        );
+        assert_eq!(
+            parse_answer(&Value::Array(vec![s("granted"), Value::Int(2), Value::Int(4)])).unwrap(),
+            ReservationAnswer::Granted { processes: Some(2), leased: 4 }
         );
         assert_eq!(
             parse_answer(&Value::Array(vec![s("denied"), Value::Int(50_000), s("pioneer"), Value::Int(1)])).unwrap(),
@@ -475,7 +480,8 @@ mod tests {
             Value::Array(vec![s("denied"), Value::Int(-1), s("bucket")]),
             Value::Array(vec![s("denied"), Value::Int(1), s("nope")]),
             Value::Array(vec![s("granted"), Value::Int(-1)]),
-            Value::Array(vec![s("granted"), Value::Int(1), Value::Int(1)]),
+            Value::Array(vec![s("granted"), Value::Int(1), Value::Int(-1)]),
+            Value::Array(vec![s("granted"), Value::Int(1), Value::Int(1), Value::Int(1)]),
         ] {
             assert_eq!(parse_answer(&bad).unwrap_err().code(), "redis_bad_reply", "{bad:?}");
         }

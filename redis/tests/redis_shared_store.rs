@@ -170,9 +170,9 @@ fn reservation() -> impl Strategy<Value = Reservation> {
     (
         (1..6u64, 0..ROUTES.len(), 0..MAJORS.len(), opt_hash()),
         (prop::bool::weighted(0.8), 0..4u32, us(100_000..1_500_000), us(0..100_000)),
-        (0..4u32, us(500_000..5_000_000)),
+        (0..4u32, us(500_000..5_000_000), prop_oneof![3 => Just(1u32), 1 => 0..6u32]),
     )
-        .prop_map(|((id, route, major, bucket), (counts_global, global_limit, global_window, margin), (il, iw))| {
+        .prop_map(|((id, route, major, bucket), (counts_global, global_limit, global_window, margin), (il, iw, global_want))| {
             Reservation {
                 id,
                 identity: "bot".into(),
@@ -181,6 +181,7 @@ fn reservation() -> impl Strategy<Value = Reservation> {
                 bucket,
                 counts_global,
                 global_limit,
+                global_want,
                 global_window,
                 margin,
                 invalid_limit: il,
@@ -499,6 +500,7 @@ fn reservation_for(id: u64, bucket: Option<&str>) -> Reservation {
         bucket: bucket.map(str::to_string),
         counts_global: true,
         global_limit: 50,
+        global_want: 1,
         global_window: 1_100 * MS,
         margin: 100 * MS,
         invalid_limit: 9_000,
@@ -514,7 +516,7 @@ fn with_redis_clock_every_key_has_a_ttl_and_one_call_is_one_round_trip() {
     let store = RedisStore::new(prefix.clone(), &SharedConfig::default()).expect("store");
     let mut counted = support::counting::CountingConnection::new(support::connection());
     // A pioneer, its report, a second grant, a hold, an invalid response: every key kind.
-    assert_eq!(store.reserve(&mut counted, "a", &reservation_for(1, None)).unwrap(), ReservationAnswer::Granted { processes: Some(1) });
+    assert_eq!(store.reserve(&mut counted, "a", &reservation_for(1, None)).unwrap(), ReservationAnswer::Granted { processes: Some(1), leased: 0 });
     let report = SharedUpdate::Bucket {
         id: 1,
         identity: "bot".into(),
@@ -528,7 +530,7 @@ fn with_redis_clock_every_key_has_a_ttl_and_one_call_is_one_round_trip() {
         window: Some(2 * SECOND),
     };
     store.record(&mut counted, "a", &report).unwrap();
-    assert_eq!(store.reserve(&mut counted, "b", &reservation_for(1, None)).unwrap(), ReservationAnswer::Granted { processes: Some(2) });
+    assert_eq!(store.reserve(&mut counted, "b", &reservation_for(1, None)).unwrap(), ReservationAnswer::Granted { processes: Some(2), leased: 0 });
     let hold = SharedUpdate::Hold {
         scope: SharedScope::Route,
         identity: "bot".into(),
@@ -563,7 +565,7 @@ fn with_redis_clock_short_lived_keys_expire_by_themselves() {
     let store = RedisStore::new(prefix.clone(), &config).expect("store");
     let mut r = reservation_for(1, None);
     r.global_window = 50 * MS;
-    assert_eq!(store.reserve(&mut con, "a", &r).unwrap(), ReservationAnswer::Granted { processes: Some(1) });
+    assert_eq!(store.reserve(&mut con, "a", &r).unwrap(), ReservationAnswer::Granted { processes: Some(1), leased: 0 });
     let count = |con: &mut redis::Connection| -> usize {
         let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{}*", glob_escape(&prefix))).query(con).unwrap();
         keys.len()

@@ -150,6 +150,8 @@ class Reserve:
     @property
     def global_limit(self) -> int: ...
     @property
+    def global_want(self) -> int: ...
+    @property
     def global_window_ns(self) -> int: ...
     @property
     def margin_ns(self) -> int: ...
@@ -320,11 +322,13 @@ class Limiter:
         retry_after_ns: Optional[int] = None,
         scope: Optional[str] = None,
         processes: Optional[int] = None,
+        leased: Optional[int] = None,
     ) -> None:
         """Shared mode: the store's answer to ``Reserve`` ``id``: "granted", "unavailable", or
         "denied" with ``retry_after_ns`` and ``scope`` (edge, invalid, global, route, bucket,
         pioneer); ``processes``: the live processes the store counted (with "granted" or
-        "denied"; a fail-open limiter runs on its share of the limits while the store is down).
+        "denied"; a fail-open limiter runs on its share of the limits while the store is down);
+        ``leased``: global tokens the store leased beyond this request's own (with "granted").
         Raises UnknownRequestError, InvalidStateError, InvalidArgumentError."""
     def close(self, now_ns: int) -> None:
         """Fails every queued request with ``closed``; refuses new ones."""

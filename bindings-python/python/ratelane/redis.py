@@ -135,9 +135,9 @@ _SETTINGS = ("lease", "pioneer_poll", "state_ttl", "retry_base", "retry_max")
 _MAX_QUEUED = 10_000  # updates waiting while Redis is away; the oldest go first beyond this
 _BATCH = 256
 
-Answer = Tuple[str, Optional[int], Optional[str], Optional[int]]
-"""``(answer, retry_after_ns, scope, processes)`` for ``Limiter.handle_reservation``."""
-UNAVAILABLE: Answer = ("unavailable", None, None, None)
+Answer = Tuple[str, Optional[int], Optional[str], Optional[int], Optional[int]]
+"""``(answer, retry_after_ns, scope, processes, leased)`` for ``Limiter.handle_reservation``."""
+UNAVAILABLE: Answer = ("unavailable", None, None, None, None)
 
 
 def _opt_str(value: Optional[str]) -> str:
@@ -166,6 +166,8 @@ def reserve_args(r: Any) -> List[str]:
         str(r.margin_ns),
         str(r.invalid_limit),
         str(r.invalid_window_ns),
+        # A reservation object of an earlier version has no global_want: one token.
+        str(getattr(r, "global_want", 1)),
     ]
 
 
@@ -202,28 +204,27 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _count(rest: List[Any]) -> Tuple[bool, Optional[int]]:
-    """The optional trailing ``processes`` of a reply: (well formed, value)."""
-    if not rest:
-        return True, None
-    if len(rest) == 1 and isinstance(rest[0], int) and not isinstance(rest[0], bool) and rest[0] >= 0:
-        return True, rest[0]
-    return False, None
+def _counts(rest: List[Any], most: int) -> Tuple[bool, List[Optional[int]]]:
+    """The optional trailing counts of a reply (``processes``, and ``leased`` after a grant):
+    (well formed, ``most`` values, None where absent)."""
+    ok = len(rest) <= most and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in rest)
+    return ok, list(rest) + [None] * (most - len(rest))
 
 
 def parse_answer(reply: Any) -> Answer:
-    """The script's reply to a reservation as ``(answer, retry_after_ns, scope, processes)``
-    (``processes`` is None for a reply without it, as from a script of an earlier version)."""
+    """The script's reply to a reservation as ``(answer, retry_after_ns, scope, processes,
+    leased)`` (``processes`` and ``leased`` are None for a reply without them, as from a
+    script of an earlier version)."""
     if isinstance(reply, list) and reply:
         tag = _text(reply[0])
         if tag == "granted":
-            ok, processes = _count(reply[1:])
+            ok, (processes, leased) = _counts(reply[1:], 2)
             if ok:
-                return ("granted", None, None, processes)
+                return ("granted", None, None, processes, leased)
         if tag == "denied" and len(reply) >= 3 and isinstance(reply[1], int) and reply[1] >= 0:
-            ok, processes = _count(reply[3:])
+            ok, (processes,) = _counts(reply[3:], 1)
             if ok:
-                return ("denied", reply[1] * 1000, _text(reply[2]), processes)
+                return ("denied", reply[1] * 1000, _text(reply[2]), processes, None)
     raise ValueError(f"unexpected reply from the shared store script: {reply!r}")
 
 
@@ -261,6 +262,10 @@ class RedisStore:
             seconds (defaults: 30, 0.05, 600, 0.1, 5). Every process of one bot must use the
             same ``lease``, ``pioneer_poll`` and ``state_ttl``.
         client_name: this process's name in the store (default: a random UUID).
+        global_lease: lease the global budget (default True): one reservation takes the
+            global tokens this process's ready requests need, and the others reserve without
+            counting globally (see the core's ``ratelane::shared``, "Leases"). False: one
+            global token per reservation.
     """
 
     def __init__(
@@ -276,6 +281,7 @@ class RedisStore:
         retry_base: Optional[float] = None,
         retry_max: Optional[float] = None,
         client_name: Optional[str] = None,
+        global_lease: bool = True,
     ) -> None:
         if on_unavailable not in _POLICIES:
             raise InvalidConfigError(f"on_unavailable must be 'fail_open' or 'fail_closed', got {on_unavailable!r}")
@@ -283,7 +289,9 @@ class RedisStore:
             raise InvalidConfigError("prefix must be a non-empty str")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
             raise InvalidConfigError(f"timeout must be a number of seconds > 0, got {timeout!r}")
-        settings: Dict[str, Any] = {"on_unavailable": on_unavailable}
+        if not isinstance(global_lease, bool):
+            raise InvalidConfigError(f"global_lease must be a bool, got {global_lease!r}")
+        settings: Dict[str, Any] = {"on_unavailable": on_unavailable, "global_lease": global_lease}
         for name, value in zip(_SETTINGS, (lease, pioneer_poll, state_ttl, retry_base, retry_max)):
             if value is None:
                 continue

@@ -457,11 +457,11 @@ fn is_tag(item: &ReplyItem<'_>, tag: &str) -> bool {
     matches!(item, ReplyItem::Text(t) if t == tag)
 }
 
-/// `shared_store.lua`'s answer to `reserve`: `["granted", processes]` or
+/// `shared_store.lua`'s answer to `reserve`: `["granted", processes, leased]` or
 /// `["denied", retry_after_us, scope, processes]`, as the core's [`ReservationAnswer`].
-/// `processes` (the live processes the store counts) may be absent, as from a script of an
-/// earlier version: the answer then has `processes: None`. A count above `u32::MAX` reads as
-/// `u32::MAX`.
+/// `processes` (the live processes the store counts) and `leased` may be absent, as from a
+/// script of an earlier version: the answer then has `processes: None` and `leased: 0`. A
+/// count above `u32::MAX` reads as `u32::MAX`.
 ///
 /// # Errors
 ///
@@ -476,9 +476,16 @@ pub fn parse_reserve_answer(items: &[ReplyItem<'_>]) -> Result<ReservationAnswer
         }
     };
     match items {
-        [tag, rest @ ..] if is_tag(tag, "granted") && rest.len() <= 1 => {
-            Ok(ReservationAnswer::Granted { processes: count(rest.first())? })
-        }
+        [tag, rest @ ..] if is_tag(tag, "granted") && rest.len() <= 2 => Ok(ReservationAnswer::Granted {
+            processes: count(rest.first())?,
+            leased: match rest.get(1) {
+                None => 0,
+                Some(ReplyItem::Int(n)) if *n >= 0 => u32::try_from(*n).unwrap_or(u32::MAX),
+                Some(other) => {
+                    return Err(ReplyError::new(format!("reserve: leased must be an integer >= 0, got {other}")));
+                }
+            },
+        }),
         [tag, ReplyItem::Int(us), scope, rest @ ..] if is_tag(tag, "denied") && rest.len() <= 1 => {
             let processes = count(rest.first())?;
             let scope = match scope {
@@ -674,11 +681,15 @@ mod tests {
         assert_eq!(parse_reserve_answer(&[text("granted")]).unwrap(), ReservationAnswer::GRANTED);
         assert_eq!(
             parse_reserve_answer(&[text("granted"), ReplyItem::Int(3)]).unwrap(),
-            ReservationAnswer::Granted { processes: Some(3) }
+            ReservationAnswer::Granted { processes: Some(3), leased: 0 }
+        );
+        assert_eq!(
+            parse_reserve_answer(&[text("granted"), ReplyItem::Int(3), ReplyItem::Int(7)]).unwrap(),
+            ReservationAnswer::Granted { processes: Some(3), leased: 7 }
         );
         assert_eq!(
             parse_reserve_answer(&[text("granted"), ReplyItem::Int(1 << 40)]).unwrap(),
-            ReservationAnswer::Granted { processes: Some(u32::MAX) }
+            ReservationAnswer::Granted { processes: Some(u32::MAX), leased: 0 }
         );
         assert_eq!(
             parse_reserve_answer(&[text("denied"), ReplyItem::Int(50_000), text("pioneer")])
@@ -689,7 +700,7 @@ mod tests {
             parse_reserve_answer(&[text("denied"), ReplyItem::Int(1), text("edge"), ReplyItem::Int(0)]).unwrap(),
             ReservationAnswer::Denied { retry_after: 1000, scope: SharedScope::Edge, processes: Some(0) }
         );
-        let bad: [&[ReplyItem<'_>]; 9] = [
+        let bad: [&[ReplyItem<'_>]; 10] = [
             &[],
             &[ReplyItem::Nil],
             &[text("denied"), ReplyItem::Int(-1), text("bucket")],
@@ -697,15 +708,18 @@ mod tests {
             &[text("denied"), ReplyItem::Int(1), ReplyItem::Int(2)],
             &[text("granted"), text("1")],
             &[text("granted"), ReplyItem::Int(-1)],
-            &[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1)],
+            &[text("granted"), ReplyItem::Int(1), ReplyItem::Int(-1)],
+            &[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(1)],
             &[text("denied"), ReplyItem::Int(1), text("edge"), ReplyItem::Nil],
         ];
         for items in bad {
             assert!(parse_reserve_answer(items).is_err(), "{items:?} was accepted");
         }
         assert_eq!(
-            parse_reserve_answer(&[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1)]).unwrap_err().message(),
-            "reserve: unexpected reply [\"granted\", 1, 1]"
+            parse_reserve_answer(&[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(1)])
+                .unwrap_err()
+                .message(),
+            "reserve: unexpected reply [\"granted\", 1, 1, 1]"
         );
         assert_eq!(
             parse_reserve_answer(&[text("granted"), ReplyItem::Int(-2)]).unwrap_err().message(),

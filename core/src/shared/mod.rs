@@ -75,6 +75,46 @@
 //! driver's own timeout, it answers [`ReservationAnswer::Unavailable`] (and drops the late
 //! answer). A request stays reserving until then: its deadline is checked when the answer comes.
 //!
+//! # Leases (the global budget)
+//!
+//! With [`SharedConfig::global_lease`] (the default) a process does not ask the store for a
+//! global token per request. When one of its requests needs a token and it has none, that
+//! request's reservation asks for `global_want` tokens: one per head of the identity's queues
+//! that is ready or waits for the global budget, at most what its own window has room for and
+//! its share of the limit (`global_limit` divided by the live processes the store last
+//! counted, rounded up). The store grants as many as its window has room for and answers
+//! `leased` ([`ReservationAnswer::Granted::leased`], the ones beyond the request's own). Until
+//! that answer, the identity's other requests wait for it instead of each asking (this is what
+//! keeps K processes from putting K x `global_limit` reservations to the store per window).
+//! Each leased token then lets one reservation go with `counts_global: false`: the store still
+//! checks the bucket, holds and budgets, not the global window.
+//!
+//! A leased token is counted in the store at the lease's grant, but its request is sent later,
+//! after its own reservation. So a token must be sent within the lease's **validity** `V` of
+//! the lease request's emission (twice the 90th percentile of recent reservation round trips
+//! plus 2 ms, between 5 and 50 ms; 20 ms until 16 are known): a reservation granted later has
+//! lapsed, goes back to the store ([`SharedUpdate::Release`], not reached) and asks again. And
+//! every reservation passes a global window widened by `V` (`global_window` = the limit's
+//! window + the margin + `V`).
+//!
+//! **Worst case at the server.** Let `s` be the store time at which a request's token was
+//! counted and `a` its arrival at the server, `d = a - s`. The store admits at most
+//! `global_limit` tokens per `global_window` `W + m + V` of its own clock (`W` the limit's
+//! window, `m` the process's margin); a server window `[x, x + W)` holds the requests with `s`
+//! in `(x - d_max, x + W - d_min]`, a span of `W + (d_max - d_min)`. For a normal grant `d` is
+//! the answer's way back plus the request's way out; a leased token adds up to `V`. So the
+//! overshoot is **0** whenever `d_max - d_min <= m + V`, that is whenever the spread of
+//! (store answer + uplink) delays stays within the margin each process measures and passes,
+//! whatever the number of processes K, the lease size B and the processes' clock skew (the
+//! store counts on its own clock and every process passes durations only). Beyond that
+//! spread, the overshoot in a window is at most the number of tokens counted within `d_max -
+//! d_min - m - V` before its start. K and B decide waste,
+//! not safety: a lease is sized to requests ready now, and when they vanish (cancelled,
+//! denied by their bucket) at most K x (B - 1) tokens lapse unsent per validity, counted but
+//! never used until their window ends. The Discord global limit is tested at 0 overshoot
+//! (`random_workloads_of_up_to_eight_processes_keep_every_invariant`: up to 8 processes, store round trips up
+//! to 90 ms, with leases on).
+//!
 //! What the processes send together is at most what one process alone would allow, with the
 //! exceptions below: the store decides with every process's grants, and each process still
 //! applies its own limits. Not shared, by design: priorities (the store serves reservations in
@@ -157,7 +197,7 @@
 //! cardinality, given with every answer. Then the checks run in this order; the first that
 //! fails answers `Denied { retry_after, scope, processes }` **and changes nothing** but a
 //! bucket roll (a pure function of time, kept) and `procs`. If none fails, the grant is
-//! committed (step 7) and the answer is `Granted { processes }`.
+//! committed (step 7) and the answer is `Granted { processes, leased }`.
 //!
 //! 1. **edge**: `edge` > now: denied until then, scope `edge`.
 //! 2. **invalid** (if `invalid_limit > 0`): drop `inv` members with score <= now -
@@ -167,7 +207,8 @@
 //!    `global_limit > 0`: drop `g` members with score <= now - 2 x `global_window`; of those with
 //!    score > now - `global_window` (this reservation's window: processes pass slightly
 //!    different margins), if there are `n >= global_limit`: denied until the score of the one at
-//!    rank `n - global_limit` among them + `global_window`, scope `global`.
+//!    rank `n - global_limit` among them + `global_window`, scope `global`. The window's *room*
+//!    is `global_limit - n` (`global_limit` without a `g` key).
 //! 4. **route hold**: `hr` > now: denied until then, scope `route`.
 //! 5. **bucket**: the hash is the `r` value if the key exists, else the reservation's `bucket`.
 //!    * `""`: the route has no bucket; go to step 7.
@@ -181,8 +222,10 @@
 //! 6. **pioneer lock**: for each lock of step 5 (`lb` first): if it exists and its value is not
 //!    this member, denied for min(`pioneer_poll`, that lock's remaining time), scope `pioneer`.
 //!    Otherwise the grant takes (or refreshes) them.
-//! 7. **commit**: if `counts_global` and `global_limit > 0`, add `member ":" now` to `g` (score
-//!    now) and expire the key `global_window` later; if step 5 found bucket state,
+//! 7. **commit**: if `counts_global` and `global_limit > 0`: `k` = min(max(`global_want`, 1),
+//!    room) tokens: add `member ":" now` and, for the lease, `member "+" i ":" now` for i in
+//!    1..k-1 (all with score now) to `g`, expire the key `global_window` later, and answer
+//!    `leased = k - 1` (0 otherwise); if step 5 found bucket state,
 //!    `remaining -= 1` (not below 0), add this member to `bp` with score now + `lease` (replacing its previous
 //!    score), expire `bp` at its highest score, re-arm the `b` expiry; if step 6 applies, set the
 //!    lock(s) to this member, expiring `lease` later.
@@ -265,7 +308,7 @@
 //! let Output::Reserve(rb) = b.poll_output() else { panic!() };
 //! // The store lets one pioneer through and holds the other.
 //! let granted = store.reserve(0, "process-a", &ra);
-//! assert_eq!(granted, ReservationAnswer::Granted { processes: Some(1) });
+//! assert_eq!(granted, ReservationAnswer::Granted { processes: Some(1), leased: 0 });
 //! let denied = store.reserve(0, "process-b", &rb);
 //! // Two processes have asked the store within the lease: each answer says so.
 //! assert!(matches!(denied, ReservationAnswer::Denied { processes: Some(2), .. }));
@@ -356,6 +399,20 @@ pub struct SharedConfig {
     /// How long the store keeps idle state (route mappings, bucket windows after their reset).
     #[cfg_attr(feature = "serde", serde(rename = "state_ttl_ns"))]
     pub state_ttl: Nanos,
+    /// Lease the global budget: when this process has no global token, one reservation asks
+    /// the store for as many as its ready requests need (at most its share of the limit: the
+    /// limit divided by the live processes), and the process spends them on its next
+    /// reservations, which then do not count globally at the store; its other requests wait
+    /// for that answer instead of each asking. A lease is spent within a short validity (see
+    /// [`crate::shared`], "Leases"), by which every reservation's global window is widened.
+    /// `false`: every reservation asks for its own global token.
+    #[cfg_attr(feature = "serde", serde(default = "yes"))]
+    pub global_lease: bool,
+}
+
+#[cfg(feature = "serde")]
+fn yes() -> bool {
+    true
 }
 
 impl Default for SharedConfig {
@@ -367,6 +424,7 @@ impl Default for SharedConfig {
             lease: 30 * SECOND,
             pioneer_poll: 50 * MILLISECOND,
             state_ttl: 600 * SECOND,
+            global_lease: true,
         }
     }
 }
@@ -415,6 +473,12 @@ pub struct Reservation {
     pub counts_global: bool,
     /// Global grants allowed per `global_window` (`0`: no global limit).
     pub global_limit: u32,
+    /// How many global tokens this process asks for with this reservation, its own included
+    /// (at least 1 is taken): the store grants as many as the window has room for, and leases
+    /// the ones beyond this request's to the process ([`ReservationAnswer::Granted::leased`]).
+    /// Only meaningful with `counts_global`. `1`: no lease.
+    #[cfg_attr(feature = "serde", serde(default = "one"))]
+    pub global_want: u32,
     /// The global window, already widened by this process's latency margin.
     #[cfg_attr(feature = "serde", serde(rename = "global_window_ns"))]
     pub global_window: Nanos,
@@ -427,6 +491,16 @@ pub struct Reservation {
     /// The invalid-request window.
     #[cfg_attr(feature = "serde", serde(rename = "invalid_window_ns"))]
     pub invalid_window: Nanos,
+}
+
+#[cfg(feature = "serde")]
+fn one() -> u32 {
+    1
+}
+
+#[cfg(feature = "serde")]
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The store's answer to a [`Reservation`], passed to
@@ -443,6 +517,12 @@ pub enum ReservationAnswer {
         /// is down.
         #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
         processes: Option<u32>,
+        /// Global tokens leased to this process beyond this request's own (the reservation's
+        /// `global_want` less one, or fewer when the window had less room): the store has
+        /// counted them already, so the process's next `leased` requests of this identity
+        /// reserve without counting globally. `0` from a store that does not lease.
+        #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "is_zero"))]
+        leased: u32,
     },
     /// Not now: `scope` is exhausted for `retry_after`.
     Denied {
@@ -461,12 +541,12 @@ pub enum ReservationAnswer {
 
 impl ReservationAnswer {
     /// `Granted` without a process count (a store that does not count processes).
-    pub const GRANTED: ReservationAnswer = ReservationAnswer::Granted { processes: None };
+    pub const GRANTED: ReservationAnswer = ReservationAnswer::Granted { processes: None, leased: 0 };
 
     /// The live-process count the store gave with this answer, if any.
     pub fn processes(&self) -> Option<u32> {
         match *self {
-            ReservationAnswer::Granted { processes } | ReservationAnswer::Denied { processes, .. } => processes,
+            ReservationAnswer::Granted { processes, .. } | ReservationAnswer::Denied { processes, .. } => processes,
             ReservationAnswer::Unavailable => None,
         }
     }
@@ -617,6 +697,7 @@ mod tests {
             bucket: None,
             counts_global: true,
             global_limit: 50,
+            global_want: 3,
             global_window: 1_125_000_000,
             margin: 125_000_000,
             invalid_limit: 9000,
@@ -625,7 +706,7 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&r).unwrap(),
             json!({"id": 7, "identity": "bot", "route": "GET /guilds/:id", "major": "1", "bucket": null,
-                   "counts_global": true, "global_limit": 50, "global_window_ns": 1_125_000_000u64,
+                   "counts_global": true, "global_limit": 50, "global_want": 3, "global_window_ns": 1_125_000_000u64,
                    "margin_ns": 125_000_000, "invalid_limit": 9000, "invalid_window_ns": 600_000_000_000u64})
         );
         let denied = ReservationAnswer::Denied { retry_after: 5, scope: SharedScope::Pioneer, processes: None };
@@ -639,8 +720,13 @@ mod tests {
             json!({"answer": "denied", "retry_after_ns": 5, "scope": "pioneer", "processes": 3})
         );
         assert_eq!(serde_json::to_value(ReservationAnswer::GRANTED).unwrap(), json!({"answer": "granted"}));
-        let granted = ReservationAnswer::Granted { processes: Some(2) };
+        let granted = ReservationAnswer::Granted { processes: Some(2), leased: 0 };
         assert_eq!(serde_json::to_value(granted).unwrap(), json!({"answer": "granted", "processes": 2}));
+        let granted = ReservationAnswer::Granted { processes: Some(2), leased: 4 };
+        assert_eq!(serde_json::to_value(granted).unwrap(), json!({"answer": "granted", "processes": 2, "leased": 4}));
+        let mut old = serde_json::to_value(&r).unwrap();
+        old.as_object_mut().unwrap().remove("global_want");
+        assert_eq!(serde_json::from_value::<Reservation>(old).unwrap().global_want, 1, "absent: one token");
         let back: ReservationAnswer = serde_json::from_value(json!({"answer": "granted"})).unwrap();
         assert_eq!(back, ReservationAnswer::GRANTED);
         let hold = SharedUpdate::Hold {

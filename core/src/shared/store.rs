@@ -126,12 +126,13 @@ enum Take {
 ///     counts_global: true,
 ///     global_limit: 2,
 ///     global_window: SECOND,
+///     global_want: 1,
 ///     margin: 0,
 ///     invalid_limit: 0,
 ///     invalid_window: 0,
 /// };
 /// // The first request of an unknown route takes the pioneer lock ...
-/// assert_eq!(store.reserve(0, "a", &reservation(1)), ReservationAnswer::Granted { processes: Some(1) });
+/// assert_eq!(store.reserve(0, "a", &reservation(1)), ReservationAnswer::Granted { processes: Some(1), leased: 0 });
 /// // ... so another process's request for it waits for the pioneer's answer.
 /// assert!(matches!(
 ///     store.reserve(0, "b", &reservation(1)),
@@ -325,6 +326,7 @@ impl MemoryStore {
             }
         }
         // 3. global
+        let mut room = r.global_limit as usize;
         if r.counts_global {
             if let Some(&until) = self.paused.get(now, &r.identity)
                 && until > now
@@ -344,6 +346,7 @@ impl MemoryStore {
                 if n >= limit {
                     return deny(log[old + n - limit].0.saturating_add(r.global_window), SharedScope::Global);
                 }
+                room = limit - n;
             }
         }
         // 4. route hold
@@ -399,15 +402,20 @@ impl MemoryStore {
             }
         };
         // 7. commit
+        let mut leased = 0;
         if r.counts_global && r.global_limit > 0 {
             let expires = now.saturating_add(r.global_window);
-            let entry = (now, member.clone());
+            // This request's token, and the lease: as many more as it asks for and the window
+            // has room for, each its own entry (`member "+" i`, never matched by a release).
+            leased = (r.global_want.max(1) as usize).min(room.max(1)) - 1;
+            let entries = std::iter::once((now, member.clone()))
+                .chain((1..=leased).map(|i| (now, format!("{member}+{i}"))));
             match self.global.get_mut(now, &r.identity) {
                 Some(log) => {
-                    log.push_back(entry);
+                    log.extend(entries);
                     self.global.expire_at(&r.identity, expires);
                 }
-                None => self.global.set(r.identity.clone(), VecDeque::from([entry]), expires),
+                None => self.global.set(r.identity.clone(), entries.collect(), expires),
             }
         }
         let lease_end = now.saturating_add(self.lease);
@@ -434,7 +442,7 @@ impl MemoryStore {
                 self.bucket_locks.set(key, member, lease_end);
             }
         }
-        ReservationAnswer::Granted { processes }
+        ReservationAnswer::Granted { processes, leased: leased as u32 }
     }
 
     fn record_inner(&mut self, now: Nanos, client: &str, update: &SharedUpdate) {
@@ -476,6 +484,7 @@ impl MemoryStore {
                 let Some(h) = hash else { return };
                 if !informative {
                     self.ghost(now, &member, identity, major, &h);
+                    self.extend_ghosts(now, &(identity.clone(), h, major.clone()));
                     return;
                 }
                 let key: Triple = (identity.clone(), h, major.clone());
@@ -501,7 +510,7 @@ impl MemoryStore {
                             margin: 0,
                         };
                         let expires = state.reset_at.saturating_add(self.state_ttl);
-                        self.buckets.set(key, state, expires);
+                        self.buckets.set(key.clone(), state, expires);
                     }
                     Some(b) => {
                         // 6. merge into the current window (rolled in step 2)
@@ -537,6 +546,8 @@ impl MemoryStore {
                         }
                     }
                 }
+                // 9. what the bucket knows now holds its ghosts too
+                self.extend_ghosts(now, &key);
             }
             SharedUpdate::Release { id, identity, route, major, bucket, reached, window } => {
                 let member = format!("{client}:{id}");
@@ -552,6 +563,7 @@ impl MemoryStore {
                     self.give_back(now, &member, identity, major, hash.as_deref(), granted_at);
                 } else if let Some(h) = hash {
                     self.ghost(now, &member, identity, major, &h);
+                    self.extend_ghosts(now, &(identity.clone(), h, major.clone()));
                 }
             }
             SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after } => {
@@ -633,6 +645,38 @@ impl MemoryStore {
         }
         if let Some(e) = self.pending.map.get_mut(&key) {
             e.expires_at = e.expires_at.max(until);
+        }
+    }
+
+    /// What bucket `key` learned later (a longer window, a later reset) holds its ghosts too:
+    /// each counts until one window plus margin after its grant as the bucket knows them now,
+    /// and one granted in the current window at least until that window's reset. (A ghost's
+    /// end was fixed when it was made, with the window known then: a first report seen late
+    /// in its window underestimates it, and the ghost stopped counting while the server still
+    /// counted its request.)
+    fn extend_ghosts(&mut self, now: Nanos, key: &Triple) {
+        let Some(b) = self.buckets.get(now, key) else { return };
+        let (span, start, reset_at) = (b.window.saturating_add(b.margin), b.window_start, b.reset_at);
+        let Some(p) = self.pending.get_mut(now, key) else { return };
+        let mut latest = 0;
+        for (member, until) in p.iter_mut() {
+            if *until <= now {
+                continue;
+            }
+            let Some(granted) = member.rsplit_once('~').and_then(|(_, g)| g.parse::<Nanos>().ok()) else {
+                continue;
+            };
+            let mut end = granted.saturating_add(span);
+            if granted >= start {
+                end = end.max(reset_at);
+            }
+            if end > *until {
+                *until = end;
+                latest = latest.max(end);
+            }
+        }
+        if let Some(e) = self.pending.map.get_mut(key) {
+            e.expires_at = e.expires_at.max(latest);
         }
     }
 

@@ -9,7 +9,7 @@ pub fn reservation_json(r: &Reservation) -> Value {
     json!({
         "id": r.id, "identity": r.identity, "route": r.route, "major": r.major,
         "bucket": r.bucket, "counts_global": r.counts_global, "global_limit": r.global_limit,
-        "global_window_ns": r.global_window, "margin_ns": r.margin,
+        "global_want": r.global_want, "global_window_ns": r.global_window, "margin_ns": r.margin,
         "invalid_limit": r.invalid_limit, "invalid_window_ns": r.invalid_window,
     })
 }
@@ -36,6 +36,8 @@ pub fn reservation_from(v: &Value) -> Reservation {
         bucket: opt_s(v, "bucket"),
         counts_global: v["counts_global"].as_bool().expect("counts_global"),
         global_limit: u(v, "global_limit") as u32,
+        // Absent from files of an earlier version: one token.
+        global_want: v["global_want"].as_u64().map_or(1, |n| n as u32),
         global_window: u(v, "global_window_ns"),
         margin: u(v, "margin_ns"),
         invalid_limit: u(v, "invalid_limit") as u32,
@@ -114,6 +116,11 @@ pub fn answer_json(a: &ReservationAnswer) -> Value {
     if let Some(n) = a.processes() {
         v["processes"] = json!(n);
     }
+    if let ReservationAnswer::Granted { leased, .. } = a
+        && *leased > 0
+    {
+        v["leased"] = json!(leased);
+    }
     v
 }
 
@@ -124,7 +131,7 @@ pub fn answer_json(a: &ReservationAnswer) -> Value {
 pub fn answer_from(v: &Value) -> ReservationAnswer {
     let processes = v["processes"].as_u64().map(|n| n as u32);
     match v["answer"].as_str().expect("answer") {
-        "granted" => ReservationAnswer::Granted { processes },
+        "granted" => ReservationAnswer::Granted { processes, leased: v["leased"].as_u64().map_or(0, |n| n as u32) },
         "unavailable" => ReservationAnswer::Unavailable,
         "denied" => ReservationAnswer::Denied {
             retry_after: u(v, "retry_after_ns"),
