@@ -32,7 +32,7 @@ export interface RedisStoreOptions {
   /** This process's name in the store (default: a random UUID). */
   clientName?: string
   /** Lease the global budget (default true): one reservation takes the global tokens this
-   * process's ready requests need, the others reserve without counting globally. */
+   * process's ready requests need; the others spend them instead of each asking the window. */
   globalLease?: boolean
 }
 

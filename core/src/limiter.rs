@@ -168,9 +168,6 @@ pub struct Limiter {
     reservation_latencies: VecDeque<Nanos>,
     reservation_samples: u64,
     reservation_margin: Nanos,
-    /// Shared mode: how long a global lease may be spent after it was asked for (from the
-    /// reservation round trips; see [`Limiter::lease_validity`]).
-    lease_validity: Nanos,
     /// No request goes out before this (a Cloudflare-style ban).
     edge_until: Nanos,
     edge_strikes: u32,
@@ -476,9 +473,12 @@ struct Identity {
 /// Shared mode: global tokens the store leased to this process for one identity.
 #[derive(Debug, Clone, Copy, Default)]
 struct Lease {
-    /// Tokens left: each lets one reservation go without counting globally at the store.
+    /// Tokens left: each lets one reservation spend a leased token (`global_want: 0`) instead
+    /// of asking the store's window.
     tokens: u32,
-    /// A request must be sent by then to spend one (the lease's emission plus its validity).
+    /// The tokens are kept until then (half a global window after the lease's answer; the
+    /// store counts them a whole window, so one spent later still finds its token there, or
+    /// is checked against the window like any other).
     until: Nanos,
     /// The request whose reservation asks for a lease now: the identity's other requests wait
     /// for its answer instead of each asking.
@@ -551,7 +551,6 @@ impl Limiter {
             reservation_latencies: VecDeque::new(),
             reservation_samples: 0,
             reservation_margin: 0,
-            lease_validity: LEASE_VALIDITY_FIRST,
             edge_until: 0,
             edge_strikes: 0,
             gate_wake: None,
@@ -949,20 +948,11 @@ impl Limiter {
         self.req_mut(id).state = ReqState::Answered;
         self.learn_reservation_latency(now.saturating_sub(since));
         let lease = if let ReservationAnswer::Granted { leased, .. } = answer { leased } else { 0 };
-        self.lease_answered(iid, id, since, lease);
+        self.lease_answered(now, iid, id, lease);
         match answer {
             ReservationAnswer::Granted { .. } => {
                 self.store_answered();
-                if leased.is_some_and(|until| now > until) {
-                    // Its leased token lapsed while the store answered: sending it now could
-                    // fall outside the window the store counted the token in. It goes back in
-                    // line (and takes a fresh token), the store takes the bucket grant back.
-                    let update = self.release(id, false);
-                    self.outputs.push_back(Output::Share(update));
-                    self.unreserve(qid, id, flight);
-                } else {
-                    self.grant(now, qid, id, flight);
-                }
+                self.grant(now, qid, id, flight);
             }
             ReservationAnswer::Denied { retry_after, scope, .. } => {
                 self.store_answered();
@@ -1376,12 +1366,6 @@ impl Limiter {
         self.config.global_limit > 0 && self.config.shared.as_ref().is_some_and(|s| s.global_lease)
     }
 
-    /// How much every reservation's global window is widened by: a leased token may be sent
-    /// up to the lease's validity after the store counted it (see [`crate::shared`], "Leases").
-    fn lease_span(&self) -> Nanos {
-        if self.lease_on() { self.lease_validity } else { 0 }
-    }
-
     /// Whether the identity's requests wait for its lease request's answer: leases on, the
     /// store up, no token left, and a lease asked for.
     fn waits_for_lease(&self, now: Nanos, iid: Iid) -> bool {
@@ -1393,8 +1377,8 @@ impl Limiter {
     }
 
     /// Shared mode: how the reservation of `id` (of identity `iid`) takes its global token.
-    /// Returns whether it counts globally at the store, how many tokens it asks for, and, when
-    /// it spends a leased token, by when it must be sent.
+    /// Returns whether it counts globally at the store, how many tokens it asks for (`0`:
+    /// it spends one leased earlier), and, when it spends one, until when its lease is kept.
     fn global_ask(&mut self, now: Nanos, iid: Iid, id: RequestId, counts_global: bool) -> (bool, u32, Option<Nanos>) {
         if !counts_global {
             return (false, 1, None);
@@ -1405,7 +1389,7 @@ impl Limiter {
         let lease = &mut self.identities[iid].lease;
         if lease.tokens > 0 && now < lease.until {
             lease.tokens -= 1;
-            return (false, 1, Some(lease.until));
+            return (true, 0, Some(lease.until));
         }
         lease.tokens = 0;
         let want = self.lease_want(iid);
@@ -1435,10 +1419,10 @@ impl Limiter {
     }
 
     /// The answer to request `id`'s reservation arrived (or it ended without one): if it asked
-    /// for the identity's lease, the lease is what the store granted (`leased`, counted from
-    /// `since`), and the identity's waiting requests go again.
-    fn lease_answered(&mut self, iid: Iid, id: RequestId, since: Nanos, leased: u32) {
-        let validity = self.lease_validity;
+    /// for the identity's lease, the lease is what the store granted (`leased`), kept for half
+    /// a global window, and the identity's waiting requests go again.
+    fn lease_answered(&mut self, now: Nanos, iid: Iid, id: RequestId, leased: u32) {
+        let validity = self.config.global_window / 2;
         let lease = &mut self.identities[iid].lease;
         if lease.asking != Some(id) {
             return;
@@ -1447,7 +1431,7 @@ impl Limiter {
         let leased = leased.min(lease.asked.saturating_sub(1));
         if leased > 0 {
             lease.tokens = leased;
-            lease.until = since.saturating_add(validity);
+            lease.until = now.saturating_add(validity);
         }
         self.mark_identity_ready(iid);
     }
@@ -1477,7 +1461,7 @@ impl Limiter {
             counts_global,
             global_limit: c.global_limit,
             global_want: 1,
-            global_window: c.global_window.saturating_add(margin).saturating_add(self.lease_span()),
+            global_window: c.global_window.saturating_add(margin),
             margin,
             invalid_limit: if c.invalid_request_limit > 0 { c.invalid_request_stop_at } else { 0 },
             invalid_window: c.invalid_request_window,
@@ -1498,11 +1482,6 @@ impl Limiter {
             let max = self.reservation_latencies.iter().copied().max().unwrap_or(0);
             let spread = max - min;
             self.reservation_margin = spread.saturating_add(spread / 2);
-            let mut sorted: Vec<Nanos> = self.reservation_latencies.iter().copied().collect();
-            sorted.sort_unstable();
-            let p90 = sorted[sorted.len() * 9 / 10];
-            self.lease_validity =
-                p90.saturating_mul(2).saturating_add(2 * MILLISECOND).clamp(LEASE_VALIDITY_MIN, LEASE_VALIDITY_MAX);
         }
     }
 
@@ -1657,7 +1636,7 @@ impl Limiter {
         self.undo_window_start(qid, flight);
         self.orphans.insert(id, orphan);
         // A lease it asked for is not waited for any more (its tokens, if granted, lapse).
-        self.lease_answered(iid, id, since, 0);
+        self.lease_answered(since, iid, id, 0);
         // Its leased token goes back to its lease (spending checks the time, so a lapsed one
         // is never used).
         self.unspend_lease(since, iid, leased);
@@ -3147,9 +3126,3 @@ fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos, lead: Nanos, share: u32
     exhausted()
 }
 
-/// The validity of a global lease before 16 reservation round trips are known.
-const LEASE_VALIDITY_FIRST: Nanos = 20 * MILLISECOND;
-/// The bounds of a lease's validity: long enough for a reservation round trip after the
-/// lease's own, short because every reservation's global window is widened by it.
-const LEASE_VALIDITY_MIN: Nanos = 5 * MILLISECOND;
-const LEASE_VALIDITY_MAX: Nanos = 50 * MILLISECOND;

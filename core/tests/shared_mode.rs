@@ -785,8 +785,8 @@ proptest! {
 /// store saw K x the global limit in reservations per window for the limit's worth of grants
 /// (5.7 reservations per request at 8 processes here without leases). With leases, one
 /// reservation per process asks for the tokens its ready requests need and the others wait
-/// for its answer: close to one reservation per request at any K, and the same makespan as one
-/// process within what the lease's validity widens the window by (20 ms per 1 s here).
+/// for its answer: 1.1-1.3 reservations per request at K = 2-8 (the rest are the K lease
+/// requests each time the window frees), and the makespan of one process within 2 %.
 #[test]
 fn leases_keep_reservations_near_one_per_request() {
     let requests: Vec<Request> = (0..1000).map(distinct).collect();
@@ -810,8 +810,8 @@ fn leases_keep_reservations_near_one_per_request() {
                 alone.makespan() / MS
             );
             if lease {
-                assert!(per_request <= 1.3, "{n} processes: {per_request:.2} reservations per request");
-                assert!(report.makespan() * 100 <= alone.makespan() * 104, "{n} processes: {} ms", report.makespan() / MS);
+                assert!(per_request <= 1.4, "{n} processes: {per_request:.2} reservations per request");
+                assert!(report.makespan() * 100 <= alone.makespan() * 103, "{n} processes: {} ms", report.makespan() / MS);
             } else if n == 8 {
                 // The repro: the test fails without leases.
                 assert!(per_request > 3.0, "{per_request:.2}");

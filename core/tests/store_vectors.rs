@@ -260,20 +260,26 @@ fn cases() -> Vec<Case> {
     };
     v.push(Case {
         file: "global_lease",
-        comment: "Global leases: 5 grants per 1 s window; a reservation asking for 3 tokens takes its own and leases                   2 more (answer `leased`), each counted in the window like a grant; one asking for 4 when 2 are                   left takes what there is (1 leased); the next is denied until the oldest leaves the window; a                   reservation that does not count globally (a leased token spent) still goes; releasing a grant                   that was never sent gives back its own token, not the lease; asking for 0 is asking for 1.",
+        comment: "Global leases: 5 grants per 1 s window; a reservation asking for 3 tokens takes \
+                  its own and leases 2 more (answer `leased`), each counted in the window like a \
+                  grant and listed as a's (key gl); one asking for 4 when 2 are left takes what \
+                  there is (1 leased); the next is denied until the oldest leaves the window; \
+                  spending a leased token (global_want 0) skips the full window and moves the token \
+                  to now; releasing a grant that was never sent gives back its own token, not the \
+                  lease; a client without a lease asking with global_want 0 is checked against the \
+                  window; a leased token that left the window unspent is not found, and that \
+                  reservation takes the window's room like any other; the next lease takes what the \
+                  window has room for.",
         config: SharedConfig::default(),
         script: Script::new()
             .reserve(0, "a", lease(1, "1", 3))
             .reserve(10 * MS, "b", lease(1, "2", 4))
             .reserve(20 * MS, "a", lease(2, "3", 2))
-            .reserve(30 * MS, "a", {
-                let mut r = lease(3, "4", 1);
-                r.counts_global = false;
-                r
-            })
+            .reserve(30 * MS, "a", lease(3, "4", 0))
             .record(40 * MS, "a", release(1, "GET /guilds/:id", "1", None, false))
             .reserve(50 * MS, "b", lease(2, "5", 3))
             .reserve(60 * MS, "b", lease(3, "6", 1))
+            .reserve(70 * MS, "c", lease(1, "9", 0))
             .reserve(1_000 * MS, "a", lease(4, "7", 0))
             .reserve(1_010 * MS, "a", lease(5, "8", 9)),
     });

@@ -24,7 +24,8 @@ ARGV, common part:
 "reserve" (ratelane::shared::Reservation):
   [7] id  [8] identity  [9] route  [10] major  [11] bucket (opt)  [12] counts_global (0|1)
   [13] global_limit  [14] global_window_ns  [15] margin_ns  [16] invalid_limit
-  [17] invalid_window_ns  [18] global_want (optional: absent or "" is 1)
+  [17] invalid_window_ns  [18] global_want (optional: absent or "" is 1; 0 spends a leased
+  token)
 "record" (ratelane::shared::SharedUpdate), [7] the variant:
   "bucket":  [8] id [9] identity [10] route [11] major [12] bucket (opt) [13] unlimited (0|1)
              [14] limit (opt) [15] remaining (opt) [16] reset_after_ns (opt) [17] window_ns (opt)
@@ -216,6 +217,7 @@ function K.edge() return P .. 'edge' end
 function K.inv() return P .. 'inv' end
 function K.g(id) return P .. 'g|' .. enc(id) end
 function K.gp(id) return P .. 'gp|' .. enc(id) end
+function K.gl(id, c) return P .. 'gl|' .. enc(id) .. enc(c) end
 function K.r(id, route) return P .. 'r|' .. enc(id) .. enc(route) end
 function K.b(id, h, major) return P .. 'b|' .. enc(id) .. enc(h) .. enc(major) end
 function K.bp(id, h, major) return P .. 'bp|' .. enc(id) .. enc(h) .. enc(major) end
@@ -408,7 +410,7 @@ local function reserve()
   local want = 1
   if arg(18) ~= nil and arg(18) ~= '' then want = need_int(18, 'global_want') end
   if bad then return arg_error(bad) end
-  if want < 1 then want = 1 end
+  if want < 0 then want = 1 end
   local member = client .. ':' .. id
   -- 0. live processes, reported with every answer
   local procs = K.procs()
@@ -436,10 +438,25 @@ local function reserve()
   -- 3. global
   local g = K.g(identity)
   local room = global_limit
+  local spend = nil
+  local gl = K.gl(identity, client)
   if counts_global then
     t = until_of(K.gp(identity))
     if t then return deny(t, 'global') end
-    if global_limit > 0 and redis.call('EXISTS', g) == 1 then
+    if want == 0 and global_limit > 0 then
+      -- The oldest token leased to this client that still counts in the window.
+      while true do
+        local first = redis.call('ZRANGE', gl, 0, 0)[1]
+        if not first then break end
+        local sc = redis.call('ZSCORE', g, first)
+        if sc and tonumber(sc) > now - gw then
+          spend = first
+          break
+        end
+        redis.call('ZREM', gl, first)
+      end
+    end
+    if global_limit > 0 and spend == nil and redis.call('EXISTS', g) == 1 then
       redis.call('ZREMRANGEBYSCORE', g, '-inf', fmt(now - 2 * gw))
       local card = redis.call('ZCARD', g)
       local old = redis.call('ZCOUNT', g, '-inf', fmt(now - gw))
@@ -503,18 +520,31 @@ local function reserve()
   end
   -- 7. commit
   local leased = 0
-  if counts_global and global_limit > 0 then
+  if spend then
+    -- A leased token is spent: it counts from now, like a grant of this moment.
+    redis.call('ZREM', gl, spend)
+    redis.call('ZADD', g, fmt(now), spend)
+    expire_at(g, now + gw)
+  elseif counts_global and global_limit > 0 then
     -- This request's token, and the lease: as many more as it asks for and the window has
     -- room for, each its own member (member "+" i ":" now, never matched by a release).
     leased = math.min(want, room) - 1
     if leased < 0 then leased = 0 end
     local add = {'ZADD', g, fmt(now), unique_member(g, member .. ':' .. fmt(now))}
+    local lease_add = {'ZADD', gl}
     for i = 1, leased do
+      local m = unique_member(g, member .. '+' .. i .. ':' .. fmt(now))
       add[#add + 1] = fmt(now)
-      add[#add + 1] = unique_member(g, member .. '+' .. i .. ':' .. fmt(now))
+      add[#add + 1] = m
+      lease_add[#lease_add + 1] = fmt(now)
+      lease_add[#lease_add + 1] = m
     end
     redis.call(unpack(add))
     expire_at(g, now + gw)
+    if leased > 0 then
+      redis.call(unpack(lease_add))
+      expire_at(gl, now + gw)
+    end
   end
   local lease_end = now + lease
   if take == 'slot' then

@@ -263,9 +263,9 @@ class RedisStore:
             same ``lease``, ``pioneer_poll`` and ``state_ttl``.
         client_name: this process's name in the store (default: a random UUID).
         global_lease: lease the global budget (default True): one reservation takes the
-            global tokens this process's ready requests need, and the others reserve without
-            counting globally (see the core's ``ratelane::shared``, "Leases"). False: one
-            global token per reservation.
+            global tokens this process's ready requests need, and the others spend them
+            instead of each asking the store's window (see the core's ``ratelane::shared``,
+            "Leases"). False: every reservation asks the window.
     """
 
     def __init__(

@@ -77,43 +77,41 @@
 //!
 //! # Leases (the global budget)
 //!
-//! With [`SharedConfig::global_lease`] (the default) a process does not ask the store for a
-//! global token per request. When one of its requests needs a token and it has none, that
-//! request's reservation asks for `global_want` tokens: one per head of the identity's queues
-//! that is ready or waits for the global budget, at most what its own window has room for and
-//! its share of the limit (`global_limit` divided by the live processes the store last
-//! counted, rounded up). The store grants as many as its window has room for and answers
-//! `leased` ([`ReservationAnswer::Granted::leased`], the ones beyond the request's own). Until
-//! that answer, the identity's other requests wait for it instead of each asking (this is what
-//! keeps K processes from putting K x `global_limit` reservations to the store per window).
-//! Each leased token then lets one reservation go with `counts_global: false`: the store still
-//! checks the bucket, holds and budgets, not the global window.
+//! With [`SharedConfig::global_lease`] (the default) a process does not ask the store's global
+//! window once per request. When one of its requests needs a global token and it has none,
+//! that request's reservation asks for `global_want` tokens: one per head of the identity's
+//! queues that is ready or waits for the global budget, at most what its own window has room
+//! for and its share of the limit (`global_limit` divided by the live processes the store last
+//! counted, rounded up). The store grants as many as its window has room for, counts them all
+//! now, lists the ones beyond the request's own as this client's, and answers `leased`
+//! ([`ReservationAnswer::Granted::leased`]). Until that answer, the identity's other requests
+//! wait for it instead of each asking: this is what keeps K processes from putting K x
+//! `global_limit` reservations to the store per window, and a herd of denials at each slide.
 //!
-//! A leased token is counted in the store at the lease's grant, but its request is sent later,
-//! after its own reservation. So a token must be sent within the lease's **validity** `V` of
-//! the lease request's emission (twice the 90th percentile of recent reservation round trips
-//! plus 2 ms, between 5 and 50 ms; 20 ms until 16 are known): a reservation granted later has
-//! lapsed, goes back to the store ([`SharedUpdate::Release`], not reached) and asks again. And
-//! every reservation passes a global window widened by `V` (`global_window` = the limit's
-//! window + the margin + `V`).
+//! Each leased token then lets one reservation of that process go with `global_want: 0`: the
+//! store checks the bucket, holds and budgets as usual, skips the window check, and **moves
+//! the token to now** (its score becomes this grant's time). So a spent token counts exactly
+//! like a grant of that moment, and the window needs no widening: the lease changes who may
+//! take the window's room, not when a request counts. A process keeps its tokens for half a
+//! global window; a token the store no longer counts (it left the window unspent) is not
+//! found, and that reservation is checked against the window like any other. A token never
+//! spent (its requests cancelled, or denied by their buckets) keeps its place until its window
+//! ends: K and the lease size decide that waste (at most K x (B - 1) tokens per window), never
+//! safety.
 //!
 //! **Worst case at the server.** Let `s` be the store time at which a request's token was
-//! counted and `a` its arrival at the server, `d = a - s`. The store admits at most
-//! `global_limit` tokens per `global_window` `W + m + V` of its own clock (`W` the limit's
-//! window, `m` the process's margin); a server window `[x, x + W)` holds the requests with `s`
-//! in `(x - d_max, x + W - d_min]`, a span of `W + (d_max - d_min)`. For a normal grant `d` is
-//! the answer's way back plus the request's way out; a leased token adds up to `V`. So the
-//! overshoot is **0** whenever `d_max - d_min <= m + V`, that is whenever the spread of
-//! (store answer + uplink) delays stays within the margin each process measures and passes,
-//! whatever the number of processes K, the lease size B and the processes' clock skew (the
-//! store counts on its own clock and every process passes durations only). Beyond that
-//! spread, the overshoot in a window is at most the number of tokens counted within `d_max -
-//! d_min - m - V` before its start. K and B decide waste,
-//! not safety: a lease is sized to requests ready now, and when they vanish (cancelled,
-//! denied by their bucket) at most K x (B - 1) tokens lapse unsent per validity, counted but
-//! never used until their window ends. The Discord global limit is tested at 0 overshoot
-//! (`random_workloads_of_up_to_eight_processes_keep_every_invariant`: up to 8 processes, store round trips up
-//! to 90 ms, with leases on).
+//! counted (its grant, or the grant that spent its leased token) and `a` its arrival at the
+//! server, `d = a - s` (the answer's way back to the process, the process's own delay, the
+//! request's way out). The store admits at most `global_limit` tokens per `global_window` `W +
+//! m` of its own clock (`W` the limit's window, `m` the margin the process passes); a server
+//! window `[x, x + W)` holds the requests with `s` in `(x - d_max, x + W - d_min]`, a span of
+//! `W + (d_max - d_min)`. So the overshoot is **0** whenever `d_max - d_min <= m`, whatever
+//! the number of processes K, the lease size B and the processes' clock skew (the store counts
+//! on its own clock and every process passes durations only); beyond that spread, the
+//! overshoot in a window is at most the number of tokens counted within `d_max - d_min - m`
+//! before its start. The Discord global limit is tested at 0 overshoot
+//! (`random_workloads_of_up_to_eight_processes_keep_every_invariant`: up to 8 processes, store
+//! round trips up to 90 ms, with leases on).
 //!
 //! What the processes send together is at most what one process alone would allow, with the
 //! exceptions below: the store decides with every process's grants, and each process still
@@ -166,6 +164,7 @@
 //! | `P "inv"` | sorted set | one member per invalid response (score: its time) | `window` after the last add |
 //! | `P "g|" enc(identity)` | sorted set | one member per global grant, `member ":" now` (score: grant time) | `global_window` after the last grant |
 //! | `P "gp|" enc(identity)` | string | time until which the identity's global limit is paused | at that time |
+//! | `P "gl|" enc(identity) enc(client)` | sorted set | the `g` members leased to `client` and not yet spent (score: lease time) | `global_window` after the last lease |
 //! | `P "r|" enc(identity) enc(route)` | string | the route's bucket hash; `""`: the route has no bucket | `state_ttl` after the last write |
 //! | `P "b|" enc(identity) enc(hash) enc(major)` | hash | `limit`, `remaining` (countdown of grants in this window), `reported` (lowest `remaining` reported in this window; absent after a roll), `reset_at`, `window`, `window_start`, `provisional` (0/1), `margin` | `state_ttl` after `reset_at` (re-armed on every write) |
 //! | `P "bp|" enc(identity) enc(hash) enc(major)` | sorted set | unanswered grants: member, score = when it stops counting (a live grant: grant time + `lease`; a *ghost*: see below) | at its highest score |
@@ -203,7 +202,10 @@
 //! 2. **invalid** (if `invalid_limit > 0`): drop `inv` members with score <= now -
 //!    `invalid_window`; if `n` remain and `n >= invalid_limit`: denied until the score of the
 //!    member at rank `n - invalid_limit` (0-based, ascending) + `invalid_window`, scope `invalid`.
-//! 3. **global** (if `counts_global`): `gp` > now: denied until then, scope `global`. Then if
+//! 3. **global** (if `counts_global`): `gp` > now: denied until then, scope `global`. Then, if
+//!    `global_want` is 0 and `global_limit > 0`, the **spent token** is the lowest `gl` member
+//!    (score, then name) whose `g` score is > now - `global_window`; `gl` members before it
+//!    that are not are removed. With a spent token, the window check below is skipped. Else if
 //!    `global_limit > 0`: drop `g` members with score <= now - 2 x `global_window`; of those with
 //!    score > now - `global_window` (this reservation's window: processes pass slightly
 //!    different margins), if there are `n >= global_limit`: denied until the score of the one at
@@ -222,10 +224,12 @@
 //! 6. **pioneer lock**: for each lock of step 5 (`lb` first): if it exists and its value is not
 //!    this member, denied for min(`pioneer_poll`, that lock's remaining time), scope `pioneer`.
 //!    Otherwise the grant takes (or refreshes) them.
-//! 7. **commit**: if `counts_global` and `global_limit > 0`: `k` = min(max(`global_want`, 1),
-//!    room) tokens: add `member ":" now` and, for the lease, `member "+" i ":" now` for i in
-//!    1..k-1 (all with score now) to `g`, expire the key `global_window` later, and answer
-//!    `leased = k - 1` (0 otherwise); if step 5 found bucket state,
+//! 7. **commit**: with a spent token: remove it from `gl`, set its `g` score to now, expire
+//!    `g` `global_window` later. Else if `counts_global` and `global_limit > 0`: `k` =
+//!    min(max(`global_want`, 1), room) tokens: add `member ":" now` and, for the lease,
+//!    `member "+" i ":" now` for i in 1..k-1 (all with score now) to `g`, expire the key
+//!    `global_window` later, add the lease's members to `gl` (score now) and expire it
+//!    `global_window` later; answer `leased = k - 1` (0 otherwise). If step 5 found bucket state,
 //!    `remaining -= 1` (not below 0), add this member to `bp` with score now + `lease` (replacing its previous
 //!    score), expire `bp` at its highest score, re-arm the `b` expiry; if step 6 applies, set the
 //!    lock(s) to this member, expiring `lease` later.
@@ -402,10 +406,9 @@ pub struct SharedConfig {
     /// Lease the global budget: when this process has no global token, one reservation asks
     /// the store for as many as its ready requests need (at most its share of the limit: the
     /// limit divided by the live processes), and the process spends them on its next
-    /// reservations, which then do not count globally at the store; its other requests wait
-    /// for that answer instead of each asking. A lease is spent within a short validity (see
-    /// [`crate::shared`], "Leases"), by which every reservation's global window is widened.
-    /// `false`: every reservation asks for its own global token.
+    /// reservations, which skip the store's window check; its other requests wait for that
+    /// answer instead of each asking (see [`crate::shared`], "Leases"). `false`: every
+    /// reservation asks the window for its own token.
     #[cfg_attr(feature = "serde", serde(default = "yes"))]
     pub global_lease: bool,
 }
@@ -473,10 +476,11 @@ pub struct Reservation {
     pub counts_global: bool,
     /// Global grants allowed per `global_window` (`0`: no global limit).
     pub global_limit: u32,
-    /// How many global tokens this process asks for with this reservation, its own included
-    /// (at least 1 is taken): the store grants as many as the window has room for, and leases
-    /// the ones beyond this request's to the process ([`ReservationAnswer::Granted::leased`]).
-    /// Only meaningful with `counts_global`. `1`: no lease.
+    /// How many global tokens this process asks for with this reservation, its own included:
+    /// the store grants as many as the window has room for, and leases the ones beyond this
+    /// request's to the process ([`ReservationAnswer::Granted::leased`]). `1`: no lease. `0`:
+    /// spend a token leased to this process earlier (moved to now; without one still counted,
+    /// a token of its own like `1`). Only meaningful with `counts_global`.
     #[cfg_attr(feature = "serde", serde(default = "one"))]
     pub global_want: u32,
     /// The global window, already widened by this process's latency margin.
@@ -519,8 +523,8 @@ pub enum ReservationAnswer {
         processes: Option<u32>,
         /// Global tokens leased to this process beyond this request's own (the reservation's
         /// `global_want` less one, or fewer when the window had less room): the store has
-        /// counted them already, so the process's next `leased` requests of this identity
-        /// reserve without counting globally. `0` from a store that does not lease.
+        /// counted them already, and the process's next `leased` reservations of this identity
+        /// spend them (`global_want: 0`). `0` from a store that does not lease.
         #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "is_zero"))]
         leased: u32,
     },

@@ -152,6 +152,9 @@ pub struct MemoryStore {
     invalid: Keys<(), VecDeque<Nanos>>,
     /// Grant times and members (`client:id`) per identity.
     global: Keys<String, VecDeque<(Nanos, String)>>,
+    /// Global tokens leased to a client and not yet spent, per identity and client, oldest
+    /// first (the `gl` sorted set).
+    leases: Keys<(String, String), VecDeque<String>>,
     paused: Keys<String, Nanos>,
     routes: Keys<RouteKey, String>,
     buckets: Keys<Triple, BucketState>,
@@ -178,6 +181,7 @@ impl MemoryStore {
             edge: Keys::new(),
             invalid: Keys::new(),
             global: Keys::new(),
+            leases: Keys::new(),
             paused: Keys::new(),
             routes: Keys::new(),
             buckets: Keys::new(),
@@ -197,6 +201,7 @@ impl MemoryStore {
             + self.edge.len(now)
             + self.invalid.len(now)
             + self.global.len(now)
+            + self.leases.len(now)
             + self.paused.len(now)
             + self.routes.len(now)
             + self.buckets.len(now)
@@ -218,6 +223,7 @@ impl MemoryStore {
             self.edge.purge(now);
             self.invalid.purge(now);
             self.global.purge(now);
+            self.leases.purge(now);
             self.paused.purge(now);
             self.routes.purge(now);
             self.buckets.purge(now);
@@ -276,7 +282,30 @@ impl MemoryStore {
         self.procs.map.retain(|_, e| !e.value.is_empty());
         self.invalid.map.retain(|_, e| !e.value.is_empty());
         self.global.map.retain(|_, e| !e.value.is_empty());
+        self.leases.map.retain(|_, e| !e.value.is_empty());
         self.pending.map.retain(|_, e| !e.value.is_empty());
+    }
+
+    /// The oldest token leased to `client` for `identity` that still counts in the window
+    /// (`global_window`), dropping the ones that no longer do.
+    fn live_lease_token(&mut self, now: Nanos, identity: &str, client: &str, global_window: Nanos) -> Option<String> {
+        let key = (identity.to_string(), client.to_string());
+        let counted: Vec<String> = match self.global.get(now, &identity.to_string()) {
+            Some(log) => log
+                .iter()
+                .filter(|(t, _)| t.saturating_add(global_window) > now)
+                .map(|(_, m)| m.clone())
+                .collect(),
+            None => Vec::new(),
+        };
+        let tokens = self.leases.get_mut(now, &key)?;
+        while let Some(token) = tokens.front() {
+            if counted.contains(token) {
+                return Some(token.clone());
+            }
+            tokens.pop_front();
+        }
+        None
     }
 
     /// Counts `client` as live at `now`; returns how many processes are (`procs`).
@@ -327,13 +356,18 @@ impl MemoryStore {
         }
         // 3. global
         let mut room = r.global_limit as usize;
+        let mut spend = None;
         if r.counts_global {
             if let Some(&until) = self.paused.get(now, &r.identity)
                 && until > now
             {
                 return deny(until, SharedScope::Global);
             }
+            if r.global_want == 0 && r.global_limit > 0 {
+                spend = self.live_lease_token(now, &r.identity, client, r.global_window);
+            }
             if r.global_limit > 0
+                && spend.is_none()
                 && let Some(log) = self.global.get_mut(now, &r.identity)
             {
                 let keep = r.global_window.saturating_mul(2);
@@ -403,19 +437,45 @@ impl MemoryStore {
         };
         // 7. commit
         let mut leased = 0;
-        if r.counts_global && r.global_limit > 0 {
+        if let Some(token) = spend {
+            // A leased token is spent: it counts from now, like a grant of this moment.
+            let lease_key = (r.identity.clone(), client.to_string());
+            if let Some(tokens) = self.leases.get_mut(now, &lease_key) {
+                tokens.pop_front();
+            }
+            let expires = now.saturating_add(r.global_window);
+            if let Some(log) = self.global.get_mut(now, &r.identity) {
+                if let Some(pos) = log.iter().position(|(_, m)| *m == token) {
+                    log.remove(pos);
+                }
+                log.push_back((now, token));
+                self.global.expire_at(&r.identity, expires);
+            }
+        } else if r.counts_global && r.global_limit > 0 {
             let expires = now.saturating_add(r.global_window);
             // This request's token, and the lease: as many more as it asks for and the window
-            // has room for, each its own entry (`member "+" i`, never matched by a release).
+            // has room for, each its own entry (`member "+" i ":" now`, never matched by a
+            // release), listed as this client's until spent.
             leased = (r.global_want.max(1) as usize).min(room.max(1)) - 1;
             let entries = std::iter::once((now, member.clone()))
-                .chain((1..=leased).map(|i| (now, format!("{member}+{i}"))));
+                .chain((1..=leased).map(|i| (now, format!("{member}+{i}:{now}"))));
             match self.global.get_mut(now, &r.identity) {
                 Some(log) => {
                     log.extend(entries);
                     self.global.expire_at(&r.identity, expires);
                 }
                 None => self.global.set(r.identity.clone(), entries.collect(), expires),
+            }
+            if leased > 0 {
+                let lease_key = (r.identity.clone(), client.to_string());
+                let names = (1..=leased).map(|i| format!("{member}+{i}:{now}"));
+                match self.leases.get_mut(now, &lease_key) {
+                    Some(tokens) => {
+                        tokens.extend(names);
+                        self.leases.expire_at(&lease_key, expires);
+                    }
+                    None => self.leases.set(lease_key, names.collect(), expires),
+                }
             }
         }
         let lease_end = now.saturating_add(self.lease);
