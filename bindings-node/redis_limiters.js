@@ -57,7 +57,7 @@ const REDIS_ERROR_CLASSES = Object.freeze({
 })
 
 /** Every code a limiter of this module throws or rejects with (`ratelane_redis::Error::ALL_CODES`). */
-const REDIS_ERROR_CODES = Object.freeze(['invalid_config', 'insufficient_capacity', ...Object.keys(REDIS_ERROR_CLASSES)])
+const REDIS_ERROR_CODES = Object.freeze(['invalid_config', 'insufficient_capacity', 'invalid_request', ...Object.keys(REDIS_ERROR_CLASSES)])
 
 function redisError(code, message, cause) {
   const cls = REDIS_ERROR_CLASSES[code]
@@ -304,7 +304,9 @@ class RedisGcra extends RedisLimiter {
 
   /**
    * Checks a request of weight `n` (`0` peeks: always allowed, counts nothing). Rejects with
-   * `InsufficientCapacityError` when `n` exceeds the burst, without a round trip.
+   * `InsufficientCapacityError` when `n` exceeds the burst, and with `InvalidRequestError` when
+   * `options.nowNs` is later than 2^64 - 1 - `windowNs` (as `GcraStore.check`), without a round
+   * trip.
    */
   async checkN(key, n, options) {
     const redisKey = this._key(key)

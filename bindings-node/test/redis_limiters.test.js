@@ -453,6 +453,10 @@ test('insufficient capacity, wrong arguments: nothing is sent', async () => {
     await assert.rejects(gcra.check('k', bad), (e) => e instanceof ratelane.InvalidArgumentError, JSON.stringify(String(bad.nowNs)))
   }
   await assert.rejects(gcra.check(7), (e) => e instanceof ratelane.InvalidArgumentError && /key/.test(e.message))
+  // A now past the last instant (2^64 - 1 - windowNs), as the core's GcraStore refuses it.
+  for (const nowNs of [(1n << 64n) - 300n, (1n << 64n) - 1n]) {
+    await assert.rejects(gcra.check('k', { nowNs }), (e) => e instanceof ratelane.InvalidRequestError && e.code === 'invalid_request', String(nowNs))
+  }
   assert.equal(fake.calls.length, 1, 'only the call answered insufficient_capacity by the fake server')
 })
 

@@ -359,6 +359,11 @@ def test_what_is_refused_before_any_round_trip() -> None:
             await bucket.check("k", now_ns=-1)
         with pytest.raises(ratelane.InvalidArgumentError):
             await bucket.check(7)  # type: ignore[arg-type]
+        # A now past the GCRA's last instant (2**64 - 1 - window), as GcraStore refuses it.
+        gcra = RedisGcra(fake, 100, 3, prefix="g:")
+        for now in (2**64 - 300, 2**64 - 1):
+            with pytest.raises(ratelane.InvalidRequestError):
+                await gcra.check("k", now_ns=now)
         assert fake.calls == []
 
     run(go())

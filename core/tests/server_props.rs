@@ -107,6 +107,11 @@ fn assert_gcra_rate(admitted: &[(Nanos, u32)], gcra: &Gcra) {
     }
 }
 
+/// A check of a weight the GCRA can admit, at an instant it takes.
+fn gcra_check(gcra: &Gcra, state: &mut GcraState, now: Nanos, n: u32) -> Decision {
+    gcra.check_n(state, now, n).expect("an instant the GCRA takes").expect("n <= burst")
+}
+
 /// `(interval, burst, steps of (time advance, weight))`; weights go up to `burst + 1`.
 fn gcra_scenario() -> impl Strategy<Value = (Nanos, u32, Vec<(Nanos, u32)>)> {
     (1u64..=50, 1u32..=8).prop_flat_map(|(interval, burst)| {
@@ -126,7 +131,7 @@ proptest! {
         for (dt, n) in steps {
             now += dt;
             let before = store.state("k").copied().unwrap_or_default();
-            match store.check_n("k", now, n) {
+            match store.check_n("k", now, n).expect("an instant the GCRA takes") {
                 Err(e) => {
                     prop_assert!(n > burst);
                     prop_assert_eq!((e.requested, e.capacity), (n, burst));
@@ -139,11 +144,11 @@ proptest! {
                     } else {
                         // Exact: blocked one nanosecond before reset_after, admitted at it.
                         let mut s = before;
-                        prop_assert!(!gcra.check_n(&mut s, now + d.reset_after - 1, n).unwrap().allowed);
-                        prop_assert!(gcra.check_n(&mut s, now + d.reset_after, n).unwrap().allowed);
+                        prop_assert!(!gcra_check(&gcra, &mut s, now + d.reset_after - 1, n).allowed);
+                        prop_assert!(gcra_check(&gcra, &mut s, now + d.reset_after, n).allowed);
                     }
                     let after = store.state("k").copied().unwrap_or_default();
-                    let peek = |at| gcra.check_n(&mut after.clone(), at, 0).unwrap().remaining;
+                    let peek = |at| gcra_check(&gcra, &mut after.clone(), at, 0).remaining;
                     if let Some(r) = d.replenish_after {
                         prop_assert_eq!(peek(now + r - 1), d.remaining);
                         prop_assert!(peek(now + r) > d.remaining);
@@ -171,7 +176,7 @@ proptest! {
             now += dt;
             clock.advance(Duration::from_nanos(dt));
             let Some(weight) = NonZeroU32::new(n) else { continue };
-            let ours = gcra.check_n(&mut state, now, n);
+            let ours = gcra.check_n(&mut state, now, n).expect("an instant the GCRA takes");
             match governor.check_n(weight) {
                 Err(_) => prop_assert!(ours.is_err()),
                 Ok(Ok(())) => prop_assert!(ours.unwrap().allowed),
@@ -334,7 +339,7 @@ fn drive(fw: FixedWindow, jobs: Vec<(Nanos, Job)>) {
                 let slots_held = pending.len() as u64;
                 let waiting = pending.values().filter(|&&dropped| !dropped).count() as u64;
                 let used = server.used_at(now, fw.window());
-                let s = store.schedule("g", now);
+                let s = store.schedule("g", now).expect("a release time within the clock");
                 assert_eq!(s.waiting, waiting + u64::from(!s.run_now));
                 assert_eq!(s.run_now, slots_held == 0 && u64::from(used) < quota, "{s:?}");
                 if !s.run_now {
@@ -425,8 +430,8 @@ proptest! {
         assert_store_matches_map(
             &mut store,
             &steps,
-            |s, k, now| s.check(k, now),
-            |g, st, _, now| g.check_n(st, now, 1).unwrap(),
+            |s, k, now| s.check(k, now).unwrap(),
+            |g, st, _, now| gcra_check(g, st, now, 1),
         );
     }
 
@@ -450,7 +455,7 @@ proptest! {
                 if !even(k) {
                     return (Some(s.check(k, now)), None);
                 }
-                let scheduled = s.schedule(k, now);
+                let scheduled = s.schedule(k, now).unwrap();
                 let released = !scheduled.run_now && s.release(k, now);
                 (None, Some((scheduled, released)))
             },
@@ -458,7 +463,7 @@ proptest! {
                 if !even(k) {
                     return (Some(fw.check(st, now)), None);
                 }
-                let scheduled = fw.schedule(st, now);
+                let scheduled = fw.schedule(st, now).unwrap();
                 let released = !scheduled.run_now && fw.release(st);
                 (None, Some((scheduled, released)))
             },
@@ -471,7 +476,7 @@ proptest! {
         let mut now = 0;
         for (dt, key) in steps {
             now += dt;
-            let d = store.check(&format!("key{key}"), now);
+            let d = store.check(&format!("key{key}"), now).unwrap();
             assert_headers_consistent(&d, true);
             prop_assert!(store.len() <= max_keys);
         }

@@ -21,6 +21,10 @@ pub enum Error {
     /// A weight larger than the burst: the request can never be admitted, whatever the wait.
     /// Decided by the script (or, for GCRA, before any round trip); nothing was counted.
     InsufficientCapacity(InsufficientCapacity),
+    /// A call the in-memory store refuses too: a GCRA check whose `now` is later than
+    /// [`Gcra::last_instant`](ratelane::server::Gcra::last_instant), decided before any round
+    /// trip. Nothing was counted.
+    InvalidRequest(String),
     /// Redis could not be reached or the connection failed (I/O error, timeout, connection
     /// refused or dropped, authentication).
     Connection(redis::RedisError),
@@ -44,6 +48,7 @@ impl Error {
         match self {
             Error::InvalidConfig(_) => "invalid_config",
             Error::InsufficientCapacity(_) => InsufficientCapacity::CODE,
+            Error::InvalidRequest(_) => "invalid_request",
             Error::Connection(_) => "redis_connection",
             Error::Server(_) => "redis_server",
             Error::BadState(_) => "redis_bad_state",
@@ -56,6 +61,7 @@ impl Error {
     pub const ALL_CODES: &'static [&'static str] = &[
         "invalid_config",
         "insufficient_capacity",
+        "invalid_request",
         "redis_connection",
         "redis_server",
         "redis_bad_state",
@@ -97,6 +103,7 @@ impl fmt::Display for Error {
         match self {
             Error::InvalidConfig(msg) => write!(f, "invalid configuration: {msg}"),
             Error::InsufficientCapacity(e) => e.fmt(f),
+            Error::InvalidRequest(msg) => write!(f, "invalid request: {msg}"),
             Error::Connection(e) => write!(f, "Redis connection failed: {e}"),
             Error::Server(e) => write!(f, "Redis answered with an error: {e}"),
             Error::BadState(msg) => write!(f, "the key does not hold this limiter's state: {msg}"),
@@ -118,6 +125,9 @@ impl std::error::Error for Error {
 
 impl From<ratelane::Error> for Error {
     fn from(error: ratelane::Error) -> Error {
-        Error::InvalidConfig(error.to_string())
+        match error {
+            ratelane::Error::InvalidRequest(msg) => Error::InvalidRequest(msg),
+            other => Error::InvalidConfig(other.to_string()),
+        }
     }
 }

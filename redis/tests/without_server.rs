@@ -158,6 +158,14 @@ fn errors_decided_locally_send_nothing() {
     let e = gcra().check_n(&mut con, "k", 4).unwrap_err();
     assert!(matches!(e, Error::InsufficientCapacity(c) if c.requested == 4 && c.capacity == 3));
     assert_eq!(e.code(), "insufficient_capacity");
+    // A `now` past the GCRA's last instant, as the in-memory store refuses it.
+    let last = gcra().gcra().last_instant();
+    assert!(gcra().check_n_at(&mut con, "k", 0, last + 1).is_err());
+    for now in [last + 1, u64::MAX] {
+        let e = gcra().check_at(&mut con, "k", now).unwrap_err();
+        assert!(matches!(e, Error::InvalidRequest(_)), "{e:?}");
+        assert_eq!(e.code(), "invalid_request");
+    }
     let leaky = RedisLeakyBucket::new(LeakyBucket::new(10, SECOND, 1).unwrap()).unwrap();
     for factor in [0.0, 1.5, f64::NAN] {
         assert_eq!(leaky.check_scaled(&mut con, "k", factor).unwrap_err().code(), "invalid_config");

@@ -26,7 +26,9 @@ own clock (``TIME``) so the processes' clocks do not matter, and answers with th
 ``ratelane.server.Decision`` (``Scheduled`` for ``RedisFixedWindow.schedule``) as the in-memory
 stores. Keys are ``prefix + key``: give each limiter its own prefix. Configuration is validated
 by the core (``InvalidConfigError``, the in-memory stores' messages), and windows longer than
-2^52 ns (about 52 days), which the scripts cannot evaluate exactly, are refused.
+2^52 ns (about 52 days), which the scripts cannot evaluate exactly, are refused. A ``now_ns``
+later than a GCRA's ``2**64 - 1 - window_ns`` raises the ``InvalidRequestError`` of
+``GcraStore.check``, without a round trip.
 
 When a check cannot decide it raises a ``RedisLimiterError`` with a stable ``code``:
 ``redis_connection``, ``redis_server``, ``redis_bad_state``, ``out_of_range``,
@@ -125,6 +127,7 @@ FIXED_WINDOW_LUA: str = _core.FIXED_WINDOW_LUA
 REDIS_ERROR_CODES: Tuple[str, ...] = (
     "invalid_config",
     "insufficient_capacity",
+    "invalid_request",
     *REDIS_ERROR_CLASSES,
 )
 """Every code a server-side limiter of this module raises (``RatelaneError.code``): the same
@@ -635,7 +638,9 @@ class RedisGcra(_RedisLimiter):
     async def check_n(self, key: str, n: int, *, now_ns: Optional[int] = None) -> Decision:
         """Checks a request of weight ``n`` (``0`` peeks: always allowed, counts nothing).
 
-        Raises ``InsufficientCapacityError`` when ``n`` exceeds the burst, without a round trip."""
+        Raises ``InsufficientCapacityError`` when ``n`` exceeds the burst, and
+        ``InvalidRequestError`` when ``now_ns`` is later than ``2**64 - 1 - window_ns`` (as
+        ``GcraStore.check``), without a round trip."""
         argv = self._script.argv(n, now_ns, self.min_ttl_ms)
         return _core.script_decision(await _evaluate(self.client, _GCRA, self._key(key), argv))
 

@@ -65,7 +65,7 @@ use std::hash::Hash;
 
 use super::decision::Decision;
 use super::store::{Algorithm, Store};
-use super::{require, require_count, require_duration};
+use super::{require, require_count, require_duration, saturate};
 use crate::error::Error;
 use crate::types::Nanos;
 
@@ -153,7 +153,10 @@ impl BucketLevel {
             return 0;
         }
         let drips = (self.level - target).div_ceil(drain.size);
-        drips.saturating_mul(drain.rate).saturating_sub(now.saturating_sub(self.last_drip))
+        // Exact in u128: a wait longer than the clock saturates upward, never to an earlier
+        // time (an earlier one would let the store forget a bucket that is not empty).
+        let due = u128::from(drips) * u128::from(drain.rate);
+        saturate(due.saturating_sub(u128::from(now.saturating_sub(self.last_drip))))
     }
 }
 
