@@ -379,6 +379,14 @@ test('error replies and client failures map to the codes of ratelane-redis', asy
       return true
     })
   }
+  // The in-memory store's refusal of the same call: a caller error, not a Redis failure.
+  const clock = new ErrorReply('RATELANE_CLOCK the job would be released after 2^64 - 1 ns')
+  await assert.rejects(new RedisFixedWindow(new FakeClient([clock]), 1, S, { prefix: 'w:' }).schedule('k'), (e) => {
+    assert.ok(e instanceof ratelane.InvalidRequestError && !(e instanceof redis.RedisLimiterError), `${e}`)
+    assert.equal(e.code, 'invalid_request')
+    assert.equal(e.cause, clock)
+    return true
+  })
   // Not a Redis failure (a bug): left as it is.
   const bug = new TypeError('boom')
   await assert.rejects(new RedisGcra(new FakeClient([bug]), 1, 1, { prefix: 'p:' }).check('k'), (e) => e === bug)

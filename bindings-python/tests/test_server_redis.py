@@ -397,6 +397,12 @@ def test_redis_failures_become_typed_errors_with_stable_codes() -> None:
             assert info.value.code == code, repr(exc)
             assert type(info.value) is ratelane.REDIS_ERROR_CLASSES[code]
             assert info.value.__cause__ is exc
+        # The in-memory store's refusal of the same call: a caller error, not a Redis failure.
+        clock = rx.ResponseError("RATELANE_CLOCK the job would be released after 2^64 - 1 ns")
+        with pytest.raises(ratelane.InvalidRequestError) as refused:
+            await RedisFixedWindow(FakeClient([clock]), 1, 100, prefix="w:").schedule("k")
+        assert refused.value.code == "invalid_request" and refused.value.__cause__ is clock
+        assert not isinstance(refused.value, ratelane.RedisLimiterError)
         # Not a Redis failure: a bug, left as it is.
         with pytest.raises(KeyError):
             await RedisGcra(FakeClient([KeyError("x")]), 100, 3, prefix="g:").check("k")

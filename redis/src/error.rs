@@ -22,8 +22,9 @@ pub enum Error {
     /// Decided by the script (or, for GCRA, before any round trip); nothing was counted.
     InsufficientCapacity(InsufficientCapacity),
     /// A call the in-memory store refuses too: a GCRA check whose `now` is later than
-    /// [`Gcra::last_instant`](ratelane::server::Gcra::last_instant), decided before any round
-    /// trip. Nothing was counted.
+    /// [`Gcra::last_instant`](ratelane::server::Gcra::last_instant) (decided before any round
+    /// trip), or a scheduled job that would be released after `u64::MAX` ns (the script's
+    /// `RATELANE_CLOCK`). Nothing was counted.
     InvalidRequest(String),
     /// Redis could not be reached or the connection failed (I/O error, timeout, connection
     /// refused or dropped, authentication).
@@ -75,6 +76,7 @@ impl Error {
         match server_code.as_deref() {
             Some("RATELANE_STATE" | "WRONGTYPE") => Error::BadState(describe(&error)),
             Some("RATELANE_RANGE") => Error::OutOfRange(describe(&error)),
+            Some("RATELANE_CLOCK") => Error::InvalidRequest(describe(&error)),
             Some(_) => Error::Server(error),
             None if error.is_io_error()
                 || error.is_timeout()

@@ -130,7 +130,7 @@ fn noscript_falls_back_to_eval_with_the_script_text() {
 
 #[test]
 fn failures_map_to_stable_codes() {
-    let cases: [(Result<&'static [u8], std::io::ErrorKind>, &str); 9] = [
+    let cases: [(Result<&'static [u8], std::io::ErrorKind>, &str); 10] = [
         (Err(std::io::ErrorKind::ConnectionReset), "redis_connection"),
         (Err(std::io::ErrorKind::TimedOut), "redis_connection"),
         (Ok(b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"), "redis_server"),
@@ -141,6 +141,7 @@ fn failures_map_to_stable_codes() {
             "redis_bad_state",
         ),
         (Ok(b"-RATELANE_RANGE too far\r\n"), "out_of_range"),
+        (Ok(b"-RATELANE_CLOCK past the end of the u64 clock\r\n"), "invalid_request"),
         (Ok(b"+OK\r\n"), "redis_bad_reply"),
         (Ok(b"*2\r\n$8\r\ndecision\r\n:1\r\n"), "redis_bad_reply"),
     ];
