@@ -1,7 +1,10 @@
 //! The server-side limiters at the edges of their input (issue 16, item 7): instants near the
-//! top of the `u64` range. Each test is one reported failure, replayed deterministically.
+//! top of the `u64` range, and the legacy `{max, duration, min_interval}` translation under a
+//! client that retries exactly at `reset_after`. Each test is one reported failure, replayed
+//! deterministically.
 
-use ratelane::server::{FixedWindow, FixedWindowStore, Gcra, GcraStore, Store};
+use ratelane::server::{FixedWindow, FixedWindowStore, Gcra, GcraStore, LeakyBucket, LegacyLimit};
+use ratelane::server::{LeakyBucketStore, Store};
 use ratelane::{Nanos, SECOND};
 
 const END: Nanos = u64::MAX;
@@ -58,4 +61,39 @@ fn fixed_window_never_schedules_more_than_the_quota_into_one_window() {
     // Three windows start within the clock (end - 2 s, end - 1 s, end); the next would not.
     assert_eq!(per_window.len(), 3, "{per_window:?}");
     assert_eq!(refused, 2);
+}
+
+/// Every admitted instant of `bucket` checked by a client that retries exactly at
+/// `reset_after`, from `start` until `until`.
+fn retry_at_reset_after(bucket: LeakyBucket, start: Nanos, until: Nanos) -> Vec<Nanos> {
+    let mut store: LeakyBucketStore = Store::new(bucket, 10).unwrap();
+    let (mut now, mut admitted) = (start, Vec::new());
+    while now < until {
+        let d = store.check("k", now);
+        if d.allowed {
+            admitted.push(now);
+        } else {
+            now += d.reset_after;
+        }
+    }
+    admitted
+}
+
+/// The most admitted instants within any half-open span of `duration`.
+fn most_within(admitted: &[Nanos], duration: Nanos) -> usize {
+    (0..admitted.len())
+        .map(|i| admitted[i..].iter().take_while(|&&t| t - admitted[i] < duration).count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// `{max: 3, duration: 10 s}` admitted 6 within one duration to a client retrying at
+/// `reset_after`, above the documented bound `2 × max − 1 = 5`: the drip rate `10 s / 3` was
+/// rounded down, so the third drip came 1 ns before the duration was over.
+#[test]
+fn legacy_limit_admits_at_most_two_max_minus_one_per_duration() {
+    let duration = 10 * SECOND;
+    let legacy = LegacyLimit { max: Some(3), duration: Some(duration), min_interval: None };
+    let admitted = retry_at_reset_after(LeakyBucket::from_legacy(legacy).unwrap(), 0, 60 * SECOND);
+    assert_eq!(most_within(&admitted, duration), 5, "{admitted:?}");
 }

@@ -260,6 +260,100 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Legacy limits: at most 2 × max − 1 within any span shorter than `duration`.
+
+/// The most admitted instants (sorted) within any half-open span of `duration`.
+fn most_within(admitted: &[Nanos], duration: Nanos) -> usize {
+    (0..admitted.len())
+        .map(|i| admitted[i..].iter().take_while(|&&t| t - admitted[i] < duration).count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// `(max, duration, min_interval)`: durations from `max` to `60 × max` (mostly not multiples
+/// of `max`), in nanoseconds, microseconds or seconds.
+fn legacy_limit() -> impl Strategy<Value = LegacyLimit> {
+    let unit = prop::sample::select(vec![1, 1_000, SECOND]);
+    (1u32..=8, 1u64..=60, 0u64..=59, prop::option::of(1u64..=120), unit).prop_map(
+        |(max, per, extra, min, unit)| {
+            let duration = (u64::from(max) * per + extra % per.max(1)).max(u64::from(max));
+            LegacyLimit {
+                max: Some(max),
+                duration: Some(duration * unit),
+                min_interval: min.map(|m| m * unit),
+            }
+        },
+    )
+}
+
+/// A client's next move: retry at the last answer's `reset_after` (at once after an admitted
+/// request), or wait `n / 16` of a duration.
+#[derive(Debug, Clone, Copy)]
+enum Client {
+    AtResetAfter,
+    Wait(u64),
+}
+
+fn client() -> impl Strategy<Value = Client> {
+    prop_oneof![3 => Just(Client::AtResetAfter), 1 => (0u64..=40).prop_map(Client::Wait)]
+}
+
+proptest! {
+    #![proptest_config(config(400))]
+
+    /// The bound the module docs state for legacy limits, for a client that retries exactly at
+    /// `reset_after` and waits at random in between.
+    #[test]
+    fn legacy_limits_admit_at_most_two_max_minus_one_per_duration(
+        limit in legacy_limit(),
+        start in prop_oneof![Just(0u64), any::<u64>().prop_map(|t| t / 2)],
+        moves in prop::collection::vec(client(), 1..300),
+    ) {
+        let (max, duration) = (limit.max.unwrap(), limit.duration.unwrap());
+        let bucket = LeakyBucket::from_legacy(limit).unwrap();
+        let mut store = Store::new(bucket, 10).unwrap();
+        let (mut now, mut admitted) = (start, Vec::new());
+        let mut last = store.check("k", now);
+        if last.allowed {
+            admitted.push(now);
+        }
+        for client in moves {
+            now += match client {
+                Client::AtResetAfter => if last.allowed { 0 } else { last.reset_after },
+                Client::Wait(sixteenths) => duration / 16 * sixteenths,
+            };
+            last = store.check("k", now);
+            if last.allowed {
+                admitted.push(now);
+            }
+        }
+        let (most, bound) = (most_within(&admitted, duration) as u64, 2 * u64::from(max) - 1);
+        prop_assert!(most <= bound, "{} within {} ns: {:?}", most, duration, bucket);
+    }
+
+    /// The bound is the true one, not a loose one: from an empty key, a client that retries at
+    /// `reset_after` reaches `2 × max − 1` within one duration whenever the `max − 1` drips
+    /// fit in it (`duration >= max²`) and no minimum interval spaces the burst.
+    #[test]
+    fn a_client_at_reset_after_reaches_the_legacy_bound(limit in legacy_limit()) {
+        let (max, duration) = (limit.max.unwrap(), limit.duration.unwrap());
+        prop_assume!(duration >= u64::from(max) * u64::from(max));
+        let bucket = LeakyBucket::from_legacy(LegacyLimit { min_interval: None, ..limit }).unwrap();
+        let mut store = Store::new(bucket, 10).unwrap();
+        let (mut now, mut admitted) = (0, Vec::new());
+        while now < 3 * duration {
+            let d = store.check("k", now);
+            if d.allowed {
+                admitted.push(now);
+            } else {
+                now += d.reset_after;
+            }
+        }
+        prop_assert_eq!(most_within(&admitted, duration) as u64, 2 * u64::from(max) - 1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Fixed window.
 
 /// A Discord-like server, independent of the implementation: a window opens with the first

@@ -359,6 +359,11 @@ fn leaky_cases() -> Vec<Value> {
             checks("u", &[0, 0, 0, 0, 0, 0, 1999, 2000, 2000]),
         ),
         case(
+            "legacy max 3 per 10 s: the drip rounds up, so the third drip falls after 10 s",
+            legacy(json!({ "max": 3, "duration_ms": 10000 })),
+            checks("u", &[0, 0, 0, 0, 3334, 6667, 6668, 10000, 10001]),
+        ),
+        case(
             "legacy max 10 per 60 s with a 1 s minimum interval (two buckets)",
             legacy(json!({ "max": 10, "duration_ms": 60000, "min_interval_ms": 1000 })),
             checks("u", &[0, 500, 1000, 1999, 2000, 70000]),
