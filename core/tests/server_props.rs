@@ -16,10 +16,11 @@ use ratelane::server::{
 };
 use ratelane::{Nanos, SECOND};
 
-/// Failures are saved next to this file, in `server_props.proptest-regressions`.
+/// `cases` per property unless `PROPTEST_CASES` says otherwise; failures are saved next to
+/// this file, in `server_props.proptest-regressions`.
 fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {
-        cases,
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(cases),
         failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
             "proptest-regressions",
         ))),
