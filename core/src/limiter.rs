@@ -180,8 +180,9 @@ pub struct Limiter {
     latency_samples: u64,
     /// Uplink delays up to a constant, where the server tells its clock (see [`Uplinks`]).
     uplinks: Uplinks,
-    /// When the request of the first round trip sample left.
-    first_sample_left: Option<Nanos>,
+    /// The first global window's floor on the global margin (see
+    /// [`Limiter::global_margin_at`]).
+    first_window: Option<FirstWindow>,
     global_margin: Nanos,
     /// How much earlier than a window end it saw (an answer's arrival plus its reset-after) a
     /// request may be sent and still reach the server after that end: a lower bound on the
@@ -571,7 +572,7 @@ impl Limiter {
             latencies: VecDeque::new(),
             latency_samples: 0,
             uplinks: Uplinks::default(),
-            first_sample_left: None,
+            first_window: None,
             global_margin: margin,
             send_lead: 0,
             rng,
@@ -1369,11 +1370,36 @@ impl Limiter {
         }
     }
 
+    /// The margin the global window is widened by at `now`: the learned one
+    /// ([`Limiter::learn_latency`]), and while entries of the first global window may still be
+    /// in the log, at least the first window's floor. The requests of a first burst may all
+    /// have waited alike (connections opening, the server's accept queue, a runtime writing
+    /// them late and not reporting it): a delay common to all of them, which no spread shows
+    /// and which the next burst, on open connections, does not have. It is part of each of
+    /// their round trips, so the fastest round trip of a request that left within a window of
+    /// the first answered one, plus 5 ms, covers it. Not capped by `global_margin_max` (only by
+    /// the window): a first burst that took 300 ms to reach the server holds its window that
+    /// long, or the next burst meets it there. It holds while an entry of the first floor's
+    /// worth of the window may be in the log (until a window and twice the floor after the
+    /// first answered request left): the replacement of a later entry arrives after the first
+    /// server window ends anyway, the common delay being less than the floor.
+    fn global_margin_at(&self, now: Nanos) -> Nanos {
+        let window = self.config.global_window;
+        match self.first_window {
+            Some(first) => {
+                let floor = first.fastest.saturating_add(5 * MILLISECOND).min(window);
+                let until = first.start.saturating_add(window).saturating_add(floor.saturating_mul(2));
+                if now < until { self.global_margin.max(floor) } else { self.global_margin }
+            }
+            None => self.global_margin,
+        }
+    }
+
     /// The latency margin passed to the store: the global margin (spread of HTTP round trips)
     /// plus the spread of reservation round trips (a grant reaches the process after an uneven
     /// delay too), capped like the global margin.
-    fn shared_margin(&self) -> Nanos {
-        self.global_margin.saturating_add(self.reservation_margin).min(self.config.global_margin_max)
+    fn shared_margin(&self, now: Nanos) -> Nanos {
+        self.global_margin_at(now).saturating_add(self.reservation_margin).min(self.config.global_margin_max)
     }
 
     /// Whether global leases are on (shared mode, `SharedConfig::global_lease`, a global limit).
@@ -1463,9 +1489,9 @@ impl Limiter {
         }
     }
 
-    fn reservation(&self, id: RequestId, counts_global: bool) -> Reservation {
+    fn reservation(&self, now: Nanos, id: RequestId, counts_global: bool) -> Reservation {
         let r = self.req(id);
-        let margin = self.shared_margin();
+        let margin = self.shared_margin(now);
         let c = &self.config;
         Reservation {
             id,
@@ -2426,13 +2452,19 @@ impl Limiter {
     /// much more bunched than the global log's entries. A sample's range underestimates the
     /// true range, so the margin is 1.5x the observed spread plus a 5 ms floor, capped by
     /// `global_margin_max`; until 16 samples are in, it stays at half the cap, and until they
-    /// span a global window it also covers the fastest round trip.
+    /// span a global window it also covers the fastest round trip (and beyond the cap, for the
+    /// first window's entries: [`Limiter::global_margin_at`]).
     ///
     /// `from_send` counts from the [`Output::Send`] (the lead below), `from_left` from the
     /// transport's report that the request left (the same when the driver does not report).
     fn learn_latency(&mut self, from_send: Nanos, from_left: Nanos, left_at: Nanos) {
         const SAMPLES: usize = 256;
-        let first_left = *self.first_sample_left.get_or_insert(left_at);
+        let window = self.config.global_window;
+        let first = self.first_window.get_or_insert(FirstWindow { start: left_at, fastest: from_left });
+        let first_left = first.start;
+        if left_at < first_left.saturating_add(window) {
+            first.fastest = first.fastest.min(from_left);
+        }
         self.latencies.push_back((from_send, from_left));
         if self.latencies.len() > SAMPLES {
             self.latencies.pop_front();
@@ -2447,19 +2479,18 @@ impl Limiter {
             // Where the server tells its clock, the uplinks' own spread: a round trip also
             // holds the server's time to answer and the client's delay in reading the answer
             // (on a busy event loop, most of it), which do not bunch arrivals. Each uplink
-            // sample is within about 3 ms (two headers and the wall clock, each to the
-            // millisecond). Never above the round trips' margin.
+            // sample is within about 2 ms (two headers, each to the millisecond). Never above
+            // the round trips' margin.
             if let Some((lo, hi)) = self.uplinks.range() {
                 let spread = hi.abs_diff(lo);
                 let allowance = spread.saturating_add(spread / 2).saturating_add(8 * MILLISECOND);
                 margin = margin.min(allowance);
             }
             // Until the samples span a whole global window they may all come from one first
-            // burst, whose requests opened their connections and waited on the server's
-            // accept alike: a common delay no spread shows, which the next burst, on open
-            // connections, does not have. It is part of each of their round trips, so until
-            // then the margin covers the fastest of them too.
-            if left_at.saturating_sub(first_left) < self.config.global_window {
+            // burst: the margin also covers the fastest of them (see
+            // [`Limiter::global_margin_at`], which holds that uncapped for the first window's
+            // entries).
+            if left_at.saturating_sub(first_left) < window {
                 margin = margin.max(fastest.saturating_add(5 * MILLISECOND));
             }
             self.global_margin = margin.min(self.config.global_margin_max);
@@ -2829,7 +2860,7 @@ impl Limiter {
                 leased,
             };
             self.reserving_total += 1;
-            let mut reservation = self.reservation(id, counts_global);
+            let mut reservation = self.reservation(now, id, counts_global);
             reservation.global_want = global_want;
             self.outputs.push_back(Output::Reserve(reservation));
             return;
@@ -2913,7 +2944,7 @@ impl Limiter {
     /// When the identity's global budget has room again, or `None` if it has room now.
     fn global_wait(&mut self, now: Nanos, iid: Iid) -> Option<Nanos> {
         let limit = share_of(self.config.global_limit, self.outage_share()) as usize;
-        let span = self.config.global_window.saturating_add(self.global_margin);
+        let span = self.config.global_window.saturating_add(self.global_margin_at(now));
         let ident = &mut self.identities[iid];
         if ident.paused_until > now {
             return Some(ident.paused_until);
@@ -3010,7 +3041,7 @@ impl Limiter {
         if limit == 0 {
             return t;
         }
-        let span = self.config.global_window.saturating_add(self.global_margin);
+        let span = self.config.global_window.saturating_add(self.global_margin_at(now));
         // `sends` is in send order, so the recent ones are a suffix.
         let old = ident.sends.iter().take_while(|&&s| s.saturating_add(span) <= now).count();
         let recent = ident.sends.len() - old;
@@ -3197,6 +3228,15 @@ impl Uplinks {
             None => 0,
         }
     }
+}
+
+/// The first global window, for [`Limiter::global_margin_at`]: when the first answered request
+/// left, and the fastest round trip (from when it left) of the requests that left within a
+/// global window of it.
+#[derive(Debug, Clone, Copy)]
+struct FirstWindow {
+    start: Nanos,
+    fastest: Nanos,
 }
 
 /// This process's part of `limit` when `share` processes split it (a fail-open store outage

@@ -1797,3 +1797,27 @@ fn e2e_a_shared_scope_limit_below_the_bucket_is_learned() {
     }
 }
 
+
+#[test]
+fn e2e_global_limit_holds_when_the_first_burst_takes_longer_than_the_margins_cap() {
+    // As above, but the connections take 300 ms to open and the driver does not report when
+    // requests leave: the first burst reaches the server 300 ms after its `Send`s, more than
+    // `global_margin_max` (250 ms). The first window's margin covers the first burst's fastest
+    // round trip uncapped (it was capped like the learned margin, and every seed then took
+    // 50 global 429s: the whole second burst inside the first window).
+    for seed in 0..8 {
+        let report = global_cap_400(
+            SimConfig::default()
+                .seed(seed)
+                .latency(Latency::jittered(10 * MILLISECOND, MILLISECOND), Latency::jittered(10 * MILLISECOND, MILLISECOND))
+                .connect(300 * MILLISECOND)
+                .dispatch(Latency::jittered(0, 50 * MILLISECOND), false),
+        );
+        check_common(&report);
+        assert!(report.all_succeeded());
+        assert_eq!(report.count(ServerOutcome::GlobalLimited), 0, "seed {seed}");
+        // Eight windows: the bound is 7 s plus the first burst's 350 ms; the first window's
+        // floor and the margin learned from the unreported round trips widen them.
+        assert!(report.makespan() <= 10 * SECOND, "seed {seed}: {}", report.makespan());
+    }
+}
