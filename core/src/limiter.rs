@@ -167,6 +167,8 @@ pub struct Limiter {
     /// Shared mode: round trips of recent reservations, for the margin passed to the store.
     reservation_latencies: VecDeque<Nanos>,
     reservation_samples: u64,
+    /// The fastest and slowest reservation round trip ever seen.
+    reservation_extremes: Option<(Nanos, Nanos)>,
     reservation_margin: Nanos,
     /// No request goes out before this (a Cloudflare-style ban).
     edge_until: Nanos,
@@ -178,6 +180,9 @@ pub struct Limiter {
     latencies: VecDeque<(Nanos, Nanos)>,
     /// Round trips seen so far (for recomputing the margin every few samples).
     latency_samples: u64,
+    /// The fastest and slowest round trip (from when the request left) ever seen: one outside
+    /// them recomputes the margin at once (see [`Limiter::learn_latency`]).
+    latency_extremes: Option<(Nanos, Nanos)>,
     /// Uplink delays up to a constant, where the server tells its clock (see [`Uplinks`]).
     uplinks: Uplinks,
     /// The first global window's floor on the global margin (see
@@ -564,6 +569,7 @@ impl Limiter {
             store_step: 0,
             store_processes: 1,
             reservation_latencies: VecDeque::new(),
+            reservation_extremes: None,
             reservation_samples: 0,
             reservation_margin: 0,
             edge_until: 0,
@@ -571,6 +577,7 @@ impl Limiter {
             gate_wake: None,
             latencies: VecDeque::new(),
             latency_samples: 0,
+            latency_extremes: None,
             uplinks: Uplinks::default(),
             first_window: None,
             global_margin: margin,
@@ -762,6 +769,7 @@ impl Limiter {
         let info = headers::parse(self.config.profile, response);
         let round_trip = now.saturating_sub(sent_at.left_at);
         let mut answer_lead = 0;
+        let mut uplink_widens = false;
         if let Some(server_ms) = info.server_time_ms {
             // The server's clock at its answer less this process's monotonic clock when the
             // request left: its uplink (and the server's time to stamp the answer) up to a
@@ -769,11 +777,16 @@ impl Limiter {
             // stepped.
             let offset = i128::from(server_ms) * i128::from(MILLISECOND) - i128::from(sent_at.left_at);
             if let Ok(offset) = i64::try_from(offset) {
-                self.uplinks.push(offset, sent_at.alone);
+                uplink_widens = self.uplinks.push(offset, round_trip, sent_at.alone);
                 answer_lead = self.uplinks.lead(offset, round_trip);
             }
         }
-        self.learn_latency(now.saturating_sub(sent_at.sent_at), now.saturating_sub(sent_at.left_at), sent_at.left_at);
+        self.learn_latency(
+            now.saturating_sub(sent_at.sent_at),
+            now.saturating_sub(sent_at.left_at),
+            sent_at.left_at,
+            uplink_widens,
+        );
 
         let sent_in = self.requests[&id].qid;
         {
@@ -1513,12 +1526,16 @@ impl Limiter {
     /// samples are in (the floor is already in the global margin).
     fn learn_reservation_latency(&mut self, latency: Nanos) {
         const SAMPLES: usize = 256;
+        // A sample outside all seen before widens the margin at once (see learn_latency).
+        let widens = widen(&mut self.reservation_extremes, latency);
         self.reservation_latencies.push_back(latency);
         if self.reservation_latencies.len() > SAMPLES {
             self.reservation_latencies.pop_front();
         }
         self.reservation_samples = self.reservation_samples.wrapping_add(1);
-        if self.reservation_latencies.len() >= 16 && self.reservation_samples.is_multiple_of(16) {
+        if self.reservation_latencies.len() >= 16
+            && (widens || self.reservation_samples.is_multiple_of(16))
+        {
             let min = self.reservation_latencies.iter().copied().min().unwrap_or(0);
             let max = self.reservation_latencies.iter().copied().max().unwrap_or(0);
             let spread = max - min;
@@ -2457,7 +2474,7 @@ impl Limiter {
     ///
     /// `from_send` counts from the [`Output::Send`] (the lead below), `from_left` from the
     /// transport's report that the request left (the same when the driver does not report).
-    fn learn_latency(&mut self, from_send: Nanos, from_left: Nanos, left_at: Nanos) {
+    fn learn_latency(&mut self, from_send: Nanos, from_left: Nanos, left_at: Nanos, uplink_widens: bool) {
         const SAMPLES: usize = 256;
         let window = self.config.global_window;
         let first = self.first_window.get_or_insert(FirstWindow { start: left_at, fastest: from_left });
@@ -2470,8 +2487,12 @@ impl Limiter {
             self.latencies.pop_front();
         }
         self.latency_samples = self.latency_samples.wrapping_add(1);
-        // The spread is recomputed every 16 samples: it moves slowly, and the scan is 256 long.
-        if self.latencies.len() >= 16 && self.latency_samples.is_multiple_of(16) {
+        // The spread is recomputed every 16 samples (it moves slowly, and the scan is 256
+        // long), and at once when a round trip or an uplink falls outside all seen before: a
+        // margin from 16 bunched samples held for 16 more let a request 2 ms inside a global
+        // window when a slow arrival and a fast one followed (random seed, regression file).
+        let widens = widen(&mut self.latency_extremes, from_left) | uplink_widens;
+        if self.latencies.len() >= 16 && (widens || self.latency_samples.is_multiple_of(16)) {
             let mut sorted: Vec<Nanos> = self.latencies.iter().map(|&(_, left)| left).collect();
             sorted.sort_unstable();
             let (fastest, spread) = (sorted[0], sorted[sorted.len() - 1] - sorted[0]);
@@ -3146,8 +3167,9 @@ struct Flight {
 /// count a request when it stamps its answer's headers.
 #[derive(Debug, Default)]
 struct Uplinks {
-    /// The last [`Uplinks::KEEP`] samples, oldest first.
-    samples: VecDeque<i64>,
+    /// The last [`Uplinks::KEEP`] samples, oldest first, each with its round trip (from when
+    /// the request left).
+    samples: VecDeque<(i64, Nanos)>,
     seen: u64,
     /// Samples among `samples` of requests sent alone.
     alone: u32,
@@ -3156,6 +3178,8 @@ struct Uplinks {
     /// The fastest sample and the allowance for the next request's uplink, once the samples
     /// can bound it (see [`Uplinks::lead`]).
     bound: Option<(i64, Nanos)>,
+    /// The fastest and slowest sample ever seen.
+    extremes: Option<(i64, i64)>,
 }
 
 impl Uplinks {
@@ -3168,8 +3192,15 @@ impl Uplinks {
     /// (each is two headers rounded to the millisecond).
     const READING: Nanos = 2 * MILLISECOND;
 
-    fn push(&mut self, offset: i64, alone: bool) {
-        self.samples.push_back(offset);
+    /// Takes a sample; whether it falls outside all samples seen before.
+    fn push(&mut self, offset: i64, round_trip: Nanos, alone: bool) -> bool {
+        let widens = widen(&mut self.extremes, offset);
+        self.take(offset, round_trip, alone);
+        widens
+    }
+
+    fn take(&mut self, offset: i64, round_trip: Nanos, alone: bool) {
+        self.samples.push_back((offset, round_trip));
         self.alone_flags.push_back(alone);
         self.alone += u32::from(alone);
         if self.samples.len() > Self::KEEP {
@@ -3192,14 +3223,25 @@ impl Uplinks {
             }
             return;
         }
-        let mut sorted: Vec<i64> = self.samples.iter().copied().collect();
+        let mut sorted: Vec<i64> = self.samples.iter().map(|&(offset, _)| offset).collect();
         sorted.sort_unstable();
         let (lo, p90) = (sorted[0], sorted[(n - 1) * 9 / 10]);
-        // The next request's uplink may be faster than the fastest seen; by how much, the
-        // spread of the fastest nine tenths tells, the less surely the fewer they are: 2x that
-        // spread at 8 samples, 1x at 16, 0.5x from 32 on.
+        let fastest_trip = self.samples.iter().map(|&(_, trip)| trip).min().unwrap_or(0);
+        // Only on a steady uplink: the spread of the fastest nine tenths within a tenth of the
+        // fastest round trip. The fastest sample bounds the next uplink only as well as the
+        // samples show the distribution: a few samples bunched at its top (uplinks of 1 to 13
+        // ms, thirteen samples all between 8 and 13: found with a fresh seed, kept in the
+        // regression file) say nothing of the uplinks far below them, and a request timed from
+        // them arrives early.
         let spread = p90.abs_diff(lo);
-        let weighted = spread.saturating_mul(16) / n.min(32) as u64;
+        if spread.saturating_mul(10) > fastest_trip {
+            self.bound = None;
+            return;
+        }
+        // The next request's uplink may be faster than the fastest seen; by how much, the
+        // spread of the fastest nine tenths tells, the less surely the fewer they are: 4x that
+        // spread at 8 samples, 2x at 16, 1x at 32, 0.5x from 64 on.
+        let weighted = spread.saturating_mul(32) / n.min(64) as u64;
         self.bound = Some((lo, Self::READING.saturating_add(weighted)));
     }
 
@@ -3208,7 +3250,7 @@ impl Uplinks {
         if self.samples.len() < 16 {
             return None;
         }
-        Some(self.samples.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &u| (lo.min(u), hi.max(u))))
+        Some(self.samples.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &(u, _)| (lo.min(u), hi.max(u))))
     }
 
     /// How much before the window end it reports (its arrival plus its reset-after) the
@@ -3216,9 +3258,10 @@ impl Uplinks {
     /// request go: that round trip less its uplink's excess over the fastest is the time from
     /// the server's answer until it was read, plus the fastest uplink; less the allowance for
     /// the next request's uplink. 0 until [`Uplinks::LEAD_MIN`] samples are in, of which
-    /// [`Uplinks::LEAD_MIN_ALONE`] from requests sent alone: the trips of a burst share
-    /// delays (connections opening, the server's accept queue) that make all its uplinks look
-    /// alike and slow, and a request sent later on a quiet link is faster than all of them.
+    /// [`Uplinks::LEAD_MIN_ALONE`] from requests sent alone (the trips of a burst share
+    /// delays, connections opening, the server's accept queue, that make all its uplinks look
+    /// alike and slow, and a request sent later on a quiet link is faster than all of them),
+    /// and 0 while the uplinks are unsteady (see [`Uplinks::push`]).
     fn lead(&self, offset: i64, round_trip: Nanos) -> Nanos {
         match self.bound {
             Some((lo, allowance)) => {
@@ -3245,6 +3288,21 @@ struct FirstWindow {
 /// when the limit is below the process count). `0` (no limit) stays 0.
 fn share_of(limit: u32, share: u32) -> u32 {
     if share > 1 && limit > 0 { (limit / share).max(1) } else { limit }
+}
+
+/// Widens `extremes` to take `sample`; whether it had to (a sample outside all before).
+fn widen<T: Ord + Copy>(extremes: &mut Option<(T, T)>, sample: T) -> bool {
+    match extremes {
+        Some((lo, hi)) if (*lo..=*hi).contains(&sample) => false,
+        Some((lo, hi)) => {
+            (*lo, *hi) = ((*lo).min(sample), (*hi).max(sample));
+            true
+        }
+        None => {
+            *extremes = Some((sample, sample));
+            true
+        }
+    }
 }
 
 /// Whether any of `ids` is reserving (shared mode).
