@@ -371,6 +371,16 @@ impl SharedStore for InRedis {
         self.calls += 1;
         self.store.record_at(&mut self.con, now, client, update).expect("record in Redis")
     }
+    /// A restart without persistence: every key of the namespace goes (its expiry index too).
+    fn clear(&mut self) {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{}*", glob_escape(self.store.prefix())))
+            .query(&mut self.con)
+            .expect("KEYS");
+        if !keys.is_empty() {
+            let _: () = redis::cmd("DEL").arg(&keys).query(&mut self.con).expect("DEL");
+        }
+    }
 }
 
 fn shared_config(policy: OnUnavailable) -> Config {

@@ -335,6 +335,9 @@ pub trait SharedStore: std::fmt::Debug + Send + Sync {
     fn reserve(&mut self, now: Nanos, client: &str, reservation: &Reservation) -> ReservationAnswer;
     /// The contract's `record`.
     fn record(&mut self, now: Nanos, client: &str, update: &SharedUpdate);
+    /// Forgets everything, as a store restarted without persistence does (the simulator's
+    /// [`StoreLink::restart`](crate::sim::StoreLink::restart)).
+    fn clear(&mut self);
 }
 
 impl SharedStore for MemoryStore {
@@ -343,6 +346,9 @@ impl SharedStore for MemoryStore {
     }
     fn record(&mut self, now: Nanos, client: &str, update: &SharedUpdate) {
         MemoryStore::record(self, now, client, update)
+    }
+    fn clear(&mut self) {
+        MemoryStore::clear(self)
     }
 }
 

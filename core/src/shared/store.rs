@@ -193,6 +193,20 @@ impl MemoryStore {
         }
     }
 
+    /// Forgets every key, keeping the settings and the clock: a store restarted without
+    /// persistence (Redis killed and started again empty).
+    pub fn clear(&mut self) {
+        let (now, ops) = (self.now, self.ops);
+        *self = MemoryStore {
+            lease: self.lease,
+            pioneer_poll: self.pioneer_poll,
+            state_ttl: self.state_ttl,
+            ..MemoryStore::new(&SharedConfig::default())
+        };
+        self.now = now;
+        self.ops = ops;
+    }
+
     /// How many keys are live at `now` (what `DBSIZE` would count in the namespace), for tests
     /// of expiry.
     pub fn keys(&self, now: Nanos) -> usize {
