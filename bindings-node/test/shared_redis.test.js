@@ -364,7 +364,7 @@ test('RedisStore options: camelCase in ms, checked with InvalidConfigError', () 
   }
   const store = new RedisStore(client, { onUnavailable: 'fail_closed', timeout: 50, lease: 20_000, pioneerPoll: 40, stateTtl: 60_000, retryBase: 10, retryMax: 2000 })
   assert.deepEqual(store.coreSettings(), {
-    on_unavailable: 'fail_closed', lease_ns: 20_000 * MS, pioneer_poll_ns: 40 * MS, state_ttl_ns: 60_000 * MS, retry_base_ns: 10 * MS, retry_max_ns: 2000 * MS,
+    on_unavailable: 'fail_closed', global_lease: true, lease_ns: 20_000 * MS, pioneer_poll_ns: 40 * MS, state_ttl_ns: 60_000 * MS, retry_base_ns: 10 * MS, retry_max_ns: 2000 * MS,
   })
   assert.equal(store.timeout, 50)
   assert.equal(store.prefix, '{ratelane}:')

@@ -98,12 +98,14 @@ test('redis store: reservations and updates become the script\'s ARGV, the prefi
   assert.deepEqual(client.commands, [
     ['EVALSHA', sha, '1', '{t}:', 'batch', ...common,
       '12', 'record', 'bucket', '7', 'bot', 'POST /channels/:id/messages', '1', '=h', '0', '5', '4', '1000000000', '',
-      '12', 'reserve', '7', 'bot', 'POST /channels/:id/messages', '1', '', '1', '50', '1100000000', '100000000', '10000', '600000000000'],
+      '13', 'reserve', '7', 'bot', 'POST /channels/:id/messages', '1', '', '1', '50', '1100000000', '100000000', '10000', '600000000000',
+      '1'],
   ])
   // Alone, an operation is its own call.
   assert.deepEqual(await store.reserve(RESERVATION), { answer: 'granted' })
   assert.deepEqual(client.commands[1],
-    ['EVALSHA', sha, '1', '{t}:', 'reserve', ...common, '7', 'bot', 'POST /channels/:id/messages', '1', '', '1', '50', '1100000000', '100000000', '10000', '600000000000'])
+    ['EVALSHA', sha, '1', '{t}:', 'reserve', ...common, '7', 'bot', 'POST /channels/:id/messages', '1', '', '1', '50', '1100000000', '100000000', '10000', '600000000000',
+      '1'])
   const { recordArgs, parseAnswer } = make()
   assert.deepEqual(recordArgs({ kind: 'hold', scope: 'global', identity: 'bot', route: 'r', major: '', bucket: null, retryAfterNs: 5 }),
     ['hold', 'global', 'bot', 'r', '', '', '5'])
@@ -115,7 +117,9 @@ test('redis store: reservations and updates become the script\'s ARGV, the prefi
   // The live-process count the script adds (absent from a script of an earlier version).
   assert.deepEqual(parseAnswer(['granted', 3]), { answer: 'granted', processes: 3 })
   assert.deepEqual(parseAnswer(['denied', 1500, 'bucket', 2]), { answer: 'denied', retryAfterNs: 1500000, scope: 'bucket', processes: 2 })
-  for (const bad of [[], ['granted', -1], ['granted', 1, 1], ['denied', 1, 'bucket', -1], ['denied', -1, 'bucket'], ['denied', 1.5, 'bucket'], 'granted', null]) {
+  // And a grant's lease count (`leased`).
+  assert.deepEqual(parseAnswer(['granted', 3, 2]), { answer: 'granted', processes: 3, leased: 2 })
+  for (const bad of [[], ['granted', -1], ['granted', 1, -1], ['granted', 1, 1, 1], ['denied', 1, 'bucket', -1], ['denied', -1, 'bucket'], ['denied', 1.5, 'bucket'], 'granted', null]) {
     assert.throws(() => parseAnswer(bad), /unexpected reply/)
   }
 })
@@ -231,7 +235,7 @@ test('redis store: options in ms become the core\'s settings; bad ones are Inval
   const client = new FakeClient()
   const store = new RedisStore(client, { onUnavailable: 'fail_closed', retryBase: 10, retryMax: 200, lease: 1000, pioneerPoll: 20, stateTtl: 5000, timeout: 30, clientName: 'w1' })
   assert.deepEqual(store.coreSettings(), {
-    on_unavailable: 'fail_closed', retry_base_ns: 10e6, retry_max_ns: 200e6, lease_ns: 1000e6, pioneer_poll_ns: 20e6, state_ttl_ns: 5000e6,
+    on_unavailable: 'fail_closed', global_lease: true, retry_base_ns: 10e6, retry_max_ns: 200e6, lease_ns: 1000e6, pioneer_poll_ns: 20e6, state_ttl_ns: 5000e6,
   })
   assert.equal(new RateLimiter({ shared: store }).config.shared.retry_max_ns, 200e6)
   const bad = [
