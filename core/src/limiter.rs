@@ -47,7 +47,10 @@ use crate::route::{Route, route_for};
 use crate::shared::{OnUnavailable, Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 use crate::types::*;
 
+mod outage;
 mod state;
+
+use outage::{Recovery, SendLog};
 
 /// When a request is expected to be sent (see [`Limiter::predict`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +166,12 @@ pub struct Limiter {
     store_step: u32,
     /// Shared mode: how many live processes the store counted in its last answer (1 until it
     /// says). While the store is down, a fail-open process runs on this share of the limits.
+    /// Kept as it was from the outage until its recovery ends.
     store_processes: u32,
+    /// Shared mode: when the store was last marked down (the outage began for this process).
+    store_down_since: Nanos,
+    /// Shared mode: after an outage, until every process is back (see [`Recovery`]).
+    recovery: Option<Recovery>,
     /// Shared mode: round trips of recent reservations, for the margin passed to the store.
     reservation_latencies: VecDeque<Nanos>,
     reservation_samples: u64,
@@ -220,6 +228,8 @@ enum Timer {
     Deadline(RequestId),
     /// The edge ban or the invalid-request budget lets requests through again.
     Gate,
+    /// Shared mode: the recovery after a store outage ends at the latest.
+    Recovery,
 }
 
 #[derive(Debug)]
@@ -268,6 +278,10 @@ enum ReqState {
         /// It spends a leased global token, which must be sent by then (its reservation does
         /// not count globally at the store).
         leased: Option<Nanos>,
+        /// It carried the identity's [`SendLog`] (after an outage), as of this mark.
+        reported: Option<u64>,
+        /// It asked for the processes back since the outage (`processes_since`).
+        asked_since: bool,
     },
     InFlight {
         sent_at: Nanos,
@@ -447,6 +461,8 @@ impl Bucket {
 struct Orphan {
     /// The outage step its reservation was emitted in.
     step: u32,
+    /// Its reservation asked for the processes back since the outage.
+    asked_since: bool,
     identity: String,
     route: String,
     major: String,
@@ -468,6 +484,8 @@ struct Identity {
     queued: usize,
     /// Shared mode: the global lease (see [`crate::shared`], "Leases").
     lease: Lease,
+    /// Shared mode: the sends a store may not count, for after an outage.
+    send_log: SendLog,
 }
 
 /// Shared mode: global tokens the store leased to this process for one identity.
@@ -548,6 +566,8 @@ impl Limiter {
             store_failures: 0,
             store_step: 0,
             store_processes: 1,
+            store_down_since: 0,
+            recovery: None,
             reservation_latencies: VecDeque::new(),
             reservation_samples: 0,
             reservation_margin: 0,
@@ -912,15 +932,11 @@ impl Limiter {
         answer: ReservationAnswer,
     ) -> Result<(), Error> {
         let now = self.advance(now);
-        if let Some(n) = answer.processes() {
-            // Bad input (0) reads as this process alone; a huge count leaves at least one
-            // request per window (see `share_of`).
-            self.store_processes = n.max(1);
-        }
+        let processes = answer.processes();
         if let Some(orphan) = self.orphans.remove(&id) {
             match answer {
                 ReservationAnswer::Granted { .. } => {
-                    self.store_answered();
+                    self.store_answered(now, processes, orphan.asked_since);
                     self.outputs.push_back(Output::Share(SharedUpdate::Release {
                         id,
                         identity: orphan.identity,
@@ -931,14 +947,23 @@ impl Limiter {
                         window: None,
                     }));
                 }
-                ReservationAnswer::Denied { .. } => self.store_answered(),
+                ReservationAnswer::Denied { .. } => self.store_answered(now, processes, orphan.asked_since),
                 ReservationAnswer::Unavailable => self.store_unavailable(now, id, orphan.step),
             }
             self.pump(now);
             return Ok(());
         }
         let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
-        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at, leased } = req.state
+        let ReqState::Reserving {
+            since,
+            step,
+            window_seq,
+            window_epoch,
+            global_at,
+            leased,
+            reported,
+            asked_since,
+        } = req.state
         else {
             return Err(Error::InvalidState { id, expected: "reserving" });
         };
@@ -946,16 +971,23 @@ impl Limiter {
         let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since };
         self.reserving_total -= 1;
         self.req_mut(id).state = ReqState::Answered;
-        self.learn_reservation_latency(now.saturating_sub(since));
+        if answer != ReservationAnswer::Unavailable {
+            // A driver's timeout is not a round trip: an outage must not widen the margin.
+            self.learn_reservation_latency(now.saturating_sub(since));
+            if let Some(mark) = reported {
+                // The store counted what this identity sent without it.
+                self.identities[iid].send_log.counted(mark);
+            }
+        }
         let lease = if let ReservationAnswer::Granted { leased, .. } = answer { leased } else { 0 };
         self.lease_answered(now, iid, id, lease);
         match answer {
             ReservationAnswer::Granted { .. } => {
-                self.store_answered();
+                self.store_answered(now, processes, asked_since);
                 self.grant(now, qid, id, flight);
             }
             ReservationAnswer::Denied { retry_after, scope, .. } => {
-                self.store_answered();
+                self.store_answered(now, processes, asked_since);
                 self.unspend_lease(now, iid, leased);
                 self.unreserve(qid, id, flight);
                 self.hold(now, id, qid, scope, retry_after.max(MILLISECOND));
@@ -1110,6 +1142,7 @@ impl Limiter {
             unauthorized: false,
             queued: 0,
             lease: Lease::default(),
+            send_log: SendLog::default(),
         });
         self.identity_index.insert(name.to_string(), iid);
         iid
@@ -1249,6 +1282,7 @@ impl Limiter {
     /// Moves one entry of the identity's global log from `old` to `new`, keeping the log in
     /// time order.
     fn restamp_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
+        self.identities[iid].send_log.restamp(old, new);
         self.drop_global_entry(iid, old);
         let sends = &mut self.identities[iid].sends;
         let pos = sends.partition_point(|&t| t <= new);
@@ -1465,6 +1499,10 @@ impl Limiter {
             margin,
             invalid_limit: if c.invalid_request_limit > 0 { c.invalid_request_stop_at } else { 0 },
             invalid_window: c.invalid_request_window,
+            processes_since: None,
+            reporting: false,
+            unrecorded: Vec::new(),
+            granted: Vec::new(),
         }
     }
 
@@ -1520,6 +1558,10 @@ impl Limiter {
             self.restamp_global(iid, old, now);
             now
         });
+        if global_at.is_some() {
+            let keep = self.report_horizon();
+            self.identities[iid].send_log.granted(now, keep);
+        }
         let q = self.queue_mut(qid);
         q.last_active = now;
         let b = &mut q.bucket;
@@ -1617,12 +1659,14 @@ impl Limiter {
     /// global token go back, and the late answer will be ignored.
     fn abandon_reservation(&mut self, id: RequestId) {
         let r = self.req(id);
-        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at, leased } = r.state else {
+        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at, leased, asked_since, .. } = r.state
+        else {
             return;
         };
         let (qid, iid) = (r.qid, r.identity);
         let orphan = Orphan {
             step,
+            asked_since,
             identity: self.identities[r.identity].name.clone(),
             route: r.shared_route().to_string(),
             major: r.major.clone(),
@@ -1669,28 +1713,81 @@ impl Limiter {
         }
     }
 
-    fn store_answered(&mut self) {
+    /// The store answered (granted or denied) a reservation: an outage ends, and a recovery
+    /// begins; `processes` is its count of processes, back since the outage began when the
+    /// reservation asked (`asked_since`).
+    fn store_answered(&mut self, now: Nanos, processes: Option<u32>, asked_since: bool) {
         if self.store_down {
             let share = self.outage_share();
             self.store_down = false;
             self.store_failures = 0;
             self.outputs.push_back(Output::Observe(Observation::StoreRecovered));
-            if share > 1 {
+            self.begin_recovery(now);
+            if self.outage_share() != share {
                 self.share_changed();
             }
         }
+        match processes {
+            // Every process counted before the outage has reserved since it began, not
+            // reporting, so it told the store what it sent meanwhile: the store decides alone
+            // again.
+            Some(n) if asked_since && self.recovery.is_some_and(|r| n >= r.processes) => self.end_recovery(),
+            Some(_) if asked_since => {}
+            // Bad input (0) reads as this process alone; a huge count leaves at least one
+            // request per window (see `share_of`). The count before an outage is kept until its
+            // recovery ends.
+            Some(n) if self.recovery.is_none() => self.store_processes = n.max(1),
+            _ => {}
+        }
     }
 
-    /// While the store is down and the policy is fail-open: the live processes the store last
-    /// counted, whose limits this process shares (1 otherwise: the store decides, or nothing
-    /// is sent).
+    /// The outage is over: until every process the store counted before it is back, or until
+    /// nothing it may not know of can still be in a server's global window, this process keeps
+    /// to its share of the limits (see [`crate::shared`], "After an outage"). Fail-open: the
+    /// others may still be sending on their shares without the store for up to a probe pause
+    /// (at most `retry_max`, plus the driver's timeout, taken as at most `retry_max` too), then
+    /// one global window. Fail-closed: nobody sent without the store, but a store that lost its
+    /// state lacks the grants made before the outage, for one global window after it began.
+    fn begin_recovery(&mut self, now: Nanos) {
+        let Some(shared) = &self.config.shared else { return };
+        let span = self.report_horizon();
+        let until = match shared.on_unavailable {
+            OnUnavailable::FailOpen => now.saturating_add(shared.retry_max.saturating_mul(2)).saturating_add(span),
+            OnUnavailable::FailClosed => self.store_down_since.saturating_add(span),
+        };
+        if self.store_processes <= 1 || until <= now {
+            self.recovery = None;
+            return;
+        }
+        self.recovery = Some(Recovery { processes: self.store_processes, until });
+        self.timers.push(Reverse((until, Timer::Recovery)));
+    }
+
+    /// The recovery after an outage ends: the whole limits apply again.
+    fn end_recovery(&mut self) {
+        let share = self.outage_share();
+        self.recovery = None;
+        if self.outage_share() != share {
+            self.share_changed();
+        }
+    }
+
+    /// How far back a process reports its sends after an outage: the longest global window a
+    /// reservation passes (the window plus the largest margin).
+    fn report_horizon(&self) -> Nanos {
+        self.config.global_window.saturating_add(self.config.global_margin_max)
+    }
+
+    /// The live processes the store last counted, whose limits this process shares while the
+    /// store is down and the policy is fail-open, and during the recovery after an outage (1
+    /// otherwise: the store decides, or nothing is sent).
     fn outage_share(&self) -> u32 {
         let fail_open = self
             .config
             .shared
             .as_ref()
             .is_some_and(|s| s.on_unavailable == OnUnavailable::FailOpen);
-        if self.store_down && fail_open { self.store_processes } else { 1 }
+        if (self.store_down && fail_open) || self.recovery.is_some() { self.store_processes } else { 1 }
     }
 
     /// The limits changed (a fail-open outage began or ended with several processes): every
@@ -1721,8 +1818,19 @@ impl Limiter {
             .min(shared.retry_max);
         self.store_retry_at = now.saturating_add(pause);
         let was_down = self.store_down;
+        let share = self.outage_share();
         self.store_down = true;
-        if !was_down && self.outage_share() > 1 {
+        if !was_down {
+            // The store may lose what it knew (a restart without persistence): each identity's
+            // next reservation tells it what this process sent.
+            self.store_down_since = now;
+            if self.config.global_limit > 0 {
+                for ident in &mut self.identities {
+                    ident.send_log.mark_pending();
+                }
+            }
+        }
+        if self.outage_share() != share {
             self.share_changed();
         }
         self.outputs.push_back(Output::Observe(Observation::StoreUnavailable {
@@ -2521,6 +2629,11 @@ impl Limiter {
                         self.gate_wake = None;
                     }
                 }
+                Timer::Recovery => {
+                    if self.recovery.is_some_and(|r| r.until <= t) {
+                        self.end_recovery();
+                    }
+                }
             }
         }
     }
@@ -2793,6 +2906,21 @@ impl Limiter {
         if self.config.shared.is_some() && self.should_reserve(now) {
             let iid = self.req(id).identity;
             let (counts_global, global_want, leased) = self.global_ask(now, iid, id, flight.global_at.is_some());
+            let mut reservation = self.reservation(id, counts_global);
+            reservation.global_want = global_want;
+            // After an outage: how many processes are back, and what the store may not count.
+            let asked_since = self.store_down || self.recovery.is_some();
+            if asked_since {
+                reservation.processes_since = Some(now.saturating_sub(self.store_down_since));
+            }
+            let keep = self.report_horizon();
+            let log = &mut self.identities[iid].send_log;
+            let reported = log.is_pending(now, keep).then(|| log.mark());
+            if reported.is_some() {
+                (reservation.unrecorded, reservation.granted) = log.ages(now, keep);
+            }
+            // Not back until no identity has anything left to report.
+            reservation.reporting = self.identities.iter_mut().any(|ident| ident.send_log.is_pending(now, keep));
             self.req_mut(id).state = ReqState::Reserving {
                 since: now,
                 step: self.store_step,
@@ -2800,12 +2928,17 @@ impl Limiter {
                 window_epoch: flight.window_epoch,
                 global_at: flight.global_at,
                 leased,
+                reported,
+                asked_since,
             };
             self.reserving_total += 1;
-            let mut reservation = self.reservation(id, counts_global);
-            reservation.global_want = global_want;
             self.outputs.push_back(Output::Reserve(reservation));
             return;
+        }
+        if self.config.shared.is_some() && flight.global_at.is_some() {
+            // Fail-open while the store is down: a send the store never sees.
+            let (iid, keep) = (self.req(id).identity, self.report_horizon());
+            self.identities[iid].send_log.unrecorded(now, keep);
         }
         let state = ReqState::InFlight {
             sent_at: now,
@@ -3018,6 +3151,7 @@ impl Limiter {
                         r.state == ReqState::Queued && r.deadline.map(|d| d.saturating_add(1)) == Some(t)
                     }),
                 Timer::Gate => self.gate_wake == Some(t),
+                Timer::Recovery => self.recovery.is_some_and(|r| r.until == t),
             };
             if live {
                 break;

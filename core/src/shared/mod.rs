@@ -51,6 +51,9 @@
 //!     on. [`Observation::StoreUnavailable`](crate::Observation::StoreUnavailable) is emitted
 //!     once per step, and [`Observation::StoreRecovered`](crate::Observation::StoreRecovered)
 //!     once at the end. A fail-closed hold always comes with a `WaitUntil`, so nothing hangs.
+//!     What the store may have missed meanwhile (the sends made without it, the grants a
+//!     restarted store lost) it is told when it answers again, and the processes keep to their
+//!     shares until all of them are back: see "After an outage".
 //! * After a response to a request sent in shared mode, the core emits
 //!   [`Output::Share`](crate::Output::Share) with a [`SharedUpdate::Bucket`] report (whatever the
 //!   status), plus a [`SharedUpdate::Hold`] for a 429 (scope global, bucket for `shared` and
@@ -126,6 +129,54 @@
 //! last `lease`, is not counted). A request that meets a 429 anyway is retried like any other
 //! (within `max_rate_limit_retries` and its deadline) and ends in exactly one outcome.
 //!
+//! # After an outage
+//!
+//! When the store answers again it may lack two things: the sends the fail-open processes made
+//! without a reservation (it never saw them), and, if it lost its state (Redis restarted
+//! without persistence comes back **empty**), the grants it had made, sends still in the
+//! server's global window. Granting a whole window then would overshoot the server's window by
+//! as much (the benchmark's 79-168 global 429s at K = 4 before this). So:
+//!
+//! * **Each process tells the store what it sent.** From the moment the store is marked down
+//!   (and with every send made without a reservation), each identity's next reservation carries
+//!   how long ago this process made its sends of the identity's global budget within the
+//!   longest global window (`global_window + global_margin_max`): [`Reservation::unrecorded`]
+//!   for those made without a reservation, [`Reservation::granted`] for those the store granted.
+//!   Durations only: the store stamps them on its own clock (now less the age, so one that
+//!   arrives late counts a little longer, never shorter). The store counts every `unrecorded`
+//!   one, and the `granted` ones only when it does not know the process (it is not among its
+//!   live processes, `procs`: a store that lost its state; one that knows the process has its
+//!   grants already). It replaces the process's earlier report with each new one, so a report
+//!   sent again (its answer lost, or carried by two reservations) counts once. The report stops
+//!   once the store has answered (granted or denied) a reservation that carried it, unless a
+//!   send without a reservation followed it (a fail-open process keeps sending while its probe
+//!   is out). It goes in the reservation itself: no extra round trip, one script call.
+//! * **Each process keeps to its share until every process is back.** Until then another
+//!   process may still be sending without the store, on its share; so after the outage a
+//!   process keeps running on its share of the limits (the limit divided by the processes the
+//!   store counted before the outage), its reservations going to the store as usual. While it
+//!   does, its reservations carry [`Reservation::processes_since`] (the time since its outage
+//!   began) and the store's answer counts only the processes that reserved within that time,
+//!   not `reporting` (a process still reporting marks its reservations
+//!   [`Reservation::reporting`], and the store does not refresh it among the live processes
+//!   until it has nothing left to report). When that count reaches the one before the outage,
+//!   every process has reported what it sent: the whole limits apply again. At the latest the
+//!   share ends, fail-open, `2 x retry_max` plus one global window after the outage ended (a
+//!   process still sending without the store probes it within `retry_max` of its return, taking
+//!   the driver's timeout as shorter than `retry_max`, and what it sent leaves the window one
+//!   window later); fail-closed, one global window after the outage began (nobody sent without
+//!   the store; only the grants a restarted store lost can still be in the window).
+//!
+//! With both, the store's window holds, when the whole limits apply again, every send of the
+//! last window that it granted or was told about, on its own clock, and the bound of "Leases"
+//! holds again. While the share applies, each process's own window bounds it to its share.
+//!
+//! Not covered: a process that did **not** see the outage (none of its reservations failed:
+//! it was idle while the store was down) does not know that a store restarted empty lost its
+//! grants, and neither does the store; what it was granted in the last global window before the
+//! restart is not counted until it leaves the window (at most that process's sends of one
+//! window). Run Redis with persistence (AOF) or a replica if that matters.
+//!
 //! # The store contract
 //!
 //! [`MemoryStore`] is the reference model: a pure in-memory implementation of exactly what the
@@ -159,10 +210,10 @@
 //!
 //! | key | type | content | expires |
 //! |---|---|---|---|
-//! | `P "procs"` | sorted set | one member per process that reserved within the last `lease` (member: `client`, score: the time of its latest `reserve`) | `lease` after the last add |
+//! | `P "procs"` | sorted set | one member per process that reserved within the last `lease`, not `reporting` (member: `client`, score: the time of its latest such `reserve`) | `lease` after the last add |
 //! | `P "edge"` | string | time until which every request is held (a Cloudflare-style ban) | at that time |
 //! | `P "inv"` | sorted set | one member per invalid response (score: its time) | `window` after the last add |
-//! | `P "g|" enc(identity)` | sorted set | one member per global grant, `member ":" now` (score: grant time) | `global_window` after the last grant |
+//! | `P "g|" enc(identity)` | sorted set | one member per global grant, `member ":" now` (score: grant time), and per send a process reported after an outage, `client "!u" k` (unrecorded) or `client "!g" k` (granted), k from 1 (score: now less its age) | `global_window` after the last grant or report |
 //! | `P "gp|" enc(identity)` | string | time until which the identity's global limit is paused | at that time |
 //! | `P "gl|" enc(identity) enc(client)` | sorted set | the `g` members leased to `client` and not yet spent (score: lease time) | `global_window` after the last lease |
 //! | `P "r|" enc(identity) enc(route)` | string | the route's bucket hash; `""`: the route has no bucket | `state_ttl` after the last write |
@@ -191,9 +242,17 @@
 //!
 //! ## `reserve`
 //!
-//! First, **live processes** (always): drop `procs` members with score <= now - `lease`, add
-//! (or move) `client` with score now, expire the key `lease` later; `processes` = its
-//! cardinality, given with every answer. Then the checks run in this order; the first that
+//! First, **live processes** (always): `known` = whether `client` is a `procs` member with
+//! score > now - `lease`; drop `procs` members with score <= now - `lease`; unless the
+//! reservation is `reporting`, add (or move) `client` with score now and expire the key
+//! `lease` later; `processes` = the cardinality of `procs` (0 if it does not exist), or with
+//! `processes_since` the number of members with score >= now - `processes_since`, given with
+//! every answer. Then, also always, the **report** (if `global_limit > 0`): if `unrecorded` is
+//! not empty, remove from `g` the members named `client "!u"` followed by digits only, then add
+//! `client "!u" k` with score max(now - age, 0) for the k-th age (k from 1); the same for
+//! `granted` (`"!g"`) if not `known`; after either, expire `g` at the later of its expiry and
+//! now + `global_window` (the ages are rounded down to whole microseconds in the script, so the
+//! stamps err later). Then the checks run in this order; the first that
 //! fails answers `Denied { retry_after, scope, processes }` **and changes nothing** but a
 //! bucket roll (a pure function of time, kept) and `procs`. If none fails, the grant is
 //! committed (step 7) and the answer is `Granted { processes, leased }`.
@@ -355,7 +414,9 @@ impl SharedStore for MemoryStore {
 use crate::types::{MILLISECOND, Nanos, RequestId, SECOND};
 
 /// What a limiter in shared mode does when the store cannot answer
-/// ([`ReservationAnswer::Unavailable`]).
+/// ([`ReservationAnswer::Unavailable`]). Either way, when the store answers again it is told
+/// what it may have missed, and the process keeps to its share until every process is back
+/// (see [`crate::shared`], "After an outage").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
@@ -501,6 +562,55 @@ pub struct Reservation {
     /// The invalid-request window.
     #[cfg_attr(feature = "serde", serde(rename = "invalid_window_ns"))]
     pub invalid_window: Nanos,
+    /// Only while this process recovers from a store outage: count in the answer's
+    /// `processes` only the processes that reserved within this long (the time since this
+    /// process's outage began), so that it knows when every process is back (see "After an
+    /// outage"). `None`: the live processes, as usual.
+    #[cfg_attr(feature = "serde", serde(rename = "processes_since_ns", default, skip_serializing_if = "Option::is_none"))]
+    pub processes_since: Option<Nanos>,
+    /// Only after a store outage: this process still has sends the store may not count (of
+    /// this identity or another), so it is not *back* yet: the store does not refresh its
+    /// entry among the live processes (`procs`), and other processes' `processes_since` counts
+    /// do not count it until it reserves without this flag.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "std::ops::Not::not"))]
+    pub reporting: bool,
+    /// Only after a store outage, until the store has answered one reservation that carried
+    /// them: how long ago (at this reservation) this process made the identity's sends that
+    /// counted against its global limit **without** a reservation (fail-open while the store
+    /// was down), within the longest global window. The store never counted them; it counts
+    /// them now, as of those times on its own clock (see "After an outage").
+    #[cfg_attr(feature = "serde", serde(rename = "unrecorded_ns", default, skip_serializing_if = "Vec::is_empty"))]
+    pub unrecorded: Vec<Nanos>,
+    /// Like `unrecorded`, for the sends the store granted: a store that does not know this
+    /// process (it lost its state: a restart without persistence) counts them; one that knows
+    /// it has them already and ignores these.
+    #[cfg_attr(feature = "serde", serde(rename = "granted_ns", default, skip_serializing_if = "Vec::is_empty"))]
+    pub granted: Vec<Nanos>,
+}
+
+/// Empty strings, no global limit, one token asked for, no report: a base for
+/// `Reservation { .., ..Reservation::default() }`.
+impl Default for Reservation {
+    fn default() -> Self {
+        Reservation {
+            id: 0,
+            identity: String::new(),
+            route: String::new(),
+            major: String::new(),
+            bucket: None,
+            counts_global: false,
+            global_limit: 0,
+            global_want: 1,
+            global_window: 0,
+            margin: 0,
+            invalid_limit: 0,
+            invalid_window: 0,
+            processes_since: None,
+            reporting: false,
+            unrecorded: Vec::new(),
+            granted: Vec::new(),
+        }
+    }
 }
 
 #[cfg(feature = "serde")]
@@ -522,9 +632,9 @@ pub enum ReservationAnswer {
     /// Send it now.
     Granted {
         /// How many processes the store counts as live, this one included (see the store
-        /// contract's `procs` key); `None` when the store did not say. A fail-open process
-        /// runs on its share of the limits (divided by the last count it saw) while the store
-        /// is down.
+        /// contract's `procs` key; with [`Reservation::processes_since`], those that reserved
+        /// within that time); `None` when the store did not say. A fail-open process runs on
+        /// its share of the limits (divided by the last count it saw) while the store is down.
         #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
         processes: Option<u32>,
         /// Global tokens leased to this process beyond this request's own (the reservation's
@@ -712,6 +822,7 @@ mod tests {
             margin: 125_000_000,
             invalid_limit: 9000,
             invalid_window: 600_000_000_000,
+            ..Reservation::default()
         };
         assert_eq!(
             serde_json::to_value(&r).unwrap(),
@@ -719,6 +830,25 @@ mod tests {
                    "counts_global": true, "global_limit": 50, "global_want": 3, "global_window_ns": 1_125_000_000u64,
                    "margin_ns": 125_000_000, "invalid_limit": 9000, "invalid_window_ns": 600_000_000_000u64})
         );
+        // After an outage: the count of processes back, and what the store may not count.
+        let report = Reservation {
+            processes_since: Some(2_000_000_000),
+            reporting: true,
+            unrecorded: vec![5, 900_000_000],
+            granted: vec![1_000_000_000],
+            ..r.clone()
+        };
+        let mut form = serde_json::to_value(&r).unwrap();
+        for (k, v) in [
+            ("processes_since_ns", json!(2_000_000_000u64)),
+            ("reporting", json!(true)),
+            ("unrecorded_ns", json!([5, 900_000_000])),
+            ("granted_ns", json!([1_000_000_000])),
+        ] {
+            form[k] = v;
+        }
+        assert_eq!(serde_json::to_value(&report).unwrap(), form);
+        assert_eq!(serde_json::from_value::<Reservation>(form).unwrap(), report);
         let denied = ReservationAnswer::Denied { retry_after: 5, scope: SharedScope::Pioneer, processes: None };
         assert_eq!(
             serde_json::to_value(denied).unwrap(),
