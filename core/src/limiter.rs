@@ -744,6 +744,7 @@ impl Limiter {
         let iid = req.identity;
         if let Some(old) = global_at {
             self.restamp_global(iid, old, now);
+            self.identities[iid].send_log.restamp(old, now);
         }
         if let ReqState::InFlight { global_at, left_at, .. } = &mut self.req_mut(id).state {
             *global_at = global_at.map(|_| now);
@@ -1282,7 +1283,6 @@ impl Limiter {
     /// Moves one entry of the identity's global log from `old` to `new`, keeping the log in
     /// time order.
     fn restamp_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
-        self.identities[iid].send_log.restamp(old, new);
         self.drop_global_entry(iid, old);
         let sends = &mut self.identities[iid].sends;
         let pos = sends.partition_point(|&t| t <= new);
@@ -1718,14 +1718,12 @@ impl Limiter {
     /// reservation asked (`asked_since`).
     fn store_answered(&mut self, now: Nanos, processes: Option<u32>, asked_since: bool) {
         if self.store_down {
-            let share = self.outage_share();
             self.store_down = false;
             self.store_failures = 0;
             self.outputs.push_back(Output::Observe(Observation::StoreRecovered));
             self.begin_recovery(now);
-            if self.outage_share() != share {
-                self.share_changed();
-            }
+            // The share may change, and a fail-open hold ends: everything decides again.
+            self.share_changed();
         }
         match processes {
             // Every process counted before the outage has reserved since it began, not
@@ -1743,7 +1741,7 @@ impl Limiter {
 
     /// The outage is over: until every process the store counted before it is back, or until
     /// nothing it may not know of can still be in a server's global window, this process keeps
-    /// to its share of the limits (see [`crate::shared`], "After an outage"). Fail-open: the
+    /// to its share of the limits (see [`crate::shared`], "Through an outage"). Fail-open: the
     /// others may still be sending on their shares without the store for up to a probe pause
     /// (at most `retry_max`, plus the driver's timeout, taken as at most `retry_max` too), then
     /// one global window. Fail-closed: nobody sent without the store, but a store that lost its
@@ -1772,6 +1770,34 @@ impl Limiter {
         }
     }
 
+    /// Fail-open, in the first global window of an outage: no send goes without a reservation
+    /// against the global limit until the store's last grants have left every window, that
+    /// is one global window (the longest a reservation passes) after the outage began. Before
+    /// that, this process's share is not its own to use: the store may have granted the whole
+    /// window, unevenly, to the other processes (one with 28 of 50, another with none, which
+    /// then sent its share of 25 at once: 53 in the server's window). A probe still goes when
+    /// the pause has passed (the store decides it); the hold ends with the outage. Returns
+    /// when to look again, or `None` when nothing holds.
+    fn outage_global_hold(&self, now: Nanos) -> Option<Nanos> {
+        let fail_open = self
+            .config
+            .shared
+            .as_ref()
+            .is_some_and(|s| s.on_unavailable == OnUnavailable::FailOpen);
+        let end = self.store_down_since.saturating_add(self.report_horizon());
+        if !fail_open
+            || !self.store_down
+            || self.store_processes <= 1
+            || self.config.global_limit == 0
+            || now >= end
+            || self.should_reserve(now)
+        {
+            return None;
+        }
+        // The next probe (its answer wakes the identity again while one is out).
+        Some(if now < self.store_retry_at { self.store_retry_at.min(end) } else { end })
+    }
+
     /// How far back a process reports its sends after an outage: the longest global window a
     /// reservation passes (the window plus the largest margin).
     fn report_horizon(&self) -> Nanos {
@@ -1779,15 +1805,12 @@ impl Limiter {
     }
 
     /// The live processes the store last counted, whose limits this process shares while the
-    /// store is down and the policy is fail-open, and during the recovery after an outage (1
-    /// otherwise: the store decides, or nothing is sent).
+    /// store is down and during the recovery after an outage (1 otherwise: the store decides).
+    /// Fail-open sends on it without the store; fail-closed sends only its probes while the
+    /// store is down, and a probe answered by a store that lost its state must not take the
+    /// room of another process's grants it lost (they are in that process's share).
     fn outage_share(&self) -> u32 {
-        let fail_open = self
-            .config
-            .shared
-            .as_ref()
-            .is_some_and(|s| s.on_unavailable == OnUnavailable::FailOpen);
-        if (self.store_down && fail_open) || self.recovery.is_some() { self.store_processes } else { 1 }
+        if self.store_down || self.recovery.is_some() { self.store_processes } else { 1 }
     }
 
     /// The limits changed (a fail-open outage began or ended with several processes): every
@@ -2919,8 +2942,11 @@ impl Limiter {
             if reported.is_some() {
                 (reservation.unrecorded, reservation.granted) = log.ages(now, keep);
             }
-            // Not back until no identity has anything left to report.
-            reservation.reporting = self.identities.iter_mut().any(|ident| ident.send_log.is_pending(now, keep));
+            // Not back until no identity has anything left to report, nor may send without
+            // the store (fail-open goes on sending while its probe is out).
+            let fail_open = self.config.shared.as_ref().is_some_and(|s| s.on_unavailable == OnUnavailable::FailOpen);
+            reservation.reporting = (self.store_down && fail_open)
+                || self.identities.iter_mut().any(|ident| ident.send_log.is_pending(now, keep));
             self.req_mut(id).state = ReqState::Reserving {
                 since: now,
                 step: self.store_step,
@@ -3017,6 +3043,9 @@ impl Limiter {
 
     /// When the identity's global budget has room again, or `None` if it has room now.
     fn global_wait(&mut self, now: Nanos, iid: Iid) -> Option<Nanos> {
+        if let Some(t) = self.outage_global_hold(now) {
+            return Some(t);
+        }
         let limit = share_of(self.config.global_limit, self.outage_share()) as usize;
         let span = self.config.global_window.saturating_add(self.global_margin);
         let ident = &mut self.identities[iid];

@@ -1,6 +1,6 @@
 //! Shared mode after a store outage: what a process keeps so that the store can catch up
 //! ([`SendLog`]), and how long it keeps to its share of the limits ([`Recovery`]). See
-//! [`crate::shared`], "After an outage".
+//! [`crate::shared`], "Through an outage".
 
 use std::collections::VecDeque;
 

@@ -32,12 +32,14 @@
 //!     prediction, and one whose deadline passes while it waits fails then.
 //!   * [`ReservationAnswer::Unavailable`] (the store is down, or did not answer in time): the
 //!     request goes back to its queue (it was never sent; no retry is counted). With
-//!     [`OnUnavailable::FailOpen`] it is then sent without a reservation, at once if this
+//!     [`OnUnavailable::FailOpen`] it is then sent without a reservation as soon as this
 //!     process's **share** of the limits allows: while the store is down, the global limit and
 //!     each bucket's limit are divided by the number of live processes the store last reported
 //!     (`processes` in its answers; 1 until it says, and at least 1 per window), so that K
-//!     processes together stay within the limits instead of each using all of them. With
-//!     [`OnUnavailable::FailClosed`] it waits. Either way the store is
+//!     processes together stay within the limits instead of each using all of them; and
+//!     against the global limit only from one global window after the outage began (see
+//!     "Through an outage"). With [`OnUnavailable::FailClosed`] it waits (and its probes keep to
+//!     the share too). Either way the store is
 //!     marked down: for [`SharedConfig::retry_base`] (doubling per failed probe, up to
 //!     [`SharedConfig::retry_max`]) no reservation is made (fail-open sends directly, fail-closed
 //!     holds every request); then one reservation probes the store while the others keep waiting
@@ -53,7 +55,7 @@
 //!     once at the end. A fail-closed hold always comes with a `WaitUntil`, so nothing hangs.
 //!     What the store may have missed meanwhile (the sends made without it, the grants a
 //!     restarted store lost) it is told when it answers again, and the processes keep to their
-//!     shares until all of them are back: see "After an outage".
+//!     shares until all of them are back: see "Through an outage".
 //! * After a response to a request sent in shared mode, the core emits
 //!   [`Output::Share`](crate::Output::Share) with a [`SharedUpdate::Bucket`] report (whatever the
 //!   status), plus a [`SharedUpdate::Hold`] for a 429 (scope global, bucket for `shared` and
@@ -123,19 +125,32 @@
 //! other processes, which the shared invalid-request budget does not count (the local budget
 //! does; keep `invalid_request_stop_at` a margin below the limit, as the defaults do). While the
 //! store is down, fail-open processes keep their share of the limits (the limit divided by the
-//! live processes the store last counted, at least 1): exact for the global limit and for
-//! buckets whose limit is at least the process count, as long as the count is current (a
-//! process that started during the outage, or that no other process saw reserve within the
-//! last `lease`, is not counted). A request that meets a 429 anyway is retried like any other
+//! live processes the store last counted, at least 1), for the global limit from the outage's
+//! second window on: exact for the global limit and for buckets whose limit is at least the
+//! process count, as long as the count is current (a process that started during the outage,
+//! or that no other process saw reserve within the last `lease`, is not counted); see "Through
+//! an outage" for the whole bound. A request that meets a 429 anyway is retried like any other
 //! (within `max_rate_limit_retries` and its deadline) and ends in exactly one outcome.
 //!
-//! # After an outage
+//! # Through an outage
 //!
-//! When the store answers again it may lack two things: the sends the fail-open processes made
-//! without a reservation (it never saw them), and, if it lost its state (Redis restarted
-//! without persistence comes back **empty**), the grants it had made, sends still in the
-//! server's global window. Granting a whole window then would overshoot the server's window by
-//! as much (the benchmark's 79-168 global 429s at K = 4 before this). So:
+//! **The first window.** When the store goes away it may just have granted the current global
+//! window, and not evenly: one process may hold 28 of 50 and another none, which its share of
+//! 25 would then add to (53 at the server; the simulation finds such splits at the global cap
+//! with evenly spread demand, since leases go to whoever asks first). So a fail-open process
+//! sends nothing against the global limit without a reservation until one global window
+//! (`global_window + global_margin_max`, the longest a reservation passes) after the outage
+//! began for it: by then every grant the store made before it has left every window. Its
+//! probes still go (the store, if back, decides them), and the hold ends with the outage; a
+//! process alone (the store counted 1) does not hold, since its own window has all its grants.
+//! After that first window, the processes' shares add up to at most the limit. A fail-closed
+//! process sends nothing without the store; its probes keep to its share.
+//!
+//! **After an outage.** When the store answers again it may lack two things: the sends the
+//! fail-open processes made without a reservation (it never saw them), and, if it lost its
+//! state (Redis restarted without persistence comes back **empty**), the grants it had made,
+//! sends still in the server's global window. Granting a whole window then would overshoot the
+//! server's window by as much (the benchmark's 79-168 global 429s at K = 4 before this). So:
 //!
 //! * **Each process tells the store what it sent.** From the moment the store is marked down
 //!   (and with every send made without a reservation), each identity's next reservation carries
@@ -167,15 +182,26 @@
 //!   window later); fail-closed, one global window after the outage began (nobody sent without
 //!   the store; only the grants a restarted store lost can still be in the window).
 //!
-//! With both, the store's window holds, when the whole limits apply again, every send of the
-//! last window that it granted or was told about, on its own clock, and the bound of "Leases"
-//! holds again. While the share applies, each process's own window bounds it to its share.
+//! **The bound.** With the process count current (every process got the store's count before
+//! the outage, and none joined during it), and every process seeing the outage (one of its
+//! reservations failed) before the store answers it again, the processes together put at most
+//! `global_limit` in any server window through the outage, under either policy, whether the
+//! store comes back with its state or empty: in the outage's first window only grants the
+//! store made; then shares that add up to the limit; when the store answers again, its window
+//! holds every send it granted or was told about (on its own clock), and until every process
+//! is back each keeps to its share. When the whole limits apply again, the bound of "Leases"
+//! holds. The simulation checks it (`tests/store_restart.rs`: K = 4 and 8 through a restart
+//! that empties the store, and random outages and restarts of 2 to 8 processes under load).
 //!
 //! Not covered: a process that did **not** see the outage (none of its reservations failed:
-//! it was idle while the store was down) does not know that a store restarted empty lost its
-//! grants, and neither does the store; what it was granted in the last global window before the
-//! restart is not counted until it leaves the window (at most that process's sends of one
-//! window). Run Redis with persistence (AOF) or a replica if that matters.
+//! it was idle while the store was down, or the store was back within the driver's timeout and
+//! answered it before its failed reservation timed out) does not know that the others may be
+//! sending without the store, nor that a store restarted empty lost its grants; neither does
+//! the store. What it takes before its next failed reservation, or the grants of its lost
+//! while they are in the window (at most its own sends of one window), is not counted. Run
+//! Redis with persistence (AOF) or a replica if that matters. The buckets: a bucket's state
+//! lost with a restart is learned again through one pioneer, and its `remaining` is the
+//! server's own count; only requests in flight at that moment are not in it.
 //!
 //! # The store contract
 //!
@@ -416,16 +442,17 @@ use crate::types::{MILLISECOND, Nanos, RequestId, SECOND};
 /// What a limiter in shared mode does when the store cannot answer
 /// ([`ReservationAnswer::Unavailable`]). Either way, when the store answers again it is told
 /// what it may have missed, and the process keeps to its share until every process is back
-/// (see [`crate::shared`], "After an outage").
+/// (see [`crate::shared`], "Through an outage").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum OnUnavailable {
     /// Send without a reservation, on this process's share of the limits: the global limit
     /// and each bucket's limit divided by the live processes the store counted in its last
-    /// answer ([`ReservationAnswer::processes`]), at least 1 per window. N processes together
-    /// then stay within the limits while the store is down (when no limit is below N and the
-    /// count is current).
+    /// answer ([`ReservationAnswer::processes`]), at least 1 per window; against the global
+    /// limit only from one global window after the outage began (the store's last grants have
+    /// left it by then). N processes together then stay within the limits while the store is
+    /// down (when no limit is below N and the count is current).
     #[default]
     FailOpen,
     /// Hold every request until the store answers again (deadlines and `max_wait` still apply).
@@ -578,7 +605,7 @@ pub struct Reservation {
     /// them: how long ago (at this reservation) this process made the identity's sends that
     /// counted against its global limit **without** a reservation (fail-open while the store
     /// was down), within the longest global window. The store never counted them; it counts
-    /// them now, as of those times on its own clock (see "After an outage").
+    /// them now, as of those times on its own clock (see "Through an outage").
     #[cfg_attr(feature = "serde", serde(rename = "unrecorded_ns", default, skip_serializing_if = "Vec::is_empty"))]
     pub unrecorded: Vec<Nanos>,
     /// Like `unrecorded`, for the sends the store granted: a store that does not know this
