@@ -170,6 +170,11 @@ pub struct Limiter {
     store_processes: u32,
     /// Shared mode: when the store was last marked down (the outage began for this process).
     store_down_since: Nanos,
+    /// Shared mode: when the store last answered (granted or denied) a reservation.
+    store_last_answer: Nanos,
+    /// Shared mode: the longest a reservation waited for `Unavailable` in the current outage
+    /// (the driver's timeout, when the store hung).
+    outage_wait: Nanos,
     /// Shared mode: after an outage, until every process is back (see [`Recovery`]).
     recovery: Option<Recovery>,
     /// Shared mode: round trips of recent reservations, for the margin passed to the store.
@@ -567,6 +572,8 @@ impl Limiter {
             store_step: 0,
             store_processes: 1,
             store_down_since: 0,
+            store_last_answer: 0,
+            outage_wait: 0,
             recovery: None,
             reservation_latencies: VecDeque::new(),
             reservation_samples: 0,
@@ -998,6 +1005,9 @@ impl Limiter {
                 // without a reservation as soon as this process's share of the limits allows
                 // (at once if it does), like every other request during the outage.
                 self.store_unavailable(now, id, step);
+                if self.store_down {
+                    self.outage_wait = self.outage_wait.max(now.saturating_sub(since));
+                }
                 self.unspend_lease(now, iid, leased);
                 self.unreserve(qid, id, flight);
             }
@@ -1725,6 +1735,7 @@ impl Limiter {
             // The share may change, and a fail-open hold ends: everything decides again.
             self.share_changed();
         }
+        self.store_last_answer = now;
         match processes {
             // Every process counted before the outage has reserved since it began, not
             // reporting, so it told the store what it sent meanwhile: the store decides alone
@@ -1741,16 +1752,27 @@ impl Limiter {
 
     /// The outage is over: until every process the store counted before it is back, or until
     /// nothing it may not know of can still be in a server's global window, this process keeps
-    /// to its share of the limits (see [`crate::shared`], "Through an outage"). Fail-open: the
-    /// others may still be sending on their shares without the store for up to a probe pause
-    /// (at most `retry_max`, plus the driver's timeout, taken as at most `retry_max` too), then
-    /// one global window. Fail-closed: nobody sent without the store, but a store that lost its
-    /// state lacks the grants made before the outage, for one global window after it began.
+    /// to its share of the limits (see [`crate::shared`], "Through an outage").
+    ///
+    /// Fail-open: another process may still be sending on its share without the store until
+    /// its next probe. Its probe pause doubles from `retry_base`, so it is at most the time
+    /// since its first failure plus `retry_base` (and at most `retry_max`); that failure came
+    /// after the store was last seen up (this process's last answer before the outage), and
+    /// each of its failed probes waited at most the driver's timeout (taken as the longest any
+    /// of this process's waited in this outage: one store, one setting). So it is back at the
+    /// latest `pause + 2 x wait` after now, and what it sent leaves the window one window later.
+    /// Fail-closed: nobody sent without the store, but a store that lost its state lacks the
+    /// grants made before the outage, for one global window after it began.
     fn begin_recovery(&mut self, now: Nanos) {
         let Some(shared) = &self.config.shared else { return };
         let span = self.report_horizon();
         let until = match shared.on_unavailable {
-            OnUnavailable::FailOpen => now.saturating_add(shared.retry_max.saturating_mul(2)).saturating_add(span),
+            OnUnavailable::FailOpen => {
+                let wait = self.outage_wait;
+                let down_for = now.saturating_sub(self.store_last_answer);
+                let pause = down_for.saturating_add(shared.retry_base).saturating_add(wait).min(shared.retry_max);
+                now.saturating_add(pause).saturating_add(wait.saturating_mul(2)).saturating_add(span)
+            }
             OnUnavailable::FailClosed => self.store_down_since.saturating_add(span),
         };
         if self.store_processes <= 1 || until <= now {
@@ -1847,6 +1869,7 @@ impl Limiter {
             // The store may lose what it knew (a restart without persistence): each identity's
             // next reservation tells it what this process sent.
             self.store_down_since = now;
+            self.outage_wait = 0;
             if self.config.global_limit > 0 {
                 for ident in &mut self.identities {
                     ident.send_log.mark_pending();

@@ -175,12 +175,16 @@
 //!   not `reporting` (a process still reporting marks its reservations
 //!   [`Reservation::reporting`], and the store does not refresh it among the live processes
 //!   until it has nothing left to report). When that count reaches the one before the outage,
-//!   every process has reported what it sent: the whole limits apply again. At the latest the
-//!   share ends, fail-open, `2 x retry_max` plus one global window after the outage ended (a
-//!   process still sending without the store probes it within `retry_max` of its return, taking
-//!   the driver's timeout as shorter than `retry_max`, and what it sent leaves the window one
-//!   window later); fail-closed, one global window after the outage began (nobody sent without
-//!   the store; only the grants a restarted store lost can still be in the window).
+//!   every process has reported what it sent: the whole limits apply again. A process that
+//!   sends nothing (idle, or done) is never counted back, so the share also ends at a time:
+//!   fail-open, when a process still sending without the store must have probed it and what it
+//!   sent has left the window: its probe pause doubles from `retry_base`, so it is at most the
+//!   time since the store was last seen up plus `retry_base` (and at most `retry_max`), plus
+//!   twice the driver's timeout (taken as the longest this process waited for an `Unavailable`
+//!   in this outage: one store, one setting), plus one global window, after the outage ended
+//!   (about 3 s after a 1 s outage); fail-closed, one global window after the outage began
+//!   (nobody sent without the store; only the grants a restarted store lost can still be in
+//!   the window).
 //!
 //! **The bound.** With the process count current (every process got the store's count before
 //! the outage, and none joined during it), and every process seeing the outage (one of its
