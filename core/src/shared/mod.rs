@@ -201,9 +201,10 @@
 //! it was idle while the store was down, or the store was back within the driver's timeout and
 //! answered it before its failed reservation timed out) does not know that the others may be
 //! sending without the store, nor that a store restarted empty lost its grants; neither does
-//! the store. What it takes before its next failed reservation, or the grants of its lost
-//! while they are in the window (at most its own sends of one window), is not counted. Run
-//! Redis with persistence (AOF) or a replica if that matters. The buckets: a bucket's state
+//! the store. What it is granted before its next failed reservation may take room the
+//! others' unreported sends hold, and its grants a restarted store lost are not counted while
+//! they are still in the window (at most its own sends of one window). Run Redis with
+//! persistence (AOF) or a replica if that matters. The buckets: a bucket's state
 //! lost with a restart is learned again through one pioneer, and its `remaining` is the
 //! server's own count; only requests in flight at that moment are not in it.
 //!
