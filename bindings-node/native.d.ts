@@ -59,7 +59,9 @@ export declare class GcraScript {
   get windowNs(): number
   /**
    * `ARGV` for a request of weight `n` (`0` peeks). Throws `insufficient_capacity` (with
-   * `requested` and `capacity`) when `n` exceeds the burst: nothing needs sending.
+   * `requested` and `capacity`) when `n` exceeds the burst, and `invalid_request` when
+   * `nowNs` is later than 2^64 - 1 - `windowNs` (as `GcraStore.check` does): nothing needs
+   * sending.
    */
   argv(n: number, nowNs?: number | string | null, minTtlMs?: number | null): Array<string>
 }

@@ -106,7 +106,10 @@ export declare class RedisFixedWindow extends RedisLimiter {
   readonly quota: number
   readonly windowNs: number
   check(key: string, options?: CheckOptions | null): Promise<ServerDecision>
-  /** Books a slot for one job of group `key`; rejects with `OutOfRangeError` beyond 2^52 ns. */
+  /**
+   * Books a slot for one job of group `key`; rejects with `OutOfRangeError` beyond 2^52 ns from
+   * now, with `InvalidRequestError` for a release after 2^64 - 1 ns.
+   */
   schedule(key: string, options?: CheckOptions | null): Promise<RedisScheduled>
   /** Records that one delayed job of `key` was released (or dropped); false if none waits. */
   release(key: string, options?: CheckOptions | null): Promise<boolean>

@@ -26,7 +26,7 @@ const crypto = require('node:crypto')
 const ratelane = require('./index.js') // checks that the package was built
 const native = require('./ratelane.node')
 
-const { RatelaneError, fromCoreError, InvalidConfigError, InvalidArgumentError } = ratelane
+const { RatelaneError, fromCoreError, InvalidConfigError, InvalidArgumentError, InvalidRequestError } = ratelane
 
 // ------------------------------------------------------------------------------ errors
 
@@ -57,7 +57,7 @@ const REDIS_ERROR_CLASSES = Object.freeze({
 })
 
 /** Every code a limiter of this module throws or rejects with (`ratelane_redis::Error::ALL_CODES`). */
-const REDIS_ERROR_CODES = Object.freeze(['invalid_config', 'insufficient_capacity', ...Object.keys(REDIS_ERROR_CLASSES)])
+const REDIS_ERROR_CODES = Object.freeze(['invalid_config', 'insufficient_capacity', 'invalid_request', ...Object.keys(REDIS_ERROR_CLASSES)])
 
 function redisError(code, message, cause) {
   const cls = REDIS_ERROR_CLASSES[code]
@@ -104,6 +104,8 @@ function failure(error) {
     const code = error.message.split(' ', 1)[0]
     if (code === 'RATELANE_STATE' || code === 'WRONGTYPE') return redisError('redis_bad_state', error.message, error)
     if (code === 'RATELANE_RANGE') return redisError('out_of_range', error.message, error)
+    // The in-memory store's refusal of the same call (a time past the end of the u64 clock).
+    if (code === 'RATELANE_CLOCK') return new InvalidRequestError('invalid_request', error.message, { cause: error })
     return redisError('redis_server', `Redis answered with an error: ${text}`, error)
   }
   if (CONNECTION_ERRORS.some((n) => names.has(n)) || (typeof error.code === 'string' && SOCKET_CODES.has(error.code))) {
@@ -304,7 +306,9 @@ class RedisGcra extends RedisLimiter {
 
   /**
    * Checks a request of weight `n` (`0` peeks: always allowed, counts nothing). Rejects with
-   * `InsufficientCapacityError` when `n` exceeds the burst, without a round trip.
+   * `InsufficientCapacityError` when `n` exceeds the burst, and with `InvalidRequestError` when
+   * `options.nowNs` is later than 2^64 - 1 - `windowNs` (as `GcraStore.check`), without a round
+   * trip.
    */
   async checkN(key, n, options) {
     const redisKey = this._key(key)
@@ -422,7 +426,9 @@ class RedisFixedWindow extends RedisLimiter {
    * `releaseAtNs` and `nowNs` (the clock the script used: Redis's, Unix nanoseconds) are
    * BigInts; `delayNs` is `releaseAtNs - nowNs` as a number, the wait without trusting the
    * local clock. A delayed job (`!runNow`) is `release`d when it starts (or is dropped).
-   * Rejects with `OutOfRangeError` when the job's window would end more than 2^52 ns from now.
+   * Rejects with `OutOfRangeError` when the job's window would end more than 2^52 ns from now,
+   * and with `InvalidRequestError` when the job would be released after 2^64 - 1 ns (as
+   * `FixedWindowStore.schedule`); nothing is booked.
    */
   async schedule(key, options) {
     const reply = await this._call('schedule', key, options)

@@ -121,11 +121,14 @@ impl GcraScript {
     }
 
     /// `ARGV` for a request of weight `n` (`0` peeks). Throws `insufficient_capacity` (with
-    /// `requested` and `capacity`) when `n` exceeds the burst: nothing needs sending.
+    /// `requested` and `capacity`) when `n` exceeds the burst, and `invalid_request` when
+    /// `nowNs` is later than 2^64 - 1 - `windowNs` (as `GcraStore.check` does): nothing needs
+    /// sending.
     #[napi(ts_args_type = "n: number, nowNs?: number | string | null, minTtlMs?: number | null")]
     pub fn argv(&self, env: Env, n: NumArg<'_>, now_ns: NowArg<'_>, min_ttl_ms: Option<NumArg<'_>>) -> Result<Vec<String>> {
         let n = count(n, "n")?;
         let argv = gcra_argv(&self.gcra, n, now_arg(now_ns)?, min_ttl_arg(min_ttl_ms)?)
+            .map_err(core_error)?
             .map_err(|e| insufficient_capacity(&env, e))?;
         Ok(strings(&argv))
     }

@@ -313,7 +313,9 @@ impl GcraStore {
     #[napi(ts_args_type = "key: string, nowNs: number", ts_return_type = "ServerDecision")]
     pub fn check(&mut self, env: Env, key: Either<String, Unknown<'_>>, now_ns: NumArg<'_>) -> Result<Object<'static>> {
         let (key, now) = (key_arg(key)?, whole_arg(now_ns, "nowNs")?);
-        decision_object(&env, &self.inner.check(key.as_str(), now))
+        // `invalid_request` (a `now` past the last instant) needs nowNs near 2^64: out of reach
+        // of a JS number, but mapped all the same.
+        decision_object(&env, &self.inner.check(key.as_str(), now).map_err(core_error)?)
     }
 
     /// Checks a request of weight `n`. Throws `insufficient_capacity` (with `requested` and
@@ -328,7 +330,7 @@ impl GcraStore {
         n: NumArg<'_>,
     ) -> Result<Object<'static>> {
         let (key, now, n) = (key_arg(key)?, whole_arg(now_ns, "nowNs")?, count(n, "n")?);
-        match self.inner.check_n(key.as_str(), now, n) {
+        match self.inner.check_n(key.as_str(), now, n).map_err(core_error)? {
             Ok(d) => decision_object(&env, &d),
             Err(e) => Err(insufficient_capacity(&env, e)),
         }
@@ -470,7 +472,7 @@ impl FixedWindowStore {
     #[napi(ts_args_type = "key: string, nowNs: number", ts_return_type = "Scheduled")]
     pub fn schedule(&mut self, env: Env, key: Either<String, Unknown<'_>>, now_ns: NumArg<'_>) -> Result<Object<'static>> {
         let (key, now) = (key_arg(key)?, whole_arg(now_ns, "nowNs")?);
-        scheduled_object(&env, &self.inner.schedule(key.as_str(), now))
+        scheduled_object(&env, &self.inner.schedule(key.as_str(), now).map_err(core_error)?)
     }
 
     /// Records that one delayed job of `key` was released (or dropped); false if none waits.

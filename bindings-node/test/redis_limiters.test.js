@@ -379,6 +379,14 @@ test('error replies and client failures map to the codes of ratelane-redis', asy
       return true
     })
   }
+  // The in-memory store's refusal of the same call: a caller error, not a Redis failure.
+  const clock = new ErrorReply('RATELANE_CLOCK the job would be released after 2^64 - 1 ns')
+  await assert.rejects(new RedisFixedWindow(new FakeClient([clock]), 1, S, { prefix: 'w:' }).schedule('k'), (e) => {
+    assert.ok(e instanceof ratelane.InvalidRequestError && !(e instanceof redis.RedisLimiterError), `${e}`)
+    assert.equal(e.code, 'invalid_request')
+    assert.equal(e.cause, clock)
+    return true
+  })
   // Not a Redis failure (a bug): left as it is.
   const bug = new TypeError('boom')
   await assert.rejects(new RedisGcra(new FakeClient([bug]), 1, 1, { prefix: 'p:' }).check('k'), (e) => e === bug)
@@ -453,6 +461,10 @@ test('insufficient capacity, wrong arguments: nothing is sent', async () => {
     await assert.rejects(gcra.check('k', bad), (e) => e instanceof ratelane.InvalidArgumentError, JSON.stringify(String(bad.nowNs)))
   }
   await assert.rejects(gcra.check(7), (e) => e instanceof ratelane.InvalidArgumentError && /key/.test(e.message))
+  // A now past the last instant (2^64 - 1 - windowNs), as the core's GcraStore refuses it.
+  for (const nowNs of [(1n << 64n) - 300n, (1n << 64n) - 1n]) {
+    await assert.rejects(gcra.check('k', { nowNs }), (e) => e instanceof ratelane.InvalidRequestError && e.code === 'invalid_request', String(nowNs))
+  }
   assert.equal(fake.calls.length, 1, 'only the call answered insufficient_capacity by the fake server')
 })
 

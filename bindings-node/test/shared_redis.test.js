@@ -354,6 +354,7 @@ test('RedisStore options: camelCase in ms, checked with InvalidConfigError', () 
     [client, { lease: '30s' }],
     [client, { clientName: '' }],
     [client, { retry_base: 100 }],
+    [client, { globalLease: 'yes' }],
   ]
   for (const [arg, options] of bad) {
     assert.throws(() => new RedisStore(arg, options), (e) => {

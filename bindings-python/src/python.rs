@@ -1496,13 +1496,16 @@ impl PyGcraStore {
         Ok(PyGcraStore { inner: store(py, Gcra::per_window(quota, window_ns), max_keys)? })
     }
 
-    /// Checks one request for `key` at `now_ns`, and counts it if admitted.
-    fn check(&mut self, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyDecision {
-        decision(self.inner.check(key, now_ns))
+    /// Checks one request for `key` at `now_ns`, and counts it if admitted. Raises
+    /// InvalidRequestError when `now_ns` is later than the limit's last instant,
+    /// `2**64 - 1 - burst × interval_ns` (nothing is counted).
+    fn check(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyResult<PyDecision> {
+        self.inner.check(key, now_ns).map(decision).map_err(|e| core_error(py, e))
     }
 
     /// Checks a request of weight `n`. Raises InsufficientCapacityError when `n` exceeds the
-    /// burst (nothing is counted).
+    /// burst, InvalidRequestError when `now_ns` is later than the limit's last instant (nothing
+    /// is counted).
     fn check_n(
         &mut self,
         py: Python<'_>,
@@ -1510,7 +1513,11 @@ impl PyGcraStore {
         #[pyo3(from_py_with = arg_ns)] now_ns: u64,
         n: u32,
     ) -> PyResult<PyDecision> {
-        self.inner.check_n(key, now_ns, n).map(decision).map_err(|e| scripts::insufficient(py, e))
+        self.inner
+            .check_n(key, now_ns, n)
+            .map_err(|e| core_error(py, e))?
+            .map(decision)
+            .map_err(|e| scripts::insufficient(py, e))
     }
 
     /// Whether the store holds a state for `key`. A check that leaves a key empty drops it;
@@ -1633,9 +1640,10 @@ impl PyFixedWindowStore {
         decision(self.inner.check(key, now_ns))
     }
 
-    /// Books a slot for one job of group `key`.
-    fn schedule(&mut self, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyScheduled {
-        PyScheduled { inner: self.inner.schedule(key, now_ns) }
+    /// Books a slot for one job of group `key`. Raises InvalidRequestError when the job would
+    /// be released after `2**64 - 1` ns (nothing is booked).
+    fn schedule(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyResult<PyScheduled> {
+        self.inner.schedule(key, now_ns).map(|inner| PyScheduled { inner }).map_err(|e| core_error(py, e))
     }
 
     /// Records that one delayed job of `key` was released (or dropped); False if none waits.

@@ -45,3 +45,25 @@ def test_fixed_window_schedules_delayed_jobs() -> None:
     assert first.run_now and not second.run_now
     assert second.release_at_ns == 10 * SECOND and second.waiting == 1
     assert store.release("jobs", 10 * SECOND) and not store.release("jobs", 10 * SECOND)
+
+
+def test_the_end_of_the_clock_limits_or_refuses_never_admits() -> None:
+    end = 2**64 - 1
+    gcra = GcraStore(SECOND, 3)
+    last = end - 3 * SECOND  # 2**64 - 1 - burst * interval
+    assert [gcra.check("k", last).allowed for _ in range(6)] == [True] * 3 + [False] * 3
+    for now in (last + 1, end):
+        with pytest.raises(ratelane.InvalidRequestError) as info:
+            gcra.check("k", now)
+        assert info.value.code == "invalid_request" and isinstance(info.value, ValueError)
+        with pytest.raises(ratelane.InvalidRequestError):
+            gcra.check_n("k", now, 9)
+    window = FixedWindowStore(2, SECOND)
+    assert [window.check("k", end).allowed for _ in range(5)] == [True, True, False, False, False]
+    jobs = FixedWindowStore(2, SECOND)
+    now = end - 2 * SECOND
+    releases = [jobs.schedule("g", now).release_at_ns for _ in range(6)]
+    assert releases == [now, now, end - SECOND, end - SECOND, end, end]
+    with pytest.raises(ratelane.InvalidRequestError):
+        jobs.schedule("g", now)
+    assert not jobs.check("g", now).allowed

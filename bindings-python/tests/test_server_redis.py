@@ -359,6 +359,11 @@ def test_what_is_refused_before_any_round_trip() -> None:
             await bucket.check("k", now_ns=-1)
         with pytest.raises(ratelane.InvalidArgumentError):
             await bucket.check(7)  # type: ignore[arg-type]
+        # A now past the GCRA's last instant (2**64 - 1 - window), as GcraStore refuses it.
+        gcra = RedisGcra(fake, 100, 3, prefix="g:")
+        for now in (2**64 - 300, 2**64 - 1):
+            with pytest.raises(ratelane.InvalidRequestError):
+                await gcra.check("k", now_ns=now)
         assert fake.calls == []
 
     run(go())
@@ -392,6 +397,12 @@ def test_redis_failures_become_typed_errors_with_stable_codes() -> None:
             assert info.value.code == code, repr(exc)
             assert type(info.value) is ratelane.REDIS_ERROR_CLASSES[code]
             assert info.value.__cause__ is exc
+        # The in-memory store's refusal of the same call: a caller error, not a Redis failure.
+        clock = rx.ResponseError("RATELANE_CLOCK the job would be released after 2^64 - 1 ns")
+        with pytest.raises(ratelane.InvalidRequestError) as refused:
+            await RedisFixedWindow(FakeClient([clock]), 1, 100, prefix="w:").schedule("k")
+        assert refused.value.code == "invalid_request" and refused.value.__cause__ is clock
+        assert not isinstance(refused.value, ratelane.RedisLimiterError)
         # Not a Redis failure: a bug, left as it is.
         with pytest.raises(KeyError):
             await RedisGcra(FakeClient([KeyError("x")]), 100, 3, prefix="g:").check("k")

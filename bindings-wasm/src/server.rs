@@ -331,7 +331,9 @@ impl GcraStore {
         #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
     ) -> Result<JsValue, JsValue> {
         let (key, now) = (key_arg(&key)?, number_arg("nowNs", &now_ns)?);
-        decision_object(&self.inner.check(key.as_str(), now))
+        // `invalid_request` (a `now` past the last instant) needs nowNs near 2^64: out of reach
+        // of a JS number, but mapped all the same.
+        decision_object(&self.inner.check(key.as_str(), now).map_err(core_error)?)
     }
 
     /// Checks a request of weight `n`. Throws `insufficient_capacity` (with `requested` and
@@ -345,7 +347,7 @@ impl GcraStore {
         #[wasm_bindgen(unchecked_param_type = "number")] n: JsValue,
     ) -> Result<JsValue, JsValue> {
         let (key, now, n) = (key_arg(&key)?, number_arg("nowNs", &now_ns)?, count("n", &n)?);
-        match self.inner.check_n(key.as_str(), now, n) {
+        match self.inner.check_n(key.as_str(), now, n).map_err(core_error)? {
             Ok(d) => decision_object(&d),
             Err(e) => Err(insufficient_capacity(e)),
         }
@@ -517,7 +519,7 @@ impl FixedWindowStore {
         #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
     ) -> Result<JsValue, JsValue> {
         let (key, now) = (key_arg(&key)?, number_arg("nowNs", &now_ns)?);
-        scheduled_object(&self.inner.schedule(key.as_str(), now))
+        scheduled_object(&self.inner.schedule(key.as_str(), now).map_err(core_error)?)
     }
 
     /// Records that one delayed job of `key` was released (or dropped); false if none waits.

@@ -25,7 +25,10 @@ pub enum Error {
     },
     /// A configuration value is out of range.
     InvalidConfig(String),
-    /// A request description is malformed (empty method, path not starting with `/`, ...).
+    /// A request description is malformed (empty method, path not starting with `/`, ...),
+    /// or a server-side call asks for a time past the end of the `u64` clock (a GCRA check
+    /// later than [`Gcra::last_instant`](crate::server::Gcra::last_instant), a fixed-window
+    /// job that would be released after `u64::MAX`); nothing is counted.
     InvalidRequest(String),
     /// The limiter was closed; it takes no new requests.
     Closed,

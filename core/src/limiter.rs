@@ -191,12 +191,11 @@ pub struct Limiter {
     latencies: VecDeque<(Nanos, Nanos)>,
     /// Round trips seen so far (for recomputing the margin every few samples).
     latency_samples: u64,
-    /// Uplink delays up to a constant (the server's clock at its answer, from the headers,
-    /// less the client's wall clock when the request left): their spread is the bunching
-    /// the global margin must absorb, without the client's own delay in reading answers.
-    uplinks: VecDeque<i64>,
-    /// When the request of the first round trip sample left.
-    first_sample_left: Option<Nanos>,
+    /// Uplink delays up to a constant, where the server tells its clock (see [`Uplinks`]).
+    uplinks: Uplinks,
+    /// The first global window's floor on the global margin (see
+    /// [`Limiter::global_margin_at`]).
+    first_window: Option<FirstWindow>,
     global_margin: Nanos,
     /// How much earlier than a window end it saw (an answer's arrival plus its reset-after) a
     /// request may be sent and still reach the server after that end: a lower bound on the
@@ -300,6 +299,9 @@ enum ReqState {
         /// When it left: `sent_at`, or the transport's later report
         /// ([`Limiter::handle_written`]).
         left_at: Nanos,
+        /// Nothing else of this limiter was in flight when it was sent: its trip met no
+        /// queue of this process's own making (see [`Uplinks`]).
+        alone: bool,
     },
 }
 
@@ -355,6 +357,10 @@ struct Bucket {
     reset_at: Option<Nanos>,
     /// `reset_at` is an estimate from the window length, not yet confirmed by a response.
     reset_provisional: bool,
+    /// When the next window's requests may go by the answers' own trips: the latest of each
+    /// reporting answer's end less its lead ([`Uplinks::lead`]); `reset_at` itself where no
+    /// answer had one. Meaningful only while `reset_at` is set and not provisional.
+    reset_ready: Nanos,
     /// Counts local resets; responses to requests sent before the last one are stale.
     epoch: u64,
     sends_in_window: u32,
@@ -430,6 +436,15 @@ impl Bucket {
     /// the window length.
     fn lead(&self, lead: Nanos) -> Nanos {
         if self.reset_provisional { 0 } else { lead }
+    }
+
+    /// When the next window's requests may go: `reset_at` less the link's lead
+    /// ([`Limiter::send_lead`]), or the answers' own `reset_ready` where that is earlier (each
+    /// rule alone keeps the next request after the window's end).
+    fn ready_at(&self, lead: Nanos) -> Option<Nanos> {
+        let reset = self.reset_at?;
+        let by_link = reset.saturating_sub(self.lead(lead));
+        Some(if self.reset_provisional { by_link } else { by_link.min(self.reset_ready) })
     }
 
     /// The bucket's limit, or the shared-scope limit learned below it; of that, this
@@ -583,8 +598,8 @@ impl Limiter {
             gate_wake: None,
             latencies: VecDeque::new(),
             latency_samples: 0,
-            uplinks: VecDeque::new(),
-            first_sample_left: None,
+            uplinks: Uplinks::default(),
+            first_window: None,
             global_margin: margin,
             send_lead: 0,
             rng,
@@ -774,15 +789,16 @@ impl Limiter {
         let mut sent_at = self.take_in_flight(id)?;
         let info = headers::parse(self.config.profile, response);
         let round_trip = now.saturating_sub(sent_at.left_at);
-        if let (Some(server_ms), Some(wall_ms)) = (info.server_time_ms, response.wall_clock_ms) {
-            // The client's wall clock when the request left, from the wall clock now.
-            let left_wall = i128::from(wall_ms) * i128::from(MILLISECOND) - i128::from(round_trip);
-            let uplink = i128::from(server_ms) * i128::from(MILLISECOND) - left_wall;
-            if let Ok(uplink) = i64::try_from(uplink) {
-                self.uplinks.push_back(uplink);
-                if self.uplinks.len() > 256 {
-                    self.uplinks.pop_front();
-                }
+        let mut answer_lead = 0;
+        if let Some(server_ms) = info.server_time_ms {
+            // The server's clock at its answer less this process's monotonic clock when the
+            // request left: its uplink (and the server's time to stamp the answer) up to a
+            // constant. Monotonic, not the wall clock: exact to the nanosecond here, and never
+            // stepped.
+            let offset = i128::from(server_ms) * i128::from(MILLISECOND) - i128::from(sent_at.left_at);
+            if let Ok(offset) = i64::try_from(offset) {
+                self.uplinks.push(offset, sent_at.alone);
+                answer_lead = self.uplinks.lead(offset, round_trip);
             }
         }
         self.learn_latency(now.saturating_sub(sent_at.sent_at), now.saturating_sub(sent_at.left_at), sent_at.left_at);
@@ -810,7 +826,7 @@ impl Limiter {
             self.edge_strikes = 0;
         }
         if !stale_bucket {
-            self.apply_headers(now, id, qid, sent_at, &info, status);
+            self.apply_headers(now, id, qid, sent_at, &info, status, answer_lead);
         }
         if self.config.shared.is_some() {
             let update = self.bucket_report(id, qid, &info);
@@ -976,7 +992,7 @@ impl Limiter {
             return Err(Error::InvalidState { id, expected: "reserving" });
         };
         let (qid, iid) = (req.qid, req.identity);
-        let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since };
+        let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false };
         self.reserving_total -= 1;
         self.req_mut(id).state = ReqState::Answered;
         if answer != ReservationAnswer::Unavailable {
@@ -1310,7 +1326,7 @@ impl Limiter {
     /// Takes `id` out of the in-flight set, returning how it was sent.
     fn take_in_flight(&mut self, id: RequestId) -> Result<Flight, Error> {
         let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
-        let ReqState::InFlight { sent_at, window_seq, window_epoch, global_at, left_at } = req.state
+        let ReqState::InFlight { sent_at, window_seq, window_epoch, global_at, left_at, alone } = req.state
         else {
             return Err(Error::InvalidState { id, expected: "in flight" });
         };
@@ -1321,7 +1337,7 @@ impl Limiter {
         }
         self.in_flight_total -= 1;
         self.req_mut(id).state = ReqState::Answered;
-        Ok(Flight { sent_at, window_seq, window_epoch, global_at, left_at })
+        Ok(Flight { sent_at, window_seq, window_epoch, global_at, left_at, alone })
     }
 
     /// Forgets a request that reached its outcome.
@@ -1398,11 +1414,36 @@ impl Limiter {
         }
     }
 
+    /// The margin the global window is widened by at `now`: the learned one
+    /// ([`Limiter::learn_latency`]), and while entries of the first global window may still be
+    /// in the log, at least the first window's floor. The requests of a first burst may all
+    /// have waited alike (connections opening, the server's accept queue, a runtime writing
+    /// them late and not reporting it): a delay common to all of them, which no spread shows
+    /// and which the next burst, on open connections, does not have. It is part of each of
+    /// their round trips, so the fastest round trip of a request that left within a window of
+    /// the first answered one, plus 5 ms, covers it. Not capped by `global_margin_max` (only by
+    /// the window): a first burst that took 300 ms to reach the server holds its window that
+    /// long, or the next burst meets it there. It holds while an entry of the first floor's
+    /// worth of the window may be in the log (until a window and twice the floor after the
+    /// first answered request left): the replacement of a later entry arrives after the first
+    /// server window ends anyway, the common delay being less than the floor.
+    fn global_margin_at(&self, now: Nanos) -> Nanos {
+        let window = self.config.global_window;
+        match self.first_window {
+            Some(first) => {
+                let floor = first.fastest.saturating_add(5 * MILLISECOND).min(window);
+                let until = first.start.saturating_add(window).saturating_add(floor.saturating_mul(2));
+                if now < until { self.global_margin.max(floor) } else { self.global_margin }
+            }
+            None => self.global_margin,
+        }
+    }
+
     /// The latency margin passed to the store: the global margin (spread of HTTP round trips)
     /// plus the spread of reservation round trips (a grant reaches the process after an uneven
     /// delay too), capped like the global margin.
-    fn shared_margin(&self) -> Nanos {
-        self.global_margin.saturating_add(self.reservation_margin).min(self.config.global_margin_max)
+    fn shared_margin(&self, now: Nanos) -> Nanos {
+        self.global_margin_at(now).saturating_add(self.reservation_margin).min(self.config.global_margin_max)
     }
 
     /// Whether global leases are on (shared mode, `SharedConfig::global_lease`, a global limit).
@@ -1492,9 +1533,9 @@ impl Limiter {
         }
     }
 
-    fn reservation(&self, id: RequestId, counts_global: bool) -> Reservation {
+    fn reservation(&self, now: Nanos, id: RequestId, counts_global: bool) -> Reservation {
         let r = self.req(id);
-        let margin = self.shared_margin();
+        let margin = self.shared_margin(now);
         let c = &self.config;
         Reservation {
             id,
@@ -1585,6 +1626,7 @@ impl Limiter {
             }
             b.send_log.push_back(now);
         }
+        let alone = self.in_flight_total == 0;
         let r = self.req_mut(id);
         r.state = ReqState::InFlight {
             sent_at: now,
@@ -1592,6 +1634,7 @@ impl Limiter {
             window_epoch: flight.window_epoch,
             global_at,
             left_at: now,
+            alone,
         };
         r.sends += 1;
         self.in_flight_total += 1;
@@ -1685,7 +1728,7 @@ impl Limiter {
         self.reserving_total -= 1;
         self.req_mut(id).state = ReqState::Answered;
         self.leave_in_flight_list(qid, id);
-        let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since };
+        let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false };
         self.refund(qid, id, flight);
         self.undo_window_start(qid, flight);
         self.orphans.insert(id, orphan);
@@ -2143,7 +2186,9 @@ impl Limiter {
         self.note_idle(from);
     }
 
-    /// Applies an answer's bucket headers to the bucket of `qid`.
+    /// Applies an answer's bucket headers to the bucket of `qid`. `answer_lead`: how much
+    /// before the window end it reports the next request may go (see [`Uplinks::lead`]).
+    #[allow(clippy::too_many_arguments)]
     fn apply_headers(
         &mut self,
         now: Nanos,
@@ -2152,6 +2197,7 @@ impl Limiter {
         flight: Flight,
         info: &RateLimitInfo,
         status: u16,
+        answer_lead: Nanos,
     ) {
         let max_wait = self.config.max_server_wait;
         let has_bucket_info =
@@ -2194,7 +2240,10 @@ impl Limiter {
                 let at = now.saturating_add(reset_after.min(max_wait));
                 if b.reset_at.is_none_or(|r| r < at) {
                     b.reset_at = Some(at);
+                    b.reset_ready = at;
                     b.reset_provisional = false;
+                } else if !b.reset_provisional {
+                    b.reset_ready = b.reset_ready.max(at);
                 }
             }
             return;
@@ -2254,10 +2303,14 @@ impl Limiter {
             {
                 b.window_upper = b.window_upper.max(at.saturating_sub(first).min(max_wait));
             }
-            b.reset_at = Some(match b.reset_at {
-                Some(old) if !first_of_window && !b.reset_provisional => old.max(at),
-                _ => at,
-            });
+            // Each answer's end is met `answer_lead` early; the window ends when the latest of
+            // them does (a later end reported through a faster trip back may still be the
+            // one to wait for).
+            let ready = at.saturating_sub(answer_lead);
+            (b.reset_at, b.reset_ready) = match b.reset_at {
+                Some(old) if !first_of_window && !b.reset_provisional => (Some(old.max(at)), b.reset_ready.max(ready)),
+                _ => (Some(at), ready),
+            };
             b.reset_provisional = false;
         }
         if let (Some(period), BucketId::Hash(hash)) = (learned_period, &self.queue(qid).key.bucket)
@@ -2351,6 +2404,10 @@ impl Limiter {
                 b.known = true;
                 b.unlimited = false;
                 b.reported = Some(0);
+                b.reset_ready = match b.reset_at {
+                    Some(_) if !b.reset_provisional => b.reset_ready.max(until),
+                    other => other.map_or(until, |r| r.max(until)),
+                };
                 b.reset_provisional = false;
                 if b.limit == 0 {
                     b.limit = 1;
@@ -2549,13 +2606,19 @@ impl Limiter {
     /// much more bunched than the global log's entries. A sample's range underestimates the
     /// true range, so the margin is 1.5x the observed spread plus a 5 ms floor, capped by
     /// `global_margin_max`; until 16 samples are in, it stays at half the cap, and until they
-    /// span a global window it also covers the fastest round trip.
+    /// span a global window it also covers the fastest round trip (and beyond the cap, for the
+    /// first window's entries: [`Limiter::global_margin_at`]).
     ///
     /// `from_send` counts from the [`Output::Send`] (the lead below), `from_left` from the
     /// transport's report that the request left (the same when the driver does not report).
     fn learn_latency(&mut self, from_send: Nanos, from_left: Nanos, left_at: Nanos) {
         const SAMPLES: usize = 256;
-        let first_left = *self.first_sample_left.get_or_insert(left_at);
+        let window = self.config.global_window;
+        let first = self.first_window.get_or_insert(FirstWindow { start: left_at, fastest: from_left });
+        let first_left = first.start;
+        if left_at < first_left.saturating_add(window) {
+            first.fastest = first.fastest.min(from_left);
+        }
         self.latencies.push_back((from_send, from_left));
         if self.latencies.len() > SAMPLES {
             self.latencies.pop_front();
@@ -2570,23 +2633,18 @@ impl Limiter {
             // Where the server tells its clock, the uplinks' own spread: a round trip also
             // holds the server's time to answer and the client's delay in reading the answer
             // (on a busy event loop, most of it), which do not bunch arrivals. Each uplink
-            // sample is within about 3 ms (two headers and the wall clock, each to the
-            // millisecond). Never above the round trips' margin.
-            if self.uplinks.len() >= 16 {
-                let (lo, hi) = self
-                    .uplinks
-                    .iter()
-                    .fold((i64::MAX, i64::MIN), |(lo, hi), &u| (lo.min(u), hi.max(u)));
+            // sample is within about 2 ms (two headers, each to the millisecond). Never above
+            // the round trips' margin.
+            if let Some((lo, hi)) = self.uplinks.range() {
                 let spread = hi.abs_diff(lo);
                 let allowance = spread.saturating_add(spread / 2).saturating_add(8 * MILLISECOND);
                 margin = margin.min(allowance);
             }
             // Until the samples span a whole global window they may all come from one first
-            // burst, whose requests opened their connections and waited on the server's
-            // accept alike: a common delay no spread shows, which the next burst, on open
-            // connections, does not have. It is part of each of their round trips, so until
-            // then the margin covers the fastest of them too.
-            if left_at.saturating_sub(first_left) < self.config.global_window {
+            // burst: the margin also covers the fastest of them (see
+            // [`Limiter::global_margin_at`], which holds that uncapped for the first window's
+            // entries).
+            if left_at.saturating_sub(first_left) < window {
                 margin = margin.max(fastest.saturating_add(5 * MILLISECOND));
             }
             self.global_margin = margin.min(self.config.global_margin_max);
@@ -2742,8 +2800,8 @@ impl Limiter {
             b.shared_cap = None;
         }
         if b.known && !b.unlimited {
-            if let Some(reset) = b.reset_at
-                && reset.saturating_sub(b.lead(lead)) <= now
+            if let Some(ready) = b.ready_at(lead)
+                && ready <= now
             {
                 b.reset_at = None;
                 b.epoch += 1;
@@ -2952,7 +3010,7 @@ impl Limiter {
         if self.config.shared.is_some() && self.should_reserve(now) {
             let iid = self.req(id).identity;
             let (counts_global, global_want, leased) = self.global_ask(now, iid, id, flight.global_at.is_some());
-            let mut reservation = self.reservation(id, counts_global);
+            let mut reservation = self.reservation(now, id, counts_global);
             reservation.global_want = global_want;
             // After an outage: how many processes are back, and what the store may not count.
             let asked_since = self.store_down || self.recovery.is_some();
@@ -2995,6 +3053,7 @@ impl Limiter {
             window_epoch: flight.window_epoch,
             global_at: flight.global_at,
             left_at: now,
+            alone: self.in_flight_total == 0,
         };
         let r = self.req_mut(id);
         r.state = state;
@@ -3041,7 +3100,7 @@ impl Limiter {
                 b.send_log.pop_front();
             }
         }
-        Flight { sent_at: now, window_seq: b.sends_in_window, window_epoch: b.epoch, global_at, left_at: now }
+        Flight { sent_at: now, window_seq: b.sends_in_window, window_epoch: b.epoch, global_at, left_at: now, alone: false }
     }
 
     /// Fails `id` once time passes its deadline `d` (a send at `d` itself is still allowed).
@@ -3070,7 +3129,7 @@ impl Limiter {
             return Some(t);
         }
         let limit = share_of(self.config.global_limit, self.outage_share()) as usize;
-        let span = self.config.global_window.saturating_add(self.global_margin);
+        let span = self.config.global_window.saturating_add(self.global_margin_at(now));
         let ident = &mut self.identities[iid];
         if ident.paused_until > now {
             return Some(ident.paused_until);
@@ -3138,7 +3197,7 @@ impl Limiter {
         if b.known && !b.unlimited && b.limit > 0 {
             let share = self.outage_share();
             let limit = b.effective_limit(share).max(1) as usize;
-            let reset = b.reset_at.map(|r| r.saturating_sub(b.lead(self.send_lead)));
+            let reset = b.ready_at(self.send_lead);
             let (available, next_reset) = match reset {
                 Some(r) if r > now => (b.available(q.in_flight.len(), share) as usize, Some(r)),
                 _ => (limit.saturating_sub(q.in_flight.len()), None),
@@ -3167,7 +3226,7 @@ impl Limiter {
         if limit == 0 {
             return t;
         }
-        let span = self.config.global_window.saturating_add(self.global_margin);
+        let span = self.config.global_window.saturating_add(self.global_margin_at(now));
         // `sends` is in send order, so the recent ones are a suffix.
         let old = ident.sends.iter().take_while(|&&s| s.saturating_add(span) <= now).count();
         let recent = ident.sends.len() - old;
@@ -3260,6 +3319,110 @@ struct Flight {
     global_at: Option<Nanos>,
     /// When it left (the send, or the transport's later report).
     left_at: Nanos,
+    /// Sent while nothing else was in flight.
+    alone: bool,
+}
+
+/// The server's clock against this process's, where the answers tell it (Discord's
+/// `X-RateLimit-Reset` less `X-RateLimit-Reset-After`, to the millisecond): each sample is the
+/// server's clock at its answer less the monotonic instant the request left, that is the
+/// request's uplink (and the server's time to stamp its answer) up to one constant. Their
+/// spread is the bunching the global margin must absorb; each one tells how late its own
+/// answer was read, which times the next window ([`Uplinks::lead`]). Both take the server to
+/// count a request when it stamps its answer's headers.
+#[derive(Debug, Default)]
+struct Uplinks {
+    /// The last [`Uplinks::KEEP`] samples, oldest first.
+    samples: VecDeque<i64>,
+    seen: u64,
+    /// Samples among `samples` of requests sent alone.
+    alone: u32,
+    /// Whether each of `samples` was sent alone (to keep `alone` as samples leave).
+    alone_flags: VecDeque<bool>,
+    /// The fastest sample and the allowance for the next request's uplink, once the samples
+    /// can bound it (see [`Uplinks::lead`]).
+    bound: Option<(i64, Nanos)>,
+}
+
+impl Uplinks {
+    const KEEP: usize = 256;
+    /// Samples before an answer lead: a few are not a distribution.
+    const LEAD_MIN: usize = 8;
+    /// ... of which sent alone: see [`Uplinks::lead`].
+    const LEAD_MIN_ALONE: u32 = 2;
+    /// Two readings of the server's clock differ by up to this from the truth between them
+    /// (each is two headers rounded to the millisecond).
+    const READING: Nanos = 2 * MILLISECOND;
+
+    fn push(&mut self, offset: i64, alone: bool) {
+        self.samples.push_back(offset);
+        self.alone_flags.push_back(alone);
+        self.alone += u32::from(alone);
+        if self.samples.len() > Self::KEEP {
+            self.samples.pop_front();
+            if self.alone_flags.pop_front() == Some(true) {
+                self.alone -= 1;
+            }
+        }
+        self.seen = self.seen.wrapping_add(1);
+        let n = self.samples.len();
+        if n < Self::LEAD_MIN || self.alone < Self::LEAD_MIN_ALONE {
+            self.bound = None;
+            return;
+        }
+        // The bound moves slowly: recomputed at every sample while there are few, then every
+        // 16th (the scan is up to 256 long); a new fastest sample is taken at once.
+        if self.bound.is_some() && n >= 32 && !self.seen.is_multiple_of(16) {
+            if let Some((lo, _)) = &mut self.bound {
+                *lo = (*lo).min(offset);
+            }
+            return;
+        }
+        let mut sorted: Vec<i64> = self.samples.iter().copied().collect();
+        sorted.sort_unstable();
+        let (lo, p90) = (sorted[0], sorted[(n - 1) * 9 / 10]);
+        // The next request's uplink may be faster than the fastest seen; by how much, the
+        // spread of the fastest nine tenths tells, the less surely the fewer they are: 2x that
+        // spread at 8 samples, 1x at 16, 0.5x from 32 on.
+        let spread = p90.abs_diff(lo);
+        let weighted = spread.saturating_mul(16) / n.min(32) as u64;
+        self.bound = Some((lo, Self::READING.saturating_add(weighted)));
+    }
+
+    /// The fastest and the slowest sample, once 16 are in (for the global margin).
+    fn range(&self) -> Option<(i64, i64)> {
+        if self.samples.len() < 16 {
+            return None;
+        }
+        Some(self.samples.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &u| (lo.min(u), hi.max(u))))
+    }
+
+    /// How much before the window end it reports (its arrival plus its reset-after) the
+    /// answer with sample `offset`, read `round_trip` after its request left, lets the next
+    /// request go: that round trip less its uplink's excess over the fastest is the time from
+    /// the server's answer until it was read, plus the fastest uplink; less the allowance for
+    /// the next request's uplink. 0 until [`Uplinks::LEAD_MIN`] samples are in, of which
+    /// [`Uplinks::LEAD_MIN_ALONE`] from requests sent alone: the trips of a burst share
+    /// delays (connections opening, the server's accept queue) that make all its uplinks look
+    /// alike and slow, and a request sent later on a quiet link is faster than all of them.
+    fn lead(&self, offset: i64, round_trip: Nanos) -> Nanos {
+        match self.bound {
+            Some((lo, allowance)) => {
+                let excess = u64::try_from(offset.saturating_sub(lo)).unwrap_or(0);
+                round_trip.saturating_sub(excess).saturating_sub(allowance)
+            }
+            None => 0,
+        }
+    }
+}
+
+/// The first global window, for [`Limiter::global_margin_at`]: when the first answered request
+/// left, and the fastest round trip (from when it left) of the requests that left within a
+/// global window of it.
+#[derive(Debug, Clone, Copy)]
+struct FirstWindow {
+    start: Nanos,
+    fastest: Nanos,
 }
 
 /// This process's part of `limit` when `share` processes split it (a fail-open store outage
@@ -3286,8 +3449,8 @@ fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos, lead: Nanos, share: u32
     }
     // Exhausted: wait for the reset if one is known; otherwise for an answer still in flight;
     // with nothing in flight either, for one window length after the last send, then probe.
-    let exhausted = || match b.reset_at {
-        Some(t) => Gate::Until(t.saturating_sub(b.lead(lead)).max(now + 1)),
+    let exhausted = || match b.ready_at(lead) {
+        Some(t) => Gate::Until(t.max(now + 1)),
         None if in_flight > 0 => Gate::UntilResponse,
         None => {
             let t = b.last_send.saturating_add(b.window_estimate());

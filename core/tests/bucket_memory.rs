@@ -325,3 +325,70 @@ fn a_stale_answer_reporting_a_later_window_end_keeps_the_bucket_closed_until_the
     assert_eq!(sent, [next]);
     assert!(t >= late + SECOND, "waits for the reported end at {} s: sent at {} s", secs(late + SECOND), secs(t));
 }
+
+/// Answers `id` like [`answer`], with the server's clock: `X-RateLimit-Reset` (the window's end
+/// on the server's clock, whose epoch is `EPOCH_MS`) beside `X-RateLimit-Reset-After`, the
+/// answer stamped at `stamped` (test time, which the server's clock follows).
+#[allow(clippy::too_many_arguments)]
+fn answer_clocked(l: &mut Limiter, now: Nanos, id: RequestId, hash: &str, limit: u32, remaining: u32, stamped: Nanos, reset_after: Nanos) {
+    const EPOCH_MS: Nanos = 1_700_000_000_000;
+    let end_ms = EPOCH_MS + (stamped + reset_after) / MS;
+    let (limit, remaining) = (limit.to_string(), remaining.to_string());
+    let (reset, reset_after) = (format!("{}.{:03}", end_ms / 1000, end_ms % 1000), secs(reset_after));
+    let headers = [
+        ("X-RateLimit-Bucket", hash),
+        ("X-RateLimit-Limit", limit.as_str()),
+        ("X-RateLimit-Remaining", remaining.as_str()),
+        ("X-RateLimit-Reset", reset.as_str()),
+        ("X-RateLimit-Reset-After", reset_after.as_str()),
+    ];
+    l.handle_response(now, id, &Response::new(200, &headers)).unwrap();
+}
+
+/// Properties case (shrunk from `71515c…`): each answer that carries the server's clock lets
+/// the next window go early by its own lead (its round trip less its uplink's excess: an
+/// answer read late has a long one). Two answers of one window of a sliding bucket report two
+/// ends: the earlier request's end through a slow answer (the latest end the client saw, but
+/// the earliest to wait for by its lead), the later request's end through a fast one. The
+/// next request must wait for the latest end by each answer's own lead, not for the latest
+/// end less the lead of the answer that reported it: that would send it 400 ms into the
+/// window the later request holds.
+#[test]
+fn the_next_window_waits_for_the_latest_end_by_each_answers_own_lead() {
+    let mut l = limiter();
+    // Eight answers on another bucket, each sent alone: uplinks 10 ms, read 10 ms later.
+    let mut t = 0;
+    for _ in 0..8 {
+        let id = enqueue(&mut l, t, "GET", "/warm/:id", "0");
+        assert_eq!(drain(&mut l), vec![id]);
+        answer_clocked(&mut l, t + 20 * MS, id, "w", 100, 99, t + 10 * MS, SECOND);
+        drain(&mut l);
+        t += 100 * MS;
+    }
+    // Bucket b, 2 per second, sliding: its pioneer, whose window passes.
+    let p = enqueue(&mut l, t, "POST", "/b/:id", "0");
+    assert_eq!(drain(&mut l), vec![p]);
+    answer_clocked(&mut l, t + 20 * MS, p, "b", 2, 1, t + 10 * MS, SECOND);
+    drain(&mut l);
+    let start = t + 3 * SECOND;
+    l.handle_timeout(start);
+    drain(&mut l);
+    // r1 reaches the server 10 ms after it leaves (its end: 1,010 ms from the start); its
+    // answer is read 890 ms after the server sent it.
+    let r1 = enqueue(&mut l, start, "POST", "/b/:id", "0");
+    assert_eq!(drain(&mut l), vec![r1]);
+    // r2 at 400 ms reaches it at 410 (the sliding window is empty again at 1,410), read 10 ms later.
+    let r2 = enqueue(&mut l, start + 400 * MS, "POST", "/b/:id", "0");
+    assert_eq!(drain(&mut l), vec![r2]);
+    let r3 = enqueue(&mut l, start + 401 * MS, "POST", "/b/:id", "0");
+    assert!(drain(&mut l).is_empty());
+    answer_clocked(&mut l, start + 420 * MS, r2, "b", 2, 0, start + 410 * MS, SECOND);
+    drain(&mut l);
+    answer_clocked(&mut l, start + 900 * MS, r1, "b", 2, 1, start + 10 * MS, SECOND);
+    // r3 may reach the server from 1,410 ms on: it leaves at most 10 ms and the allowance
+    // (2 ms for the clock's reading) before, not at about 1,000 ms.
+    let (at, sent) = next_send(&mut l, start + 900 * MS, start + 5 * SECOND).expect("r3 is sent");
+    assert_eq!(sent, vec![r3]);
+    assert!(at >= start + 1_395 * MS, "r3 left at {} ms", (at - start) / MS);
+    assert!(at <= start + 1_410 * MS, "r3 left at {} ms: the answers' leads were not used", (at - start) / MS);
+}

@@ -16,10 +16,11 @@ use ratelane::server::{
 };
 use ratelane::{Nanos, SECOND};
 
-/// Failures are saved next to this file, in `server_props.proptest-regressions`.
+/// `cases` per property unless `PROPTEST_CASES` says otherwise; failures are saved next to
+/// this file, in `server_props.proptest-regressions`.
 fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {
-        cases,
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(cases),
         failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
             "proptest-regressions",
         ))),
@@ -107,6 +108,11 @@ fn assert_gcra_rate(admitted: &[(Nanos, u32)], gcra: &Gcra) {
     }
 }
 
+/// A check of a weight the GCRA can admit, at an instant it takes.
+fn gcra_check(gcra: &Gcra, state: &mut GcraState, now: Nanos, n: u32) -> Decision {
+    gcra.check_n(state, now, n).expect("an instant the GCRA takes").expect("n <= burst")
+}
+
 /// `(interval, burst, steps of (time advance, weight))`; weights go up to `burst + 1`.
 fn gcra_scenario() -> impl Strategy<Value = (Nanos, u32, Vec<(Nanos, u32)>)> {
     (1u64..=50, 1u32..=8).prop_flat_map(|(interval, burst)| {
@@ -126,7 +132,7 @@ proptest! {
         for (dt, n) in steps {
             now += dt;
             let before = store.state("k").copied().unwrap_or_default();
-            match store.check_n("k", now, n) {
+            match store.check_n("k", now, n).expect("an instant the GCRA takes") {
                 Err(e) => {
                     prop_assert!(n > burst);
                     prop_assert_eq!((e.requested, e.capacity), (n, burst));
@@ -139,11 +145,11 @@ proptest! {
                     } else {
                         // Exact: blocked one nanosecond before reset_after, admitted at it.
                         let mut s = before;
-                        prop_assert!(!gcra.check_n(&mut s, now + d.reset_after - 1, n).unwrap().allowed);
-                        prop_assert!(gcra.check_n(&mut s, now + d.reset_after, n).unwrap().allowed);
+                        prop_assert!(!gcra_check(&gcra, &mut s, now + d.reset_after - 1, n).allowed);
+                        prop_assert!(gcra_check(&gcra, &mut s, now + d.reset_after, n).allowed);
                     }
                     let after = store.state("k").copied().unwrap_or_default();
-                    let peek = |at| gcra.check_n(&mut after.clone(), at, 0).unwrap().remaining;
+                    let peek = |at| gcra_check(&gcra, &mut after.clone(), at, 0).remaining;
                     if let Some(r) = d.replenish_after {
                         prop_assert_eq!(peek(now + r - 1), d.remaining);
                         prop_assert!(peek(now + r) > d.remaining);
@@ -171,7 +177,7 @@ proptest! {
             now += dt;
             clock.advance(Duration::from_nanos(dt));
             let Some(weight) = NonZeroU32::new(n) else { continue };
-            let ours = gcra.check_n(&mut state, now, n);
+            let ours = gcra.check_n(&mut state, now, n).expect("an instant the GCRA takes");
             match governor.check_n(weight) {
                 Err(_) => prop_assert!(ours.is_err()),
                 Ok(Ok(())) => prop_assert!(ours.unwrap().allowed),
@@ -255,6 +261,100 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Legacy limits: at most 2 × max − 1 within any span shorter than `duration`.
+
+/// The most admitted instants (sorted) within any half-open span of `duration`.
+fn most_within(admitted: &[Nanos], duration: Nanos) -> usize {
+    (0..admitted.len())
+        .map(|i| admitted[i..].iter().take_while(|&&t| t - admitted[i] < duration).count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// `(max, duration, min_interval)`: durations from `max` to `60 × max` (mostly not multiples
+/// of `max`), in nanoseconds, microseconds or seconds.
+fn legacy_limit() -> impl Strategy<Value = LegacyLimit> {
+    let unit = prop::sample::select(vec![1, 1_000, SECOND]);
+    (1u32..=8, 1u64..=60, 0u64..=59, prop::option::of(1u64..=120), unit).prop_map(
+        |(max, per, extra, min, unit)| {
+            let duration = (u64::from(max) * per + extra % per.max(1)).max(u64::from(max));
+            LegacyLimit {
+                max: Some(max),
+                duration: Some(duration * unit),
+                min_interval: min.map(|m| m * unit),
+            }
+        },
+    )
+}
+
+/// A client's next move: retry at the last answer's `reset_after` (at once after an admitted
+/// request), or wait `n / 16` of a duration.
+#[derive(Debug, Clone, Copy)]
+enum Client {
+    AtResetAfter,
+    Wait(u64),
+}
+
+fn client() -> impl Strategy<Value = Client> {
+    prop_oneof![3 => Just(Client::AtResetAfter), 1 => (0u64..=40).prop_map(Client::Wait)]
+}
+
+proptest! {
+    #![proptest_config(config(400))]
+
+    /// The bound the module docs state for legacy limits, for a client that retries exactly at
+    /// `reset_after` and waits at random in between.
+    #[test]
+    fn legacy_limits_admit_at_most_two_max_minus_one_per_duration(
+        limit in legacy_limit(),
+        start in prop_oneof![Just(0u64), any::<u64>().prop_map(|t| t / 2)],
+        moves in prop::collection::vec(client(), 1..300),
+    ) {
+        let (max, duration) = (limit.max.unwrap(), limit.duration.unwrap());
+        let bucket = LeakyBucket::from_legacy(limit).unwrap();
+        let mut store = Store::new(bucket, 10).unwrap();
+        let (mut now, mut admitted) = (start, Vec::new());
+        let mut last = store.check("k", now);
+        if last.allowed {
+            admitted.push(now);
+        }
+        for client in moves {
+            now += match client {
+                Client::AtResetAfter => if last.allowed { 0 } else { last.reset_after },
+                Client::Wait(sixteenths) => duration / 16 * sixteenths,
+            };
+            last = store.check("k", now);
+            if last.allowed {
+                admitted.push(now);
+            }
+        }
+        let (most, bound) = (most_within(&admitted, duration) as u64, 2 * u64::from(max) - 1);
+        prop_assert!(most <= bound, "{} within {} ns: {:?}", most, duration, bucket);
+    }
+
+    /// The bound is the true one, not a loose one: from an empty key, a client that retries at
+    /// `reset_after` reaches `2 × max − 1` within one duration whenever the `max − 1` drips
+    /// fit in it (`duration >= max²`) and no minimum interval spaces the burst.
+    #[test]
+    fn a_client_at_reset_after_reaches_the_legacy_bound(limit in legacy_limit()) {
+        let (max, duration) = (limit.max.unwrap(), limit.duration.unwrap());
+        prop_assume!(duration >= u64::from(max) * u64::from(max));
+        let bucket = LeakyBucket::from_legacy(LegacyLimit { min_interval: None, ..limit }).unwrap();
+        let mut store = Store::new(bucket, 10).unwrap();
+        let (mut now, mut admitted) = (0, Vec::new());
+        while now < 3 * duration {
+            let d = store.check("k", now);
+            if d.allowed {
+                admitted.push(now);
+            } else {
+                now += d.reset_after;
+            }
+        }
+        prop_assert_eq!(most_within(&admitted, duration) as u64, 2 * u64::from(max) - 1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Fixed window.
 
 /// A Discord-like server, independent of the implementation: a window opens with the first
@@ -334,7 +434,7 @@ fn drive(fw: FixedWindow, jobs: Vec<(Nanos, Job)>) {
                 let slots_held = pending.len() as u64;
                 let waiting = pending.values().filter(|&&dropped| !dropped).count() as u64;
                 let used = server.used_at(now, fw.window());
-                let s = store.schedule("g", now);
+                let s = store.schedule("g", now).expect("a release time within the clock");
                 assert_eq!(s.waiting, waiting + u64::from(!s.run_now));
                 assert_eq!(s.run_now, slots_held == 0 && u64::from(used) < quota, "{s:?}");
                 if !s.run_now {
@@ -425,8 +525,8 @@ proptest! {
         assert_store_matches_map(
             &mut store,
             &steps,
-            |s, k, now| s.check(k, now),
-            |g, st, _, now| g.check_n(st, now, 1).unwrap(),
+            |s, k, now| s.check(k, now).unwrap(),
+            |g, st, _, now| gcra_check(g, st, now, 1),
         );
     }
 
@@ -450,7 +550,7 @@ proptest! {
                 if !even(k) {
                     return (Some(s.check(k, now)), None);
                 }
-                let scheduled = s.schedule(k, now);
+                let scheduled = s.schedule(k, now).unwrap();
                 let released = !scheduled.run_now && s.release(k, now);
                 (None, Some((scheduled, released)))
             },
@@ -458,7 +558,7 @@ proptest! {
                 if !even(k) {
                     return (Some(fw.check(st, now)), None);
                 }
-                let scheduled = fw.schedule(st, now);
+                let scheduled = fw.schedule(st, now).unwrap();
                 let released = !scheduled.run_now && fw.release(st);
                 (None, Some((scheduled, released)))
             },
@@ -471,7 +571,7 @@ proptest! {
         let mut now = 0;
         for (dt, key) in steps {
             now += dt;
-            let d = store.check(&format!("key{key}"), now);
+            let d = store.check(&format!("key{key}"), now).unwrap();
             assert_headers_consistent(&d, true);
             prop_assert!(store.len() <= max_keys);
         }

@@ -140,14 +140,18 @@ fn run(algorithm: &str, case: &Value) -> Result<Vec<Value>, String> {
             let mut run_step = |step: &Value| {
                 assert_eq!(op(step), "check");
                 let outcome = match step.get("n").and_then(Value::as_u64) {
-                    None => decision(&store.check(&key(step), at(step)), policy),
-                    Some(n) => match store.check_n(&key(step), at(step), n as u32) {
+                    None => match store.check(&key(step), at(step)) {
                         Ok(d) => decision(&d, policy),
-                        Err(e) => json!({
+                        Err(e) => error(&e),
+                    },
+                    Some(n) => match store.check_n(&key(step), at(step), n as u32) {
+                        Ok(Ok(d)) => decision(&d, policy),
+                        Ok(Err(e)) => json!({
                             "error": InsufficientCapacity::CODE,
                             "requested": e.requested,
                             "capacity": e.capacity,
                         }),
+                        Err(e) => error(&e),
                     },
                 };
                 with_store(outcome, &store)
@@ -175,7 +179,10 @@ fn run(algorithm: &str, case: &Value) -> Result<Vec<Value>, String> {
                 let (k, now) = (key(step), at(step));
                 let outcome = match op(step).as_str() {
                     "check" => decision(&store.check(&k, now), policy),
-                    "schedule" => scheduled(&store.schedule(&k, now)),
+                    "schedule" => match store.schedule(&k, now) {
+                        Ok(s) => scheduled(&s),
+                        Err(e) => error(&e),
+                    },
                     "release" => json!({ "released": store.release(&k, now) }),
                     other => panic!("unknown op {other}"),
                 };
@@ -350,6 +357,11 @@ fn leaky_cases() -> Vec<Value> {
             "legacy max 5 per 10 s",
             legacy(json!({ "max": 5, "duration_ms": 10000 })),
             checks("u", &[0, 0, 0, 0, 0, 0, 1999, 2000, 2000]),
+        ),
+        case(
+            "legacy max 3 per 10 s: the drip rounds up, so the third drip falls after 10 s",
+            legacy(json!({ "max": 3, "duration_ms": 10000 })),
+            checks("u", &[0, 0, 0, 0, 3334, 6667, 6668, 10000, 10001]),
         ),
         case(
             "legacy max 10 per 60 s with a 1 s minimum interval (two buckets)",

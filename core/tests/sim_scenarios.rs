@@ -793,12 +793,12 @@ fn e2e_global_margin_follows_the_uplink_not_a_slow_reader() {
     // round trips' spread would widen every window by about 230 ms; the server's clock in
     // the answers (Reset less Reset-After) shows the uplinks' spread, so the margin stays a
     // few milliseconds and the limit still holds.
-    let run_with = |wall_clock: bool| {
+    let run_with = |server_clock: bool| {
         let mut net = SimConfig::default().seed(3).latency(
             Latency::jittered(10 * MILLISECOND, 2 * MILLISECOND),
             Latency::jittered(10 * MILLISECOND, 150 * MILLISECOND),
         );
-        net.wall_clock = wall_clock;
+        net.server_clock = server_clock;
         global_cap_400(net)
     };
     let informed = run_with(true);
@@ -808,7 +808,7 @@ fn e2e_global_margin_follows_the_uplink_not_a_slow_reader() {
     check_common(&blind);
     // Eight windows: the bound is 7 s plus the first round trip.
     assert!(informed.makespan() <= 7_500 * MILLISECOND, "{}", informed.makespan());
-    // The cause, without the server's clock (no wall clock given to the limiter): the
+    // The cause, without the server's clock (answers without `X-RateLimit-Reset`): the
     // round trips' margin, about 8.7 s.
     assert!(blind.makespan() >= 8 * SECOND, "{}", blind.makespan());
 }
@@ -1735,6 +1735,42 @@ fn e2e_a_short_window_is_timed_to_arrive_just_after_its_end() {
 }
 
 #[test]
+fn e2e_a_short_window_is_timed_from_the_servers_clock_when_answers_are_read_late() {
+    // 1 per 50 ms; requests reach the server 10 ms (plus up to 1 ms) after they leave, but
+    // answers are read 10 to 40 ms after the server sent them (a busy client). The round
+    // trips are too uneven to time anything from (no steady-link lead); the server's clock
+    // in the answers (Reset less Reset-After) shows the uplinks are steady, so from the 8th
+    // answer on each request goes early enough to arrive just after the window it waits
+    // for, with no 429. Without the server's clock the engine waits for each reported reset.
+    let bound = 59 * 50 * MILLISECOND + 20 * MILLISECOND;
+    let run_with = |server_clock: bool| {
+        let cfg = one_bucket(1, 50 * MILLISECOND).global(None);
+        let mut net = SimConfig::default().seed(9).latency(
+            Latency::jittered(10 * MILLISECOND, MILLISECOND),
+            Latency::jittered(10 * MILLISECOND, 30 * MILLISECOND),
+        );
+        net.server_clock = server_clock;
+        let mut s = sim(cfg, net);
+        for _ in 0..60 {
+            s.enqueue_at(0, msg("1"));
+        }
+        let report = run(&mut s);
+        check_common(&report);
+        assert!(report.all_succeeded());
+        assert_eq!(report.count_429(), 0, "server clock {server_clock}");
+        report.makespan()
+    };
+    let informed = run_with(true);
+    let blind = run_with(false);
+    // 3.4 s: the first 8 windows wait for the reported reset (about 25 ms late each), the
+    // others a request arrives about 4.5 ms after the end (the clock's reading error, 2 ms,
+    // the allowance for the uplinks' spread, and the fastest sample's own reading error);
+    // waiting for each reported reset costs about 85 ms a window.
+    assert!(informed <= bound * 118 / 100, "{} ms against a bound of {} ms", informed / MILLISECOND, bound / MILLISECOND);
+    assert!(blind >= bound * 160 / 100, "{} ms", blind / MILLISECOND);
+}
+
+#[test]
 fn e2e_a_shared_scope_limit_below_the_bucket_is_learned() {
     // The bot may pin 5 per second, the channel's pins take 3 per second from everyone. The
     // first window meets the shared limit (two 429s: five went out together); the next eight
@@ -1761,3 +1797,27 @@ fn e2e_a_shared_scope_limit_below_the_bucket_is_learned() {
     }
 }
 
+
+#[test]
+fn e2e_global_limit_holds_when_the_first_burst_takes_longer_than_the_margins_cap() {
+    // As above, but the connections take 300 ms to open and the driver does not report when
+    // requests leave: the first burst reaches the server 300 ms after its `Send`s, more than
+    // `global_margin_max` (250 ms). The first window's margin covers the first burst's fastest
+    // round trip uncapped (it was capped like the learned margin, and every seed then took
+    // 50 global 429s: the whole second burst inside the first window).
+    for seed in 0..8 {
+        let report = global_cap_400(
+            SimConfig::default()
+                .seed(seed)
+                .latency(Latency::jittered(10 * MILLISECOND, MILLISECOND), Latency::jittered(10 * MILLISECOND, MILLISECOND))
+                .connect(300 * MILLISECOND)
+                .dispatch(Latency::jittered(0, 50 * MILLISECOND), false),
+        );
+        check_common(&report);
+        assert!(report.all_succeeded());
+        assert_eq!(report.count(ServerOutcome::GlobalLimited), 0, "seed {seed}");
+        // Eight windows: the bound is 7 s plus the first burst's 350 ms; the first window's
+        // floor and the margin learned from the unreported round trips widen them.
+        assert!(report.makespan() <= 10 * SECOND, "seed {seed}: {}", report.makespan());
+    }
+}

@@ -106,6 +106,10 @@ test('redis store: reservations and updates become the script\'s ARGV, the prefi
   assert.deepEqual(client.commands[1],
     ['EVALSHA', sha, '1', '{t}:', 'reserve', ...common, '7', 'bot', 'POST /channels/:id/messages', '1', '', '1', '50', '1100000000', '100000000', '10000', '600000000000',
       '1', '', '0', '', ''])
+  // A reservation that asks for a lease of the global budget passes how many tokens it wants
+  // (a reservation object without globalWant, as above, asks for one).
+  assert.deepEqual(await store.reserve({ ...RESERVATION, globalWant: 12 }), { answer: 'granted' })
+  assert.deepEqual(client.commands[2].slice(-6, -4), ['600000000000', '12'])
   // After a store outage: the count since, reporting, and the reports' ages joined by ','.
   const { reserveArgs } = make()
   const outage = { ...RESERVATION, globalWant: 3, processesSinceNs: 2e9, reporting: true, unrecordedNs: [5, 9e8], grantedNs: [1e9] }
@@ -121,7 +125,7 @@ test('redis store: reservations and updates become the script\'s ARGV, the prefi
   // The live-process count the script adds (absent from a script of an earlier version).
   assert.deepEqual(parseAnswer(['granted', 3]), { answer: 'granted', processes: 3 })
   assert.deepEqual(parseAnswer(['denied', 1500, 'bucket', 2]), { answer: 'denied', retryAfterNs: 1500000, scope: 'bucket', processes: 2 })
-  // And a grant's lease count (`leased`).
+  // The global tokens leased beyond the request's own.
   assert.deepEqual(parseAnswer(['granted', 3, 2]), { answer: 'granted', processes: 3, leased: 2 })
   for (const bad of [[], ['granted', -1], ['granted', 1, -1], ['granted', 1, 1, 1], ['denied', 1, 'bucket', -1], ['denied', -1, 'bucket'], ['denied', 1.5, 'bucket'], 'granted', null]) {
     assert.throws(() => parseAnswer(bad), /unexpected reply/)
@@ -241,6 +245,7 @@ test('redis store: options in ms become the core\'s settings; bad ones are Inval
   assert.deepEqual(store.coreSettings(), {
     on_unavailable: 'fail_closed', global_lease: true, retry_base_ns: 10e6, retry_max_ns: 200e6, lease_ns: 1000e6, pioneer_poll_ns: 20e6, state_ttl_ns: 5000e6,
   })
+  assert.equal(new RedisStore(client, { globalLease: false }).coreSettings().global_lease, false)
   assert.equal(new RateLimiter({ shared: store }).config.shared.retry_max_ns, 200e6)
   const bad = [
     ['redis://x', {}], // a URL needs the package's connect()
@@ -250,6 +255,7 @@ test('redis store: options in ms become the core\'s settings; bad ones are Inval
     [client, { prefix: 5 }],
     [client, { stateTtl: NaN }],
     [client, { unknown: 1 }],
+    [client, { globalLease: 1 }],
     [client, 'fail_open'],
   ]
   for (const [arg, options] of bad) {

@@ -15,7 +15,7 @@ KEYS[1]  the key: a string "window_start booked waiting" (three decimal integers
 ARGV[1]  op          "check" | "schedule" | "release"
 ARGV[2]  quota       integer >= 1 and <= 4294967295
 ARGV[3]  window_ns   integer >= 1 and <= 2^52
-ARGV[4]  now_ns      optional; decimal integer nanoseconds (up to 20 digits). Absent or ""
+ARGV[4]  now_ns      optional; decimal integer nanoseconds, at most 2^64 - 1. Absent or ""
                      = Redis's own clock (TIME, Unix epoch). Set it only to replay fixed
                      timestamps (tests); every caller of one key must use the same clock.
 ARGV[5]  min_ttl_ms  optional integer >= 0 (default 0): a key's TTL is at least this long.
@@ -30,7 +30,10 @@ Reply, by op:
   release:  {"released", released (1|0)}
 Errors: "RATELANE_ARG <what>" for a bad argument, "RATELANE_STATE <what>" for a key that
 does not hold a fixed-window state, "RATELANE_RANGE <what>" when a scheduled job's window
-would end more than 2^52 ns (about 52 days) from now; nothing is written in these cases.
+would end more than 2^52 ns (about 52 days) from now, "RATELANE_CLOCK <what>" when a
+scheduled job would be released after 2^64 - 1 ns (the end of the core's u64 clock: the core
+refuses such a booking too); nothing is written in these cases. Checks and releases answer at
+every now up to 2^64 - 1, as the core does.
 
 State and expiry: after every op the key is deleted if the group is idle (no delayed job
 waiting for its release and every booked window over), otherwise written (SET ... PX) to
@@ -44,6 +47,7 @@ to now; the window is limited to 2^52 ns, and so is the time until the last book
 ]]
 
 local E9 = 1000000000
+local END_S, END_NS = 18446744073, 709551615 -- 2^64 - 1 ns, the end of the core's u64 clock
 local MAX_WINDOW = 4503599627370496 -- 2^52 ns
 local FAR = 9007199254740992 -- 2^53 ns
 local FAR_S = 9000000 -- seconds; FAR_S * E9 + E9 < 2^53
@@ -88,7 +92,17 @@ if ARGV[4] == nil or ARGV[4] == '' then
   now_s, now_ns = tonumber(t[1]), tonumber(t[2]) * 1000
 else
   now_s, now_ns = parse_ns(ARGV[4])
-  if not now_s then return redis.error_reply('RATELANE_ARG now_ns must be a decimal integer of nanoseconds') end
+  if not now_s or now_s > END_S or (now_s == END_S and now_ns > END_NS) then
+    return redis.error_reply('RATELANE_ARG now_ns must be a decimal integer of nanoseconds up to 2^64 - 1')
+  end
+end
+
+-- Whether now + d (0 <= d <= 2^53 - 1e9) is after 2^64 - 1 ns.
+local function past_end(d)
+  local t = now_ns + d
+  local r = math.fmod(t, E9)
+  local s = now_s + (t - r) / E9
+  return s > END_S or (s == END_S and r > END_NS)
 end
 
 -- now + d (|d| < 2^53 - 1e9) as a decimal string of nanoseconds.
@@ -170,6 +184,9 @@ elseif op == 'schedule' then
   local w = idiv(slot, quota)
   if window_at(ceil_div(booked, quota)) > MAX_WINDOW then
     return redis.error_reply('RATELANE_RANGE the job\'s window would end more than 2^52 ns from now')
+  end
+  if w > 0 and past_end(window_at(w)) then
+    return redis.error_reply('RATELANE_CLOCK the job would be released after 2^64 - 1 ns, the end of the u64 clock')
   end
   if w == 0 then
     reply = {'scheduled', 1, at(0), waiting, at(0)}

@@ -11,7 +11,7 @@ ARGV[1]  interval_ns  integer >= 1, nanoseconds between two requests at the sust
 ARGV[2]  burst        integer >= 1 and <= 4294967295, with interval_ns * burst <= 2^52
 ARGV[3]  n            integer >= 0 and <= 4294967295, the request's weight (0 = peek: always
                       allowed, changes nothing, describes the key)
-ARGV[4]  now_ns       optional; decimal integer nanoseconds (up to 20 digits). Absent or ""
+ARGV[4]  now_ns       optional; decimal integer nanoseconds, at most 2^64 - 1. Absent or ""
                       = Redis's own clock (TIME, Unix epoch). Set it only to replay fixed
                       timestamps (tests); every caller of one key must use the same clock.
 ARGV[5]  min_ttl_ms   optional integer >= 0 (default 0): a key's TTL is at least this long.
@@ -24,7 +24,10 @@ Reply, one of:
   {"insufficient_capacity", requested, capacity}
       n > burst: the request can never be admitted (nothing is changed).
 Errors: "RATELANE_ARG <what>" for a bad argument, "RATELANE_STATE <what>" for a key that
-does not hold a GCRA state; nothing is written in either case.
+does not hold a GCRA state, "RATELANE_CLOCK <what>" when now_ns is later than
+2^64 - 1 - interval_ns * burst (the core's Gcra::last_instant: an admitted request could move
+the TAT past the end of the u64 clock, and the core refuses such a now); nothing is written in
+these cases. Redis's own clock (TIME) is that late only after the year 2554.
 
 State and expiry: the value is written only when an admitted request moves the TAT (SET ... PX
 until the TAT, so the key expires exactly when it is empty again) and deleted when an admitted
@@ -38,6 +41,7 @@ an exact integer. A stored time more than 9,000,000 s (about 104 days) from now 
 ]]
 
 local E9 = 1000000000
+local END_S, END_NS = 18446744073, 709551615 -- 2^64 - 1 ns, the end of the core's u64 clock
 local MAX_WINDOW = 4503599627370496 -- 2^52 ns
 local FAR = 9007199254740992 -- 2^53 ns
 local FAR_S = 9000000 -- seconds; FAR_S * E9 + E9 < 2^53
@@ -81,7 +85,21 @@ if ARGV[4] == nil or ARGV[4] == '' then
   now_s, now_ns = tonumber(t[1]), tonumber(t[2]) * 1000
 else
   now_s, now_ns = parse_ns(ARGV[4])
-  if not now_s then return redis.error_reply('RATELANE_ARG now_ns must be a decimal integer of nanoseconds') end
+  if not now_s or now_s > END_S or (now_s == END_S and now_ns > END_NS) then
+    return redis.error_reply('RATELANE_ARG now_ns must be a decimal integer of nanoseconds up to 2^64 - 1')
+  end
+end
+
+-- Whether now + d (0 <= d <= 2^52) is after 2^64 - 1 ns.
+local function past_end(d)
+  local t = now_ns + d
+  local r = math.fmod(t, E9)
+  local s = now_s + (t - r) / E9
+  return s > END_S or (s == END_S and r > END_NS)
+end
+
+if past_end(tau) then
+  return redis.error_reply('RATELANE_CLOCK now_ns is later than 2^64 - 1 - interval_ns * burst: the TAT could pass the end of the u64 clock')
 end
 
 -- stored time - now, in nanoseconds (clamped to +-2^53 beyond FAR_S seconds).

@@ -17,7 +17,7 @@ ARGV[2]  drip_rate_ns     integer >= 1
 ARGV[3]  drip_size        integer >= 1 and <= 4294967295,
                           with ceil(size / drip_size) * drip_rate_ns <= 2^52
 ARGV[4]  min_interval_ns  integer >= 0 and <= 2^52; 0 = no minimum interval
-ARGV[5]  now_ns           optional; decimal integer nanoseconds (up to 20 digits). Absent or ""
+ARGV[5]  now_ns           optional; decimal integer nanoseconds, at most 2^64 - 1. Absent or ""
                           = Redis's own clock (TIME, Unix epoch). Set it only to replay fixed
                           timestamps (tests); every caller of one key must use the same clock.
 ARGV[6]  min_ttl_ms       optional integer >= 0 (default 0): a key's TTL is at least this long.
@@ -39,6 +39,7 @@ to now; windows and min_interval are limited to 2^52 ns (about 52 days). A drip 
 ]]
 
 local E9 = 1000000000
+local END_S, END_NS = 18446744073, 709551615 -- 2^64 - 1 ns, the end of the core's u64 clock
 local MAX_WINDOW = 4503599627370496 -- 2^52 ns
 local FAR = 9007199254740992 -- 2^53 ns
 local FAR_S = 9000000 -- seconds; FAR_S * E9 + E9 < 2^53
@@ -85,7 +86,9 @@ if ARGV[5] == nil or ARGV[5] == '' then
   now_s, now_ns = tonumber(t[1]), tonumber(t[2]) * 1000
 else
   now_s, now_ns = parse_ns(ARGV[5])
-  if not now_s then return redis.error_reply('RATELANE_ARG now_ns must be a decimal integer of nanoseconds') end
+  if not now_s or now_s > END_S or (now_s == END_S and now_ns > END_NS) then
+    return redis.error_reply('RATELANE_ARG now_ns must be a decimal integer of nanoseconds up to 2^64 - 1')
+  end
 end
 
 -- now + d (|d| < 2^53 - 1e9) as a decimal string of nanoseconds.

@@ -21,6 +21,11 @@ pub enum Error {
     /// A weight larger than the burst: the request can never be admitted, whatever the wait.
     /// Decided by the script (or, for GCRA, before any round trip); nothing was counted.
     InsufficientCapacity(InsufficientCapacity),
+    /// A call the in-memory store refuses too: a GCRA check whose `now` is later than
+    /// [`Gcra::last_instant`](ratelane::server::Gcra::last_instant) (decided before any round
+    /// trip), or a scheduled job that would be released after `u64::MAX` ns (the script's
+    /// `RATELANE_CLOCK`). Nothing was counted.
+    InvalidRequest(String),
     /// Redis could not be reached or the connection failed (I/O error, timeout, connection
     /// refused or dropped, authentication).
     Connection(redis::RedisError),
@@ -44,6 +49,7 @@ impl Error {
         match self {
             Error::InvalidConfig(_) => "invalid_config",
             Error::InsufficientCapacity(_) => InsufficientCapacity::CODE,
+            Error::InvalidRequest(_) => "invalid_request",
             Error::Connection(_) => "redis_connection",
             Error::Server(_) => "redis_server",
             Error::BadState(_) => "redis_bad_state",
@@ -56,6 +62,7 @@ impl Error {
     pub const ALL_CODES: &'static [&'static str] = &[
         "invalid_config",
         "insufficient_capacity",
+        "invalid_request",
         "redis_connection",
         "redis_server",
         "redis_bad_state",
@@ -69,6 +76,7 @@ impl Error {
         match server_code.as_deref() {
             Some("RATELANE_STATE" | "WRONGTYPE") => Error::BadState(describe(&error)),
             Some("RATELANE_RANGE") => Error::OutOfRange(describe(&error)),
+            Some("RATELANE_CLOCK") => Error::InvalidRequest(describe(&error)),
             Some(_) => Error::Server(error),
             None if error.is_io_error()
                 || error.is_timeout()
@@ -97,6 +105,7 @@ impl fmt::Display for Error {
         match self {
             Error::InvalidConfig(msg) => write!(f, "invalid configuration: {msg}"),
             Error::InsufficientCapacity(e) => e.fmt(f),
+            Error::InvalidRequest(msg) => write!(f, "invalid request: {msg}"),
             Error::Connection(e) => write!(f, "Redis connection failed: {e}"),
             Error::Server(e) => write!(f, "Redis answered with an error: {e}"),
             Error::BadState(msg) => write!(f, "the key does not hold this limiter's state: {msg}"),
@@ -118,6 +127,9 @@ impl std::error::Error for Error {
 
 impl From<ratelane::Error> for Error {
     fn from(error: ratelane::Error) -> Error {
-        Error::InvalidConfig(error.to_string())
+        match error {
+            ratelane::Error::InvalidRequest(msg) => Error::InvalidRequest(msg),
+            other => Error::InvalidConfig(other.to_string()),
+        }
     }
 }

@@ -59,7 +59,9 @@ impl RedisGcra {
     ///
     /// # Errors
     ///
-    /// Redis failures (see [`Error`]).
+    /// [`Error::InvalidRequest`] when `now` is later than
+    /// [`Gcra::last_instant`](ratelane::server::Gcra::last_instant), as the in-memory store
+    /// refuses it (decided without a round trip); Redis failures (see [`Error`]).
     pub fn check_at(
         &self,
         con: &mut dyn ConnectionLike,
@@ -89,7 +91,8 @@ impl RedisGcra {
     ///
     /// # Errors
     ///
-    /// As for [`check_n`](Self::check_n).
+    /// As for [`check_n`](Self::check_n), and [`Error::InvalidRequest`] as for
+    /// [`check_at`](Self::check_at).
     pub fn check_n_at(
         &self,
         con: &mut dyn ConnectionLike,
@@ -118,7 +121,7 @@ impl RedisGcra {
     ///
     /// # Errors
     ///
-    /// As for [`check`](Self::check).
+    /// As for [`check_at`](Self::check_at).
     #[cfg(feature = "aio")]
     pub async fn check_at_async(
         &self,
@@ -148,7 +151,7 @@ impl RedisGcra {
     ///
     /// # Errors
     ///
-    /// As for [`check_n`](Self::check_n).
+    /// As for [`check_n_at`](Self::check_n_at).
     #[cfg(feature = "aio")]
     pub async fn check_n_at_async(
         &self,
@@ -166,7 +169,7 @@ impl RedisGcra {
         n: u32,
         now: Option<Nanos>,
     ) -> Result<Call<'a, Decision>, Error> {
-        let args = gcra_argv(&self.gcra, n, now, self.min_ttl_ms)
+        let args = gcra_argv(&self.gcra, n, now, self.min_ttl_ms)?
             .map_err(Error::InsufficientCapacity)?
             .into_iter()
             .map(Arg::from)

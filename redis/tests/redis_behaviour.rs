@@ -290,6 +290,77 @@ fn scheduling_beyond_the_exact_range_is_refused_and_books_nothing() {
     assert!(!limiter.release_at(&mut con, &key, T0).unwrap());
 }
 
+/// `EVAL script 1 key args...`: the script's own answer, without a host's checks.
+fn eval(con: &mut redis::Connection, script: &str, key: &str, args: &[String]) -> redis::RedisResult<Value> {
+    redis::cmd("EVAL").arg(script).arg(1).arg(key).arg(args).query::<Value>(con)
+}
+
+#[test]
+#[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+fn the_scripts_refuse_what_the_core_refuses_at_the_end_of_the_clock() {
+    let mut con = support::connection();
+    let prefix = support::unique_prefix(&mut con, "clock");
+    let end = u64::MAX;
+    let strings = |args: &[u64]| args.iter().map(u64::to_string).collect::<Vec<_>>();
+
+    // GCRA: the last instant is taken (and the TAT reaches exactly 2^64 - 1); one nanosecond
+    // later is RATELANE_CLOCK, as the core's Gcra::check_n refuses it, and nothing is written.
+    let gcra = Gcra::new(SECOND, 3).unwrap();
+    let key = format!("{prefix}gcra");
+    let last = gcra.last_instant();
+    for _ in 0..3 {
+        eval(&mut con, GCRA_LUA, &key, &strings(&[SECOND, 3, 1, last])).unwrap();
+    }
+    let tat: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    assert_eq!(tat, end.to_string());
+    for now in [last + 1, end] {
+        let e = eval(&mut con, GCRA_LUA, &key, &strings(&[SECOND, 3, 0, now])).unwrap_err();
+        assert_eq!(e.code(), Some("RATELANE_CLOCK"), "{e}");
+    }
+    let tat_after: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    assert_eq!(tat_after, tat);
+
+    // Fixed window, 2 per second, 2 s before the end: three windows start within the clock,
+    // the next job is refused with RATELANE_CLOCK and books nothing; checks still answer.
+    let key = format!("{prefix}fixed");
+    let now = end - 2 * SECOND;
+    let mut releases = Vec::new();
+    for _ in 0..6 {
+        let args = ["schedule".to_string(), "2".into(), SECOND.to_string(), now.to_string()];
+        let Value::Array(reply) = eval(&mut con, FIXED_WINDOW_LUA, &key, &args).unwrap() else {
+            panic!("not an array")
+        };
+        let Value::BulkString(at) = &reply[2] else { panic!("release_at") };
+        releases.push(String::from_utf8(at.clone()).unwrap());
+    }
+    let expected = [now, now, end - SECOND, end - SECOND, end, end].map(|t| t.to_string());
+    assert_eq!(releases, expected);
+    let state: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    let args = ["schedule".to_string(), "2".into(), SECOND.to_string(), now.to_string()];
+    let e = eval(&mut con, FIXED_WINDOW_LUA, &key, &args).unwrap_err();
+    assert_eq!(e.code(), Some("RATELANE_CLOCK"), "{e}");
+    let state_after: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+    assert_eq!(state_after, state);
+
+    // Through the crate, the same code as the in-memory store's.
+    let limiter = RedisFixedWindow::new(FixedWindow::new(2, SECOND).unwrap()).unwrap();
+    assert_eq!(limiter.schedule_at(&mut con, &key, now).unwrap_err().code(), "invalid_request");
+    let d = limiter.check_at(&mut con, &format!("{prefix}check"), end).unwrap();
+    assert!(d.allowed);
+
+    // A now_ns past 2^64 - 1 is not a time the core takes: a bad argument for every script.
+    let beyond = "18446744073709551616".to_string();
+    let cases: [(&str, Vec<String>); 3] = [
+        (GCRA_LUA, vec!["1".into(), "1".into(), "1".into(), beyond.clone()]),
+        (LEAKY_BUCKET_LUA, vec!["1".into(), "1".into(), "1".into(), "0".into(), beyond.clone()]),
+        (FIXED_WINDOW_LUA, vec!["check".into(), "1".into(), "1".into(), beyond]),
+    ];
+    for (script, args) in cases {
+        let e = eval(&mut con, script, &format!("{prefix}beyond"), &args).unwrap_err();
+        assert_eq!(e.code(), Some("RATELANE_ARG"), "{e}");
+    }
+}
+
 #[test]
 #[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
 fn scripts_refuse_bad_arguments_with_ratelane_arg() {

@@ -1,8 +1,9 @@
 //! Redis against the in-memory stores on random sequences: same configs, same keys, same
 //! times (through `now_ns`), so every answer must be equal, field for field, and a key must
 //! exist in Redis exactly when the store holds it. Times are arbitrary nanoseconds from
-//! three epochs (0, a Unix time, 2^62), so the scripts' split of seconds and nanoseconds and
-//! their sub-millisecond arithmetic are exercised.
+//! four epochs (0, a Unix time, 2^62, and one that runs into the end of the `u64` clock), so
+//! the scripts' split of seconds and nanoseconds, their sub-millisecond arithmetic and their
+//! refusals at the end of the clock (the store's `invalid_request`) are exercised.
 //!
 //! Bounded: 32 sequences of at most 40 steps per algorithm (about 4,000 script calls), or
 //! `PROPTEST_CASES` sequences when that is set.
@@ -21,7 +22,9 @@ use ratelane_redis::{RedisFixedWindow, RedisGcra, RedisLeakyBucket};
 
 const CASES: u32 = 32;
 const MIN_TTL_MS: u64 = 60_000;
-const EPOCHS: [Nanos; 3] = [0, 1_732_364_823_123_456_789, 1 << 62];
+/// The last epoch leaves about 30 s before the end of the clock: a sequence of up to 40 steps
+/// of up to 4 periods of up to 2 s × 6 may run past it.
+const EPOCHS: [Nanos; 4] = [0, 1_732_364_823_123_456_789, 1 << 62, u64::MAX - 30_000_000_000];
 
 /// `CASES` sequences, or `PROPTEST_CASES` when set (to explore more, locally).
 fn runner() -> TestRunner {
@@ -73,10 +76,14 @@ fn gcra_in_redis_equals_the_store() {
             let mut store: GcraStore = Store::new(gcra, 1000).unwrap();
             let mut now = epoch;
             for (i, (advance, key, n)) in steps.into_iter().enumerate() {
-                now += advance;
+                now = now.saturating_add(advance);
                 let redis_key = format!("{prefix}{}", KEYS[key]);
                 let redis = limiter.check_n_at(con, &redis_key, n, now).map_err(|e| e.code());
-                let memory = store.check_n(KEYS[key], now, n).map_err(|_| "insufficient_capacity");
+                let memory = match store.check_n(KEYS[key], now, n) {
+                    Ok(Ok(d)) => Ok(d),
+                    Ok(Err(_)) => Err("insufficient_capacity"),
+                    Err(e) => Err(e.code()),
+                };
                 // A weight above the burst is answered without a round trip: Redis does not
                 // see the key then (the store may sweep it if it has emptied meanwhile).
                 let memory_holds = store.state(KEYS[key]).is_some();
@@ -116,7 +123,7 @@ fn leaky_bucket_in_redis_equals_the_store() {
             let mut store: LeakyBucketStore = Store::new(bucket, 1000).unwrap();
             let mut now = epoch;
             for (i, (advance, key, factor)) in steps.into_iter().enumerate() {
-                now += advance;
+                now = now.saturating_add(advance);
                 let redis_key = format!("{prefix}{}", KEYS[key]);
                 let (redis, memory): (Decision, Decision) = match factor {
                     None => (
@@ -163,16 +170,17 @@ fn fixed_window_in_redis_equals_the_store() {
             let mut store: FixedWindowStore = Store::new(fixed, 1000).unwrap();
             let mut now = epoch;
             for (i, (advance, key, op)) in steps.into_iter().enumerate() {
-                now += advance;
+                now = now.saturating_add(advance);
                 let (k, redis_key) = (KEYS[key], format!("{prefix}{}", KEYS[key]));
                 let (redis, memory) = match op {
                     Op::Check => (
                         format!("{:?}", limiter.check_at(con, &redis_key, now).unwrap()),
                         format!("{:?}", store.check(k, now)),
                     ),
+                    // A job released after u64::MAX is refused by both, with one code.
                     Op::Schedule => (
-                        format!("{:?}", limiter.schedule_at(con, &redis_key, now).unwrap()),
-                        format!("{:?}", store.schedule(k, now)),
+                        format!("{:?}", limiter.schedule_at(con, &redis_key, now).map_err(|e| e.code())),
+                        format!("{:?}", store.schedule(k, now).map_err(|e| e.code())),
                     ),
                     Op::Release => (
                         format!("{:?}", limiter.release_at(con, &redis_key, now).unwrap()),

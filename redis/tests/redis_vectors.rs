@@ -110,7 +110,7 @@ fn insufficient(e: &InsufficientCapacity) -> Value {
 fn expected_error(e: Error) -> Value {
     match e {
         Error::InsufficientCapacity(e) => insufficient(&e),
-        Error::InvalidConfig(_) => json!({ "error": e.code() }),
+        Error::InvalidConfig(_) | Error::InvalidRequest(_) => json!({ "error": e.code() }),
         other => panic!("Redis failed: {other} ({})", other.code()),
     }
 }
@@ -153,15 +153,19 @@ fn run(
                 let (redis, memory) = match step.get("n").and_then(Value::as_u64) {
                     None => (
                         limiter.check_at(con, &redis_key, now).map(|d| decision(&d, policy)),
-                        decision(&store.check(&k, now), policy),
+                        match store.check(&k, now) {
+                            Ok(d) => decision(&d, policy),
+                            Err(e) => json!({ "error": e.code() }),
+                        },
                     ),
                     Some(n) => (
                         limiter
                             .check_n_at(con, &redis_key, n as u32, now)
                             .map(|d| decision(&d, policy)),
                         match store.check_n(&k, now, n as u32) {
-                            Ok(d) => decision(&d, policy),
-                            Err(e) => insufficient(&e),
+                            Ok(Ok(d)) => decision(&d, policy),
+                            Ok(Err(e)) => insufficient(&e),
+                            Err(e) => json!({ "error": e.code() }),
                         },
                     ),
                 };
@@ -222,7 +226,10 @@ fn run(
                     ),
                     "schedule" => (
                         limiter.schedule_at(con, &redis_key, now).map(|s| scheduled(&s)),
-                        scheduled(&store.schedule(&k, now)),
+                        match store.schedule(&k, now) {
+                            Ok(s) => scheduled(&s),
+                            Err(e) => json!({ "error": e.code() }),
+                        },
                     ),
                     "release" => (
                         limiter.release_at(con, &redis_key, now).map(|r| json!({ "released": r })),

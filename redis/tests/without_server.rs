@@ -130,7 +130,7 @@ fn noscript_falls_back_to_eval_with_the_script_text() {
 
 #[test]
 fn failures_map_to_stable_codes() {
-    let cases: [(Result<&'static [u8], std::io::ErrorKind>, &str); 9] = [
+    let cases: [(Result<&'static [u8], std::io::ErrorKind>, &str); 10] = [
         (Err(std::io::ErrorKind::ConnectionReset), "redis_connection"),
         (Err(std::io::ErrorKind::TimedOut), "redis_connection"),
         (Ok(b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"), "redis_server"),
@@ -141,6 +141,7 @@ fn failures_map_to_stable_codes() {
             "redis_bad_state",
         ),
         (Ok(b"-RATELANE_RANGE too far\r\n"), "out_of_range"),
+        (Ok(b"-RATELANE_CLOCK past the end of the u64 clock\r\n"), "invalid_request"),
         (Ok(b"+OK\r\n"), "redis_bad_reply"),
         (Ok(b"*2\r\n$8\r\ndecision\r\n:1\r\n"), "redis_bad_reply"),
     ];
@@ -158,6 +159,14 @@ fn errors_decided_locally_send_nothing() {
     let e = gcra().check_n(&mut con, "k", 4).unwrap_err();
     assert!(matches!(e, Error::InsufficientCapacity(c) if c.requested == 4 && c.capacity == 3));
     assert_eq!(e.code(), "insufficient_capacity");
+    // A `now` past the GCRA's last instant, as the in-memory store refuses it.
+    let last = gcra().gcra().last_instant();
+    assert!(gcra().check_n_at(&mut con, "k", 0, last + 1).is_err());
+    for now in [last + 1, u64::MAX] {
+        let e = gcra().check_at(&mut con, "k", now).unwrap_err();
+        assert!(matches!(e, Error::InvalidRequest(_)), "{e:?}");
+        assert_eq!(e.code(), "invalid_request");
+    }
     let leaky = RedisLeakyBucket::new(LeakyBucket::new(10, SECOND, 1).unwrap()).unwrap();
     for factor in [0.0, 1.5, f64::NAN] {
         assert_eq!(leaky.check_scaled(&mut con, "k", factor).unwrap_err().code(), "invalid_config");

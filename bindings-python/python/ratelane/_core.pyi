@@ -484,9 +484,11 @@ class GcraStore:
     def __new__(cls, interval_ns: int, burst: int, max_keys: int = 100000) -> GcraStore: ...
     @staticmethod
     def per_window(quota: int, window_ns: int, max_keys: int = 100000) -> GcraStore: ...
-    def check(self, key: str, now_ns: int) -> Decision: ...
+    def check(self, key: str, now_ns: int) -> Decision:
+        """Raises InvalidRequestError when ``now_ns`` is later than ``2**64 - 1 - burst * interval_ns``."""
     def check_n(self, key: str, now_ns: int, n: int) -> Decision:
-        """Raises InsufficientCapacityError when ``n`` exceeds the burst."""
+        """Raises InsufficientCapacityError when ``n`` exceeds the burst, InvalidRequestError when
+        ``now_ns`` is later than ``2**64 - 1 - burst * interval_ns``."""
     def __contains__(self, key: str, /) -> bool:
         """Whether the store holds a state for ``key`` (a check that empties it drops it)."""
     def __len__(self) -> int: ...
@@ -531,7 +533,8 @@ class FixedWindowStore:
 
     def __new__(cls, quota: int, window_ns: int, max_keys: int = 100000) -> FixedWindowStore: ...
     def check(self, key: str, now_ns: int) -> Decision: ...
-    def schedule(self, key: str, now_ns: int) -> Scheduled: ...
+    def schedule(self, key: str, now_ns: int) -> Scheduled:
+        """Raises InvalidRequestError when the job would be released after ``2**64 - 1`` ns."""
     def release(self, key: str, now_ns: int) -> bool: ...
     def __contains__(self, key: str, /) -> bool:
         """Whether the store holds a state for ``key`` (a check that empties it drops it)."""
@@ -558,7 +561,8 @@ class GcraScript:
     @property
     def window_ns(self) -> int: ...
     def argv(self, n: int, now_ns: Optional[int] = None, min_ttl_ms: int = 0) -> list[str]:
-        """Raises InsufficientCapacityError when ``n`` exceeds the burst."""
+        """Raises InsufficientCapacityError when ``n`` exceeds the burst, InvalidRequestError when
+        ``now_ns`` is later than ``2**64 - 1 - window_ns``."""
 
 @final
 class LeakyBucketScript:

@@ -199,7 +199,10 @@ class InvalidConfigError(RatelaneError, ValueError):
 
 
 class InvalidRequestError(RatelaneError, ValueError):
-    """A request description is malformed (empty method, bad path...)."""
+    """A request description is malformed (empty method, bad path...), or a server-side call
+    asks for a time past the end of the ``u64`` nanosecond clock (a ``GcraStore`` check later
+    than ``2**64 - 1 - burst * interval_ns``, a ``FixedWindowStore.schedule`` whose job would be
+    released after ``2**64 - 1``); nothing is counted."""
 
     code = "invalid_request"
 

@@ -26,7 +26,10 @@ own clock (``TIME``) so the processes' clocks do not matter, and answers with th
 ``ratelane.server.Decision`` (``Scheduled`` for ``RedisFixedWindow.schedule``) as the in-memory
 stores. Keys are ``prefix + key``: give each limiter its own prefix. Configuration is validated
 by the core (``InvalidConfigError``, the in-memory stores' messages), and windows longer than
-2^52 ns (about 52 days), which the scripts cannot evaluate exactly, are refused.
+2^52 ns (about 52 days), which the scripts cannot evaluate exactly, are refused. A call the
+in-memory store refuses as past the end of the ``u64`` clock (a ``now_ns`` later than a GCRA's
+``2**64 - 1 - window_ns``, a job released after ``2**64 - 1``) raises the same
+``InvalidRequestError`` here.
 
 When a check cannot decide it raises a ``RedisLimiterError`` with a stable ``code``:
 ``redis_connection``, ``redis_server``, ``redis_bad_state``, ``out_of_range``,
@@ -80,10 +83,12 @@ from ._errors import (
     REDIS_ERROR_CLASSES,
     InvalidArgumentError,
     InvalidConfigError,
+    InvalidRequestError,
     OutOfRangeError,
     RedisBadReplyError,
     RedisBadStateError,
     RedisConnectionError,
+    RatelaneError,
     RedisLimiterError,
     RedisServerError,
 )
@@ -125,6 +130,7 @@ FIXED_WINDOW_LUA: str = _core.FIXED_WINDOW_LUA
 REDIS_ERROR_CODES: Tuple[str, ...] = (
     "invalid_config",
     "insufficient_capacity",
+    "invalid_request",
     *REDIS_ERROR_CLASSES,
 )
 """Every code a server-side limiter of this module raises (``RatelaneError.code``): the same
@@ -520,9 +526,11 @@ def _redis_exceptions() -> ModuleType:
     return redis.exceptions
 
 
-def _failure(exc: BaseException, rx: ModuleType) -> Optional[RedisLimiterError]:
+def _failure(exc: BaseException, rx: ModuleType) -> Optional[RatelaneError]:
     """The ``RedisLimiterError`` for what redis-py (or the socket under it) raised, or None for
-    anything that is not a Redis failure (a bug: left to propagate)."""
+    anything that is not a Redis failure (a bug: left to propagate). A script's
+    ``RATELANE_CLOCK`` is the ``InvalidRequestError`` the in-memory store raises for the same call
+    (a job that would be released after 2^64 - 1 ns), not a failure of Redis."""
     message = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, rx.ResponseError):
         # An error reply. The scripts' own start with a code; redis-py leaves unknown codes
@@ -532,6 +540,8 @@ def _failure(exc: BaseException, rx: ModuleType) -> Optional[RedisLimiterError]:
             return RedisBadStateError(str(exc))
         if code == "RATELANE_RANGE":
             return OutOfRangeError(str(exc))
+        if code == "RATELANE_CLOCK":
+            return InvalidRequestError(str(exc))
         return RedisServerError(f"Redis answered with an error: {message}")
     if isinstance(exc, (rx.ConnectionError, rx.TimeoutError, OSError, asyncio.TimeoutError)):
         return RedisConnectionError(f"Redis connection failed: {message}")
@@ -640,7 +650,9 @@ class RedisGcra(_RedisLimiter):
     async def check_n(self, key: str, n: int, *, now_ns: Optional[int] = None) -> Decision:
         """Checks a request of weight ``n`` (``0`` peeks: always allowed, counts nothing).
 
-        Raises ``InsufficientCapacityError`` when ``n`` exceeds the burst, without a round trip."""
+        Raises ``InsufficientCapacityError`` when ``n`` exceeds the burst, and
+        ``InvalidRequestError`` when ``now_ns`` is later than ``2**64 - 1 - window_ns`` (as
+        ``GcraStore.check``), without a round trip."""
         argv = self._script.argv(n, now_ns, self.min_ttl_ms)
         return _core.script_decision(await _evaluate(self.client, _GCRA, self._key(key), argv))
 
@@ -768,7 +780,9 @@ class RedisFixedWindow(_RedisLimiter):
         now_ns`` is the delay without trusting the local clock. A delayed job
         (``not scheduled.run_now``) is ``release``d when it starts (or is dropped).
 
-        Raises ``OutOfRangeError`` when the job's window would end more than 2^52 ns from now."""
+        Raises ``OutOfRangeError`` when the job's window would end more than 2^52 ns from now,
+        and ``InvalidRequestError`` when the job would be released after 2^64 - 1 ns (as
+        ``FixedWindowStore.schedule``); nothing is booked."""
         return _core.script_scheduled(await self._call("schedule", key, now_ns))
 
     async def release(self, key: str, *, now_ns: Optional[int] = None) -> bool:

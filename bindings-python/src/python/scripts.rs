@@ -93,7 +93,9 @@ impl GcraScript {
     }
 
     /// `ARGV` for a request of weight `n` (`0` peeks). Raises `InsufficientCapacityError` when
-    /// `n` exceeds the burst: the request can never be admitted, nothing needs sending.
+    /// `n` exceeds the burst: the request can never be admitted, nothing needs sending; and
+    /// `InvalidRequestError` when `now_ns` is later than the limit's last instant
+    /// (`2**64 - 1 - window_ns`), as `GcraStore.check` does.
     #[pyo3(signature = (n, now_ns = None, min_ttl_ms = 0))]
     fn argv(
         &self,
@@ -102,7 +104,9 @@ impl GcraScript {
         #[pyo3(from_py_with = arg_opt_ns)] now_ns: Option<u64>,
         #[pyo3(from_py_with = min_ttl_arg)] min_ttl_ms: u64,
     ) -> PyResult<Vec<String>> {
-        let argv = gcra_argv(&self.gcra, n, now_ns, min_ttl_ms).map_err(|e| insufficient(py, e))?;
+        let argv = gcra_argv(&self.gcra, n, now_ns, min_ttl_ms)
+            .map_err(|e| core_error(py, e))?
+            .map_err(|e| insufficient(py, e))?;
         Ok(strings(&argv))
     }
 

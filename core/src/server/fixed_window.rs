@@ -27,6 +27,10 @@
 //! would let both run). A job must start within its window, `[release_at, release_at + window)`;
 //! a driver that misses it should schedule the job again.
 //!
+//! Every time is exact up to the end of the `u64` clock: a check or a release answers at any
+//! `now`, and a schedule is refused with [`Error::InvalidRequest`] (nothing is booked) when its
+//! job would be released after `u64::MAX` (see [the end of the clock](super#the-end-of-the-clock)).
+//!
 //! A delayed job that is dropped (call [`release`](FixedWindow::release) for it all the same)
 //! keeps its slot: later estimates never move earlier, and the limiter's windows stay what
 //! they were. A remote server that opens its window with the first request it *receives*
@@ -43,10 +47,12 @@
 //! let mut queue = FixedWindowStore::new(FixedWindow::new(10, 10 * SECOND)?, 100_000)?;
 //! let now = 3 * SECOND;
 //! for _ in 0..10 {
-//!     assert!(queue.schedule("guild:42", now).run_now);
+//!     assert!(queue.schedule("guild:42", now)?.run_now);
 //! }
 //! // The next 25 jobs fill the next two windows and half of the third.
-//! let releases: Vec<_> = (0..25).map(|_| queue.schedule("guild:42", now).release_at).collect();
+//! let releases = (0..25)
+//!     .map(|_| queue.schedule("guild:42", now).map(|s| s.release_at))
+//!     .collect::<Result<Vec<_>, _>>()?;
 //! assert_eq!(releases[0], now + 10 * SECOND);
 //! assert_eq!(releases[10], now + 20 * SECOND);
 //! assert_eq!(releases[24], now + 30 * SECOND);
@@ -61,7 +67,7 @@ use std::hash::Hash;
 
 use super::decision::Decision;
 use super::store::{Algorithm, Store};
-use super::{require_count, require_duration};
+use super::{require_count, require_duration, saturate};
 use crate::error::Error;
 use crate::types::Nanos;
 
@@ -120,15 +126,22 @@ impl FixedWindow {
         self.window
     }
 
-    /// The start of the `k`-th window after the current one.
-    fn window_at(&self, state: &FixedWindowState, k: u64) -> Nanos {
-        state.window_start.saturating_add(k.saturating_mul(self.window))
+    /// The start of the `k`-th window after the current one, exact (it may lie past the end
+    /// of the `u64` clock).
+    fn window_at(&self, state: &FixedWindowState, k: u64) -> u128 {
+        u128::from(state.window_start) + u128::from(k) * u128::from(self.window)
+    }
+
+    /// The time from `now` until the start of the `k`-th window after the current one (zero
+    /// if it has started), saturated upward.
+    fn until(&self, state: &FixedWindowState, now: Nanos, k: u64) -> Nanos {
+        saturate(self.window_at(state, k).saturating_sub(u128::from(now)))
     }
 
     /// Moves the current window forward to the one holding `now`, giving back the slots of
     /// the windows that are over.
     fn roll(&self, state: &mut FixedWindowState, now: Nanos) {
-        if state.booked == 0 || now < self.window_at(state, 1) {
+        if state.booked == 0 || u128::from(now) < self.window_at(state, 1) {
             return;
         }
         let elapsed = (now - state.window_start) / self.window;
@@ -161,7 +174,7 @@ impl FixedWindow {
             self.book(state, now);
         }
         let full_windows = state.booked / quota;
-        let until = |k: u64| self.window_at(state, k).saturating_sub(now);
+        let until = |k: u64| self.until(state, now, k);
         Decision {
             allowed,
             limit: self.quota,
@@ -175,19 +188,30 @@ impl FixedWindow {
 
     /// Books a slot for one job at `now`: it runs now, or is delayed until the window that
     /// holds its slot (see the [module docs](self)).
-    pub fn schedule(&self, state: &mut FixedWindowState, now: Nanos) -> Scheduled {
-        self.roll(state, now);
-        let slot = self.book(state, now);
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRequest`] when the job would be released after `u64::MAX`, the end of
+    /// the clock; nothing is booked.
+    pub fn schedule(&self, state: &mut FixedWindowState, now: Nanos) -> Result<Scheduled, Error> {
+        let mut next = *state;
+        self.roll(&mut next, now);
+        let slot = self.book(&mut next, now);
         let window = slot / u64::from(self.quota);
         if window == 0 {
-            return Scheduled { run_now: true, release_at: now, waiting: state.waiting };
+            *state = next;
+            return Ok(Scheduled { run_now: true, release_at: now, waiting: state.waiting });
         }
+        let release_at = Nanos::try_from(self.window_at(&next, window)).map_err(|_| {
+            Error::InvalidRequest(format!(
+                "the job would be released {} windows of {} ns after {}, past the end of the \
+                 u64 clock",
+                window, self.window, next.window_start
+            ))
+        })?;
+        *state = next;
         state.waiting += 1;
-        Scheduled {
-            run_now: false,
-            release_at: self.window_at(state, window),
-            waiting: state.waiting,
-        }
+        Ok(Scheduled { run_now: false, release_at, waiting: state.waiting })
     }
 
     /// Records that one delayed job was released (or dropped). Returns false, and changes
@@ -205,7 +229,8 @@ impl Algorithm for FixedWindow {
     fn is_idle(&self, state: &FixedWindowState, now: Nanos) -> bool {
         state.waiting == 0
             && (state.booked == 0
-                || now >= self.window_at(state, state.booked.div_ceil(u64::from(self.quota))))
+                || u128::from(now)
+                    >= self.window_at(state, state.booked.div_ceil(u64::from(self.quota))))
     }
 }
 
@@ -223,7 +248,12 @@ impl<K: Hash + Eq> Store<FixedWindow, K> {
     }
 
     /// Books a slot for one job of group `key` at `now` (see [`FixedWindow::schedule`]).
-    pub fn schedule<Q>(&mut self, key: &Q, now: Nanos) -> Scheduled
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRequest`] when the job would be released after `u64::MAX`; nothing is
+    /// booked.
+    pub fn schedule<Q>(&mut self, key: &Q, now: Nanos) -> Result<Scheduled, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
@@ -272,16 +302,45 @@ mod tests {
     fn delayed_jobs_hold_their_slots_until_released() {
         let fw = FixedWindow::new(1, SECOND).unwrap();
         let mut s = FixedWindowState::default();
-        assert!(fw.schedule(&mut s, 0).run_now);
-        let b = fw.schedule(&mut s, SECOND / 2);
+        assert!(fw.schedule(&mut s, 0).unwrap().run_now);
+        let b = fw.schedule(&mut s, SECOND / 2).unwrap();
         assert_eq!((b.run_now, b.release_at, b.waiting), (false, SECOND, 1));
         // At B's release time, before the driver released it, a newcomer queues behind it.
-        let c = fw.schedule(&mut s, SECOND);
+        let c = fw.schedule(&mut s, SECOND).unwrap();
         assert_eq!((c.run_now, c.release_at, c.waiting), (false, 2 * SECOND, 2));
         assert!(fw.release(&mut s));
         assert!(fw.release(&mut s));
         assert!(!fw.release(&mut s));
         assert!(!fw.is_idle(&s, 2 * SECOND + 1));
         assert!(fw.is_idle(&s, 3 * SECOND));
+    }
+
+    #[test]
+    fn the_end_of_the_clock_is_exact() {
+        let fw = FixedWindow::new(2, SECOND).unwrap();
+        let end = u64::MAX;
+        // Checks at the last instant: the window runs past the clock, and still holds 2.
+        let mut s = FixedWindowState::default();
+        assert!(fw.check(&mut s, end).allowed);
+        let d = fw.check(&mut s, end);
+        assert_eq!((d.allowed, d.remaining, d.reset_after, d.clear_after), (true, 0, SECOND, SECOND));
+        assert!(!fw.check(&mut s, end).allowed);
+        assert!(!fw.is_idle(&s, end));
+
+        // Schedules 2 s before the end: windows at end - 2 s, end - 1 s and end hold two jobs
+        // each; the next job's window would open past the clock, so it is refused and nothing
+        // is booked.
+        let mut s = FixedWindowState::default();
+        let now = end - 2 * SECOND;
+        let releases: Vec<_> = (0..6).map(|_| fw.schedule(&mut s, now).unwrap()).collect();
+        let at: Vec<_> = releases.iter().map(|r| r.release_at).collect();
+        assert_eq!(at, [now, now, end - SECOND, end - SECOND, end, end]);
+        let before = s;
+        let e = fw.schedule(&mut s, now).unwrap_err();
+        assert_eq!(e.code(), "invalid_request");
+        assert_eq!(s, before);
+        // A check still answers, exactly: the first free slot is in the window after `end`.
+        let d = fw.check(&mut s, now);
+        assert_eq!((d.allowed, d.reset_after, d.clear_after), (false, 3 * SECOND, 3 * SECOND));
     }
 }

@@ -10,9 +10,14 @@
 //! empty key, and the (N+1)-th is blocked for `interval`. (redis-cell's `max_burst = N` would
 //! admit N+1.) In any span of time `L`, at most `burst + L / interval` requests are admitted.
 //!
-//! [`check_n`](Gcra::check_n) with `n > burst` can never succeed: it returns
+//! [`check_n`](Gcra::check_n) with `n > burst` can never succeed: it answers
 //! [`InsufficientCapacity`] instead of a [`Decision`] with a wait. `n = 0` is a peek: it is
 //! always allowed and changes nothing, and its decision describes the key.
+//!
+//! A check takes `now` up to [`last_instant`](Gcra::last_instant), `u64::MAX − burst ×
+//! interval`: an admitted request moves the TAT up to one window past `now`, and the TAT must
+//! stay a `u64`. A later `now` is refused with [`Error::InvalidRequest`] (see
+//! [the end of the clock](super#the-end-of-the-clock)).
 //!
 //! ```
 //! use ratelane::server::{Gcra, GcraStore};
@@ -21,16 +26,18 @@
 //! // 10 requests per second, at most 10 back to back.
 //! let mut store = GcraStore::new(Gcra::per_window(10, SECOND)?, 100_000)?;
 //! for _ in 0..10 {
-//!     assert!(store.check("203.0.113.7", 0).allowed);
+//!     assert!(store.check("203.0.113.7", 0)?.allowed);
 //! }
-//! let blocked = store.check("203.0.113.7", 0);
+//! let blocked = store.check("203.0.113.7", 0)?;
 //! assert!(!blocked.allowed);
 //! assert_eq!(blocked.reset_after, 100 * MILLISECOND); // one interval
 //! assert_eq!(blocked.retry_after_secs(), Some(1)); // rounded up
-//! assert!(store.check("203.0.113.7", 100 * MILLISECOND).allowed);
+//! assert!(store.check("203.0.113.7", 100 * MILLISECOND)?.allowed);
 //!
 //! // A weight above the burst can never be admitted: a distinct answer from "not yet".
-//! assert!(store.check_n("batch", 0, 11).is_err());
+//! assert!(store.check_n("batch", 0, 11)?.is_err());
+//! // A `now` the TAT cannot follow is the caller's mistake, not a decision.
+//! assert_eq!(store.check("203.0.113.7", u64::MAX).unwrap_err().code(), "invalid_request");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -140,50 +147,75 @@ impl Gcra {
         self.interval * u64::from(self.burst)
     }
 
+    /// The latest `now` a check takes: `u64::MAX − burst × interval`. An admitted request
+    /// moves the key's TAT up to one window past `now`, and the TAT is a `u64`.
+    pub fn last_instant(&self) -> Nanos {
+        Nanos::MAX - self.window()
+    }
+
+    /// `Ok` when `now` is at most [`last_instant`](Self::last_instant).
+    pub(crate) fn require_instant(&self, now: Nanos) -> Result<(), Error> {
+        let last = self.last_instant();
+        if now <= last {
+            return Ok(());
+        }
+        Err(Error::InvalidRequest(format!(
+            "now ({now} ns) is later than this GCRA's last instant ({last} ns = 2^64 - 1 - burst × \
+             interval): an admitted request would move the key's TAT past the end of the u64 clock"
+        )))
+    }
+
     /// Checks a request of weight `n` against `state` at `now`, and counts it if admitted.
+    ///
+    /// Answers the [`Decision`], or [`InsufficientCapacity`] when `n > burst`: such a request
+    /// can never be admitted, whatever the wait.
     ///
     /// # Errors
     ///
-    /// [`InsufficientCapacity`] when `n > burst`: such a request can never be admitted.
+    /// [`Error::InvalidRequest`] when `now` is later than [`last_instant`](Self::last_instant);
+    /// nothing is counted.
     pub fn check_n(
         &self,
         state: &mut GcraState,
         now: Nanos,
         n: u32,
-    ) -> Result<Decision, InsufficientCapacity> {
+    ) -> Result<Result<Decision, InsufficientCapacity>, Error> {
+        self.require_instant(now)?;
         if n > self.burst {
-            return Err(InsufficientCapacity { requested: n, capacity: self.burst });
+            return Ok(Err(InsufficientCapacity { requested: n, capacity: self.burst }));
         }
         let (t, tau) = (self.interval, self.window());
-        let tat = state.tat.max(now);
-        let new_tat = tat.saturating_add(u64::from(n) * t);
-        // `tat - now` is the bucket's level in time units: how far ahead of now the key is.
-        let allowed = new_tat - now <= tau;
+        let cost = u64::from(n) * t; // <= tau
+        // The bucket's level in time units: how far ahead of now the key's TAT is. Above tau
+        // only when `now` went backwards; then any request is blocked.
+        let before = state.tat.saturating_sub(now);
+        let allowed = before <= tau - cost;
         let level = if allowed {
-            state.tat = new_tat;
-            new_tat - now
+            // now + before + cost <= now + tau <= u64::MAX, by the last instant.
+            state.tat = now + before + cost;
+            before + cost
         } else {
-            tat - now
+            before
         };
-        // On an allowed path level <= tau; on a blocked one the stored state (a past allowed
-        // check, drained since) also has level <= tau unless `now` went backwards.
         let room = tau.saturating_sub(level);
         let remaining = (room / t) as u32;
-        Ok(Decision {
+        Ok(Ok(Decision {
             allowed,
             limit: self.burst,
             remaining,
             reset_after: if allowed {
+                // level <= tau, so level + t <= 2 × tau: no overflow.
                 (level + t).saturating_sub(tau)
             } else {
-                new_tat - tau - now
+                // Until before + cost - tau, written so that it cannot overflow (before > tau - cost).
+                before - (tau - cost)
             },
             clear_after: level,
             // `remaining` grows once the level drops to tau - (remaining + 1) × t.
             replenish_after: (remaining < self.burst)
                 .then(|| level - (tau - (u64::from(remaining) + 1) * t)),
             window: tau,
-        })
+        }))
     }
 }
 
@@ -200,30 +232,39 @@ pub type GcraStore<K = String> = Store<Gcra, K>;
 
 impl<K: Hash + Eq> Store<Gcra, K> {
     /// Checks one request for `key` at `now`, and counts it if admitted.
-    pub fn check<Q>(&mut self, key: &Q, now: Nanos) -> Decision
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRequest`] when `now` is later than [`Gcra::last_instant`]; the store
+    /// is not touched.
+    pub fn check<Q>(&mut self, key: &Q, now: Nanos) -> Result<Decision, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.update(key, now, |gcra, state| gcra.check_n(state, now, 1))
-            .expect("a burst is at least 1")
+        Ok(self.check_n(key, now, 1)?.expect("a burst is at least 1"))
     }
 
-    /// Checks a request of weight `n` for `key` at `now` (see [`Gcra::check_n`]).
+    /// Checks a request of weight `n` for `key` at `now` (see [`Gcra::check_n`]): the
+    /// [`Decision`], or [`InsufficientCapacity`] when `n` is larger than the burst (nothing
+    /// is counted).
     ///
     /// # Errors
     ///
-    /// [`InsufficientCapacity`] when `n` is larger than the burst; nothing is counted.
+    /// [`Error::InvalidRequest`] when `now` is later than [`Gcra::last_instant`]; the store
+    /// is not touched.
     pub fn check_n<Q>(
         &mut self,
         key: &Q,
         now: Nanos,
         n: u32,
-    ) -> Result<Decision, InsufficientCapacity>
+    ) -> Result<Result<Decision, InsufficientCapacity>, Error>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        // Refused before the store is touched (no sweep, no new key).
+        self.algorithm.require_instant(now)?;
         self.update(key, now, |gcra, state| gcra.check_n(state, now, n))
     }
 }
@@ -235,23 +276,28 @@ mod tests {
 
     const T: Nanos = 100 * MILLISECOND;
 
+    /// A check at an instant the GCRA takes, of a weight it can admit.
+    fn check(gcra: &Gcra, state: &mut GcraState, now: Nanos, n: u32) -> Decision {
+        gcra.check_n(state, now, n).expect("an instant the GCRA takes").expect("a weight <= burst")
+    }
+
     #[test]
     fn burst_n_admits_exactly_n_back_to_back() {
         let gcra = Gcra::new(T, 3).unwrap();
         let mut s = GcraState::default();
         let start = 5 * T;
         for left in [2, 1, 0] {
-            let d = gcra.check_n(&mut s, start, 1).unwrap();
+            let d = check(&gcra, &mut s, start, 1);
             assert!(d.allowed);
             assert_eq!(d.remaining, left);
         }
-        let d = gcra.check_n(&mut s, start, 1).unwrap();
+        let d = check(&gcra, &mut s, start, 1);
         assert!(!d.allowed);
         assert_eq!((d.remaining, d.reset_after, d.clear_after), (0, T, 3 * T));
         assert_eq!(d.replenish_after, Some(T));
         // One nanosecond early is still too early; on time is fine.
-        assert!(!gcra.check_n(&mut s, start + T - 1, 1).unwrap().allowed);
-        assert!(gcra.check_n(&mut s, start + T, 1).unwrap().allowed);
+        assert!(!check(&gcra, &mut s, start + T - 1, 1).allowed);
+        assert!(check(&gcra, &mut s, start + T, 1).allowed);
     }
 
     #[test]
@@ -260,12 +306,12 @@ mod tests {
         let mut s = GcraState::default();
         assert_eq!(
             gcra.check_n(&mut s, 0, 4),
-            Err(InsufficientCapacity { requested: 4, capacity: 3 })
+            Ok(Err(InsufficientCapacity { requested: 4, capacity: 3 }))
         );
-        let d = gcra.check_n(&mut s, 0, 3).unwrap();
+        let d = check(&gcra, &mut s, 0, 3);
         assert!(d.allowed);
         assert_eq!(d.reset_after, T);
-        let d = gcra.check_n(&mut s, T, 2).unwrap();
+        let d = check(&gcra, &mut s, T, 2);
         assert!(!d.allowed);
         assert_eq!((d.remaining, d.reset_after), (1, T));
     }
@@ -274,9 +320,9 @@ mod tests {
     fn peek_changes_nothing() {
         let gcra = Gcra::new(T, 2).unwrap();
         let mut s = GcraState::default();
-        gcra.check_n(&mut s, 0, 1).unwrap();
+        check(&gcra, &mut s, 0, 1);
         let before = s;
-        let d = gcra.check_n(&mut s, T / 2, 0).unwrap();
+        let d = check(&gcra, &mut s, T / 2, 0);
         assert_eq!(s, before);
         assert!(d.allowed);
         assert_eq!((d.remaining, d.clear_after, d.replenish_after), (1, T / 2, Some(T / 2)));
@@ -290,5 +336,37 @@ mod tests {
         assert!(Gcra::per_window(3, 2).is_err());
         assert!(Gcra::new(0, 1).is_err());
         assert!(Gcra::new(u64::MAX / 2, 2).is_err());
+    }
+
+    #[test]
+    fn the_last_instant_leaves_one_window_for_the_tat() {
+        let gcra = Gcra::new(T, 3).unwrap();
+        let last = gcra.last_instant();
+        assert_eq!(last, u64::MAX - 3 * T);
+        let mut s = GcraState::default();
+        for _ in 0..3 {
+            assert!(check(&gcra, &mut s, last, 1).allowed);
+        }
+        assert_eq!(s.tat, u64::MAX);
+        let d = check(&gcra, &mut s, last, 1);
+        assert_eq!((d.allowed, d.reset_after, d.clear_after), (false, T, 3 * T));
+        let before = s;
+        let e = gcra.check_n(&mut s, last + 1, 0).unwrap_err();
+        assert_eq!(e.code(), "invalid_request");
+        assert!(e.to_string().contains("last instant"), "{e}");
+        // The instant is refused before the weight is looked at, and nothing changes.
+        assert!(gcra.check_n(&mut s, u64::MAX, 4).is_err());
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn a_state_far_ahead_of_now_is_blocked_without_overflow() {
+        // A TAT from a much later `now` (time went backwards): blocked, with exact waits.
+        let gcra = Gcra::new(T, 3).unwrap();
+        let mut s = GcraState { tat: u64::MAX };
+        let d = check(&gcra, &mut s, 0, 3);
+        assert!(!d.allowed);
+        assert_eq!((d.reset_after, d.clear_after, d.remaining), (u64::MAX, u64::MAX, 0));
+        assert_eq!(d.replenish_after, Some(u64::MAX - 2 * T));
     }
 }

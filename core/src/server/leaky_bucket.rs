@@ -14,15 +14,24 @@
 //!   were admitted, or a state written by another process under concurrency) is not an error:
 //!   the request is blocked until the bucket has dripped below the size, so the delay grows.
 //! - **Legacy limits** `{max, duration, min_interval}` ([`LegacyLimit`]) become a bucket of
-//!   `size = max` dripping one request every `duration / max` (rounded down to the
-//!   nanosecond, as for [`Gcra::per_window`](super::Gcra::per_window): at most `max` back to
-//!   back, `max` per `duration` in the long run), checked together with a second
-//!   bucket of size 1 dripping every `min_interval` (two admitted requests are never closer
-//!   than `min_interval`). One bucket cannot hold both: its burst would have to be 1 for the
-//!   interval and `max` for the window. A request is admitted only when both buckets have room,
-//!   and counted in both. Like Sharkey's translation, a leaky bucket lets a full burst of
-//!   `max` be followed by its drip, so a sliding window of one `duration` may see up to
-//!   `2 × max − 1` requests: the long-run rate is `max` per `duration`, not a sliding log.
+//!   `size = max` dripping one request every `⌈duration / max⌉` (rounded **up** to the
+//!   nanosecond, so that `max` drips never take less than `duration`), checked together with
+//!   a second bucket of size 1 dripping every `min_interval` (two admitted requests are never
+//!   closer than `min_interval`). One bucket cannot hold both: its burst would have to be 1
+//!   for the interval and `max` for the window. A request is admitted only when both buckets
+//!   have room, and counted in both.
+//!
+//!   The bound, for any client (one that retries exactly at `reset_after` included): at most
+//!   `max` back to back, at most `2 × max − 1` within any span shorter than `duration` (a
+//!   full burst of `max`, then the `max − 1` drips that fit before `duration` has passed),
+//!   and in the long run `max` per `max × ⌈duration / max⌉`: `duration` plus less than `max`
+//!   nanoseconds, never faster than `max` per `duration`. When `duration` is not a multiple
+//!   of `max` the bucket so drains in a little more than `duration`, and the IETF policy's
+//!   `w`, rounded up, may read one second more (`q=3;w=11` for 3 per 10 s). Like Sharkey's
+//!   translation this is a leaky bucket, not a sliding log: a sliding window of `duration`
+//!   may see up to `2 × max − 1`, not `max`. (Rounding the drip down, as before, let the
+//!   `max`-th drip land inside the span: `{max: 3, duration: 10 s}` admitted 6 within 10 s to
+//!   a client retrying at `reset_after`.)
 //!
 //! ```
 //! use ratelane::server::{LeakyBucket, LeakyBucketStore, LegacyLimit};
@@ -65,7 +74,7 @@ use std::hash::Hash;
 
 use super::decision::Decision;
 use super::store::{Algorithm, Store};
-use super::{require, require_count, require_duration};
+use super::{require, require_count, require_duration, saturate};
 use crate::error::Error;
 use crate::types::Nanos;
 
@@ -153,7 +162,10 @@ impl BucketLevel {
             return 0;
         }
         let drips = (self.level - target).div_ceil(drain.size);
-        drips.saturating_mul(drain.rate).saturating_sub(now.saturating_sub(self.last_drip))
+        // Exact in u128: a wait longer than the clock saturates upward, never to an earlier
+        // time (an earlier one would let the store forget a bucket that is not empty).
+        let due = u128::from(drips) * u128::from(drain.rate);
+        saturate(due.saturating_sub(u128::from(now.saturating_sub(self.last_drip))))
     }
 }
 
@@ -183,9 +195,10 @@ impl LeakyBucket {
         Ok(LeakyBucket { min_interval: Some(min_interval), ..self })
     }
 
-    /// Translates a legacy limit (see the [module docs](self)):
+    /// Translates a legacy limit (see the [module docs](self) for the bound it keeps):
     ///
-    /// - `max` per `duration`: `size = max`, one request dripping every `duration / max`;
+    /// - `max` per `duration`: `size = max`, one request dripping every `⌈duration / max⌉`
+    ///   (rounded up: at most `2 × max − 1` requests within any span shorter than `duration`);
     /// - `min_interval`: a second bucket of size 1 dripping every `min_interval`
     ///   (alone, it is the only bucket: size 1, one drip per `min_interval`).
     ///
@@ -204,7 +217,7 @@ impl LeakyBucket {
                         "duration ({duration} ns) must be at least one nanosecond per request ({max})"
                     )
                 })?;
-                let bucket = LeakyBucket::new(max, duration / u64::from(max), 1)?;
+                let bucket = LeakyBucket::new(max, duration.div_ceil(u64::from(max)), 1)?;
                 match min_interval {
                     Some(min_interval) => bucket.with_min_interval(min_interval),
                     None => Ok(bucket),
@@ -407,6 +420,9 @@ mod tests {
             (b.size(), b.drip_rate(), b.drip_size(), b.min_interval()),
             (10, 6 * SECOND, 1, Some(SECOND))
         );
+        // Rounded up: three drips of 10 s / 3 never fit in less than 10 s.
+        let b = limit(Some(3), Some(10 * SECOND), None).unwrap();
+        assert_eq!((b.size(), b.drip_rate()), (3, 3_333_333_334));
         let b = limit(None, None, Some(2 * SECOND)).unwrap();
         assert_eq!((b.size(), b.drip_rate(), b.min_interval()), (1, 2 * SECOND, None));
         assert!(limit(Some(10), None, None).is_err());

@@ -14,6 +14,23 @@
 //! `now` must not go backwards for one store; an earlier `now` is tolerated (never a panic)
 //! but may be answered more strictly or, after an entry has expired, more leniently.
 //!
+//! # The end of the clock
+//!
+//! A `now` is any `u64`, and every answer is exact up to the last nanosecond of that range:
+//! no sum of a time and a duration wraps or saturates into a more lenient answer. Where an
+//! answer would need an absolute time past `u64::MAX`, the call is refused with
+//! [`Error::InvalidRequest`] (code `invalid_request`) and changes nothing:
+//!
+//! - a GCRA check at a `now` later than [`Gcra::last_instant`] (`u64::MAX − burst × interval`),
+//!   because an admitted request may move the key's stored TAT up to one window past `now`;
+//! - a fixed-window [`schedule`](FixedWindow::schedule) whose job would be released after
+//!   `u64::MAX`.
+//!
+//! The leaky bucket, fixed-window checks and releases store no time later than `now` and
+//! answer at every instant. No clock a driver reads comes near these instants (2^64 ns is
+//! 584 years after its epoch); such a `now` is a unit or sign mistake, and the error says so
+//! instead of limiting nothing.
+//!
 //! # One decision, two header sets
 //!
 //! Every check returns a [`Decision`]: allowed or blocked, `remaining`, `reset_after` (until the
@@ -76,4 +93,10 @@ pub(crate) fn require_duration(name: &str, value: Nanos) -> Result<(), Error> {
 /// Checks a configured count: non-zero.
 pub(crate) fn require_count(name: &str, value: u32) -> Result<(), Error> {
     require(value > 0, || format!("{name} must be at least 1, got 0"))
+}
+
+/// A duration in `u128` (an exact sum or difference of times) as a [`Nanos`], saturated
+/// upward: a wait longer than the clock is still longer than any wait it can express.
+pub(crate) fn saturate(duration: u128) -> Nanos {
+    Nanos::try_from(duration).unwrap_or(Nanos::MAX)
 }

@@ -101,27 +101,33 @@ fn now_arg(now: Option<Nanos>) -> ScriptArg {
 /// min_ttl_ms`. `now` is the caller's clock, `None` for Redis's; `min_ttl_ms` is clamped
 /// ([`clamp_min_ttl_ms`]).
 ///
+/// Answers [`InsufficientCapacity`] instead when `n` is larger than the burst: it can never be
+/// admitted, and nothing needs sending.
+///
 /// # Errors
 ///
-/// [`InsufficientCapacity`] when `n` is larger than the burst: it can never be admitted, and
-/// nothing needs sending.
+/// [`Error::InvalidRequest`] when `now` is later than [`Gcra::last_instant`], as
+/// [`Gcra::check_n`] refuses it (the script refuses it too); nothing needs sending.
 pub fn gcra_argv(
     gcra: &Gcra,
     n: u32,
     now: Option<Nanos>,
     min_ttl_ms: u64,
-) -> Result<[ScriptArg; 5], InsufficientCapacity> {
+) -> Result<Result<[ScriptArg; 5], InsufficientCapacity>, Error> {
+    if let Some(now) = now {
+        gcra.require_instant(now)?;
+    }
     let burst = gcra.burst();
     if n > burst {
-        return Err(InsufficientCapacity { requested: n, capacity: burst });
+        return Ok(Err(InsufficientCapacity { requested: n, capacity: burst }));
     }
-    Ok([
+    Ok(Ok([
         ScriptArg::Int(gcra.interval()),
         ScriptArg::Int(u64::from(burst)),
         ScriptArg::Int(u64::from(n)),
         now_arg(now),
         ScriptArg::Int(clamp_min_ttl_ms(min_ttl_ms)),
-    ])
+    ]))
 }
 
 /// `leaky_bucket.lua`'s `ARGV` for one check of `bucket` (already scaled by the subject's
@@ -640,12 +646,18 @@ mod tests {
     #[test]
     fn argv_follows_the_contract() {
         let gcra = Gcra::new(100, 3).unwrap();
-        assert_eq!(texts(&gcra_argv(&gcra, 1, None, 0).unwrap()), ["100", "3", "1", "", "0"]);
-        assert_eq!(texts(&gcra_argv(&gcra, 0, Some(7), 5).unwrap()), ["100", "3", "0", "7", "5"]);
+        let argv = |n, now, min_ttl| gcra_argv(&gcra, n, now, min_ttl).unwrap().unwrap();
+        assert_eq!(texts(&argv(1, None, 0)), ["100", "3", "1", "", "0"]);
+        assert_eq!(texts(&argv(0, Some(7), 5)), ["100", "3", "0", "7", "5"]);
         assert_eq!(
             gcra_argv(&gcra, 4, None, 0),
-            Err(InsufficientCapacity { requested: 4, capacity: 3 })
+            Ok(Err(InsufficientCapacity { requested: 4, capacity: 3 }))
         );
+        // The last instant the core takes is sent; a later one is refused as the core does.
+        let last = gcra.last_instant();
+        assert_eq!(texts(&argv(1, Some(last), 0))[3], last.to_string());
+        let refused = gcra_argv(&gcra, 4, Some(last + 1), 0).unwrap_err();
+        assert_eq!(refused, gcra.check_n(&mut Default::default(), last + 1, 4).unwrap_err());
         let bucket = LeakyBucket::new(10, 50, 2).unwrap().with_min_interval(9).unwrap();
         assert_eq!(
             texts(&leaky_bucket_argv(&bucket, Some(1), u64::MAX)),

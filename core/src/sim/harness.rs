@@ -118,6 +118,9 @@ pub struct SimConfig {
     pub max_time: Nanos,
     /// Pass the client's wall clock ([`crate::Response::wall_clock_ms`]) with responses.
     pub wall_clock: bool,
+    /// The answers tell the server's clock, as Discord's do (`X-RateLimit-Reset` beside
+    /// `X-RateLimit-Reset-After`); `false` leaves `X-RateLimit-Reset` out of every answer.
+    pub server_clock: bool,
     /// The client's wall clock minus the server's, in ms (clock skew).
     pub clock_skew_ms: i64,
     /// Keep a human-readable trace of every step in the report (slow; for debugging).
@@ -139,6 +142,7 @@ impl Default for SimConfig {
             max_steps: 10_000_000,
             max_time: 24 * 3600 * SECOND,
             wall_clock: true,
+            server_clock: true,
             clock_skew_ms: 0,
             trace: false,
         }
@@ -1308,7 +1312,13 @@ impl Simulation {
         let wall = self.wall_clock_ms();
         let p = self.records[ticket].process;
         let limiter = &mut self.limiters[p];
-        let result = response.with_response(wall, |r| limiter.handle_response(now, id, r));
+        let result = if self.config.server_clock {
+            response.with_response(wall, |r| limiter.handle_response(now, id, r))
+        } else {
+            let mut blind = response.clone();
+            blind.headers.retain(|(name, _)| !name.eq_ignore_ascii_case("X-RateLimit-Reset"));
+            blind.with_response(wall, |r| limiter.handle_response(now, id, r))
+        };
         note!(self, "{}deliver id {id}: {} -> {result:?}", self.tag(p), response.status);
         match result {
             Ok(Disposition::Complete) => {
