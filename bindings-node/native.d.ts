@@ -327,6 +327,14 @@ export interface JsReservation {
   marginNs: number
   invalidLimit: number
   invalidWindowNs: number
+  /** After a store outage: count the processes back within this long (else null). */
+  processesSinceNs: number | null
+  /** After a store outage: this process still has sends to report. */
+  reporting: boolean
+  /** After a store outage: ages of the sends made without a reservation. */
+  unrecordedNs: Array<number>
+  /** After a store outage: ages of the sends the store granted. */
+  grantedNs: Array<number>
 }
 
 /**

@@ -91,6 +91,14 @@ export interface Reservation {
   marginNs: number
   invalidLimit: number
   invalidWindowNs: number
+  /** After a store outage: count only the processes back within this long, or null. */
+  processesSinceNs: number | null
+  /** After a store outage: this process still has sends the store may not count. */
+  reporting: boolean
+  /** After a store outage: how long ago the sends made without a reservation were made. */
+  unrecordedNs: number[]
+  /** After a store outage: how long ago the sends the store granted were made. */
+  grantedNs: number[]
 }
 
 /** Shared mode: what the store must record (fire-and-forget, in order). */

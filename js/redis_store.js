@@ -64,7 +64,17 @@ function createRedisStore(deps) {
       String(r.invalidLimit), String(r.invalidWindowNs),
       // A reservation object of an earlier version has no globalWant: one token.
       r.globalWant === undefined ? '1' : String(r.globalWant),
+      // After a store outage (absent from a reservation object of an earlier version).
+      r.processesSinceNs === undefined || r.processesSinceNs === null ? '' : String(r.processesSinceNs),
+      flag(r.reporting),
+      ages(r.unrecordedNs),
+      ages(r.grantedNs),
     ]
+  }
+
+  /** A report's ages (ns) as the script takes them: decimal integers separated by ','. */
+  function ages(list) {
+    return Array.isArray(list) ? list.map((n) => BigInt(n).toString()).join(',') : ''
   }
 
   /** The script's ARGV after the common part for a shared update (by its `kind`). */

@@ -23,6 +23,14 @@ pub struct JsReservation {
     pub margin_ns: f64,
     pub invalid_limit: u32,
     pub invalid_window_ns: f64,
+    /// After a store outage: count the processes back within this long (else null).
+    pub processes_since_ns: Either<f64, Null>,
+    /// After a store outage: this process still has sends to report.
+    pub reporting: bool,
+    /// After a store outage: ages of the sends made without a reservation.
+    pub unrecorded_ns: Vec<f64>,
+    /// After a store outage: ages of the sends the store granted.
+    pub granted_ns: Vec<f64>,
 }
 
 /// `ratelane::shared::SharedUpdate` as a plain JS object: `kind` names the variant and only
@@ -92,6 +100,10 @@ pub fn reserve_to_js(r: Reservation) -> JsOutput {
         margin_ns: to_js_number(r.margin),
         invalid_limit: r.invalid_limit,
         invalid_window_ns: to_js_number(r.invalid_window),
+        processes_since_ns: nullable_ns(r.processes_since),
+        reporting: r.reporting,
+        unrecorded_ns: r.unrecorded.into_iter().map(to_js_number).collect(),
+        granted_ns: r.granted.into_iter().map(to_js_number).collect(),
     };
     JsOutput { id: Some(id), reservation: Some(reservation), ..JsOutput::of("reserve") }
 }

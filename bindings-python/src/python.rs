@@ -564,6 +564,14 @@ pub struct Reserve {
     margin_ns: u64,
     invalid_limit: u32,
     invalid_window_ns: u64,
+    /// After a store outage: count the processes back within this long (else None).
+    processes_since_ns: Option<u64>,
+    /// After a store outage: this process still has sends to report.
+    reporting: bool,
+    /// After a store outage: ages of the sends made without a reservation.
+    unrecorded_ns: Vec<u64>,
+    /// After a store outage: ages of the sends the store granted.
+    granted_ns: Vec<u64>,
 }
 
 #[pymethods]
@@ -751,6 +759,10 @@ fn reserve_object(py: Python<'_>, r: Reservation) -> PyResult<Py<PyAny>> {
         margin,
         invalid_limit,
         invalid_window,
+        processes_since,
+        reporting,
+        unrecorded,
+        granted,
     } = r;
     Ok(Py::new(
         py,
@@ -767,6 +779,10 @@ fn reserve_object(py: Python<'_>, r: Reservation) -> PyResult<Py<PyAny>> {
             margin_ns: margin,
             invalid_limit,
             invalid_window_ns: invalid_window,
+            processes_since_ns: processes_since,
+            reporting,
+            unrecorded_ns: unrecorded,
+            granted_ns: granted,
         },
     )?
     .into_any())

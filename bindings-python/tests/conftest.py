@@ -35,7 +35,7 @@ def output_json(output: Any) -> Dict[str, Any]:
     if isinstance(output, ratelane.InvalidRequestWarning):
         return {"observe": "invalid_request_warning", "count": output.count, "limit": output.limit}
     if isinstance(output, ratelane.Reserve):
-        return {
+        d = {
             "reserve": output.id,
             **{
                 k: getattr(output, k)
@@ -43,6 +43,16 @@ def output_json(output: Any) -> Dict[str, Any]:
                           "global_want", "global_window_ns", "margin_ns", "invalid_limit", "invalid_window_ns")
             },
         }
+        # After a store outage only: the files hold these when set.
+        if output.processes_since_ns is not None:
+            d["processes_since_ns"] = output.processes_since_ns
+        if output.reporting:
+            d["reporting"] = True
+        if output.unrecorded_ns:
+            d["unrecorded_ns"] = list(output.unrecorded_ns)
+        if output.granted_ns:
+            d["granted_ns"] = list(output.granted_ns)
+        return d
     if isinstance(output, ratelane.ShareBucket):
         return {"share": "bucket", **fields(output, "id", "identity", "route", "major", "bucket", "unlimited",
                                             "limit", "remaining", "reset_after_ns", "window_ns")}

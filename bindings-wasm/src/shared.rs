@@ -20,6 +20,11 @@ fn opt_u32(value: Option<u32>) -> JsValue {
     value.map_or(JsValue::NULL, JsValue::from)
 }
 
+/// Ages in nanoseconds as a JS array of numbers.
+fn ages(ages: &[u64]) -> js_sys::Array {
+    ages.iter().map(|&a| num(a)).collect()
+}
+
 /// `{type: 'reserve', id, reservation}`.
 pub(crate) fn reserve_object(o: &Object, r: &Reservation) {
     let reservation = Object::new();
@@ -35,6 +40,10 @@ pub(crate) fn reserve_object(o: &Object, r: &Reservation) {
     set(&reservation, "marginNs", num(r.margin));
     set(&reservation, "invalidLimit", r.invalid_limit);
     set(&reservation, "invalidWindowNs", num(r.invalid_window));
+    set(&reservation, "processesSinceNs", opt_num(r.processes_since));
+    set(&reservation, "reporting", r.reporting);
+    set(&reservation, "unrecordedNs", ages(&r.unrecorded));
+    set(&reservation, "grantedNs", ages(&r.granted));
     set(o, "type", "reserve");
     set(o, "id", num(r.id));
     set(o, "reservation", reservation);

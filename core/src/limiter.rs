@@ -47,7 +47,10 @@ use crate::route::{Route, route_for};
 use crate::shared::{OnUnavailable, Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 use crate::types::*;
 
+mod outage;
 mod state;
+
+use outage::{Recovery, SendLog};
 
 /// When a request is expected to be sent (see [`Limiter::predict`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +166,17 @@ pub struct Limiter {
     store_step: u32,
     /// Shared mode: how many live processes the store counted in its last answer (1 until it
     /// says). While the store is down, a fail-open process runs on this share of the limits.
+    /// Kept as it was from the outage until its recovery ends.
     store_processes: u32,
+    /// Shared mode: when the store was last marked down (the outage began for this process).
+    store_down_since: Nanos,
+    /// Shared mode: when the store last answered (granted or denied) a reservation.
+    store_last_answer: Nanos,
+    /// Shared mode: the longest a reservation waited for `Unavailable` in the current outage
+    /// (the driver's timeout, when the store hung).
+    outage_wait: Nanos,
+    /// Shared mode: after an outage, until every process is back (see [`Recovery`]).
+    recovery: Option<Recovery>,
     /// Shared mode: round trips of recent reservations, for the margin passed to the store.
     reservation_latencies: VecDeque<Nanos>,
     reservation_samples: u64,
@@ -224,6 +237,8 @@ enum Timer {
     Deadline(RequestId),
     /// The edge ban or the invalid-request budget lets requests through again.
     Gate,
+    /// Shared mode: the recovery after a store outage ends at the latest.
+    Recovery,
 }
 
 #[derive(Debug)]
@@ -272,6 +287,10 @@ enum ReqState {
         /// It spends a leased global token, which must be sent by then (its reservation does
         /// not count globally at the store).
         leased: Option<Nanos>,
+        /// It carried the identity's [`SendLog`] (after an outage), as of this mark.
+        reported: Option<u64>,
+        /// It asked for the processes back since the outage (`processes_since`).
+        asked_since: bool,
     },
     InFlight {
         sent_at: Nanos,
@@ -467,6 +486,8 @@ impl Bucket {
 struct Orphan {
     /// The outage step its reservation was emitted in.
     step: u32,
+    /// Its reservation asked for the processes back since the outage.
+    asked_since: bool,
     identity: String,
     route: String,
     major: String,
@@ -488,6 +509,8 @@ struct Identity {
     queued: usize,
     /// Shared mode: the global lease (see [`crate::shared`], "Leases").
     lease: Lease,
+    /// Shared mode: the sends a store may not count, for after an outage.
+    send_log: SendLog,
 }
 
 /// Shared mode: global tokens the store leased to this process for one identity.
@@ -568,6 +591,10 @@ impl Limiter {
             store_failures: 0,
             store_step: 0,
             store_processes: 1,
+            store_down_since: 0,
+            store_last_answer: 0,
+            outage_wait: 0,
+            recovery: None,
             reservation_latencies: VecDeque::new(),
             reservation_extremes: None,
             reservation_samples: 0,
@@ -746,6 +773,7 @@ impl Limiter {
         let iid = req.identity;
         if let Some(old) = global_at {
             self.restamp_global(iid, old, now);
+            self.identities[iid].send_log.restamp(old, now);
         }
         if let ReqState::InFlight { global_at, left_at, .. } = &mut self.req_mut(id).state {
             *global_at = global_at.map(|_| now);
@@ -941,15 +969,11 @@ impl Limiter {
         answer: ReservationAnswer,
     ) -> Result<(), Error> {
         let now = self.advance(now);
-        if let Some(n) = answer.processes() {
-            // Bad input (0) reads as this process alone; a huge count leaves at least one
-            // request per window (see `share_of`).
-            self.store_processes = n.max(1);
-        }
+        let processes = answer.processes();
         if let Some(orphan) = self.orphans.remove(&id) {
             match answer {
                 ReservationAnswer::Granted { .. } => {
-                    self.store_answered();
+                    self.store_answered(now, processes, orphan.asked_since);
                     self.outputs.push_back(Output::Share(SharedUpdate::Release {
                         id,
                         identity: orphan.identity,
@@ -960,14 +984,23 @@ impl Limiter {
                         window: None,
                     }));
                 }
-                ReservationAnswer::Denied { .. } => self.store_answered(),
+                ReservationAnswer::Denied { .. } => self.store_answered(now, processes, orphan.asked_since),
                 ReservationAnswer::Unavailable => self.store_unavailable(now, id, orphan.step),
             }
             self.pump(now);
             return Ok(());
         }
         let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
-        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at, leased } = req.state
+        let ReqState::Reserving {
+            since,
+            step,
+            window_seq,
+            window_epoch,
+            global_at,
+            leased,
+            reported,
+            asked_since,
+        } = req.state
         else {
             return Err(Error::InvalidState { id, expected: "reserving" });
         };
@@ -975,16 +1008,23 @@ impl Limiter {
         let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false };
         self.reserving_total -= 1;
         self.req_mut(id).state = ReqState::Answered;
-        self.learn_reservation_latency(now.saturating_sub(since));
+        if answer != ReservationAnswer::Unavailable {
+            // A driver's timeout is not a round trip: an outage must not widen the margin.
+            self.learn_reservation_latency(now.saturating_sub(since));
+            if let Some(mark) = reported {
+                // The store counted what this identity sent without it.
+                self.identities[iid].send_log.counted(mark);
+            }
+        }
         let lease = if let ReservationAnswer::Granted { leased, .. } = answer { leased } else { 0 };
         self.lease_answered(now, iid, id, lease);
         match answer {
             ReservationAnswer::Granted { .. } => {
-                self.store_answered();
+                self.store_answered(now, processes, asked_since);
                 self.grant(now, qid, id, flight);
             }
             ReservationAnswer::Denied { retry_after, scope, .. } => {
-                self.store_answered();
+                self.store_answered(now, processes, asked_since);
                 self.unspend_lease(now, iid, leased);
                 self.unreserve(qid, id, flight);
                 self.hold(now, id, qid, scope, retry_after.max(MILLISECOND));
@@ -994,6 +1034,9 @@ impl Limiter {
                 // without a reservation as soon as this process's share of the limits allows
                 // (at once if it does), like every other request during the outage.
                 self.store_unavailable(now, id, step);
+                if self.store_down {
+                    self.outage_wait = self.outage_wait.max(now.saturating_sub(since));
+                }
                 self.unspend_lease(now, iid, leased);
                 self.unreserve(qid, id, flight);
             }
@@ -1139,6 +1182,7 @@ impl Limiter {
             unauthorized: false,
             queued: 0,
             lease: Lease::default(),
+            send_log: SendLog::default(),
         });
         self.identity_index.insert(name.to_string(), iid);
         iid
@@ -1519,6 +1563,10 @@ impl Limiter {
             margin,
             invalid_limit: if c.invalid_request_limit > 0 { c.invalid_request_stop_at } else { 0 },
             invalid_window: c.invalid_request_window,
+            processes_since: None,
+            reporting: false,
+            unrecorded: Vec::new(),
+            granted: Vec::new(),
         }
     }
 
@@ -1578,6 +1626,10 @@ impl Limiter {
             self.restamp_global(iid, old, now);
             now
         });
+        if global_at.is_some() {
+            let keep = self.report_horizon();
+            self.identities[iid].send_log.granted(now, keep);
+        }
         let q = self.queue_mut(qid);
         q.last_active = now;
         let b = &mut q.bucket;
@@ -1677,12 +1729,14 @@ impl Limiter {
     /// global token go back, and the late answer will be ignored.
     fn abandon_reservation(&mut self, id: RequestId) {
         let r = self.req(id);
-        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at, leased } = r.state else {
+        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at, leased, asked_since, .. } = r.state
+        else {
             return;
         };
         let (qid, iid) = (r.qid, r.identity);
         let orphan = Orphan {
             step,
+            asked_since,
             identity: self.identities[r.identity].name.clone(),
             route: r.shared_route().to_string(),
             major: r.major.clone(),
@@ -1729,28 +1783,116 @@ impl Limiter {
         }
     }
 
-    fn store_answered(&mut self) {
+    /// The store answered (granted or denied) a reservation: an outage ends, and a recovery
+    /// begins; `processes` is its count of processes, back since the outage began when the
+    /// reservation asked (`asked_since`).
+    fn store_answered(&mut self, now: Nanos, processes: Option<u32>, asked_since: bool) {
         if self.store_down {
-            let share = self.outage_share();
             self.store_down = false;
             self.store_failures = 0;
             self.outputs.push_back(Output::Observe(Observation::StoreRecovered));
-            if share > 1 {
-                self.share_changed();
-            }
+            self.begin_recovery(now);
+            // The share may change, and a fail-open hold ends: everything decides again.
+            self.share_changed();
+        }
+        self.store_last_answer = now;
+        match processes {
+            // Every process counted before the outage has reserved since it began, not
+            // reporting, so it told the store what it sent meanwhile: the store decides alone
+            // again.
+            Some(n) if asked_since && self.recovery.is_some_and(|r| n >= r.processes) => self.end_recovery(),
+            Some(_) if asked_since => {}
+            // Bad input (0) reads as this process alone; a huge count leaves at least one
+            // request per window (see `share_of`). The count before an outage is kept until its
+            // recovery ends.
+            Some(n) if self.recovery.is_none() => self.store_processes = n.max(1),
+            _ => {}
         }
     }
 
-    /// While the store is down and the policy is fail-open: the live processes the store last
-    /// counted, whose limits this process shares (1 otherwise: the store decides, or nothing
-    /// is sent).
-    fn outage_share(&self) -> u32 {
+    /// The outage is over: until every process the store counted before it is back, or until
+    /// nothing it may not know of can still be in a server's global window, this process keeps
+    /// to its share of the limits (see [`crate::shared`], "Through an outage").
+    ///
+    /// Fail-open: another process may still be sending on its share without the store until
+    /// its next probe. Its probe pause doubles from `retry_base`, so it is at most the time
+    /// since its first failure plus `retry_base` (and at most `retry_max`); that failure came
+    /// after the store was last seen up (this process's last answer before the outage), and
+    /// each of its failed probes waited at most the driver's timeout (taken as the longest any
+    /// of this process's waited in this outage: one store, one setting). So it is back at the
+    /// latest `pause + 2 x wait` after now, and what it sent leaves the window one window later.
+    /// Fail-closed: nobody sent without the store, but a store that lost its state lacks the
+    /// grants made before the outage, for one global window after it began.
+    fn begin_recovery(&mut self, now: Nanos) {
+        let Some(shared) = &self.config.shared else { return };
+        let span = self.report_horizon();
+        let until = match shared.on_unavailable {
+            OnUnavailable::FailOpen => {
+                let wait = self.outage_wait;
+                let down_for = now.saturating_sub(self.store_last_answer);
+                let pause = down_for.saturating_add(shared.retry_base).saturating_add(wait).min(shared.retry_max);
+                now.saturating_add(pause).saturating_add(wait.saturating_mul(2)).saturating_add(span)
+            }
+            OnUnavailable::FailClosed => self.store_down_since.saturating_add(span),
+        };
+        if self.store_processes <= 1 || until <= now {
+            self.recovery = None;
+            return;
+        }
+        self.recovery = Some(Recovery { processes: self.store_processes, until });
+        self.timers.push(Reverse((until, Timer::Recovery)));
+    }
+
+    /// The recovery after an outage ends: the whole limits apply again.
+    fn end_recovery(&mut self) {
+        let share = self.outage_share();
+        self.recovery = None;
+        if self.outage_share() != share {
+            self.share_changed();
+        }
+    }
+
+    /// Fail-open, in the first global window of an outage: no send goes without a reservation
+    /// against the global limit until the store's last grants have left every window, that
+    /// is one global window (the longest a reservation passes) after the outage began. Before
+    /// that, this process's share is not its own to use: the store may have granted the whole
+    /// window, unevenly, to the other processes (one with 28 of 50, another with none, which
+    /// then sent its share of 25 at once: 53 in the server's window). A probe still goes when
+    /// the pause has passed (the store decides it); the hold ends with the outage. Returns
+    /// when to look again, or `None` when nothing holds.
+    fn outage_global_hold(&self, now: Nanos) -> Option<Nanos> {
         let fail_open = self
             .config
             .shared
             .as_ref()
             .is_some_and(|s| s.on_unavailable == OnUnavailable::FailOpen);
-        if self.store_down && fail_open { self.store_processes } else { 1 }
+        let end = self.store_down_since.saturating_add(self.report_horizon());
+        if !fail_open
+            || !self.store_down
+            || self.store_processes <= 1
+            || self.config.global_limit == 0
+            || now >= end
+            || self.should_reserve(now)
+        {
+            return None;
+        }
+        // The next probe (its answer wakes the identity again while one is out).
+        Some(if now < self.store_retry_at { self.store_retry_at.min(end) } else { end })
+    }
+
+    /// How far back a process reports its sends after an outage: the longest global window a
+    /// reservation passes (the window plus the largest margin).
+    fn report_horizon(&self) -> Nanos {
+        self.config.global_window.saturating_add(self.config.global_margin_max)
+    }
+
+    /// The live processes the store last counted, whose limits this process shares while the
+    /// store is down and during the recovery after an outage (1 otherwise: the store decides).
+    /// Fail-open sends on it without the store; fail-closed sends only its probes while the
+    /// store is down, and a probe answered by a store that lost its state must not take the
+    /// room of another process's grants it lost (they are in that process's share).
+    fn outage_share(&self) -> u32 {
+        if self.store_down || self.recovery.is_some() { self.store_processes } else { 1 }
     }
 
     /// The limits changed (a fail-open outage began or ended with several processes): every
@@ -1781,8 +1923,20 @@ impl Limiter {
             .min(shared.retry_max);
         self.store_retry_at = now.saturating_add(pause);
         let was_down = self.store_down;
+        let share = self.outage_share();
         self.store_down = true;
-        if !was_down && self.outage_share() > 1 {
+        if !was_down {
+            // The store may lose what it knew (a restart without persistence): each identity's
+            // next reservation tells it what this process sent.
+            self.store_down_since = now;
+            self.outage_wait = 0;
+            if self.config.global_limit > 0 {
+                for ident in &mut self.identities {
+                    ident.send_log.mark_pending();
+                }
+            }
+        }
+        if self.outage_share() != share {
             self.share_changed();
         }
         self.outputs.push_back(Output::Observe(Observation::StoreUnavailable {
@@ -2600,6 +2754,11 @@ impl Limiter {
                         self.gate_wake = None;
                     }
                 }
+                Timer::Recovery => {
+                    if self.recovery.is_some_and(|r| r.until <= t) {
+                        self.end_recovery();
+                    }
+                }
             }
         }
     }
@@ -2872,6 +3031,24 @@ impl Limiter {
         if self.config.shared.is_some() && self.should_reserve(now) {
             let iid = self.req(id).identity;
             let (counts_global, global_want, leased) = self.global_ask(now, iid, id, flight.global_at.is_some());
+            let mut reservation = self.reservation(now, id, counts_global);
+            reservation.global_want = global_want;
+            // After an outage: how many processes are back, and what the store may not count.
+            let asked_since = self.store_down || self.recovery.is_some();
+            if asked_since {
+                reservation.processes_since = Some(now.saturating_sub(self.store_down_since));
+            }
+            let keep = self.report_horizon();
+            let log = &mut self.identities[iid].send_log;
+            let reported = log.is_pending(now, keep).then(|| log.mark());
+            if reported.is_some() {
+                (reservation.unrecorded, reservation.granted) = log.ages(now, keep);
+            }
+            // Not back until no identity has anything left to report, nor may send without
+            // the store (fail-open goes on sending while its probe is out).
+            let fail_open = self.config.shared.as_ref().is_some_and(|s| s.on_unavailable == OnUnavailable::FailOpen);
+            reservation.reporting = (self.store_down && fail_open)
+                || self.identities.iter_mut().any(|ident| ident.send_log.is_pending(now, keep));
             self.req_mut(id).state = ReqState::Reserving {
                 since: now,
                 step: self.store_step,
@@ -2879,12 +3056,17 @@ impl Limiter {
                 window_epoch: flight.window_epoch,
                 global_at: flight.global_at,
                 leased,
+                reported,
+                asked_since,
             };
             self.reserving_total += 1;
-            let mut reservation = self.reservation(now, id, counts_global);
-            reservation.global_want = global_want;
             self.outputs.push_back(Output::Reserve(reservation));
             return;
+        }
+        if self.config.shared.is_some() && flight.global_at.is_some() {
+            // Fail-open while the store is down: a send the store never sees.
+            let (iid, keep) = (self.req(id).identity, self.report_horizon());
+            self.identities[iid].send_log.unrecorded(now, keep);
         }
         let state = ReqState::InFlight {
             sent_at: now,
@@ -2964,6 +3146,9 @@ impl Limiter {
 
     /// When the identity's global budget has room again, or `None` if it has room now.
     fn global_wait(&mut self, now: Nanos, iid: Iid) -> Option<Nanos> {
+        if let Some(t) = self.outage_global_hold(now) {
+            return Some(t);
+        }
         let limit = share_of(self.config.global_limit, self.outage_share()) as usize;
         let span = self.config.global_window.saturating_add(self.global_margin_at(now));
         let ident = &mut self.identities[iid];
@@ -3098,6 +3283,7 @@ impl Limiter {
                         r.state == ReqState::Queued && r.deadline.map(|d| d.saturating_add(1)) == Some(t)
                     }),
                 Timer::Gate => self.gate_wake == Some(t),
+                Timer::Recovery => self.recovery.is_some_and(|r| r.until == t),
             };
             if live {
                 break;

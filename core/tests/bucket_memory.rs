@@ -199,6 +199,7 @@ fn reservation(id: RequestId) -> Reservation {
         margin: 0,
         invalid_limit: 0,
         invalid_window: 0,
+        ..Reservation::default()
     }
 }
 

@@ -204,12 +204,15 @@ fn output_json(o: &Output) -> Value {
             "observe": "store_unavailable", "id": id, "retry_at_ns": retry_at
         }),
         Output::Observe(Observation::StoreRecovered) => json!({"observe": "store_recovered"}),
-        Output::Reserve(r) => json!({
-            "reserve": r.id, "identity": r.identity, "route": r.route, "major": r.major,
-            "bucket": r.bucket, "counts_global": r.counts_global, "global_limit": r.global_limit,
-            "global_want": r.global_want, "global_window_ns": r.global_window, "margin_ns": r.margin,
-            "invalid_limit": r.invalid_limit, "invalid_window_ns": r.invalid_window,
-        }),
+        Output::Reserve(r) => {
+            // The reservation's own form, its `id` named `reserve`.
+            let mut v = shared_json::reservation_json(r);
+            let fields = v.as_object_mut().expect("an object");
+            let id = fields.remove("id").expect("id");
+            let mut out = serde_json::Map::from_iter([("reserve".to_string(), id)]);
+            out.extend(std::mem::take(fields));
+            Value::Object(out)
+        }
         Output::Share(u) => shared_json::update_json(u),
         Output::WaitUntil(t) => json!({"wait_until_ns": t}),
         Output::Idle => json!({"idle": true}),

@@ -6,11 +6,13 @@
 //!   N, and each failed probe doubles the pause up to `retry_max`.
 //! * Fail-open runs on its share: while the store is down, the global limit and each bucket's
 //!   limit are divided by the live processes the store last counted, so that K processes
-//!   together stay within the limits; the outage ends with the store's next answer, and the
-//!   full limits apply again.
+//!   together stay within the limits; for the global limit only after the outage's first
+//!   window (the store's last grants may fill it, unevenly). When the store answers again it
+//!   is told what was sent without it, as ages, and the share holds until the store counts
+//!   every process back; then the full limits apply again.
 #![allow(clippy::identity_op)]
 
-use ratelane::shared::{OnUnavailable, ReservationAnswer, SharedConfig};
+use ratelane::shared::{OnUnavailable, Reservation, ReservationAnswer, SharedConfig};
 use ratelane::{Config, Limiter, MILLISECOND, Nanos, Observation, Output, Request, RequestId, Response, SECOND};
 
 const MS: Nanos = MILLISECOND;
@@ -36,6 +38,7 @@ fn channel(i: usize) -> Request {
 #[derive(Debug, Default)]
 struct Drained {
     reserved: Vec<RequestId>,
+    reservations: Vec<Reservation>,
     sent: Vec<RequestId>,
     unavailable: Vec<Nanos>,
     recovered: usize,
@@ -46,7 +49,10 @@ fn drain(l: &mut Limiter) -> Drained {
     let mut d = Drained::default();
     loop {
         match l.poll_output() {
-            Output::Reserve(r) => d.reserved.push(r.id),
+            Output::Reserve(r) => {
+                d.reserved.push(r.id);
+                d.reservations.push(r);
+            }
             Output::Send(id) => d.sent.push(id),
             Output::Observe(Observation::StoreUnavailable { retry_at, .. }) => d.unavailable.push(retry_at),
             Output::Observe(Observation::StoreRecovered) => d.recovered += 1,
@@ -171,11 +177,12 @@ fn granted() -> ReservationAnswer {
 
 /// Fail-open, a bucket of 6 per second, three live processes: while the store is down this
 /// process sends 2 per window (a third), not 6; every request still goes, window by window,
-/// and the probe's grant brings the full limit back.
+/// and the probe's grant brings the full limit back. (The requests are exempt from the global
+/// limit, which has a rule of its own: the next test.)
 #[test]
 fn fail_open_runs_on_its_share_of_a_bucket() {
     let mut l = limiter(OnUnavailable::FailOpen);
-    let ch = || channel(1);
+    let ch = || channel(1).global_exempt(true);
     let first = l.enqueue(0, ch()).unwrap();
     assert_eq!(drain(&mut l).reserved, vec![first]);
     // The store grants it and says three processes are live.
@@ -250,10 +257,31 @@ fn fail_open_runs_on_its_share_of_a_bucket() {
     assert_eq!(d.reserved, ids[4..].to_vec(), "beyond the share once the store decides again");
 }
 
-/// Fail-open, global limit 50 per second, three live processes: while the store is down this
-/// process sends at most 16 per global window; when the store answers again, the full limit.
+/// Runs timeouts from `now`, answering every probe `Unavailable` at once, until the limiter
+/// sends without the store; returns when, and that drain (the sends, and a probe left out).
+fn first_sends_without_the_store(l: &mut Limiter, mut now: Nanos, until: Nanos) -> (Nanos, Drained) {
+    let mut d = drain(l);
+    loop {
+        assert!(now <= until, "nothing sent by {} ms", until / MS);
+        if !d.sent.is_empty() {
+            return (now, d);
+        }
+        if let Some(&id) = d.reserved.first() {
+            l.handle_reservation(now, id, ReservationAnswer::Unavailable).unwrap();
+        } else {
+            now = d.wait_until.expect("a wake-up").max(now);
+            l.handle_timeout(now);
+        }
+        d = drain(l);
+    }
+}
+
+/// Fail-open, global limit 50 per second, three live processes: for one global window after
+/// the outage began nothing goes without the store (the store may have granted that window,
+/// unevenly, to the other processes); then at most this process's share, 16 per window. When
+/// the store answers again, the share holds until it counts every process back.
 #[test]
-fn fail_open_runs_on_its_share_of_the_global_limit() {
+fn fail_open_waits_one_window_then_runs_on_its_share_of_the_global_limit() {
     let mut l = limiter(OnUnavailable::FailOpen);
     let first = l.enqueue(0, channel(0)).unwrap();
     drain(&mut l);
@@ -262,24 +290,112 @@ fn fail_open_runs_on_its_share_of_the_global_limit() {
     // Thirty channels, thirty pioneers: all reserved at once (31 of 50).
     let ids: Vec<RequestId> = (1..=30).map(|i| l.enqueue(100 * MS, channel(i)).unwrap()).collect();
     assert_eq!(drain(&mut l).reserved.len(), 30);
-    let mut sent = Vec::new();
     for &id in &ids {
         l.handle_reservation(110 * MS, id, ReservationAnswer::Unavailable).unwrap();
-        sent.extend(drain(&mut l).sent);
+        assert!(drain(&mut l).sent.is_empty(), "not in the outage's first window");
     }
-    assert_eq!(sent.len() + 1, 50 / 3, "a third of the global limit in the window, `first` included");
-    assert_eq!(sent, ids[..15].to_vec(), "in order");
-    // The store answers again (a probe, once the pause has passed and a request needs one):
-    // the full limit applies at once.
-    let d = drain(&mut l);
-    let now = d.wait_until.expect("the global window");
-    l.handle_timeout(now);
-    let d = drain(&mut l);
-    assert_eq!(d.reserved.len(), 1, "one probe: {d:?}");
-    l.handle_reservation(now, d.reserved[0], ReservationAnswer::Granted { processes: Some(3), leased: 0 }).unwrap();
+    // The longest window a reservation passes: 1 s plus the largest margin. Then this
+    // process's share (16) without the store, before the next probe.
+    let t1 = 110 * MS + SECOND + Config::default().global_margin_max;
+    let (at, d) = first_sends_without_the_store(&mut l, 110 * MS, 10 * SECOND);
+    assert_eq!(at, t1, "one window after the outage began");
+    assert!(d.reservations.is_empty(), "the next probe comes at its time");
+    assert_eq!(d.sent.len(), 50 / 3, "a third of the global limit in a window");
+    // A window later, the share again: a probe, which tells the store what went without it
+    // (how long ago) and asks how many processes are back since the outage began, and the
+    // rest of the share without the store while it is out.
+    let (t2, d) = next_reservations(&mut l, at);
+    assert_eq!(t2, t1 + SECOND + Config::default().global_margin_max / 2, "when those 16 left this process's window (its margin starts at half the largest)");
+    let probe = &d.reservations[0];
+    assert_eq!(probe.unrecorded, vec![t2 - t1; 16], "the 16 sent without the store, as ages");
+    assert!(probe.granted.is_empty(), "`first` (1 ms) has left the window");
+    assert!(probe.reporting, "it may send without the store while its probe is out");
+    assert_eq!(probe.processes_since, Some(t2 - 110 * MS));
+    assert_eq!(d.sent.len(), ids.len() - 16 - 1, "the rest of the thirty, within the share");
+    // Granted, but the store counts only this process back: the share still holds.
+    l.handle_reservation(t2, probe.id, ReservationAnswer::Granted { processes: Some(1), leased: 0 }).unwrap();
     let d = drain(&mut l);
     assert_eq!(d.recovered, 1);
-    assert_eq!(d.reserved.len(), 14, "the rest, reserved under the whole limit: {d:?}");
+    assert_eq!(d.sent, vec![probe.id]);
+    // More requests: the share has room for 2 more in this window (the probe and 13 are in
+    // it). Their reservations report everything sent without the store in the window (the 16
+    // and the 13, and the probe's grant: the store may have lost state), and still ask how
+    // many are back; when the store counts all three, the whole limit applies.
+    let more: Vec<RequestId> = (31..=60).map(|i| l.enqueue(t2, channel(i)).unwrap()).collect();
+    let d = drain(&mut l);
+    assert_eq!(d.reservations.len(), 2, "the room left in the share: {d:?}");
+    let r = &d.reservations[0];
+    let mut ages = vec![t2 - t1; 16];
+    ages.extend([0; 13]);
+    assert_eq!(r.unrecorded, ages);
+    assert_eq!(r.granted, vec![0], "the probe's send");
+    assert!(r.reporting);
+    assert_eq!(r.processes_since, Some(t2 - 110 * MS));
+    l.handle_reservation(t2, r.id, ReservationAnswer::Granted { processes: Some(3), leased: 0 }).unwrap();
+    let d = drain(&mut l);
+    assert_eq!(d.reserved.len(), more.len() - 2, "the rest, reserved under the whole limit: {d:?}");
+}
+
+/// Runs timeouts from `now` until the limiter reserves; returns when, and that drain.
+fn next_reservations(l: &mut Limiter, mut now: Nanos) -> (Nanos, Drained) {
+    for _ in 0..1000 {
+        let d = drain(l);
+        if !d.reservations.is_empty() {
+            return (now, d);
+        }
+        now = d.wait_until.expect("a wake-up");
+        l.handle_timeout(now);
+    }
+    panic!("no reservation");
+}
+
+/// A send without the store made while the probe that carries the report is out is not in
+/// that report: the report stays pending, and the next reservation carries it again (the
+/// store replaces the first one).
+#[test]
+fn a_send_made_while_the_report_is_out_is_reported_again() {
+    let mut l = limiter(OnUnavailable::FailOpen);
+    let first = l.enqueue(0, channel(0)).unwrap();
+    drain(&mut l);
+    l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(2), leased: 0 }).unwrap();
+    drain(&mut l);
+    let ids: Vec<RequestId> = (1..=3).map(|i| l.enqueue(100 * MS, channel(i)).unwrap()).collect();
+    assert_eq!(drain(&mut l).reserved, ids);
+    for &id in &ids {
+        l.handle_reservation(110 * MS, id, ReservationAnswer::Unavailable).unwrap();
+        drain(&mut l);
+    }
+    // Once the hold is over, the pause has passed: one request probes, and the others go
+    // without the store while it is out.
+    let t = 110 * MS + SECOND + Config::default().global_margin_max;
+    l.handle_timeout(t);
+    let mut probe = None;
+    let mut sent = Vec::new();
+    loop {
+        match l.poll_output() {
+            Output::Reserve(r) => probe = Some(r),
+            Output::Send(id) => sent.push(id),
+            Output::WaitUntil(_) | Output::Idle => break,
+            _ => {}
+        }
+    }
+    let probe = probe.expect("a probe");
+    assert_eq!(sent.len(), 2, "the others go without the store");
+    assert!(probe.reporting && probe.unrecorded.is_empty(), "nothing sent without the store before it");
+    l.handle_reservation(t + MS, probe.id, ReservationAnswer::Granted { processes: Some(2), leased: 0 }).unwrap();
+    drain(&mut l);
+    // The next reservation reports the two sends.
+    let next = l.enqueue(t + 2 * MS, channel(9)).unwrap();
+    let r = loop {
+        match l.poll_output() {
+            Output::Reserve(r) => break r,
+            Output::WaitUntil(_) | Output::Idle => panic!("no reservation"),
+            _ => {}
+        }
+    };
+    assert_eq!(r.id, next);
+    assert_eq!(r.unrecorded, vec![2 * MS, 2 * MS]);
+    assert!(r.reporting);
 }
 
 /// A count of 0 (nonsense) reads as one process; a huge one leaves one request per window.

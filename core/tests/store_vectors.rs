@@ -96,6 +96,7 @@ fn res(id: u64, route: &str, major: &str) -> Reservation {
         margin: 100 * MS,
         invalid_limit: 0,
         invalid_window: 0,
+        ..Reservation::default()
     }
 }
 
@@ -379,6 +380,34 @@ fn cases() -> Vec<Case> {
 
     let mut short = SharedConfig::default();
     short.lease = 1 * S;
+    let outage = |id: u64, since: Option<u64>, reporting: bool, unrecorded: &[u64], granted: &[u64]| {
+        let mut r = res(id, "GET /guilds/:id", "1");
+        r.global_limit = 5;
+        r.global_window = 1_000 * MS;
+        r.processes_since = since;
+        r.reporting = reporting;
+        r.unrecorded = unrecorded.to_vec();
+        r.granted = granted.to_vec();
+        r
+    };
+    v.push(Case {
+        file: "outage_report",
+        comment: "After an outage (5 grants per 1 s window; the route has no bucket): a's reservation reports two                   sends made without the store (unrecorded_ns: how long before now) and the store counts them                   at those times on its own clock, so b is denied until the oldest entry leaves the window; a                   report sent again (its answer was lost) replaces the first and counts once; the granted                   sends of a client the store does not know (not among its live processes: it lost its                   state) count, those of a client it knows are ignored (it has them); a reservation                   `reporting` does not refresh its client among the live processes, and `processes_since_ns`                   counts only the clients that reserved (not reporting) within that long.",
+        config: SharedConfig::default(),
+        script: Script::new()
+            .record(0, "a", unlimited(0, "1"))
+            .reserve(0, "a", outage(1, None, false, &[], &[]))
+            .reserve(100 * MS, "b", outage(1, None, false, &[], &[]))
+            .reserve(500 * MS, "a", outage(2, Some(400 * MS), true, &[300 * MS, 200 * MS], &[]))
+            .reserve(510 * MS, "b", outage(2, None, false, &[], &[]))
+            .reserve(520 * MS, "a", outage(3, Some(420 * MS), true, &[320 * MS, 220 * MS], &[]))
+            .reserve(1_000 * MS, "b", outage(3, None, false, &[], &[]))
+            .reserve(1_050 * MS, "c", outage(1, Some(1_000 * MS), true, &[50 * MS], &[850 * MS]))
+            .reserve(1_060 * MS, "a", outage(4, Some(1_000 * MS), true, &[], &[560 * MS]))
+            .reserve(1_070 * MS, "c", outage(2, Some(1_000 * MS), false, &[], &[]))
+            .reserve(1_200 * MS, "a", outage(5, Some(1_200 * MS), false, &[], &[])),
+    });
+
     v.push(Case {
         file: "processes",
         comment: "Live processes (lease 1 s): every answer, granted or denied, carries how many clients reserved \

@@ -98,16 +98,22 @@ test('redis store: reservations and updates become the script\'s ARGV, the prefi
   assert.deepEqual(client.commands, [
     ['EVALSHA', sha, '1', '{t}:', 'batch', ...common,
       '12', 'record', 'bucket', '7', 'bot', 'POST /channels/:id/messages', '1', '=h', '0', '5', '4', '1000000000', '',
-      '13', 'reserve', '7', 'bot', 'POST /channels/:id/messages', '1', '', '1', '50', '1100000000', '100000000', '10000', '600000000000', '1'],
+      '17', 'reserve', '7', 'bot', 'POST /channels/:id/messages', '1', '', '1', '50', '1100000000', '100000000', '10000', '600000000000',
+      '1', '', '0', '', ''],
   ])
   // Alone, an operation is its own call.
   assert.deepEqual(await store.reserve(RESERVATION), { answer: 'granted' })
   assert.deepEqual(client.commands[1],
-    ['EVALSHA', sha, '1', '{t}:', 'reserve', ...common, '7', 'bot', 'POST /channels/:id/messages', '1', '', '1', '50', '1100000000', '100000000', '10000', '600000000000', '1'])
+    ['EVALSHA', sha, '1', '{t}:', 'reserve', ...common, '7', 'bot', 'POST /channels/:id/messages', '1', '', '1', '50', '1100000000', '100000000', '10000', '600000000000',
+      '1', '', '0', '', ''])
   // A reservation that asks for a lease of the global budget passes how many tokens it wants
   // (a reservation object without globalWant, as above, asks for one).
   assert.deepEqual(await store.reserve({ ...RESERVATION, globalWant: 12 }), { answer: 'granted' })
-  assert.deepEqual(client.commands[2].slice(-2), ['600000000000', '12'])
+  assert.deepEqual(client.commands[2].slice(-6, -4), ['600000000000', '12'])
+  // After a store outage: the count since, reporting, and the reports' ages joined by ','.
+  const { reserveArgs } = make()
+  const outage = { ...RESERVATION, globalWant: 3, processesSinceNs: 2e9, reporting: true, unrecordedNs: [5, 9e8], grantedNs: [1e9] }
+  assert.deepEqual(reserveArgs(outage).slice(11), ['3', '2000000000', '1', '5,900000000', '1000000000'])
   const { recordArgs, parseAnswer } = make()
   assert.deepEqual(recordArgs({ kind: 'hold', scope: 'global', identity: 'bot', route: 'r', major: '', bucket: null, retryAfterNs: 5 }),
     ['hold', 'global', 'bot', 'r', '', '', '5'])

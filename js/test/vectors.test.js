@@ -54,11 +54,17 @@ function vectorForm(o) {
     case 'reserve': {
       const r = o.reservation
       assert.equal(r.id, o.id)
-      return {
+      const v = {
         reserve: o.id, identity: r.identity, route: r.route, major: r.major, bucket: r.bucket,
         counts_global: r.countsGlobal, global_limit: r.globalLimit, global_want: r.globalWant, global_window_ns: r.globalWindowNs,
         margin_ns: r.marginNs, invalid_limit: r.invalidLimit, invalid_window_ns: r.invalidWindowNs,
       }
+      // After a store outage only: the files hold these when set.
+      if (r.processesSinceNs !== null) v.processes_since_ns = r.processesSinceNs
+      if (r.reporting) v.reporting = true
+      if (r.unrecordedNs.length > 0) v.unrecorded_ns = r.unrecordedNs
+      if (r.grantedNs.length > 0) v.granted_ns = r.grantedNs
+      return v
     }
     case 'share':
       return updateForm(o.update)

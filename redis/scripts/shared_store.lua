@@ -25,7 +25,9 @@ ARGV, common part:
   [7] id  [8] identity  [9] route  [10] major  [11] bucket (opt)  [12] counts_global (0|1)
   [13] global_limit  [14] global_window_ns  [15] margin_ns  [16] invalid_limit
   [17] invalid_window_ns  [18] global_want (optional: absent or "" is 1; 0 spends a leased
-  token)
+  token)  [19] processes_since_ns (optional: absent or "" for none)  [20] reporting (optional:
+  absent or "" is 0; 0|1)  [21] unrecorded_ns  [22] granted_ns (optional: absent or "" for
+  none; otherwise ages in nanoseconds, decimal integers separated by ",")
 "record" (ratelane::shared::SharedUpdate), [7] the variant:
   "bucket":  [8] id [9] identity [10] route [11] major [12] bucket (opt) [13] unlimited (0|1)
              [14] limit (opt) [15] remaining (opt) [16] reset_after_ns (opt) [17] window_ns (opt)
@@ -42,8 +44,9 @@ bucket hash) is "" when absent and "=" followed by the value when present.
 
 Reply: reserve -> {"granted", processes, leased} or {"denied", retry_after_us, scope, processes};
 record -> {"recorded"}; batch -> one reply per item, in order, an item refused for a bad argument
-answering {"error", "RATELANE_ARG <what>"} in its place (the others still run). processes: how many clients reserved within the last lease_ns, this
-one included (the key P "procs").
+answering {"error", "RATELANE_ARG <what>"} in its place (the others still run). processes: how many clients reserved within the last lease_ns (the key P "procs"),
+or with processes_since_ns how many within that long; a reservation `reporting` does not add
+its client.
 Errors: "RATELANE_ARG <what>" for a bad argument (nothing written).
 
 Time. The script works in integer microseconds (Redis TIME's resolution). Durations given in
@@ -394,6 +397,43 @@ end
 
 -- ------------------------------------------------------------------------------- reserve
 
+-- A list of ages (ns, decimal, separated by ","; "" or absent for none) as whole microseconds,
+-- rounded down (so a stamp now - age errs later).
+local function opt_ages(i, what)
+  local s = arg(i)
+  local out = {}
+  if s == nil or s == '' then return out end
+  for part in string.gmatch(s .. ',', '([^,]*),') do
+    if not digits(part) then bad = bad or (what .. ' must be decimal integers of nanoseconds separated by ","') return {} end
+    local n = tonumber(part)
+    if n >= 9007199254740992 then out[#out + 1] = MAX_US else out[#out + 1] = math.min(floor_div(n, 1000), MAX_US) end
+  end
+  return out
+end
+
+-- What `client` reports it sent of `identity`'s global budget that the store may not count:
+-- its earlier report of this kind (tag "u": unrecorded, "g": granted) is replaced by this one,
+-- one member per send, client "!" tag k (k from 1), score now - age (at least 0).
+local function count_report(g, tag, ages, gw)
+  if #ages == 0 then return end
+  local head = client .. '!' .. tag
+  local old = expiry_of(g)
+  for _, m in ipairs(redis.call('ZRANGE', g, 0, -1)) do
+    if m:sub(1, #head) == head and m:sub(#head + 1):match('^%d+$') then redis.call('ZREM', g, m) end
+  end
+  local add = {'ZADD', g}
+  for k, age in ipairs(ages) do
+    local at = now - age
+    if at < 0 then at = 0 end
+    add[#add + 1] = fmt(at)
+    add[#add + 1] = head .. k
+  end
+  redis.call(unpack(add))
+  local t = now + gw
+  if old and old > t then t = old end
+  expire_at(g, t)
+end
+
 local function reserve()
   local id = need_str(7, 'id')
   local identity = need_str(8, 'identity')
@@ -409,15 +449,39 @@ local function reserve()
   -- [18] global_want: absent (a caller of an earlier version) or "" is 1.
   local want = 1
   if arg(18) ~= nil and arg(18) ~= '' then want = need_int(18, 'global_want') end
+  -- [19..22], after an outage; absent from a caller of an earlier version.
+  local since = nil
+  if arg(19) ~= nil and arg(19) ~= '' then
+    since = need_int(19, 'processes_since_ns')
+    if since >= 9007199254740992 then since = MAX_US else since = math.min(floor_div(since, 1000), MAX_US) end
+  end
+  local reporting = false
+  if arg(20) ~= nil and arg(20) ~= '' then reporting = need_flag(20, 'reporting') end
+  local unrecorded = opt_ages(21, 'unrecorded_ns')
+  local granted = opt_ages(22, 'granted_ns')
   if bad then return arg_error(bad) end
   if want < 0 then want = 1 end
   local member = client .. ':' .. id
-  -- 0. live processes, reported with every answer
+  -- 0. live processes, reported with every answer (a process still reporting what it sent
+  -- during an outage is not counted back yet); then what it reports, whatever the answer
   local procs = K.procs()
+  local seen = redis.call('ZSCORE', procs, client)
+  local known_client = seen ~= false and seen ~= nil and tonumber(seen) > now - lease
   redis.call('ZREMRANGEBYSCORE', procs, '-inf', fmt(now - lease))
-  redis.call('ZADD', procs, fmt(now), client)
-  expire_at(procs, now + lease)
-  local processes = redis.call('ZCARD', procs)
+  if not reporting then
+    redis.call('ZADD', procs, fmt(now), client)
+    expire_at(procs, now + lease)
+  end
+  local processes
+  if since then
+    processes = redis.call('ZCOUNT', procs, fmt(now - since), '+inf')
+  else
+    processes = redis.call('ZCARD', procs)
+  end
+  if global_limit > 0 then
+    count_report(K.g(identity), 'u', unrecorded, gw)
+    if not known_client then count_report(K.g(identity), 'g', granted, gw) end
+  end
   local function deny(until_t, scope) return {'denied', until_t - now, scope, processes} end
 
   -- 1. edge

@@ -146,6 +146,10 @@ impl RedisStore {
             r.invalid_limit.to_string(),
             r.invalid_window.to_string(),
             r.global_want.to_string(),
+            opt_num(r.processes_since),
+            flag(r.reporting),
+            ages(&r.unrecorded),
+            ages(&r.granted),
         ]);
         args
     }
@@ -441,6 +445,11 @@ fn opt_str(s: Option<&str>) -> String {
 
 fn opt_num<T: ToString>(n: Option<T>) -> String {
     n.map_or_else(String::new, |n| n.to_string())
+}
+
+/// Ages of a report after an outage: decimal nanoseconds separated by `,` (`""`: none).
+fn ages(ages: &[Nanos]) -> String {
+    ages.iter().map(Nanos::to_string).collect::<Vec<_>>().join(",")
 }
 
 fn flag(b: bool) -> String {

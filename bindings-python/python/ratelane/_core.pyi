@@ -1,5 +1,5 @@
 # Types of the native module ratelane._core (checked against the module with mypy.stubtest).
-from typing import Any, ClassVar, Final, Iterable, Literal, Mapping, Optional, Tuple, Union, final
+from typing import Any, ClassVar, Final, Iterable, List, Literal, Mapping, Optional, Tuple, Union, final
 
 from typing_extensions import Self, TypeAlias, disjoint_base
 
@@ -159,6 +159,18 @@ class Reserve:
     def invalid_limit(self) -> int: ...
     @property
     def invalid_window_ns(self) -> int: ...
+    @property
+    def processes_since_ns(self) -> Optional[int]:
+        """After a store outage: the store counts only the processes back within this long."""
+    @property
+    def reporting(self) -> bool:
+        """After a store outage: this process still has sends the store may not count."""
+    @property
+    def unrecorded_ns(self) -> List[int]:
+        """After a store outage: how long ago the sends made without a reservation were made."""
+    @property
+    def granted_ns(self) -> List[int]:
+        """After a store outage: how long ago the sends the store granted were made."""
 
 @final
 class ShareBucket:

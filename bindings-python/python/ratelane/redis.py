@@ -174,6 +174,11 @@ def reserve_args(r: Any) -> List[str]:
         str(r.invalid_window_ns),
         # A reservation object of an earlier version has no global_want: one token.
         str(getattr(r, "global_want", 1)),
+        # After a store outage; absent from a reservation object of an earlier version.
+        _opt_num(getattr(r, "processes_since_ns", None)),
+        _flag(getattr(r, "reporting", False)),
+        ",".join(str(a) for a in getattr(r, "unrecorded_ns", ())),
+        ",".join(str(a) for a in getattr(r, "granted_ns", ())),
     ]
 
 

@@ -32,12 +32,14 @@
 //!     prediction, and one whose deadline passes while it waits fails then.
 //!   * [`ReservationAnswer::Unavailable`] (the store is down, or did not answer in time): the
 //!     request goes back to its queue (it was never sent; no retry is counted). With
-//!     [`OnUnavailable::FailOpen`] it is then sent without a reservation, at once if this
+//!     [`OnUnavailable::FailOpen`] it is then sent without a reservation as soon as this
 //!     process's **share** of the limits allows: while the store is down, the global limit and
 //!     each bucket's limit are divided by the number of live processes the store last reported
 //!     (`processes` in its answers; 1 until it says, and at least 1 per window), so that K
-//!     processes together stay within the limits instead of each using all of them. With
-//!     [`OnUnavailable::FailClosed`] it waits. Either way the store is
+//!     processes together stay within the limits instead of each using all of them; and
+//!     against the global limit only from one global window after the outage began (see
+//!     "Through an outage"). With [`OnUnavailable::FailClosed`] it waits (and its probes keep to
+//!     the share too). Either way the store is
 //!     marked down: for [`SharedConfig::retry_base`] (doubling per failed probe, up to
 //!     [`SharedConfig::retry_max`]) no reservation is made (fail-open sends directly, fail-closed
 //!     holds every request); then one reservation probes the store while the others keep waiting
@@ -51,6 +53,9 @@
 //!     on. [`Observation::StoreUnavailable`](crate::Observation::StoreUnavailable) is emitted
 //!     once per step, and [`Observation::StoreRecovered`](crate::Observation::StoreRecovered)
 //!     once at the end. A fail-closed hold always comes with a `WaitUntil`, so nothing hangs.
+//!     What the store may have missed meanwhile (the sends made without it, the grants a
+//!     restarted store lost) it is told when it answers again, and the processes keep to their
+//!     shares until all of them are back: see "Through an outage".
 //! * After a response to a request sent in shared mode, the core emits
 //!   [`Output::Share`](crate::Output::Share) with a [`SharedUpdate::Bucket`] report (whatever the
 //!   status), plus a [`SharedUpdate::Hold`] for a 429 (scope global, bucket for `shared` and
@@ -120,11 +125,88 @@
 //! other processes, which the shared invalid-request budget does not count (the local budget
 //! does; keep `invalid_request_stop_at` a margin below the limit, as the defaults do). While the
 //! store is down, fail-open processes keep their share of the limits (the limit divided by the
-//! live processes the store last counted, at least 1): exact for the global limit and for
-//! buckets whose limit is at least the process count, as long as the count is current (a
-//! process that started during the outage, or that no other process saw reserve within the
-//! last `lease`, is not counted). A request that meets a 429 anyway is retried like any other
+//! live processes the store last counted, at least 1), for the global limit from the outage's
+//! second window on: exact for the global limit and for buckets whose limit is at least the
+//! process count, as long as the count is current (a process that started during the outage,
+//! or that no other process saw reserve within the last `lease`, is not counted); see "Through
+//! an outage" for the whole bound. A request that meets a 429 anyway is retried like any other
 //! (within `max_rate_limit_retries` and its deadline) and ends in exactly one outcome.
+//!
+//! # Through an outage
+//!
+//! **The first window.** When the store goes away it may just have granted the current global
+//! window, and not evenly: one process may hold 28 of 50 and another none, which its share of
+//! 25 would then add to (53 at the server; the simulation finds such splits at the global cap
+//! with evenly spread demand, since leases go to whoever asks first). So a fail-open process
+//! sends nothing against the global limit without a reservation until one global window
+//! (`global_window + global_margin_max`, the longest a reservation passes) after the outage
+//! began for it: by then every grant the store made before it has left every window. Its
+//! probes still go (the store, if back, decides them), and the hold ends with the outage; a
+//! process alone (the store counted 1) does not hold, since its own window has all its grants.
+//! After that first window, the processes' shares add up to at most the limit. A fail-closed
+//! process sends nothing without the store; its probes keep to its share.
+//!
+//! **After an outage.** When the store answers again it may lack two things: the sends the
+//! fail-open processes made without a reservation (it never saw them), and, if it lost its
+//! state (Redis restarted without persistence comes back **empty**), the grants it had made,
+//! sends still in the server's global window. Granting a whole window then would overshoot the
+//! server's window by as much (the benchmark's 79-168 global 429s at K = 4 before this). So:
+//!
+//! * **Each process tells the store what it sent.** From the moment the store is marked down
+//!   (and with every send made without a reservation), each identity's next reservation carries
+//!   how long ago this process made its sends of the identity's global budget within the
+//!   longest global window (`global_window + global_margin_max`): [`Reservation::unrecorded`]
+//!   for those made without a reservation, [`Reservation::granted`] for those the store granted.
+//!   Durations only: the store stamps them on its own clock (now less the age, so one that
+//!   arrives late counts a little longer, never shorter). The store counts every `unrecorded`
+//!   one, and the `granted` ones only when it does not know the process (it is not among its
+//!   live processes, `procs`: a store that lost its state; one that knows the process has its
+//!   grants already). It replaces the process's earlier report with each new one, so a report
+//!   sent again (its answer lost, or carried by two reservations) counts once. The report stops
+//!   once the store has answered (granted or denied) a reservation that carried it, unless a
+//!   send without a reservation followed it (a fail-open process keeps sending while its probe
+//!   is out). It goes in the reservation itself: no extra round trip, one script call.
+//! * **Each process keeps to its share until every process is back.** Until then another
+//!   process may still be sending without the store, on its share; so after the outage a
+//!   process keeps running on its share of the limits (the limit divided by the processes the
+//!   store counted before the outage), its reservations going to the store as usual. While it
+//!   does, its reservations carry [`Reservation::processes_since`] (the time since its outage
+//!   began) and the store's answer counts only the processes that reserved within that time,
+//!   not `reporting` (a process still reporting marks its reservations
+//!   [`Reservation::reporting`], and the store does not refresh it among the live processes
+//!   until it has nothing left to report). When that count reaches the one before the outage,
+//!   every process has reported what it sent: the whole limits apply again. A process that
+//!   sends nothing (idle, or done) is never counted back, so the share also ends at a time:
+//!   fail-open, when a process still sending without the store must have probed it and what it
+//!   sent has left the window: its probe pause doubles from `retry_base`, so it is at most the
+//!   time since the store was last seen up plus `retry_base` (and at most `retry_max`), plus
+//!   twice the driver's timeout (taken as the longest this process waited for an `Unavailable`
+//!   in this outage: one store, one setting), plus one global window, after the outage ended
+//!   (about 3 s after a 1 s outage); fail-closed, one global window after the outage began
+//!   (nobody sent without the store; only the grants a restarted store lost can still be in
+//!   the window).
+//!
+//! **The bound.** With the process count current (every process got the store's count before
+//! the outage, and none joined during it), and every process seeing the outage (one of its
+//! reservations failed) before the store answers it again, the processes together put at most
+//! `global_limit` in any server window through the outage, under either policy, whether the
+//! store comes back with its state or empty: in the outage's first window only grants the
+//! store made; then shares that add up to the limit; when the store answers again, its window
+//! holds every send it granted or was told about (on its own clock), and until every process
+//! is back each keeps to its share. When the whole limits apply again, the bound of "Leases"
+//! holds. The simulation checks it (`tests/store_restart.rs`: K = 4 and 8 through a restart
+//! that empties the store, and random outages and restarts of 2 to 8 processes under load).
+//!
+//! Not covered: a process that did **not** see the outage (none of its reservations failed:
+//! it was idle while the store was down, or the store was back within the driver's timeout and
+//! answered it before its failed reservation timed out) does not know that the others may be
+//! sending without the store, nor that a store restarted empty lost its grants; neither does
+//! the store. What it is granted before its next failed reservation may take room the
+//! others' unreported sends hold, and its grants a restarted store lost are not counted while
+//! they are still in the window (at most its own sends of one window). Run Redis with
+//! persistence (AOF) or a replica if that matters. The buckets: a bucket's state
+//! lost with a restart is learned again through one pioneer, and its `remaining` is the
+//! server's own count; only requests in flight at that moment are not in it.
 //!
 //! # The store contract
 //!
@@ -159,10 +241,10 @@
 //!
 //! | key | type | content | expires |
 //! |---|---|---|---|
-//! | `P "procs"` | sorted set | one member per process that reserved within the last `lease` (member: `client`, score: the time of its latest `reserve`) | `lease` after the last add |
+//! | `P "procs"` | sorted set | one member per process that reserved within the last `lease`, not `reporting` (member: `client`, score: the time of its latest such `reserve`) | `lease` after the last add |
 //! | `P "edge"` | string | time until which every request is held (a Cloudflare-style ban) | at that time |
 //! | `P "inv"` | sorted set | one member per invalid response (score: its time) | `window` after the last add |
-//! | `P "g|" enc(identity)` | sorted set | one member per global grant, `member ":" now` (score: grant time) | `global_window` after the last grant |
+//! | `P "g|" enc(identity)` | sorted set | one member per global grant, `member ":" now` (score: grant time), and per send a process reported after an outage, `client "!u" k` (unrecorded) or `client "!g" k` (granted), k from 1 (score: now less its age) | `global_window` after the last grant or report |
 //! | `P "gp|" enc(identity)` | string | time until which the identity's global limit is paused | at that time |
 //! | `P "gl|" enc(identity) enc(client)` | sorted set | the `g` members leased to `client` and not yet spent (score: lease time) | `global_window` after the last lease |
 //! | `P "r|" enc(identity) enc(route)` | string | the route's bucket hash; `""`: the route has no bucket | `state_ttl` after the last write |
@@ -191,9 +273,17 @@
 //!
 //! ## `reserve`
 //!
-//! First, **live processes** (always): drop `procs` members with score <= now - `lease`, add
-//! (or move) `client` with score now, expire the key `lease` later; `processes` = its
-//! cardinality, given with every answer. Then the checks run in this order; the first that
+//! First, **live processes** (always): `known` = whether `client` is a `procs` member with
+//! score > now - `lease`; drop `procs` members with score <= now - `lease`; unless the
+//! reservation is `reporting`, add (or move) `client` with score now and expire the key
+//! `lease` later; `processes` = the cardinality of `procs` (0 if it does not exist), or with
+//! `processes_since` the number of members with score >= now - `processes_since`, given with
+//! every answer. Then, also always, the **report** (if `global_limit > 0`): if `unrecorded` is
+//! not empty, remove from `g` the members named `client "!u"` followed by digits only, then add
+//! `client "!u" k` with score max(now - age, 0) for the k-th age (k from 1); the same for
+//! `granted` (`"!g"`) if not `known`; after either, expire `g` at the later of its expiry and
+//! now + `global_window` (the ages are rounded down to whole microseconds in the script, so the
+//! stamps err later). Then the checks run in this order; the first that
 //! fails answers `Denied { retry_after, scope, processes }` **and changes nothing** but a
 //! bucket roll (a pure function of time, kept) and `procs`. If none fails, the grant is
 //! committed (step 7) and the answer is `Granted { processes, leased }`.
@@ -335,6 +425,9 @@ pub trait SharedStore: std::fmt::Debug + Send + Sync {
     fn reserve(&mut self, now: Nanos, client: &str, reservation: &Reservation) -> ReservationAnswer;
     /// The contract's `record`.
     fn record(&mut self, now: Nanos, client: &str, update: &SharedUpdate);
+    /// Forgets everything, as a store restarted without persistence does (the simulator's
+    /// [`StoreLink::restart`](crate::sim::StoreLink::restart)).
+    fn clear(&mut self);
 }
 
 impl SharedStore for MemoryStore {
@@ -344,21 +437,27 @@ impl SharedStore for MemoryStore {
     fn record(&mut self, now: Nanos, client: &str, update: &SharedUpdate) {
         MemoryStore::record(self, now, client, update)
     }
+    fn clear(&mut self) {
+        MemoryStore::clear(self)
+    }
 }
 
 use crate::types::{MILLISECOND, Nanos, RequestId, SECOND};
 
 /// What a limiter in shared mode does when the store cannot answer
-/// ([`ReservationAnswer::Unavailable`]).
+/// ([`ReservationAnswer::Unavailable`]). Either way, when the store answers again it is told
+/// what it may have missed, and the process keeps to its share until every process is back
+/// (see [`crate::shared`], "Through an outage").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum OnUnavailable {
     /// Send without a reservation, on this process's share of the limits: the global limit
     /// and each bucket's limit divided by the live processes the store counted in its last
-    /// answer ([`ReservationAnswer::processes`]), at least 1 per window. N processes together
-    /// then stay within the limits while the store is down (when no limit is below N and the
-    /// count is current).
+    /// answer ([`ReservationAnswer::processes`]), at least 1 per window; against the global
+    /// limit only from one global window after the outage began (the store's last grants have
+    /// left it by then). N processes together then stay within the limits while the store is
+    /// down (when no limit is below N and the count is current).
     #[default]
     FailOpen,
     /// Hold every request until the store answers again (deadlines and `max_wait` still apply).
@@ -495,6 +594,55 @@ pub struct Reservation {
     /// The invalid-request window.
     #[cfg_attr(feature = "serde", serde(rename = "invalid_window_ns"))]
     pub invalid_window: Nanos,
+    /// Only while this process recovers from a store outage: count in the answer's
+    /// `processes` only the processes that reserved within this long (the time since this
+    /// process's outage began), so that it knows when every process is back (see "After an
+    /// outage"). `None`: the live processes, as usual.
+    #[cfg_attr(feature = "serde", serde(rename = "processes_since_ns", default, skip_serializing_if = "Option::is_none"))]
+    pub processes_since: Option<Nanos>,
+    /// Only after a store outage: this process still has sends the store may not count (of
+    /// this identity or another), so it is not *back* yet: the store does not refresh its
+    /// entry among the live processes (`procs`), and other processes' `processes_since` counts
+    /// do not count it until it reserves without this flag.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "std::ops::Not::not"))]
+    pub reporting: bool,
+    /// Only after a store outage, until the store has answered one reservation that carried
+    /// them: how long ago (at this reservation) this process made the identity's sends that
+    /// counted against its global limit **without** a reservation (fail-open while the store
+    /// was down), within the longest global window. The store never counted them; it counts
+    /// them now, as of those times on its own clock (see "Through an outage").
+    #[cfg_attr(feature = "serde", serde(rename = "unrecorded_ns", default, skip_serializing_if = "Vec::is_empty"))]
+    pub unrecorded: Vec<Nanos>,
+    /// Like `unrecorded`, for the sends the store granted: a store that does not know this
+    /// process (it lost its state: a restart without persistence) counts them; one that knows
+    /// it has them already and ignores these.
+    #[cfg_attr(feature = "serde", serde(rename = "granted_ns", default, skip_serializing_if = "Vec::is_empty"))]
+    pub granted: Vec<Nanos>,
+}
+
+/// Empty strings, no global limit, one token asked for, no report: a base for
+/// `Reservation { .., ..Reservation::default() }`.
+impl Default for Reservation {
+    fn default() -> Self {
+        Reservation {
+            id: 0,
+            identity: String::new(),
+            route: String::new(),
+            major: String::new(),
+            bucket: None,
+            counts_global: false,
+            global_limit: 0,
+            global_want: 1,
+            global_window: 0,
+            margin: 0,
+            invalid_limit: 0,
+            invalid_window: 0,
+            processes_since: None,
+            reporting: false,
+            unrecorded: Vec::new(),
+            granted: Vec::new(),
+        }
+    }
 }
 
 #[cfg(feature = "serde")]
@@ -516,9 +664,9 @@ pub enum ReservationAnswer {
     /// Send it now.
     Granted {
         /// How many processes the store counts as live, this one included (see the store
-        /// contract's `procs` key); `None` when the store did not say. A fail-open process
-        /// runs on its share of the limits (divided by the last count it saw) while the store
-        /// is down.
+        /// contract's `procs` key; with [`Reservation::processes_since`], those that reserved
+        /// within that time); `None` when the store did not say. A fail-open process runs on
+        /// its share of the limits (divided by the last count it saw) while the store is down.
         #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
         processes: Option<u32>,
         /// Global tokens leased to this process beyond this request's own (the reservation's
@@ -706,6 +854,7 @@ mod tests {
             margin: 125_000_000,
             invalid_limit: 9000,
             invalid_window: 600_000_000_000,
+            ..Reservation::default()
         };
         assert_eq!(
             serde_json::to_value(&r).unwrap(),
@@ -713,6 +862,25 @@ mod tests {
                    "counts_global": true, "global_limit": 50, "global_want": 3, "global_window_ns": 1_125_000_000u64,
                    "margin_ns": 125_000_000, "invalid_limit": 9000, "invalid_window_ns": 600_000_000_000u64})
         );
+        // After an outage: the count of processes back, and what the store may not count.
+        let report = Reservation {
+            processes_since: Some(2_000_000_000),
+            reporting: true,
+            unrecorded: vec![5, 900_000_000],
+            granted: vec![1_000_000_000],
+            ..r.clone()
+        };
+        let mut form = serde_json::to_value(&r).unwrap();
+        for (k, v) in [
+            ("processes_since_ns", json!(2_000_000_000u64)),
+            ("reporting", json!(true)),
+            ("unrecorded_ns", json!([5, 900_000_000])),
+            ("granted_ns", json!([1_000_000_000])),
+        ] {
+            form[k] = v;
+        }
+        assert_eq!(serde_json::to_value(&report).unwrap(), form);
+        assert_eq!(serde_json::from_value::<Reservation>(form).unwrap(), report);
         let denied = ReservationAnswer::Denied { retry_after: 5, scope: SharedScope::Pioneer, processes: None };
         assert_eq!(
             serde_json::to_value(denied).unwrap(),

@@ -130,6 +130,7 @@ enum Take {
 ///     margin: 0,
 ///     invalid_limit: 0,
 ///     invalid_window: 0,
+///     ..Reservation::default()
 /// };
 /// // The first request of an unknown route takes the pioneer lock ...
 /// assert_eq!(store.reserve(0, "a", &reservation(1)), ReservationAnswer::Granted { processes: Some(1), leased: 0 });
@@ -191,6 +192,20 @@ impl MemoryStore {
             route_holds: Keys::new(),
             bucket_holds: Keys::new(),
         }
+    }
+
+    /// Forgets every key, keeping the settings and the clock: a store restarted without
+    /// persistence (Redis killed and started again empty).
+    pub fn clear(&mut self) {
+        let (now, ops) = (self.now, self.ops);
+        *self = MemoryStore {
+            lease: self.lease,
+            pioneer_poll: self.pioneer_poll,
+            state_ttl: self.state_ttl,
+            ..MemoryStore::new(&SharedConfig::default())
+        };
+        self.now = now;
+        self.ops = ops;
     }
 
     /// How many keys are live at `now` (what `DBSIZE` would count in the namespace), for tests
@@ -308,27 +323,78 @@ impl MemoryStore {
         None
     }
 
-    /// Counts `client` as live at `now`; returns how many processes are (`procs`).
-    fn touch_process(&mut self, now: Nanos, client: &str) -> u32 {
+    /// Whether `client` reserved within the last `lease` (it is in `procs`): the store then
+    /// has every grant it made to that process in the global window.
+    fn knows(&self, now: Nanos, client: &str) -> bool {
+        let lease = self.lease;
+        self.procs.get(now, &()).and_then(|seen| seen.get(client)).is_some_and(|&t| t.saturating_add(lease) > now)
+    }
+
+    /// Counts `client` as live at `now` (unless it is still `reporting`); returns how many
+    /// processes are (`procs`), or with `since`, how many reserved within that long.
+    fn touch_process(&mut self, now: Nanos, client: &str, since: Option<Nanos>, reporting: bool) -> u32 {
         let lease = self.lease;
         let expires = now.saturating_add(lease);
         match self.procs.get_mut(now, &()) {
             Some(seen) => {
                 seen.retain(|_, &mut t| t.saturating_add(lease) > now);
-                seen.insert(client.to_string(), now);
-                self.procs.expire_at(&(), expires);
+                if !reporting {
+                    seen.insert(client.to_string(), now);
+                    self.procs.expire_at(&(), expires);
+                }
             }
-            None => self.procs.set((), HashMap::from([(client.to_string(), now)]), expires),
+            None if !reporting => self.procs.set((), HashMap::from([(client.to_string(), now)]), expires),
+            None => {}
         }
-        let n = self.procs.get(now, &()).map_or(1, HashMap::len);
+        let n = match (self.procs.get(now, &()), since) {
+            (Some(seen), Some(since)) => seen.values().filter(|&&t| t.saturating_add(since) >= now).count(),
+            (Some(seen), None) => seen.len(),
+            (None, _) => 0,
+        };
         u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// What `client` reports it sent of `identity`'s global budget that the store may not
+    /// count (`ages`: how long before now): its earlier report of this kind (`tag`: `u` for
+    /// unrecorded, `g` for granted) is replaced by this one, one `g` member per send, named
+    /// `client "!" tag k` (k from 1) with score now - age. A report sent again (its answer was
+    /// lost, or two reservations carried it) so counts once.
+    fn count_report(&mut self, now: Nanos, client: &str, identity: &str, global_window: Nanos, tag: &str, ages: &[Nanos]) {
+        if ages.is_empty() {
+            return;
+        }
+        let prefix = format!("{client}!{tag}");
+        let ours =
+            |m: &str| m.strip_prefix(prefix.as_str()).is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
+        let key = identity.to_string();
+        let expires = now.saturating_add(global_window);
+        if self.global.get(now, &key).is_none() {
+            self.global.set(key.clone(), VecDeque::new(), expires);
+        }
+        let e = self.global.map.get_mut(&key).expect("live");
+        e.expires_at = e.expires_at.max(expires);
+        let log = &mut e.value;
+        log.retain(|(_, m)| !ours(m));
+        for (k, &age) in ages.iter().enumerate() {
+            let at = now.saturating_sub(age);
+            let pos = log.partition_point(|&(t, _)| t <= at);
+            log.insert(pos, (at, format!("{prefix}{}", k + 1)));
+        }
     }
 
     fn reserve_inner(&mut self, now: Nanos, client: &str, r: &Reservation) -> ReservationAnswer {
         let now = self.advance(now);
         let member = format!("{client}:{}", r.id);
-        // 0. live processes, reported with every answer
-        let processes = Some(self.touch_process(now, client));
+        // 0. live processes, reported with every answer; the sends the process reports the
+        // store may not count (after an outage), whatever the answer
+        let known = self.knows(now, client);
+        let processes = Some(self.touch_process(now, client, r.processes_since, r.reporting));
+        if r.global_limit > 0 {
+            self.count_report(now, client, &r.identity, r.global_window, "u", &r.unrecorded);
+            if !known {
+                self.count_report(now, client, &r.identity, r.global_window, "g", &r.granted);
+            }
+        }
         let deny = |until: Nanos, scope: SharedScope| ReservationAnswer::Denied {
             retry_after: until - now,
             scope,

@@ -206,6 +206,8 @@ impl SimConfig {
 /// in an outage when the reservation arrives, the driver answers
 /// [`ReservationAnswer::Unavailable`] at `timeout` (a late answer is dropped, as a driver would;
 /// the store may still have granted it). A write ([`Output::Share`]) is lost during an outage.
+/// An outage added with [`StoreLink::restart`] also empties the store: it comes back without
+/// anything it knew (Redis killed and started again without persistence).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreLink {
     /// Process -> store latency.
@@ -216,6 +218,8 @@ pub struct StoreLink {
     pub timeout: Nanos,
     /// Intervals `[start, end)` (virtual time) during which the store is down.
     pub outages: Vec<(Nanos, Nanos)>,
+    /// Times at which the store loses everything it holds (see [`StoreLink::restart`]).
+    pub wipes: Vec<Nanos>,
 }
 
 impl Default for StoreLink {
@@ -225,6 +229,7 @@ impl Default for StoreLink {
             downlink: Latency::jittered(MILLISECOND, MILLISECOND),
             timeout: 250 * MILLISECOND,
             outages: Vec::new(),
+            wipes: Vec::new(),
         }
     }
 }
@@ -240,6 +245,16 @@ impl StoreLink {
     /// Adds an outage from `start` to `end`.
     pub fn outage(mut self, start: Nanos, end: Nanos) -> Self {
         self.outages.push((start, end));
+        self
+    }
+
+    /// Adds an outage from `start` to `end` after which the store is empty: a restart without
+    /// persistence. It forgets every grant, lease, bucket and hold it had, and the processes'
+    /// reports recorded before it no longer count as shared knowledge.
+    pub fn restart(mut self, start: Nanos, end: Nanos) -> Self {
+        self.outages.push((start, end));
+        self.wipes.push(start);
+        self.wipes.sort_unstable();
         self
     }
 
@@ -776,6 +791,8 @@ pub struct Simulation {
     /// Idle connections per process (see [`SimConfig::connect`]).
     idle_connections: Vec<usize>,
     store_down: Vec<Nanos>,
+    /// How many of `link.wipes` have been applied to the store.
+    wipes_done: usize,
 }
 
 impl Simulation {
@@ -819,6 +836,7 @@ impl Simulation {
             store_up: vec![0; n],
             idle_connections: vec![0; n],
             store_down: vec![0; n],
+            wipes_done: 0,
         }
     }
 
@@ -1159,6 +1177,7 @@ impl Simulation {
             } => {
                 let p = self.records[ticket].process;
                 let client = format!("p{p}");
+                self.apply_wipes(now);
                 let Some(store) = self.store.as_mut() else {
                     return Err(self.err("internal: a reservation without a store".into()));
                 };
@@ -1192,6 +1211,7 @@ impl Simulation {
                     return Ok(());
                 }
                 let client = format!("p{p}");
+                self.apply_wipes(now);
                 if let Some(store) = self.store.as_mut() {
                     store.record(now, &client, &update);
                 }
@@ -1204,6 +1224,19 @@ impl Simulation {
                 note!(self, "{}store: recorded {update:?}", self.tag(p));
                 Ok(())
             }
+        }
+    }
+
+    /// Empties the store for each restart ([`StoreLink::restart`]) that began by `now`: it
+    /// forgets what it knew, and so does the shared knowledge the checks use.
+    fn apply_wipes(&mut self, now: Nanos) {
+        while self.link.wipes.get(self.wipes_done).is_some_and(|&t| t <= now) {
+            self.wipes_done += 1;
+            if let Some(store) = self.store.as_mut() {
+                store.clear();
+            }
+            self.store_informed.clear();
+            note!(self, "store restarted: it is empty");
         }
     }
 

@@ -669,6 +669,7 @@
     });
 
     // 26. Shared mode (ratelane::shared): the driver asks a store before each send.
+    let exempt = |path: &str| json!({"method": "POST", "path": path, "global_exempt": true});
     let shared = |policy: OnUnavailable| {
         let mut c = discord_config();
         c.shared = Some(SharedConfig::with_policy(policy));
@@ -798,14 +799,16 @@
                   limit divided by the live processes the store counted in its last answer (`processes`: 3 here). \
                   The bucket allows 6 per window: of the five requests whose reservations fail together, this process \
                   sends one directly (its share is 2, and request 1 was the first); the others wait for the reset, \
-                  then one probes the store, and its grant brings back the whole limit.",
+                  then one probes the store, and its grant brings back the whole limit once the store counts the \
+                  three processes back. (The requests are exempt from the global limit, whose share waits one \
+                  window: shared_mode_outage_report.)",
         config: shared(OnUnavailable::FailOpen),
         script: Script::new()
             .enqueue(0, "POST", ch1)
             .granted_processes(1 * MS, 1, 3)
             .respond(50 * MS, 1, 200, &refs(&b6))
-            .enqueue(100 * MS, "POST", ch1).enqueue(100 * MS, "POST", ch1).enqueue(100 * MS, "POST", ch1)
-            .enqueue(100 * MS, "POST", ch1).enqueue(100 * MS, "POST", ch1)
+            .enqueue_with(100 * MS, exempt(ch1)).enqueue_with(100 * MS, exempt(ch1)).enqueue_with(100 * MS, exempt(ch1))
+            .enqueue_with(100 * MS, exempt(ch1)).enqueue_with(100 * MS, exempt(ch1))
             .unavailable(110 * MS, 2)
             .unavailable(110 * MS, 3)
             .unavailable(110 * MS, 4)
@@ -814,6 +817,40 @@
             .respond(150 * MS, 2, 200, &refs(&h(6, 4, "0.9", "sh")))
             .timeout(1_050 * MS)
             .granted_processes(1_052 * MS, 3, 3),
+    });
+    let guild = |i: u64| format!("/guilds/{}", 100_000_000_000_000_000u64 + i);
+    v.push(Case {
+        file: "shared_mode_outage_report",
+        comment: "Shared mode, fail_open, three processes (the store's count): when the store goes away, nothing \
+                  goes without it against the global limit for one global window (1.25 s: the window plus the \
+                  largest margin), as the store may have granted that window to the other processes. Its probes \
+                  meanwhile carry how long ago it sent what the store granted (`granted_ns`: counted by a store \
+                  that lost its state), are `reporting` and ask for the processes back since the outage began \
+                  (`processes_since_ns`). Then one probes and the others go without a reservation, within this \
+                  process's share (16). The probe is granted, with only this process back: the share still \
+                  holds; the next reservation tells the store how long ago the two were sent without it \
+                  (`unrecorded_ns`); the one after has nothing left to report; when the store counts the three \
+                  back, the whole limit applies again.",
+        config: shared(OnUnavailable::FailOpen),
+        script: Script::new()
+            .enqueue(0, "GET", &guild(1))
+            .granted_processes(1 * MS, 1, 3)
+            .enqueue(100 * MS, "GET", &guild(2))
+            .enqueue(100 * MS, "GET", &guild(3))
+            .enqueue(100 * MS, "GET", &guild(4))
+            .unavailable(110 * MS, 2)
+            .unavailable(110 * MS, 3)
+            .unavailable(110 * MS, 4)
+            .timeout(210 * MS)
+            .unavailable(211 * MS, 2)
+            .timeout(411 * MS)
+            .unavailable(412 * MS, 2)
+            .timeout(1_360 * MS)
+            .granted_processes(1_361 * MS, 2, 1)
+            .enqueue(1_400 * MS, "GET", &guild(5))
+            .granted_processes(1_401 * MS, 5, 1)
+            .enqueue(1_500 * MS, "GET", &guild(6))
+            .granted_processes(1_501 * MS, 6, 3),
     });
     v.push(Case {
         file: "shared_mode_outage_step",

@@ -6,12 +6,26 @@ use serde_json::{Value, json};
 
 #[allow(dead_code)]
 pub fn reservation_json(r: &Reservation) -> Value {
-    json!({
+    let mut v = json!({
         "id": r.id, "identity": r.identity, "route": r.route, "major": r.major,
         "bucket": r.bucket, "counts_global": r.counts_global, "global_limit": r.global_limit,
         "global_want": r.global_want, "global_window_ns": r.global_window, "margin_ns": r.margin,
         "invalid_limit": r.invalid_limit, "invalid_window_ns": r.invalid_window,
-    })
+    });
+    // After a store outage only (absent otherwise, as in files of an earlier version).
+    if let Some(since) = r.processes_since {
+        v["processes_since_ns"] = json!(since);
+    }
+    if r.reporting {
+        v["reporting"] = json!(true);
+    }
+    if !r.unrecorded.is_empty() {
+        v["unrecorded_ns"] = json!(r.unrecorded);
+    }
+    if !r.granted.is_empty() {
+        v["granted_ns"] = json!(r.granted);
+    }
+    v
 }
 
 fn s(v: &Value, k: &str) -> String {
@@ -42,7 +56,16 @@ pub fn reservation_from(v: &Value) -> Reservation {
         margin: u(v, "margin_ns"),
         invalid_limit: u(v, "invalid_limit") as u32,
         invalid_window: u(v, "invalid_window_ns"),
+        // After a store outage only; absent from files of an earlier version.
+        processes_since: v["processes_since_ns"].as_u64(),
+        reporting: v["reporting"].as_bool().unwrap_or(false),
+        unrecorded: ages(v, "unrecorded_ns"),
+        granted: ages(v, "granted_ns"),
     }
+}
+
+fn ages(v: &Value, k: &str) -> Vec<u64> {
+    v[k].as_array().map_or_else(Vec::new, |a| a.iter().map(|n| n.as_u64().expect("an age in ns")).collect())
 }
 
 #[allow(dead_code)]
