@@ -394,7 +394,7 @@ impl ServerResponse {
         let response = Response {
             status: self.status,
             headers: &pairs,
-            body: self.body,
+            body: self.body.clone(),
             wall_clock_ms,
         };
         f(&response)
@@ -786,6 +786,7 @@ impl Server {
         let body = BodyHints {
             retry_after: Some(secs_f64(retry)),
             global: Some(global),
+            ..BodyHints::default()
         };
         let text = format!(
             "{{\"message\": \"{message}\", \"retry_after\": {}, \"global\": {global}}}",
