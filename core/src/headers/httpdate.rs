@@ -240,16 +240,7 @@ pub fn format_imf_fixdate(t: u64) -> String {
     ];
     let days = t / 86_400;
     let sod = t % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = civil_from_days(days);
     format!(
         "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
         DAYS[(days % 7) as usize],
@@ -262,9 +253,46 @@ pub fn format_imf_fixdate(t: u64) -> String {
     )
 }
 
+/// The Gregorian (year, month, day) of `days` since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(days: u64) -> (i64, i64, i64) {
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Formats Unix millisecond `ms` as an RFC 3339 UTC time with milliseconds
+/// (`2025-08-21T12:40:59.250Z`), the form [`parse_rfc3339_ms`] reads back exactly.
+pub fn format_rfc3339_ms(ms: u64) -> String {
+    let t = ms / 1000;
+    let (y, m, d) = civil_from_days(t / 86_400);
+    let sod = t % 86_400;
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60,
+        ms % 1000
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_formats_and_reads_back() {
+        assert_eq!(format_rfc3339_ms(1_755_780_059_250), "2025-08-21T12:40:59.250Z");
+        for ms in [0, 1, 951_782_400_999, 1_755_780_059_250, 4_102_444_800_000] {
+            assert_eq!(parse_rfc3339_ms(&format_rfc3339_ms(ms)), Some(ms as i64));
+        }
+    }
 
     const T: i64 = 784_111_777; // 1994-11-06T08:49:37Z
 
