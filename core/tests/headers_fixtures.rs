@@ -1568,6 +1568,9 @@ fn openai_429_retry_after_ms() {
     assert_eq!((info.retry_after, info.throttled), (Some(2 * S), true));
     let info = parse_full(OpenAi, 429, &[("retry-after-ms", "20000"), ("retry-after", "2")], BodyHints::default(), None);
     assert_eq!(info.retry_after, Some(20 * S));
+    // The provider's own header: its 429 is the API's limit, not an edge ban.
+    assert!(info.has_rate_limit_headers);
+    assert!(!parse_full(RetryAfterOnly, 429, &[("retry-after-ms", "20000")], BodyHints::default(), None).has_rate_limit_headers);
     // Fractions round up; garbage and negatives are ignored; comma-joined: the largest.
     for (v, want) in [("1500.2", Some(1_501 * MS)), ("-5", None), ("abc", None), ("5, 900", Some(900 * MS)), ("", None)] {
         assert_eq!(ratelane::headers::parse_retry_after_ms(v), want, "{v:?}");

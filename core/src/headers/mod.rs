@@ -26,8 +26,9 @@
 //!   `reset_after`, `window`, `bucket` and `dimensions` are ignored (IETF draft §Caching).
 //!   `retry_after`, `scope` and `throttled` are still read.
 //! - [`RateLimitInfo::has_rate_limit_headers`] is true iff a header of the profile's family
-//!   is present, even if malformed, or a body field the profile reads. `Retry-After` (and its
-//!   millisecond forms), `Date` and `Age` do not count, so under
+//!   is present, even if malformed, or a body field the profile reads. `Retry-After`, `Date`
+//!   and `Age` do not count (nor do the millisecond forms of `Retry-After`, except under the
+//!   OpenAI and Azure OpenAI profiles, whose own headers they are), so under
 //!   [`HeaderProfile::RetryAfterOnly`] it is always false.
 //! - [`RateLimitInfo::throttled`] is true for every 429, and for the refusals a profile
 //!   recognises in other statuses (GitHub's 403s, Shopify's throttled 200s): the engine

@@ -209,6 +209,9 @@ pub(super) fn openai(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo, azure: bool) {
             dims.record(dim, unit, field, value, &parse_duration);
         }
     }
+    // The millisecond retry headers are these providers' own: a 429 with only them comes from
+    // the API's limiter, not from an edge.
+    info.has_rate_limit_headers |= ctx.has_any(&["retry-after-ms", "x-ms-retry-after-ms"]);
     if ctx.cached {
         return;
     }
