@@ -151,11 +151,13 @@ impl Scope {
 ///
 /// - `retry_after` and `global`: the top-level JSON numbers/booleans of those names (Discord);
 /// - `cost`: the object at `extensions.cost` (Shopify's GraphQL query cost);
-/// - `errors`: short strings that say what went wrong, from fixed places: the top-level
-///   `message`, `error.type`, `error.code`, `errorCode`, the `errorCode` of each element of a
-///   top-level array (Salesforce), and of each element of `errors`, its `type`,
-///   `extensions.code` and `message`; at most [`BodyHints::MAX_ERRORS`] strings, each cut to
-///   [`BodyHints::MAX_ERROR_LEN`] bytes (on a character boundary).
+/// - `errors`: short strings that say what went wrong, from fixed places, in this order: the
+///   top-level `message`; `error.type` and `error.code` (OpenAI, Anthropic); the top-level
+///   `errorCode`; the `errorCode` of each element of a top-level array (Salesforce); `errors`
+///   itself when it is a string (Shopify REST); and of each element of an `errors` array
+///   (GraphQL), its `type`, `extensions.code` and `message`. Only strings are taken; at most
+///   [`BodyHints::MAX_ERRORS`] of them, each cut to [`BodyHints::MAX_ERROR_LEN`] bytes (on a
+///   character boundary).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BodyHints {
     /// `retry_after` in seconds (Discord v8+: a float).
