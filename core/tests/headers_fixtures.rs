@@ -1947,6 +1947,14 @@ fn ietf_items_are_dimensions_in_their_policy_units() {
     );
     // The engine's view is still the most restrictive item.
     assert_eq!((info.remaining, info.bucket.as_deref()), (Some(1), Some("other")));
+    // An empty or overlong policy name still counts, as "unnamed".
+    let long = format!("\"{}\";r=3", "p".repeat(200));
+    let info = parse_h(Ietf, &[("RateLimit", "\"\";r=2;t=1"), ("RateLimit", long.as_str())]);
+    assert_eq!(
+        info.dimensions,
+        vec![dim("unnamed", Unit::Requests, None, Some(2), Some(S)), dim("unnamed", Unit::Requests, None, Some(3), None)]
+    );
+    assert_eq!((info.remaining, info.bucket), (Some(2), None));
 }
 
 // ---- Detection (HeaderProfile::Auto).

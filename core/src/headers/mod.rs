@@ -672,7 +672,10 @@ fn ietf(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
             }
             for l in items.iter().take(MAX_DIMENSIONS) {
                 let policy = policy_of_item(l);
-                let mut d = Dimension::new(l.name.clone(), policy.map_or(Unit::Requests, |p| p.unit));
+                // A name no bucket could carry (empty, too long, control characters) is kept
+                // as "unnamed": the budget still counts.
+                let name = valid_bucket(&l.name).unwrap_or_else(|| "unnamed".into());
+                let mut d = Dimension::new(name, policy.map_or(Unit::Requests, |p| p.unit));
                 d.limit = policy.map(|p| p.quota);
                 d.remaining = Some(l.remaining);
                 d.reset_after = l.reset.map(secs_to_wait);
