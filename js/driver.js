@@ -454,6 +454,19 @@ function createRatelane(core, host) {
     return Object.keys(hints).length > 0 ? hints : null
   }
 
+  /**
+   * False when the response's Content-Type says its body is not JSON (an event stream, HTML):
+   * the body is then left alone, so a streamed answer is never read for hints. True without one.
+   */
+  function mayBeJson(response) {
+    try {
+      for (const [name, value] of headerPairs(response.headers)) {
+        if (String(name).toLowerCase() === 'content-type') return String(value).toLowerCase().includes('json')
+      }
+    } catch (_) { /* unreadable headers: the body parser decides */ }
+    return true
+  }
+
   /** Bodies longer than this are not parsed (an HTML ban page, a hostile server). */
   const MAX_BODY_CHARS = 64 * 1024
 
@@ -1026,7 +1039,7 @@ function createRatelane(core, host) {
       let hints = null
       // The body is read where the profile reads it (a 429's JSON, GitHub's 403 messages,
       // Shopify's GraphQL cost in every answer): the core says which statuses.
-      if (response.status === 429 || this._core.readsBody(response.status)) {
+      if (response.status === 429 || (this._core.readsBody(response.status) && mayBeJson(response))) {
         hints = await readHints(response)
         if (!this._current(entry, controller)) return
       }

@@ -142,3 +142,18 @@ def test_driver_reads_shopify_bodies() -> None:
     result = asyncio.run(main())
     # The throttled 200 was not handed back: the query was sent again.
     assert result["sends"] == 2 and "data" in result["body"]
+
+
+def test_driver_leaves_a_stream_alone() -> None:
+    class Stream(_Response):
+        def json(self) -> Any:
+            raise AssertionError("an event stream must not be read for hints")
+
+    async def main() -> int:
+        limiter = ratelane.RateLimiter(profile="auto")
+        answer = Stream(200, [("Content-Type", "text/event-stream"), ("x-ratelimit-remaining-requests", "5")], None)
+        response = await limiter.run("POST", "/v1/chat/completions", lambda: _async(answer))
+        await limiter.aclose()
+        return int(response.status)
+
+    assert asyncio.run(main()) == 200

@@ -88,3 +88,17 @@ test('driver: a throttled Shopify GraphQL 200 is sent again, the body read from 
   assert.equal(t.sent.length, 2)
   await limiter.close()
 })
+
+test('driver: a body that says it is not JSON (a stream) is left alone', async () => {
+  const limiter = new RateLimiter({ profile: 'auto' })
+  let cloned = false
+  const answer = {
+    status: 200,
+    headers: { 'content-type': 'text/event-stream', 'x-ratelimit-remaining-requests': '5' },
+    clone() { cloned = true; return { text: async () => '' } },
+  }
+  const res = await limiter.run('POST', '/v1/chat/completions', async () => answer)
+  assert.equal(res, answer)
+  assert.equal(cloned, false)
+  await limiter.close()
+})

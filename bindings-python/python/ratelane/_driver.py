@@ -45,7 +45,7 @@ from ._errors import (
     RatelaneError,
     RateLimitError,
 )
-from ._responses import body_hints, discard, failure_kind, headers_of, status_of
+from ._responses import body_hints, discard, failure_kind, headers_of, may_be_json, status_of
 from ._settings import config_json, seconds_settings
 
 __all__ = ["RateLimiter", "Permit", "RequestOptions", "report_written"]
@@ -267,7 +267,9 @@ class RateLimiter:
                 headers = getattr(response, "headers", None)
                 if type(headers) is not dict:
                     headers = headers_of(headers)
-                if status == 429 or core.reads_body(status):
+                # The body is read where the profile reads it (a 429's JSON, GitHub's 403
+                # messages, Shopify's GraphQL cost), unless it says it is not JSON (a stream).
+                if status == 429 or (core.reads_body(status) and may_be_json(response)):
                     hints = await body_hints(response)
                     disposition = core.handle_response(int(loop.time() * 1e9), waiter.id, status, headers, **hints)
                 else:
@@ -742,7 +744,7 @@ class Permit:
         ``retry_after``/``global``, GitHub's 403 messages, Shopify's GraphQL cost)."""
         status = status_of(response)
         hints: Dict[str, Any] = {}
-        if status == 429 or self._limiter._core.reads_body(status):
+        if status == 429 or (self._limiter._core.reads_body(status) and may_be_json(response)):
             hints = await body_hints(response)
         return self.update(status, response.headers, **hints)
 

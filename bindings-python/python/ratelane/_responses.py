@@ -13,7 +13,7 @@ import math
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-__all__ = ["status_of", "headers_of", "body_hints", "failure_kind", "discard"]
+__all__ = ["status_of", "headers_of", "body_hints", "may_be_json", "failure_kind", "discard"]
 
 
 def status_of(response: Any) -> int:
@@ -122,6 +122,19 @@ def hints_from_body(data: Any) -> Dict[str, Any]:
     if errors:
         hints["errors"] = errors
     return hints
+
+
+def may_be_json(response: Any) -> bool:
+    """False when the response's ``Content-Type`` says its body is not JSON (an event stream,
+    HTML): the driver then leaves the body alone, so a streamed answer is never buffered to be
+    read for hints. True without a ``Content-Type``."""
+    try:
+        for name, value in headers_of(response):
+            if name.lower() == "content-type":
+                return "json" in value.lower()
+    except Exception:  # noqa: BLE001 - unreadable headers: let the body parser decide
+        return True
+    return True
 
 
 async def body_hints(response: Any) -> Dict[str, Any]:
