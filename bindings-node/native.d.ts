@@ -230,6 +230,12 @@ export declare class Limiter {
   get buckets(): number
   /** Whether `close` was called. */
   get isClosed(): boolean
+  /**
+   * Whether the profile reads the body of an answer with this status: pass its hints
+   * (`response.body`) then (`HeaderProfile::reads_body`: Discord's 429 JSON, GitHub's 403s,
+   * Shopify's and Auto's every answer).
+   */
+  readsBody(status: number): boolean
   /** The configuration in the core's JSON form (every key). */
   configJson(): string
   /**

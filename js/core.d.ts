@@ -24,10 +24,30 @@ export interface RequestSpec {
   bodyKeys?: string[] | null
 }
 
-/** Discord's 429 JSON fields. */
+/** Shopify's GraphQL query cost (`extensions.cost`); each field a finite number or null. */
+export interface QueryCost {
+  /** `requestedQueryCost` */
+  requested?: number | null
+  /** `actualQueryCost` (null when the query was throttled) */
+  actual?: number | null
+  /** `throttleStatus.maximumAvailable` */
+  maximumAvailable?: number | null
+  /** `throttleStatus.currentlyAvailable` */
+  currentlyAvailable?: number | null
+  /** `throttleStatus.restoreRate` (points per second) */
+  restoreRate?: number | null
+}
+
+/**
+ * Fields a driver parsed from a response body (when `readsBody(status)` says the profile reads
+ * it): Discord's `retry_after`/`global`, a GraphQL `extensions.cost`, and `errors`: the error
+ * codes and messages at fixed places (js/CONTRACT.md, "Body hints").
+ */
 export interface BodyHints {
   retryAfter?: number | null
   global?: boolean | null
+  cost?: QueryCost | null
+  errors?: string[] | null
 }
 
 /** A response as the driver received it. */
@@ -246,6 +266,8 @@ export interface CoreLimiter {
   readonly reserving: number
   readonly buckets: number
   readonly isClosed: boolean
+  /** Whether the profile reads the body of an answer with this status (pass `response.body` then). */
+  readsBody(status: number): boolean
   configJson(): string
   /** What the limiter learned, as snapshot JSON text; `wallClockMs` is the wall clock at `nowNs`. */
   snapshot(nowNs: number, wallClockMs: number): string

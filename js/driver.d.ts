@@ -8,14 +8,22 @@ export interface ResponseLike {
   headers?: unknown
   /** fetch `Response`: the driver reads Discord's 429 JSON body from `clone()`. */
   clone?: () => { text(): Promise<string> }
-  /** Otherwise a 429 body as text or as the parsed object (`{ retry_after, global }`). */
+  /**
+   * Otherwise the body as text or as the parsed object, read when the profile reads bodies of
+   * that status (a 429's `{ retry_after, global }`, GitHub's 403 messages, Shopify's GraphQL
+   * `extensions.cost`).
+   */
   body?: unknown
 }
 
 /** Settings of a `RateLimiter`: camelCase, durations in milliseconds. Absent: the profile's defaults. */
 export interface RateLimiterOptions {
-  /** Header family: `'discord'` (default), `'ietf'`, `'github'`, `'retry_after_only'`. */
-  profile?: 'discord' | 'ietf' | 'github' | 'retry_after_only'
+  /**
+   * The header profile: `'discord'` (default), `'ietf'`, `'github'`, `'retry_after_only'`, a
+   * provider pack (`'openai'`, `'anthropic'`, `'azure_openai'`, `'shopify'`), or `'auto'`
+   * (the provider recognised from each answer).
+   */
+  profile?: 'discord' | 'ietf' | 'github' | 'retry_after_only' | 'openai' | 'anthropic' | 'azure_openai' | 'shopify' | 'auto'
   /** Requests per `globalWindow` per identity (Discord: 50); 0 turns it off. */
   globalLimit?: number
   globalWindow?: number

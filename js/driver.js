@@ -185,7 +185,9 @@ function createRatelane(core, host) {
   }
   /** Options of the driver itself (not passed to the core). */
   const DRIVER_OPTIONS = new Set(['identity'])
-  const PROFILES = new Set(['discord', 'ietf', 'github', 'retry_after_only'])
+  // The core's header profiles (`ratelane::HeaderProfile::NAMES`): the provider packs
+  // `openai`, `anthropic`, `azure_openai`, `shopify`, and `auto` beside the first four.
+  const PROFILES = new Set(['discord', 'ietf', 'github', 'retry_after_only', 'openai', 'anthropic', 'azure_openai', 'shopify', 'auto'])
 
   function badOption(message) {
     return usage(InvalidConfigError, 'invalid_config', `invalid configuration: ${message}`)
@@ -370,13 +372,99 @@ function createRatelane(core, host) {
     throw usage(InvalidArgumentError, 'invalid_argument', 'bodyKeys must be an array of strings or the JSON body object')
   }
 
-  /** Discord's 429 fields from a parsed JSON body. */
+  /** At most this many error strings, each at most this many UTF-8 bytes (`ratelane::BodyHints`). */
+  const MAX_ERRORS = 16
+  const MAX_ERROR_LEN = 256
+
+  function finiteNumber(value) {
+    return typeof value === 'number' && Number.isFinite(value) ? value : null
+  }
+
+  function at(value, ...keys) {
+    for (const key of keys) {
+      if (!value || typeof value !== 'object' || Array.isArray(value)) return undefined
+      value = value[key]
+    }
+    return value
+  }
+
+  /** A string cut to MAX_ERROR_LEN UTF-8 bytes, on a character boundary. */
+  function cutUtf8(text) {
+    let bytes = 0
+    let end = 0
+    for (const ch of text) {
+      const cp = ch.codePointAt(0)
+      const size = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4
+      if (bytes + size > MAX_ERROR_LEN) break
+      bytes += size
+      end += ch.length
+    }
+    return text.slice(0, end)
+  }
+
+  /** The error strings of a parsed body, from the fixed places `ratelane::BodyHints` lists. */
+  function bodyErrors(parsed) {
+    const found = []
+    if (Array.isArray(parsed)) {
+      for (const item of parsed) found.push(at(item, 'errorCode'))
+    } else if (parsed && typeof parsed === 'object') {
+      found.push(parsed.message, at(parsed, 'error', 'type'), at(parsed, 'error', 'code'), parsed.errorCode)
+      const errors = parsed.errors
+      if (typeof errors === 'string') {
+        found.push(errors)
+      } else if (Array.isArray(errors)) {
+        for (const item of errors) found.push(at(item, 'type'), at(item, 'extensions', 'code'), at(item, 'message'))
+      }
+    }
+    const out = []
+    for (const text of found) {
+      if (typeof text !== 'string') continue
+      out.push(cutUtf8(text))
+      if (out.length === MAX_ERRORS) break
+    }
+    return out
+  }
+
+  /**
+   * What the core reads from a parsed JSON body (`ratelane::BodyHints`), the same for every
+   * profile: Discord's `retry_after`/`global`, a GraphQL `extensions.cost`, the error strings.
+   * `null` when there is none.
+   */
   function bodyHints(parsed) {
-    if (!parsed || typeof parsed !== 'object') return null
-    const retryAfter = typeof parsed.retry_after === 'number' && Number.isFinite(parsed.retry_after)
-      ? parsed.retry_after : null
-    const global = typeof parsed.global === 'boolean' ? parsed.global : null
-    return retryAfter === null && global === null ? null : { retryAfter, global }
+    if (parsed === null || typeof parsed !== 'object') return null
+    const hints = {}
+    if (!Array.isArray(parsed)) {
+      const retryAfter = finiteNumber(parsed.retry_after)
+      if (retryAfter !== null) hints.retryAfter = retryAfter
+      if (typeof parsed.global === 'boolean') hints.global = parsed.global
+      const cost = at(parsed, 'extensions', 'cost')
+      if (cost && typeof cost === 'object' && !Array.isArray(cost)) {
+        const fields = {
+          requested: finiteNumber(cost.requestedQueryCost),
+          actual: finiteNumber(cost.actualQueryCost),
+          maximumAvailable: finiteNumber(at(cost, 'throttleStatus', 'maximumAvailable')),
+          currentlyAvailable: finiteNumber(at(cost, 'throttleStatus', 'currentlyAvailable')),
+          restoreRate: finiteNumber(at(cost, 'throttleStatus', 'restoreRate')),
+        }
+        if (Object.values(fields).some((v) => v !== null)) hints.cost = fields
+      }
+    }
+    const errors = bodyErrors(parsed)
+    if (errors.length > 0) hints.errors = errors
+    return Object.keys(hints).length > 0 ? hints : null
+  }
+
+  /**
+   * False when the response's Content-Type says its body is not JSON (an event stream, HTML):
+   * the body is then left alone, so a streamed answer is never read for hints. True without one.
+   */
+  function mayBeJson(response) {
+    try {
+      for (const [name, value] of headerPairs(response.headers)) {
+        if (String(name).toLowerCase() === 'content-type') return String(value).toLowerCase().includes('json')
+      }
+    } catch (_) { /* unreadable headers: the body parser decides */ }
+    return true
   }
 
   /** Bodies longer than this are not parsed (an HTML ban page, a hostile server). */
@@ -949,18 +1037,21 @@ function createRatelane(core, host) {
         return
       }
       let hints = null
-      if (response.status === 429) {
+      // The body is read where the profile reads it (a 429's JSON, GitHub's 403 messages,
+      // Shopify's GraphQL cost in every answer): the core says which statuses.
+      if (response.status === 429 || (this._core.readsBody(response.status) && mayBeJson(response))) {
         hints = await readHints(response)
         if (!this._current(entry, controller)) return
       }
       entry.attemptController = null
       let disposition
       try {
-        if (lines !== null) {
+        if (lines !== null && (!hints || (hints.cost === undefined && hints.errors === undefined))) {
           disposition = this._core.handleResponseFlat(nowNs(), entry.id, response.status, lines, wallClockMs,
-            hints ? hints.retryAfter : null, hints ? hints.global : null)
+            hints && hints.retryAfter !== undefined ? hints.retryAfter : null,
+            hints && hints.global !== undefined ? hints.global : null)
         } else {
-          const spec = { status: response.status, headers: pairs, wallClockMs }
+          const spec = { status: response.status, headers: pairs || headerPairs(response.headers), wallClockMs }
           if (hints) spec.body = hints
           disposition = this._core.handleResponse(nowNs(), entry.id, spec)
         }

@@ -185,6 +185,17 @@ fn response_from(obj: &Object) -> Result<OwnedResponse> {
     if let Some(hints) = opt::<Object>(obj, "body", "response.body (an object)")? {
         body.retry_after = opt(&hints, "retryAfter", "response.body.retryAfter (a number)")?;
         body.global = opt(&hints, "global", "response.body.global (a boolean)")?;
+        if let Some(cost) = opt::<Object>(&hints, "cost", "response.body.cost (an object)")? {
+            let n = |key: &str| opt::<f64>(&cost, key, &format!("response.body.cost.{key} (a number)"));
+            body.cost = Some(ratelane::QueryCost {
+                requested: n("requested")?,
+                actual: n("actual")?,
+                maximum_available: n("maximumAvailable")?,
+                currently_available: n("currentlyAvailable")?,
+                restore_rate: n("restoreRate")?,
+            });
+        }
+        body.errors = opt(&hints, "errors", "response.body.errors (an array of strings)")?.unwrap_or_default();
     }
     let wall_clock_ms = opt::<f64>(obj, "wallClockMs", "response.wallClockMs (a number)")?
         .map(|ms| whole(ms, "response.wallClockMs"))
@@ -513,6 +524,7 @@ impl Limiter {
                     Either::B(_) => Err(invalid_argument("global must be a boolean")),
                 })
                 .transpose()?,
+            ..BodyHints::default()
         };
         let wall_clock_ms = wall_clock_ms.map(|v| whole_arg(v, "wallClockMs")).transpose()?;
         let response = Response { status, headers: &pairs, body, wall_clock_ms };
@@ -579,6 +591,15 @@ impl Limiter {
     #[napi(getter)]
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
+    }
+
+    /// Whether the profile reads the body of an answer with this status: pass its hints
+    /// (`response.body`) then (`HeaderProfile::reads_body`: Discord's 429 JSON, GitHub's 403s,
+    /// Shopify's and Auto's every answer).
+    #[napi(ts_args_type = "status: number")]
+    pub fn reads_body(&self, status: NumArg<'_>) -> Result<bool> {
+        let status = whole_arg(status, "status")?;
+        Ok(u16::try_from(status).is_ok_and(|s| self.inner.config().profile.reads_body(s)))
     }
 
     /// The configuration in the core's JSON form (every key).

@@ -261,6 +261,59 @@ fn arg_opt_f64(obj: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
     })
 }
 
+/// `cost`: `None`, or a mapping of `requested`, `actual`, `maximum_available`,
+/// `currently_available`, `restore_rate` (each a number or `None`; others refused).
+fn arg_cost(obj: &Bound<'_, PyAny>) -> PyResult<Option<ratelane::QueryCost>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    let py = obj.py();
+    let wrong = || invalid_argument(py, format!("cost must be a mapping of numbers (or None), got {}", repr(obj)));
+    let dict = obj.cast::<PyDict>().map_err(|_| wrong())?;
+    let mut cost = ratelane::QueryCost::default();
+    for (key, value) in dict.iter() {
+        let key: String = key.extract().map_err(|_| wrong())?;
+        let number = if value.is_none() {
+            None
+        } else if value.is_instance_of::<pyo3::types::PyBool>() {
+            return Err(wrong());
+        } else {
+            Some(value.extract::<f64>().map_err(|_| {
+                invalid_argument(py, format!("cost[{key:?}] must be a number or None, got {}", repr(&value)))
+            })?)
+        };
+        match key.as_str() {
+            "requested" => cost.requested = number,
+            "actual" => cost.actual = number,
+            "maximum_available" => cost.maximum_available = number,
+            "currently_available" => cost.currently_available = number,
+            "restore_rate" => cost.restore_rate = number,
+            _ => {
+                return Err(invalid_argument(py, format!(
+                    "unknown cost key {key:?}; expected requested, actual, maximum_available, currently_available, restore_rate"
+                )));
+            }
+        }
+    }
+    Ok(Some(cost))
+}
+
+/// `errors`: `None`, or an iterable of `str` (not a `str` itself).
+fn arg_errors(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    let wrong = || invalid_argument(obj.py(), format!("errors must be an iterable of str, got {}", repr(obj)));
+    if obj.is_instance_of::<PyString>() {
+        return Err(wrong());
+    }
+    let mut out = Vec::new();
+    for item in obj.try_iter().map_err(|_| wrong())? {
+        out.push(item?.extract::<String>().map_err(|_| wrong())?);
+    }
+    Ok(Some(out))
+}
+
 fn header_text<'a>(s: &'a Bound<'_, PyString>) -> PyResult<&'a str> {
     utf8::text(s).map_err(|e| {
         invalid_argument(s.py(), format!("header {}: {}", repr(s.as_any()), e.value(s.py())))
@@ -969,7 +1022,7 @@ impl Limiter {
 
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (now_ns, id, status, headers = None, *, retry_after = None, global_ = None,
-                        wall_clock_ms = None))]
+                        wall_clock_ms = None, cost = None, errors = None))]
     fn handle_response<'py>(
         &mut self,
         py: Python<'py>,
@@ -980,6 +1033,8 @@ impl Limiter {
         #[pyo3(from_py_with = arg_opt_f64)] retry_after: Option<f64>,
         #[pyo3(from_py_with = arg_opt_bool)] global_: Option<bool>,
         #[pyo3(from_py_with = arg_opt_ns)] wall_clock_ms: Option<u64>,
+        #[pyo3(from_py_with = arg_cost)] cost: Option<ratelane::QueryCost>,
+        #[pyo3(from_py_with = arg_errors)] errors: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyString>> {
         let owned = match headers {
             Some(h) if !h.is_none() => arg_headers(h)?,
@@ -992,11 +1047,17 @@ impl Limiter {
         let response = Response {
             status,
             headers: &pairs,
-            body: BodyHints { retry_after, global: global_ },
+            body: BodyHints { retry_after, global: global_, cost, errors: errors.unwrap_or_default() },
             wall_clock_ms,
         };
         let d = self.inner.handle_response(now_ns, id, &response).map_err(|e| core_error(py, e))?;
         Ok(disposition(py, d).clone())
+    }
+
+    /// Whether the profile reads the body of an answer with this status
+    /// (`HeaderProfile::reads_body`).
+    fn reads_body(&self, status: i64) -> bool {
+        u16::try_from(status).is_ok_and(|s| self.inner.config().profile.reads_body(s))
     }
 
     fn handle_failure<'py>(
@@ -1697,6 +1758,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyFixedWindowStore>()?;
     m.add("FAIL_CODES", FailReason::ALL_CODES.to_vec())?;
     m.add("ERROR_CODES", Error::ALL_CODES.to_vec())?;
+    m.add("PROFILES", ratelane::HeaderProfile::NAMES.to_vec())?;
     m.add("CORE_VERSION", env!("CARGO_PKG_VERSION"))?;
     // The shared store's script for `ratelane.redis`, embedded at build time so that the
     // installed package carries it. `bindings-python/shared_store.lua` is a symlink to the one

@@ -41,6 +41,8 @@ def run_step(limiter: ratelane.Limiter, step: Dict[str, Any]) -> Dict[str, Any]:
                 retry_after=body.get("retry_after"),
                 global_=body.get("global"),
                 wall_clock_ms=step.get("wall_clock_ms"),
+                cost=body.get("cost"),
+                errors=body.get("errors"),
             )
             return {"disposition": d}
         if op == "failure":

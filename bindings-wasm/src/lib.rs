@@ -185,6 +185,43 @@ struct BodySpec {
     retry_after: Option<f64>,
     #[serde(default)]
     global: Option<bool>,
+    #[serde(default)]
+    cost: Option<CostSpec>,
+    #[serde(default)]
+    errors: Option<Vec<String>>,
+}
+
+/// `QueryCost` of the contract (Shopify's `extensions.cost`).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct CostSpec {
+    #[serde(default)]
+    requested: Option<f64>,
+    #[serde(default)]
+    actual: Option<f64>,
+    #[serde(default)]
+    maximum_available: Option<f64>,
+    #[serde(default)]
+    currently_available: Option<f64>,
+    #[serde(default)]
+    restore_rate: Option<f64>,
+}
+
+impl BodySpec {
+    fn hints(self) -> BodyHints {
+        BodyHints {
+            retry_after: self.retry_after,
+            global: self.global,
+            cost: self.cost.map(|c| ratelane::QueryCost {
+                requested: c.requested,
+                actual: c.actual,
+                maximum_available: c.maximum_available,
+                currently_available: c.currently_available,
+                restore_rate: c.restore_rate,
+            }),
+            errors: self.errors.unwrap_or_default(),
+        }
+    }
 }
 
 /// `ResponseSpec` of the contract.
@@ -373,14 +410,10 @@ impl Limiter {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let body = spec.body.unwrap_or_default();
         let response = Response {
             status: spec.status,
             headers: &headers,
-            body: BodyHints {
-                retry_after: body.retry_after,
-                global: body.global,
-            },
+            body: spec.body.unwrap_or_default().hints(),
             wall_clock_ms: spec.wall_clock_ms,
         };
         let d = self
@@ -562,6 +595,7 @@ impl Limiter {
                     invalid_argument(&format!("global must be a boolean, got {}", type_of(&global)))
                 })?)
             },
+            ..BodyHints::default()
         };
         let wall_clock_ms = if absent(&wall_clock_ms) {
             None
@@ -641,6 +675,15 @@ impl Limiter {
     #[wasm_bindgen(getter = isClosed)]
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
+    }
+
+    /// Whether the profile reads the body of an answer with this status: pass its hints
+    /// (`response.body`) then (`HeaderProfile::reads_body`: Discord's 429 JSON, GitHub's 403s,
+    /// Shopify's and Auto's every answer).
+    #[wasm_bindgen(js_name = readsBody)]
+    pub fn reads_body(&self, #[wasm_bindgen(unchecked_param_type = "number")] status: JsValue) -> Result<bool, JsValue> {
+        let status = number_arg("status", &status)?;
+        Ok(u16::try_from(status).is_ok_and(|s| self.inner.config().profile.reads_body(s)))
     }
 
     /// The configuration in use, as JSON text (`ratelane::json::config_to_json`).

@@ -102,7 +102,10 @@ impl Default for Config {
 }
 
 impl Config {
-    /// The default configuration for a header profile.
+    /// The default configuration for a header profile. Every profile but
+    /// [`HeaderProfile::Discord`] (the provider packs and [`HeaderProfile::Auto`] included)
+    /// drops Discord's facts: no global limit, no invalid-request budget, no route groups;
+    /// their limits come from the answers.
     pub fn for_profile(profile: HeaderProfile) -> Self {
         let mut c = Config { profile, ..Config::default() };
         if profile != HeaderProfile::Discord {

@@ -62,6 +62,9 @@ fn field<T: serde::de::DeserializeOwned>(key: &str, value: Value) -> Result<T, E
 }
 
 /// Builds and validates a [`Config`] from a JSON object (see the [module](self) docs).
+/// `profile` is one of [`HeaderProfile::NAMES`] (`"discord"`, `"ietf"`, `"github"`,
+/// `"retry_after_only"`, `"openai"`, `"anthropic"`, `"azure_openai"`, `"shopify"`, `"auto"`);
+/// another name is [`Error::InvalidConfig`] naming it and listing these.
 /// Absent keys keep the defaults of the object's `profile` (Discord when absent);
 /// `max_wait_ns` may be `null` (no limit). `shared` turns shared mode on: an object with
 /// optional `on_unavailable` (`"fail_open"` | `"fail_closed"`), `retry_base_ns`, `retry_max_ns`,
@@ -281,6 +284,7 @@ struct RemapJson {
 #[serde(deny_unknown_fields)]
 struct ServerJson {
     profile: Option<HeaderProfile>,
+    dialect: Option<HeaderProfile>,
     #[serde(default)]
     buckets: BTreeMap<String, BucketJson>,
     #[serde(default)]
@@ -310,7 +314,8 @@ fn probability(name: &str, p: f64) -> Result<f64, Error> {
 
 /// Builds the simulator's [`ServerConfig`] from a JSON object.
 ///
-/// Keys: `profile`, `buckets` (`{hash: {limit, window_ns, kind: "fixed"|"sliding"}}`),
+/// Keys: `profile`, `dialect` (whose headers it answers with, a profile name; default
+/// `"discord"`), `buckets` (`{hash: {limit, window_ns, kind: "fixed"|"sliding"}}`),
 /// `routes` (`{"METHOD /template": {bucket, global_exempt, sub_limit, sub_limit_class,
 /// shared_limit, status}}`), `default_bucket`, `global` (a bucket, or `null` for none; absent: Discord's
 /// 50/s), `invalid_limit`, `invalid_window_ns`, `ban_duration_ns`, `error_rate`, `remaps`
@@ -324,6 +329,9 @@ pub fn server_config_from_json(text: &str) -> Result<ServerConfig, Error> {
     let mut c = ServerConfig::discord();
     if let Some(p) = s.profile {
         c.profile = p;
+    }
+    if let Some(d) = s.dialect {
+        c.dialect = d;
     }
     for (hash, b) in s.buckets {
         c.buckets.insert(hash, b.spec()?);
@@ -611,6 +619,25 @@ mod tests {
             seen += 1;
         }
         assert!(seen > 28);
+    }
+
+    #[test]
+    fn every_profile_by_name() {
+        for &name in HeaderProfile::NAMES {
+            let c = config_from_json(&format!(r#"{{"profile": "{name}"}}"#)).unwrap();
+            assert_eq!(c, Config::for_profile(HeaderProfile::from_name(name).unwrap()));
+            let again: Value = serde_json::from_str(&config_to_json(&c)).unwrap();
+            assert_eq!(again["profile"], json!(name));
+        }
+        // An unknown name lists the known ones.
+        let e = config_from_json(r#"{"profile": "OpenAI"}"#).unwrap_err();
+        assert_eq!(e.code(), "invalid_config");
+        for &name in HeaderProfile::NAMES {
+            assert!(e.to_string().contains(name), "{e}");
+        }
+        let server = server_config_from_json(r#"{"dialect": "github"}"#).unwrap();
+        assert_eq!(server.dialect, HeaderProfile::GitHub);
+        assert!(server_config_from_json(r#"{"dialect": "slack"}"#).is_err());
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! # ratelane
 //!
 //! A sans-IO rate-limit engine for programs that call rate-limited HTTP APIs (Discord first;
-//! IETF `RateLimit`, GitHub-style `x-ratelimit-*` and plain `Retry-After` through header
-//! profiles), and a set of server-side limiters for APIs that must limit their own clients.
+//! IETF `RateLimit`, GitHub, OpenAI, Anthropic, Azure OpenAI, Shopify and plain `Retry-After`
+//! through header profiles, or [`HeaderProfile::Auto`] to recognise them), and a set of
+//! server-side limiters for APIs that must limit their own clients.
 //!
 //! The engine never opens a socket, never reads a clock and never sleeps. A driver feeds it
 //! inputs — a request enqueued, a response received, a transport failure, a cancellation, time

@@ -834,7 +834,11 @@ impl Limiter {
             // current window (window epochs are per queue).
             sent_at.window_epoch = self.queue(qid).bucket.epoch;
         }
-        let status = response.status;
+        // An answer that refused the request for a rate limit is a 429 to the engine, whatever
+        // its status: the profile recognises them (GitHub's 403 with `retry-after`, Shopify's
+        // throttled 200; `RateLimitInfo::throttled`), and they wait and retry like a 429
+        // instead of completing (or counting as an invalid 403).
+        let status = if info.throttled { 429 } else { response.status };
         if (200..300).contains(&status) {
             self.edge_strikes = 0;
         }

@@ -42,16 +42,25 @@ pub struct Route {
 /// which this function does not have (the core reads no clock); such deletes share the
 /// normal delete route until the server's bucket header separates them.
 ///
-/// Other profiles: the key is `METHOD /template` with all-digit segments and UUID-looking
-/// segments (8-4-4-4-12 hex digits, or 32 hex digits) replaced by `:id`; the major
-/// parameter is `""` and nothing is exempt.
+/// Other profiles (every provider pack, and [`HeaderProfile::Auto`], which cannot know the
+/// provider before its first answer): the key is `METHOD /template` with all-digit segments
+/// and UUID-looking segments (8-4-4-4-12 hex digits, or 32 hex digits) replaced by `:id`; the
+/// major parameter is `""` and nothing is exempt. (An LLM API limits per model, which is in
+/// the body: give the model as [`crate::Request::major`] to keep models apart.)
 pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
     let method = method.trim().to_ascii_uppercase();
     let path = clean_path(path);
     let segments: Vec<&str> = path.split('/').collect();
     match profile {
         HeaderProfile::Discord => discord(method, &segments),
-        HeaderProfile::Ietf | HeaderProfile::GitHub | HeaderProfile::RetryAfterOnly => {
+        HeaderProfile::Ietf
+        | HeaderProfile::GitHub
+        | HeaderProfile::RetryAfterOnly
+        | HeaderProfile::OpenAi
+        | HeaderProfile::Anthropic
+        | HeaderProfile::AzureOpenAi
+        | HeaderProfile::Shopify
+        | HeaderProfile::Auto => {
             let template: Vec<&str> = segments
                 .iter()
                 .map(|s| if is_digits(s) || is_uuid(s) { ":id" } else { s })

@@ -14,7 +14,10 @@ pub const SECOND: Nanos = 1_000_000_000;
 /// Identifies one enqueued request. Issued by [`crate::Limiter::enqueue`].
 pub type RequestId = u64;
 
-/// Which family of rate-limit headers the server speaks.
+/// Which family of rate-limit headers the server speaks: a *profile* (or *pack*) is the one
+/// grammar [`crate::headers::parse`] reads an answer with. Selected by name in the JSON config
+/// and every binding (`"profile": "openai"`), see [`HeaderProfile::NAMES`]; what each reads is
+/// in the [`crate::headers`] docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
@@ -24,17 +27,98 @@ pub enum HeaderProfile {
     /// `X-RateLimit-Scope`, `X-RateLimit-Global`, and `retry_after`/`global` in 429 bodies.
     #[default]
     Discord,
-    /// IETF `RateLimit` / `RateLimit-Policy` (drafts -07 to -10) and the older
+    /// IETF `RateLimit` / `RateLimit-Policy` (drafts -07 to -11) and the older
     /// `RateLimit-Limit` / `RateLimit-Remaining` / `RateLimit-Reset` form.
     Ietf,
-    /// GitHub-style `x-ratelimit-limit/remaining/reset/resource`, with `reset` in epoch seconds.
+    /// GitHub's REST and GraphQL APIs: `x-ratelimit-limit/remaining/used/reset/resource`, with
+    /// `reset` in epoch seconds; secondary limits as a 403 or 429 with `retry-after`, or with
+    /// `x-ratelimit-remaining: 0`, or a body that says so.
     #[cfg_attr(feature = "serde", serde(rename = "github"))]
     GitHub,
     /// Only `Retry-After` (seconds or an HTTP date) is read.
     RetryAfterOnly,
+    /// OpenAI: `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` with Go-style durations
+    /// (`6m0s`, `1.5s`, `20ms`), and `retry-after-ms`.
+    #[cfg_attr(feature = "serde", serde(rename = "openai"))]
+    OpenAi,
+    /// Anthropic: `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,
+    /// remaining,reset}` with RFC 3339 resets.
+    Anthropic,
+    /// Azure OpenAI: OpenAI's `x-ratelimit-*` names (resets as durations or bare seconds),
+    /// `x-ms-retry-after-ms` and `retry-after-ms`.
+    #[cfg_attr(feature = "serde", serde(rename = "azure_openai"))]
+    AzureOpenAi,
+    /// Shopify: the REST leaky bucket `X-Shopify-Shop-Api-Call-Limit: 32/40`, and the GraphQL
+    /// cost in the body (`extensions.cost`, through [`BodyHints::cost`]).
+    Shopify,
+    /// Recognises the provider from each answer's headers (and body hints) and reads it with
+    /// that profile; see [`crate::headers::detect`] for what it recognises, in which order.
+    Auto,
 }
 
-/// The scope Discord reports on a 429 (`X-RateLimit-Scope`).
+impl HeaderProfile {
+    /// Every profile, in the order of [`HeaderProfile::NAMES`].
+    pub const ALL: &'static [HeaderProfile] = &[
+        HeaderProfile::Discord,
+        HeaderProfile::Ietf,
+        HeaderProfile::GitHub,
+        HeaderProfile::RetryAfterOnly,
+        HeaderProfile::OpenAi,
+        HeaderProfile::Anthropic,
+        HeaderProfile::AzureOpenAi,
+        HeaderProfile::Shopify,
+        HeaderProfile::Auto,
+    ];
+
+    /// Every profile's stable name, as the JSON config and the bindings spell it.
+    pub const NAMES: &'static [&'static str] = &[
+        "discord",
+        "ietf",
+        "github",
+        "retry_after_only",
+        "openai",
+        "anthropic",
+        "azure_openai",
+        "shopify",
+        "auto",
+    ];
+
+    /// The stable name (`"openai"`, `"azure_openai"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeaderProfile::Discord => "discord",
+            HeaderProfile::Ietf => "ietf",
+            HeaderProfile::GitHub => "github",
+            HeaderProfile::RetryAfterOnly => "retry_after_only",
+            HeaderProfile::OpenAi => "openai",
+            HeaderProfile::Anthropic => "anthropic",
+            HeaderProfile::AzureOpenAi => "azure_openai",
+            HeaderProfile::Shopify => "shopify",
+            HeaderProfile::Auto => "auto",
+        }
+    }
+
+    /// The profile of a stable name, or `None` (names are exact: lowercase, as in
+    /// [`HeaderProfile::NAMES`]).
+    pub fn from_name(name: &str) -> Option<HeaderProfile> {
+        HeaderProfile::ALL.iter().copied().find(|p| p.as_str() == name)
+    }
+
+    /// Whether a driver should read the body of an answer with this `status` and pass what it
+    /// finds as [`BodyHints`]: Discord's 429 JSON, GitHub's 403/429 messages, Shopify's
+    /// GraphQL cost (in every answer), and under [`HeaderProfile::Auto`] every answer (it may
+    /// be any of them). Reading a body the profile ignores costs time and nothing else.
+    pub fn reads_body(self, status: u16) -> bool {
+        match self {
+            HeaderProfile::Shopify | HeaderProfile::Auto => true,
+            HeaderProfile::GitHub => status == 403 || status == 429,
+            _ => status == 429,
+        }
+    }
+}
+
+/// The scope of a 429: Discord's `X-RateLimit-Scope`, or what a provider's answer implies
+/// (GitHub's secondary limits hold the whole token: [`Scope::Global`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
@@ -58,20 +142,59 @@ impl Scope {
     }
 }
 
-/// Fields a driver may have parsed from a response body (Discord's 429 JSON).
+/// Fields a driver may have parsed from a response body.
 ///
-/// Bodies are parsed by the driver (it owns the bytes); pass only what parsed
-/// cleanly. Non-finite or negative numbers are ignored by the core.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// Bodies are parsed by the driver (it owns the bytes); pass only what parsed cleanly, when
+/// [`HeaderProfile::reads_body`] says the profile reads the body of that status. Non-finite or
+/// negative numbers are ignored by the core. The extraction is the same for every profile
+/// (the core decides what a field means):
+///
+/// - `retry_after` and `global`: the top-level JSON numbers/booleans of those names (Discord);
+/// - `cost`: the object at `extensions.cost` (Shopify's GraphQL query cost);
+/// - `errors`: short strings that say what went wrong, from fixed places, in this order: the
+///   top-level `message`; `error.type` and `error.code` (OpenAI, Anthropic); the top-level
+///   `errorCode`; the `errorCode` of each element of a top-level array (Salesforce); `errors`
+///   itself when it is a string (Shopify REST); and of each element of an `errors` array
+///   (GraphQL), its `type`, `extensions.code` and `message`. Only strings are taken; at most
+///   [`BodyHints::MAX_ERRORS`] of them, each cut to [`BodyHints::MAX_ERROR_LEN`] bytes (on a
+///   character boundary).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct BodyHints {
     /// `retry_after` in seconds (Discord v8+: a float).
     pub retry_after: Option<f64>,
     /// `global`.
     pub global: Option<bool>,
+    /// A GraphQL query cost (`extensions.cost`), if the body has one.
+    pub cost: Option<QueryCost>,
+    /// Error codes and messages from the fixed places listed above, in document order.
+    pub errors: Vec<String>,
+}
+
+impl BodyHints {
+    /// The most `errors` a driver passes.
+    pub const MAX_ERRORS: usize = 16;
+    /// The longest error string a driver passes, in bytes.
+    pub const MAX_ERROR_LEN: usize = 256;
+}
+
+/// A GraphQL query's cost as Shopify reports it in `extensions.cost` (every field optional:
+/// pass what is a finite number; `actualQueryCost` is `null` on a throttled query).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct QueryCost {
+    /// `requestedQueryCost`: the points the query asked for (its maximum).
+    pub requested: Option<f64>,
+    /// `actualQueryCost`: the points it used (`None` when it was not run).
+    pub actual: Option<f64>,
+    /// `throttleStatus.maximumAvailable`: the bucket's size in points.
+    pub maximum_available: Option<f64>,
+    /// `throttleStatus.currentlyAvailable`: points available after this query.
+    pub currently_available: Option<f64>,
+    /// `throttleStatus.restoreRate`: points restored per second.
+    pub restore_rate: Option<f64>,
 }
 
 /// A response as the driver received it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Response<'a> {
     /// HTTP status code.
     pub status: u16,
@@ -97,6 +220,11 @@ impl<'a> Response<'a> {
 /// What one response says about rate limits, whatever the header profile.
 /// Produced by [`crate::headers::parse`]; every field is optional because
 /// servers may send any subset, or nonsense.
+///
+/// `limit`, `remaining` and `reset_after` are the engine's view: one budget counted in
+/// requests. Where an answer reports several budgets (requests and tokens), they are derived
+/// from [`RateLimitInfo::dimensions`] by the binding rule of [`crate::headers`] ("Several
+/// budgets"), and every budget stays in `dimensions` as reported.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RateLimitInfo {
     /// The bucket's capacity.
@@ -108,19 +236,101 @@ pub struct RateLimitInfo {
     /// The server's window length, when a policy states it (IETF `w`).
     pub window: Option<Nanos>,
     /// The bucket identifier (Discord `X-RateLimit-Bucket`, GitHub `x-ratelimit-resource`,
-    /// IETF policy name).
+    /// IETF policy name, Shopify `rest` / `graphql`).
     pub bucket: Option<String>,
-    /// How long to wait before retrying (`Retry-After`, body `retry_after`; the larger wins).
+    /// How long to wait before retrying (`Retry-After`, `retry-after-ms`, body `retry_after`;
+    /// the larger wins).
     pub retry_after: Option<Nanos>,
-    /// Discord's 429 scope, if given (`X-RateLimit-Global` or body `global` imply [`Scope::Global`]).
+    /// The 429's scope, if given (`X-RateLimit-Global` or body `global` imply
+    /// [`Scope::Global`]; so does a GitHub secondary limit).
     pub scope: Option<Scope>,
-    /// True when any rate-limit header of the profile was present (even if malformed).
+    /// True when any rate-limit field of the profile was present (even if malformed): a header
+    /// of its family, or a body field it reads (Shopify's query cost, a throttling error).
     /// A 429 without any is treated as an edge (Cloudflare-style) ban.
     pub has_rate_limit_headers: bool,
     /// The server's wall clock when it answered, in epoch milliseconds, where the headers
     /// tell it (Discord: `X-RateLimit-Reset` less `X-RateLimit-Reset-After`, both valid;
     /// within a millisecond). The limiter learns the spread of uplink delays from it.
     pub server_time_ms: Option<u64>,
+    /// The answer refused the request for a rate limit, whatever its status: every 429, a
+    /// GitHub 403 with `retry-after`, `x-ratelimit-remaining: 0` or a secondary-limit message,
+    /// a 200 whose body says it was throttled (Shopify `THROTTLED`, GitHub `RATE_LIMITED`).
+    /// The engine treats such an answer as a 429.
+    pub throttled: bool,
+    /// Every budget the answer reports, in its own unit, as reported (see [`Dimension`]);
+    /// empty when it reports none.
+    pub dimensions: Vec<Dimension>,
+    /// The profile the answer was read with: the configured one, or under
+    /// [`HeaderProfile::Auto`] the one detected (`None` when nothing was recognised).
+    pub profile: Option<HeaderProfile>,
+}
+
+/// What a [`Dimension`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Unit {
+    /// Requests: the engine's own unit.
+    Requests,
+    /// Tokens of a language model (OpenAI `tokens`; Anthropic `tokens`, `input-tokens`,
+    /// `output-tokens`).
+    Tokens,
+    /// Cost points (GitHub GraphQL, Shopify GraphQL).
+    Points,
+    /// Content bytes (IETF `qu="content-bytes"`).
+    Bytes,
+    /// Concurrent requests (IETF `qu="concurrent-requests"`).
+    Concurrent,
+    /// A unit the profile does not know (an IETF `qu` of another name, an OpenAI suffix).
+    Other,
+}
+
+impl Unit {
+    /// The stable lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::Requests => "requests",
+            Unit::Tokens => "tokens",
+            Unit::Points => "points",
+            Unit::Bytes => "bytes",
+            Unit::Concurrent => "concurrent",
+            Unit::Other => "other",
+        }
+    }
+}
+
+/// One budget an answer reports (a rate-limit *dimension*): how much of it is left and when it
+/// is whole again, in its own unit. Request costs per dimension are the engine's business
+/// (issue 17 item 1); the parser only reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dimension {
+    /// The provider's name for it, lowercase with `_` for `-`: `requests`, `tokens`,
+    /// `input_tokens`, `output_tokens` (OpenAI, Anthropic), `points` (GitHub GraphQL, Shopify
+    /// GraphQL), `calls` (Shopify REST), an IETF policy name.
+    pub name: String,
+    /// What it counts.
+    pub unit: Unit,
+    /// Its capacity.
+    pub limit: Option<u64>,
+    /// What is left now.
+    pub remaining: Option<u64>,
+    /// Time from receipt until it is whole again (OpenAI and Anthropic: "fully replenished";
+    /// a window's end elsewhere).
+    pub reset_after: Option<Nanos>,
+    /// For a budget that refills continuously (Shopify's leaky bucket and restore rate): the
+    /// time one unit takes to come back, rounded up.
+    pub refill_interval: Option<Nanos>,
+}
+
+impl Dimension {
+    /// A dimension with a name and a unit, nothing reported yet.
+    pub fn new(name: impl Into<String>, unit: Unit) -> Self {
+        Dimension { name: name.into(), unit, limit: None, remaining: None, reset_after: None, refill_interval: None }
+    }
+
+    /// Whether any value was reported.
+    pub fn is_reported(&self) -> bool {
+        self.limit.is_some() || self.remaining.is_some() || self.reset_after.is_some()
+    }
 }
 
 /// Why a request ended without being answered. Stable codes come from [`FailReason::code`].

@@ -16,8 +16,8 @@
 
 use ratelane::shared::{OnUnavailable, SharedConfig};
 use ratelane::{
-    BodyHints, Config, Disposition, Failure, HeaderProfile, Limiter, Observation, Output, Request,
-    Response,
+    BodyHints, Config, Disposition, Failure, HeaderProfile, Limiter, Observation, Output, QueryCost,
+    Request, Response,
 };
 use ratelane::snapshot::Snapshot;
 use serde_json::{Value, json};
@@ -35,22 +35,36 @@ const S: u64 = 1_000_000_000;
 // ---------------------------------------------------------------- config <-> JSON
 
 fn profile_name(p: HeaderProfile) -> &'static str {
-    match p {
-        HeaderProfile::Discord => "discord",
-        HeaderProfile::Ietf => "ietf",
-        HeaderProfile::GitHub => "github",
-        HeaderProfile::RetryAfterOnly => "retry_after_only",
-        _ => unreachable!("new profile: name it here"),
-    }
+    p.as_str()
 }
 
 fn profile_from(name: &str) -> HeaderProfile {
-    match name {
-        "discord" => HeaderProfile::Discord,
-        "ietf" => HeaderProfile::Ietf,
-        "github" => HeaderProfile::GitHub,
-        "retry_after_only" => HeaderProfile::RetryAfterOnly,
-        other => panic!("unknown profile {other}"),
+    HeaderProfile::from_name(name).unwrap_or_else(|| panic!("unknown profile {name}"))
+}
+
+/// The body hints of a `response` step: `retry_after`, `global`, `cost` (an object of
+/// `requested`, `actual`, `maximum_available`, `currently_available`, `restore_rate`, each
+/// optional) and `errors` (strings), each optional.
+fn body_from(body: &Value) -> BodyHints {
+    let cost = body.get("cost").filter(|c| c.is_object()).map(|c| {
+        let f = |k: &str| c.get(k).and_then(Value::as_f64);
+        QueryCost {
+            requested: f("requested"),
+            actual: f("actual"),
+            maximum_available: f("maximum_available"),
+            currently_available: f("currently_available"),
+            restore_rate: f("restore_rate"),
+        }
+    });
+    BodyHints {
+        retry_after: body.get("retry_after").and_then(Value::as_f64),
+        global: body.get("global").and_then(Value::as_bool),
+        cost,
+        errors: body
+            .get("errors")
+            .and_then(Value::as_array)
+            .map(|es| es.iter().map(|e| e.as_str().expect("errors are strings").to_string()).collect())
+            .unwrap_or_default(),
     }
 }
 
@@ -279,10 +293,7 @@ fn run_steps(config: &Config, steps: &[Value]) -> Vec<Value> {
                 let response = Response {
                     status: step["status"].as_u64().expect("status") as u16,
                     headers: &headers,
-                    body: BodyHints {
-                        retry_after: body.get("retry_after").and_then(Value::as_f64),
-                        global: body.get("global").and_then(Value::as_bool),
-                    },
+                    body: body_from(&body),
                     wall_clock_ms: step.get("wall_clock_ms").and_then(Value::as_u64),
                 };
                 match l.handle_response(at, step["id"].as_u64().expect("id"), &response) {

@@ -1,16 +1,27 @@
 //! A proptest-based fuzzer for the client engine: arbitrary input sequences, including hostile
 //! responses, must never panic, must end every request exactly once, and must not grow without
-//! bound. (The cargo-fuzz target `engine` in core/fuzz drives the same checks from raw bytes.)
+//! bound, under every header profile (the provider packs turn some 403s and 200s into 429s).
+//! (The cargo-fuzz target `engine` in core/fuzz drives the same checks from raw bytes.)
 
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use ratelane::{BodyHints, Config, Disposition, Failure, Limiter, Output, Request, Response, SECOND};
+use ratelane::{
+    BodyHints, Config, Disposition, Failure, HeaderProfile, Limiter, Output, QueryCost, Request, Response, SECOND,
+};
 
 #[derive(Debug, Clone)]
 enum Op {
     Enqueue { route: u8, channel: u8, identity: u8, priority: i8, deadline: Option<u16>, method: u8 },
-    Respond { pick: u16, status: u16, headers: Vec<(u8, String)>, retry_after: Option<f64>, global: Option<bool> },
+    Respond {
+        pick: u16,
+        status: u16,
+        headers: Vec<(u8, String)>,
+        retry_after: Option<f64>,
+        global: Option<bool>,
+        errors: Vec<String>,
+        cost: Option<(f64, f64, f64)>,
+    },
     Fail { pick: u16, maybe_sent: bool },
     Cancel { pick: u16 },
     Advance { ms: u32 },
@@ -30,6 +41,14 @@ const NAMES: &[&str] = &[
     "RateLimit",
     "RateLimit-Policy",
     "x-ratelimit-resource",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-tokens",
+    "x-ratelimit-remaining-tokens",
+    "retry-after-ms",
+    "x-ms-retry-after-ms",
+    "anthropic-ratelimit-requests-remaining",
+    "anthropic-ratelimit-tokens-reset",
+    "X-Shopify-Shop-Api-Call-Limit",
 ];
 
 fn value() -> impl Strategy<Value = String> {
@@ -46,6 +65,12 @@ fn value() -> impl Strategy<Value = String> {
         Just("global".to_string()),
         Just("true".to_string()),
         Just("Sun, 06 Nov 1994 08:49:37 GMT".to_string()),
+        Just("6m0s".to_string()),
+        Just("1.5s".to_string()),
+        Just("20ms".to_string()),
+        Just("2023-11-14T22:13:21Z".to_string()),
+        Just("40/40".to_string()),
+        Just("3/40".to_string()),
         "[a-z0-9]{1,8}",
         "\\PC{0,16}",
     ]
@@ -64,9 +89,15 @@ fn op() -> impl Strategy<Value = Op> {
             proptest::collection::vec((0u8..NAMES.len() as u8, value()), 0..6),
             proptest::option::of(prop_oneof![-5.0f64..100.0, Just(f64::NAN), Just(f64::INFINITY), Just(1e300)]),
             proptest::option::of(any::<bool>()),
+            proptest::collection::vec(
+                prop_oneof![Just("THROTTLED"), Just("RATE_LIMITED"), Just("You have exceeded a secondary rate limit"), Just("x")]
+                    .prop_map(str::to_string),
+                0..2,
+            ),
+            proptest::option::of((-1.0f64..2000.0, -1.0f64..2000.0, prop_oneof![Just(0.0f64), Just(f64::NAN), 0.5f64..100.0])),
         )
-            .prop_map(|(pick, status, headers, retry_after, global)| Op::Respond {
-                pick, status, headers, retry_after, global
+            .prop_map(|(pick, status, headers, retry_after, global, errors, cost)| Op::Respond {
+                pick, status, headers, retry_after, global, errors, cost
             }),
         1 => (any::<u16>(), any::<bool>()).prop_map(|(pick, maybe_sent)| Op::Fail { pick, maybe_sent }),
         1 => any::<u16>().prop_map(|pick| Op::Cancel { pick }),
@@ -119,8 +150,8 @@ fn queued(book: &Book) -> Vec<u64> {
     v
 }
 
-fn run(ops: Vec<Op>) {
-    let mut config = Config::default();
+fn run(profile: HeaderProfile, ops: Vec<Op>) {
+    let mut config = Config::for_profile(profile);
     config.global_limit = 5;
     config.max_wait = Some(300 * SECOND);
     config.bucket_idle_ttl = 30 * SECOND;
@@ -149,7 +180,7 @@ fn run(ops: Vec<Op>) {
                     Err(e) => assert_eq!(e.code(), "limiter_closed"),
                 }
             }
-            Op::Respond { pick, status, headers, retry_after, global } => {
+            Op::Respond { pick, status, headers, retry_after, global, errors, cost } => {
                 let flying = in_flight(&book);
                 if flying.is_empty() {
                     continue;
@@ -158,7 +189,18 @@ fn run(ops: Vec<Op>) {
                 let pairs: Vec<(&str, &str)> =
                     headers.iter().map(|(n, v)| (NAMES[*n as usize], v.as_str())).collect();
                 let mut response = Response::new(status, &pairs);
-                response.body = BodyHints { retry_after, global };
+                response.body = BodyHints {
+                    retry_after,
+                    global,
+                    errors,
+                    cost: cost.map(|(requested, available, restore_rate)| QueryCost {
+                        requested: Some(requested),
+                        actual: None,
+                        maximum_available: Some(1000.0),
+                        currently_available: Some(available),
+                        restore_rate: Some(restore_rate),
+                    }),
+                };
                 let d = l.handle_response(now, id, &response).expect("in flight");
                 match d {
                     Disposition::Complete => book.end(id, "completed"),
@@ -246,7 +288,10 @@ fn run(ops: Vec<Op>) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
     #[test]
-    fn arbitrary_inputs_never_panic_and_end_every_request_once(ops in proptest::collection::vec(op(), 1..120)) {
-        run(ops);
+    fn arbitrary_inputs_never_panic_and_end_every_request_once(
+        profile in prop::sample::select(HeaderProfile::ALL),
+        ops in proptest::collection::vec(op(), 1..120),
+    ) {
+        run(profile, ops);
     }
 }

@@ -1,20 +1,23 @@
 //! Property-based fuzzing of `headers::parse` (and the helpers it is built on): arbitrary
-//! header names (the known ones in any case, plus random), arbitrary values (random bytes
-//! decoded lossily, numbers with junk, huge digit runs, Structured-Field-ish syntax, HTTP
-//! dates), arbitrary body hints and wall clocks. `parse` must never panic, and every
-//! duration it returns must be at most `MAX_DURATION` (30 days).
+//! header names (the known ones of every profile in any case, plus random), arbitrary values
+//! (random bytes decoded lossily, numbers with junk, huge digit runs, Structured-Field-ish
+//! syntax, HTTP dates, Go-style durations, RFC 3339 times, Shopify's `used/size`), arbitrary
+//! body hints (GraphQL costs with NaN, negatives and infinities, error strings) and wall
+//! clocks. `parse` must never panic, every duration it returns (dimensions included) must be
+//! at most `MAX_DURATION` (30 days), and the engine's view must never allow more than the
+//! least `remaining` any dimension reports.
 
 use proptest::prelude::*;
-use ratelane::headers::{MAX_DURATION, httpdate, parse, parse_retry_after, sf};
+use ratelane::headers::{
+    MAX_DIMENSIONS, MAX_DURATION, binding_view, detect, httpdate, parse, parse_duration,
+    parse_retry_after, parse_retry_after_ms, sf,
+};
 use ratelane::route::route_for;
-use ratelane::{BodyHints, HeaderProfile, MILLISECOND, RateLimitInfo, Response, SECOND};
+use ratelane::{
+    BodyHints, Dimension, HeaderProfile, MILLISECOND, QueryCost, RateLimitInfo, Response, SECOND, Unit,
+};
 
-const PROFILES: [HeaderProfile; 4] = [
-    HeaderProfile::Discord,
-    HeaderProfile::Ietf,
-    HeaderProfile::GitHub,
-    HeaderProfile::RetryAfterOnly,
-];
+const PROFILES: &[HeaderProfile] = HeaderProfile::ALL;
 
 const KNOWN: &[&str] = &[
     "X-RateLimit-Limit",
@@ -34,6 +37,27 @@ const KNOWN: &[&str] = &[
     "RateLimit-Reset",
     "Date",
     "Age",
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-tokens",
+    "x-ratelimit-remaining-tokens_usage_based",
+    "retry-after-ms",
+    "x-ms-retry-after-ms",
+    "x-ms-region",
+    "apim-request-id",
+    "anthropic-ratelimit-requests-limit",
+    "anthropic-ratelimit-requests-remaining",
+    "anthropic-ratelimit-requests-reset",
+    "anthropic-ratelimit-tokens-remaining",
+    "anthropic-ratelimit-tokens-reset",
+    "anthropic-ratelimit-input-tokens-remaining",
+    "anthropic-ratelimit-output-tokens-reset",
+    "anthropic-ratelimit-unified-reset",
+    "X-Shopify-Shop-Api-Call-Limit",
+    "x-github-request-id",
 ];
 
 /// A string of up to `max` characters drawn from `set` (much cheaper than a regex strategy).
@@ -145,8 +169,35 @@ fn http_date() -> impl Strategy<Value = String> {
         })
 }
 
+/// Go-style durations, well-formed or nearly.
+fn go_duration() -> impl Strategy<Value = String> {
+    let unit = prop::sample::select(vec!["h", "m", "s", "ms", "us", "\u{b5}s", "\u{3bc}s", "ns", "", "S", "x", "sec"]);
+    let term = (0u64..100_000, prop::option::of(0usize..25), any::<u64>(), unit)
+        .prop_map(|(i, f, seed, u)| match f {
+            Some(f) => format!("{i}.{}{u}", digits(f, seed)),
+            None => format!("{i}{u}"),
+        });
+    (prop::sample::select(vec!["", "", "-", "+", " ", "."]), prop::collection::vec(term, 1..5))
+        .prop_map(|(sign, terms)| format!("{sign}{}", terms.concat()))
+}
+
+/// RFC 3339 times, well-formed or nearly.
+fn rfc3339() -> impl Strategy<Value = String> {
+    (0u32..10_000, 0u32..14, 0u32..33, 0u32..26, 0u32..62, 0u32..62, prop::option::of(0usize..12), any::<u64>(),
+        prop::sample::select(vec!["Z", "z", "+02:00", "-23:59", "+24:00", "", "+0200", " UTC"]),
+        prop::sample::select(vec!["T", "t", " "]))
+        .prop_map(|(y, mo, d, h, mi, se, frac, seed, off, sep)| {
+            let frac = frac.map(|n| format!(".{}", digits(n, seed))).unwrap_or_default();
+            format!("{y:04}-{mo:02}-{d:02}{sep}{h:02}:{mi:02}:{se:02}{frac}{off}")
+        })
+}
+
 fn value() -> impl Strategy<Value = String> {
     prop_oneof![
+        2 => go_duration(),
+        2 => rfc3339(),
+        1 => (any::<u32>(), any::<u32>(), prop::sample::select(vec!["/", "//", " / ", "/-", ""])).prop_map(|(a, b, sep)| format!("{a}{sep}{b}")),
+        1 => prop::sample::select(vec!["-1", "0", "32/40", "40/40", "41/40", "1/0", "a/b", "0/0"]).prop_map(str::to_owned),
         2 => prop::collection::vec(any::<u8>(), 0..48).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
         2 => (any::<u64>(), chars(" .eE+_xX,;-", 3), any::<u32>()).prop_map(|(a, j, b)| format!("{a}{j}{b}")),
         1 => (15usize..400, any::<u64>()).prop_map(|(n, seed)| digits(n, seed)),
@@ -171,8 +222,8 @@ fn headers() -> impl Strategy<Value = Vec<(String, String)>> {
     prop::collection::vec((name(), value()), 0..12)
 }
 
-fn body() -> impl Strategy<Value = BodyHints> {
-    let f = prop_oneof![
+fn float() -> impl Strategy<Value = f64> {
+    prop_oneof![
         any::<f64>(),
         -10.0f64..1e7,
         Just(f64::NAN),
@@ -181,13 +232,33 @@ fn body() -> impl Strategy<Value = BodyHints> {
         Just(f64::MAX),
         Just(-0.0f64),
         Just(f64::MIN_POSITIVE),
-    ];
-    (prop::option::of(f), prop::option::of(any::<bool>())).prop_map(|(retry_after, global)| {
-        BodyHints {
-            retry_after,
-            global,
-        }
+        Just(0.0f64),
+    ]
+}
+
+fn cost() -> impl Strategy<Value = QueryCost> {
+    let f = || prop::option::of(float());
+    (f(), f(), f(), f(), f()).prop_map(|(requested, actual, maximum_available, currently_available, restore_rate)| {
+        QueryCost { requested, actual, maximum_available, currently_available, restore_rate }
     })
+}
+
+fn errors() -> impl Strategy<Value = Vec<String>> {
+    let e = prop_oneof![
+        prop::sample::select(vec![
+            "THROTTLED", " throttled ", "RATE_LIMITED", "You have exceeded a secondary rate limit.",
+            "API rate limit exceeded for 1.2.3.4.", "rate_limit_error", "REQUEST_LIMIT_EXCEEDED", "",
+        ])
+        .prop_map(str::to_owned),
+        any_text(20),
+    ];
+    prop::collection::vec(e, 0..4)
+}
+
+fn body() -> impl Strategy<Value = BodyHints> {
+    (prop::option::of(float()), prop::option::of(any::<bool>()), prop::option::of(cost()), errors()).prop_map(
+        |(retry_after, global, cost, errors)| BodyHints { retry_after, global, cost, errors },
+    )
 }
 
 fn wall_clock() -> impl Strategy<Value = Option<u64>> {
@@ -200,8 +271,10 @@ fn wall_clock() -> impl Strategy<Value = Option<u64>> {
 }
 
 fn check_bounds(info: &RateLimitInfo) {
+    let dims = info.dimensions.iter().flat_map(|d| [d.reset_after, d.refill_interval]);
     for d in [info.reset_after, info.window, info.retry_after]
         .into_iter()
+        .chain(dims)
         .flatten()
     {
         assert!(
@@ -214,6 +287,10 @@ fn check_bounds(info: &RateLimitInfo) {
             !b.is_empty() && b.len() <= 128 && !b.chars().any(char::is_control),
             "bucket {b:?}"
         );
+    }
+    assert!(info.dimensions.len() <= MAX_DIMENSIONS, "{info:?}");
+    for d in &info.dimensions {
+        assert!(!d.name.is_empty() && d.is_reported(), "{info:?}");
     }
 }
 
@@ -234,15 +311,105 @@ proptest! {
         let mut r = Response::new(status, &pairs);
         r.body = b;
         r.wall_clock_ms = wall;
-        for p in PROFILES {
+        for &p in PROFILES {
             let info = parse(p, &r);
             check_bounds(&info);
             if p == HeaderProfile::RetryAfterOnly {
                 prop_assert!(!info.has_rate_limit_headers);
             }
+            // Every 429 is a refusal; a success is one only when the profile reads it so.
+            prop_assert!(info.throttled || status != 429);
+            if info.throttled && status != 429 {
+                prop_assert!(matches!(info.profile, Some(HeaderProfile::GitHub | HeaderProfile::Shopify)), "{:?}", info);
+            }
+            // The profile it was read with.
+            if p == HeaderProfile::Auto {
+                prop_assert_eq!(info.profile, detect(&r));
+            } else {
+                prop_assert_eq!(info.profile, Some(p));
+            }
             // Deterministic.
             prop_assert_eq!(&info, &parse(p, &r));
         }
+    }
+
+    #[test]
+    fn binding_view_never_allows_more_than_a_dimension(
+        dims in prop::collection::vec(
+            (prop::sample::select(vec![Unit::Requests, Unit::Tokens, Unit::Points]),
+             prop::option::of(0u64..1_000), prop::option::of(0u64..1_000), prop::option::of(0u64..100_000_000_000)),
+            0..5),
+    ) {
+        let dims: Vec<Dimension> = dims.into_iter().enumerate().map(|(i, (unit, limit, remaining, reset))| {
+            let mut d = Dimension::new(format!("d{i}"), unit);
+            d.limit = limit;
+            d.remaining = remaining;
+            d.reset_after = reset;
+            d
+        }).collect();
+        let (limit, remaining, reset) = binding_view(&dims);
+        let least = dims.iter().filter_map(|d| d.remaining).min();
+        prop_assert_eq!(remaining.map(u64::from), least);
+        if let Some(least) = least {
+            // The wait is at least that of every dimension holding the least remaining, and
+            // of the requests budget whose limit the engine assumes whole after it.
+            for d in dims.iter().filter(|d| d.remaining == Some(least)) {
+                prop_assert!(reset >= d.reset_after);
+            }
+        }
+        let requests: Vec<&Dimension> = dims.iter().filter(|d| d.unit == Unit::Requests).collect();
+        if requests.is_empty() {
+            prop_assert_eq!(limit, None);
+        } else if least.is_some() {
+            for d in requests.iter().filter(|d| d.remaining.is_some()) {
+                let binding_requests = requests.iter().filter(|r| r.remaining.is_some()).all(|r| r.remaining >= d.remaining);
+                if binding_requests {
+                    prop_assert!(reset >= d.reset_after);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn durations_round_trip(h in 0u64..100, m in 0u64..60, s in 0u64..60, ms in 0u64..1000, form in 0u8..4) {
+        let total = ((h * 60 + m) * 60 + s) * SECOND + ms * MILLISECOND;
+        let text = match form {
+            0 => format!("{h}h{m}m{s}.{ms:03}s"),
+            1 => format!("{}ms", total / MILLISECOND),
+            2 => format!("{}.{ms:03}", total / SECOND),
+            _ => format!("{m}m{s}.{ms:03}s{h}h"),
+        };
+        prop_assert_eq!(parse_duration(&text), Some(total.min(MAX_DURATION)));
+    }
+
+    #[test]
+    fn rfc3339_round_trip(secs in 0u64..4_000_000_000, ms in 0u64..1000, offset_min in -1439i64..1440) {
+        // Format a UTC instant in a local offset by hand and read it back.
+        let t = secs as i64;
+        let local = t + offset_min * 60;
+        let date = httpdate::format_imf_fixdate(u64::try_from(local.max(0)).unwrap());
+        prop_assume!(local >= 0);
+        // IMF-fixdate "Sun, 06 Nov 1994 08:49:37 GMT" -> fields.
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+        let day = &date[5..7];
+        let month = months.iter().position(|m| *m == &date[8..11]).unwrap() + 1;
+        let year = &date[12..16];
+        let time = &date[17..25];
+        let sign = if offset_min < 0 { '-' } else { '+' };
+        let off = offset_min.abs();
+        let text = format!("{year}-{month:02}-{day}T{time}.{ms:03}{sign}{:02}:{:02}", off / 60, off % 60);
+        prop_assert_eq!(httpdate::parse_rfc3339_ms(&text), Some(t * 1000 + ms as i64), "{}", text);
+    }
+
+    #[test]
+    fn shopify_call_limit_round_trip(used in 0u64..10_000, size in 1u64..10_000, dup in 0u64..10_000) {
+        let v = format!("{used}/{size}");
+        let d = format!("{dup}/{size}");
+        let info = parse(HeaderProfile::Shopify, &Response::new(200, &[("X-Shopify-Shop-Api-Call-Limit", v.as_str()), ("x-shopify-shop-api-call-limit", d.as_str())]));
+        let worst = used.max(dup);
+        prop_assert_eq!(info.limit, Some(size as u32));
+        prop_assert_eq!(info.remaining, Some(size.saturating_sub(worst) as u32));
+        prop_assert_eq!(info.reset_after, Some((worst * 500 * MILLISECOND).min(MAX_DURATION)));
     }
 
     #[test]
@@ -255,11 +422,18 @@ proptest! {
         let _ = sf::parse_list(&s);
         let _ = sf::parse_dictionary(&s);
         let _ = sf::parse_item(&s);
+        if let Some(w) = parse_duration(&s) {
+            prop_assert!(w <= MAX_DURATION);
+        }
+        if let Some(w) = parse_retry_after_ms(&s) {
+            prop_assert!(w <= MAX_DURATION);
+        }
+        let _ = httpdate::parse_rfc3339_ms(&s);
     }
 
     #[test]
     fn route_for_is_total(method in any_text(8), path in prop_oneof![any_text(40), chars("/az09@:%-?#.é", 80)]) {
-        for p in PROFILES {
+        for &p in PROFILES {
             let r = route_for(p, &method, &path);
             prop_assert!(r.key.starts_with(&method.trim().to_ascii_uppercase()));
             prop_assert!(r.key.contains(" /"));

@@ -27,7 +27,17 @@ function request(r) {
 
 function response(step) {
   const spec = { status: step.status, headers: step.headers }
-  if (step.body) spec.body = { retryAfter: step.body.retry_after, global: step.body.global }
+  if (step.body) {
+    spec.body = { retryAfter: step.body.retry_after, global: step.body.global }
+    const cost = step.body.cost
+    if (cost) {
+      spec.body.cost = {
+        requested: cost.requested, actual: cost.actual, maximumAvailable: cost.maximum_available,
+        currentlyAvailable: cost.currently_available, restoreRate: cost.restore_rate,
+      }
+    }
+    if (step.body.errors) spec.body.errors = step.body.errors
+  }
   if ('wall_clock_ms' in step) spec.wallClockMs = step.wall_clock_ms
   return spec
 }
@@ -170,7 +180,9 @@ function replay(vector, mode) {
         break
       }
       case 'response':
-        result = mode === 'fast'
+        // The fast path carries Discord's two body fields only; a GraphQL cost or error
+        // strings go through handleResponse (as the driver does).
+        result = mode === 'fast' && !(step.body && (step.body.cost || step.body.errors))
           ? attempt(() => limiter.handleResponseFlat(now, step.id, step.status,
             step.headers.map(([k, v]) => `${k}\n${v}`).join('\n'), step.wall_clock_ms,
             step.body ? step.body.retry_after : undefined, step.body ? step.body.global : undefined), (d) => ({ disposition: d }))

@@ -80,6 +80,10 @@ FAIL_CODES: "tuple[str, ...]" = tuple(_core.FAIL_CODES)
 """Every failure code the core can emit (``Fail.code``, ``RateLimitError.code``)."""
 ERROR_CODES: "tuple[str, ...]" = tuple(_core.ERROR_CODES)
 """Every caller-error code of the core (``InvalidArgumentError`` adds ``invalid_argument``)."""
+PROFILES: "tuple[str, ...]" = tuple(_core.PROFILES)
+"""Every header profile's name (``profile=``): ``discord``, ``ietf``, ``github``,
+``retry_after_only``, the provider packs ``openai``, ``anthropic``, ``azure_openai``,
+``shopify``, and ``auto``."""
 
 # Every code the core knows has its class: a core that grew a code this package does not
 # know fails here, at import, rather than later with a wrong exception.
@@ -142,6 +146,7 @@ __all__ = [
     "NotSentError",
     "FAIL_CODES",
     "ERROR_CODES",
+    "PROFILES",
     "FAIL_CLASSES",
     "ERROR_CLASSES",
     "REDIS_ERROR_CLASSES",

@@ -30,6 +30,7 @@ __all__ = [
     "FixedWindowStore",
     "FAIL_CODES",
     "ERROR_CODES",
+    "PROFILES",
     "CORE_VERSION",
     "SHARED_STORE_LUA",
     "GCRA_LUA",
@@ -48,6 +49,7 @@ _Disposition: TypeAlias = Literal["complete", "retry", "failed"]
 
 FAIL_CODES: Final[list[str]]
 ERROR_CODES: Final[list[str]]
+PROFILES: Final[list[str]]
 CORE_VERSION: Final[str]
 SHARED_STORE_LUA: Final[str]
 GCRA_LUA: Final[str]
@@ -313,8 +315,17 @@ class Limiter:
         retry_after: Optional[float] = None,
         global_: Optional[bool] = None,
         wall_clock_ms: Optional[int] = None,
+        cost: Optional[Mapping[str, Optional[float]]] = None,
+        errors: Optional[Iterable[str]] = None,
     ) -> _Disposition:
-        """A response arrived for sent request ``id``. Raises UnknownRequestError, InvalidStateError."""
+        """A response arrived for sent request ``id``. ``retry_after``, ``global_``, ``cost``
+        (``requested``, ``actual``, ``maximum_available``, ``currently_available``,
+        ``restore_rate``) and ``errors`` are what its JSON body says (``ratelane::BodyHints``),
+        when ``reads_body(status)``. Raises UnknownRequestError, InvalidStateError,
+        InvalidArgumentError."""
+    def reads_body(self, status: int) -> bool:
+        """Whether the profile reads the body of an answer with this status (Discord's 429s,
+        GitHub's 403s and 429s, every answer under Shopify and Auto)."""
     def handle_failure(self, now_ns: int, id: int, failure: str) -> _Disposition:
         """The transport failed for sent request ``id``: ``failure`` is "not_sent" or "maybe_sent"."""
     def handle_written(self, now_ns: int, id: int) -> None:

@@ -45,7 +45,7 @@ from ._errors import (
     RatelaneError,
     RateLimitError,
 )
-from ._responses import body_hints, discard, failure_kind, headers_of, status_of
+from ._responses import body_hints, discard, failure_kind, headers_of, may_be_json, status_of
 from ._settings import config_json, seconds_settings
 
 __all__ = ["RateLimiter", "Permit", "RequestOptions", "report_written"]
@@ -136,8 +136,11 @@ class RateLimiter:
 
     Settings are the core's (see ``Limiter``), with durations in **seconds** and without the
     ``_ns`` suffix: ``max_wait``, ``global_window``, ``backoff_base``... (``*_ns`` keys are
-    accepted too). ``profile`` is ``"discord"`` (default), ``"ietf"``, ``"github"`` or
-    ``"retry_after_only"``. Unknown keys raise ``InvalidConfigError``.
+    accepted too). ``profile`` is ``"discord"`` (default), ``"ietf"``, ``"github"``,
+    ``"retry_after_only"``, or a provider pack: ``"openai"``, ``"anthropic"``,
+    ``"azure_openai"``, ``"shopify"``, or ``"auto"`` (recognises the provider from each
+    answer); ``ratelane.PROFILES`` lists them. Unknown keys and names raise
+    ``InvalidConfigError``.
 
     ``on_observation`` is called with every ``RateLimited``, ``BucketLearned`` and
     ``InvalidRequestWarning`` observation (and, in shared mode, ``StoreUnavailable`` and
@@ -264,16 +267,11 @@ class RateLimiter:
                 headers = getattr(response, "headers", None)
                 if type(headers) is not dict:
                     headers = headers_of(headers)
-                if status == 429:
-                    retry_after, global_ = await body_hints(response)
-                    disposition = core.handle_response(
-                        int(loop.time() * 1e9),
-                        waiter.id,
-                        status,
-                        headers,
-                        retry_after=retry_after,
-                        global_=global_,
-                    )
+                # The body is read where the profile reads it (a 429's JSON, GitHub's 403
+                # messages, Shopify's GraphQL cost), unless it says it is not JSON (a stream).
+                if status == 429 or (core.reads_body(status) and may_be_json(response)):
+                    hints = await body_hints(response)
+                    disposition = core.handle_response(int(loop.time() * 1e9), waiter.id, status, headers, **hints)
                 else:
                     disposition = core.handle_response(int(loop.time() * 1e9), waiter.id, status, headers)
                 outputs = core.drain()
@@ -697,23 +695,35 @@ class Permit:
         *,
         retry_after: Optional[float] = None,
         global_: Optional[bool] = None,
+        cost: Optional[Mapping[str, Optional[float]]] = None,
+        errors: Optional[Iterable[str]] = None,
     ) -> str:
         """Reports the response: its status, headers (a mapping, aiohttp/httpx headers, or
-        ``(name, value)`` pairs) and, for a Discord 429, the body's ``retry_after`` and
-        ``global``. Returns the disposition: ``"complete"`` (hand the response on),
-        ``"retry"`` (the limiter wants it re-sent: ``await permit.ready()``) or ``"failed"``
-        (``permit.error`` says why)."""
+        ``(name, value)`` pairs) and what its body says where the profile reads it (see
+        ``update_from``, which reads the body itself): a Discord 429's ``retry_after`` and
+        ``global``, a GraphQL ``cost`` (``requested``, ``actual``, ``maximum_available``,
+        ``currently_available``, ``restore_rate``) and the body's error ``errors`` strings.
+        Returns the disposition: ``"complete"`` (hand the response on), ``"retry"`` (the
+        limiter wants it re-sent: ``await permit.ready()``) or ``"failed"`` (``permit.error``
+        says why)."""
         waiter = self._live()
         if waiter.state == _DONE or waiter.state == _FAILED:
             raise RuntimeError("this request already has its outcome")
         limiter = self._limiter
         if type(headers) is not dict:
             headers = headers_of(headers)
-        if retry_after is None and global_ is None:
+        if retry_after is None and global_ is None and cost is None and errors is None:
             disposition: str = limiter._core.handle_response(limiter._now(), waiter.id, status, headers)
         else:
             disposition = limiter._core.handle_response(
-                limiter._now(), waiter.id, status, headers, retry_after=retry_after, global_=global_
+                limiter._now(),
+                waiter.id,
+                status,
+                headers,
+                retry_after=retry_after,
+                global_=global_,
+                cost=cost,
+                errors=errors,
             )
         limiter._pump()
         if disposition == "complete":
@@ -730,12 +740,13 @@ class Permit:
 
     async def update_from(self, response: Any) -> str:
         """``update`` from a response object (aiohttp, httpx, or ``status``/``headers``),
-        reading a 429's JSON body for ``retry_after``/``global``."""
+        reading its JSON body when the profile reads bodies of that status (a 429's
+        ``retry_after``/``global``, GitHub's 403 messages, Shopify's GraphQL cost)."""
         status = status_of(response)
-        retry_after, global_ = (None, None)
-        if status == 429:
-            retry_after, global_ = await body_hints(response)
-        return self.update(status, response.headers, retry_after=retry_after, global_=global_)
+        hints: Dict[str, Any] = {}
+        if status == 429 or (self._limiter._core.reads_body(status) and may_be_json(response)):
+            hints = await body_hints(response)
+        return self.update(status, response.headers, **hints)
 
     def failed(self, exc_or_kind: Union[BaseException, str] = "maybe_sent") -> str:
         """Reports a transport failure: an exception (classified as ``run`` does) or

@@ -27,8 +27,9 @@ class Limiter(_core.Limiter):
         disposition = limiter.handle_response(now_ns, rid, 200, response_headers)
 
     Settings are the core's JSON keys (``ratelane::json``), given as a mapping and/or
-    keyword arguments: ``profile`` (``"discord"``, ``"ietf"``, ``"github"``,
-    ``"retry_after_only"``), ``global_limit``, ``global_window_ns``, ``max_wait_ns``,
+    keyword arguments: ``profile`` (one of ``ratelane.PROFILES``: ``"discord"``, ``"ietf"``,
+    ``"github"``, ``"retry_after_only"``, ``"openai"``, ``"anthropic"``, ``"azure_openai"``,
+    ``"shopify"``, ``"auto"``), ``global_limit``, ``global_window_ns``, ``max_wait_ns``,
     ``max_rate_limit_retries``, ``max_error_retries``, ``backoff_base_ns``... Durations are
     integer nanoseconds. Absent keys take the profile's defaults; unknown keys, wrong types
     and out-of-range values raise ``InvalidConfigError`` naming the key.

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import sys
-from typing import Any, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-__all__ = ["status_of", "headers_of", "body_hints", "failure_kind", "discard"]
+__all__ = ["status_of", "headers_of", "body_hints", "may_be_json", "failure_kind", "discard"]
 
 
 def status_of(response: Any) -> int:
@@ -43,22 +44,102 @@ def headers_of(response_or_headers: Any) -> Iterable[Tuple[str, str]]:
     return headers  # type: ignore[no-any-return]
 
 
-def hints_from_body(data: Any) -> Tuple[Optional[float], Optional[bool]]:
-    """``retry_after`` and ``global`` from a parsed Discord 429 body, if they are sane."""
-    if not isinstance(data, dict):
-        return None, None
-    retry_after = data.get("retry_after")
-    if isinstance(retry_after, bool) or not isinstance(retry_after, (int, float)):
-        retry_after = None
-    is_global = data.get("global")
-    if not isinstance(is_global, bool):
-        is_global = None
-    return (None if retry_after is None else float(retry_after)), is_global
+#: At most this many error strings, each at most this many UTF-8 bytes (``ratelane::BodyHints``).
+MAX_ERRORS = 16
+MAX_ERROR_LEN = 256
+
+_COST_FIELDS = (
+    ("requested", ("requestedQueryCost",)),
+    ("actual", ("actualQueryCost",)),
+    ("maximum_available", ("throttleStatus", "maximumAvailable")),
+    ("currently_available", ("throttleStatus", "currentlyAvailable")),
+    ("restore_rate", ("throttleStatus", "restoreRate")),
+)
 
 
-async def body_hints(response: Any) -> Tuple[Optional[float], Optional[bool]]:
-    """Reads a 429's JSON body (``retry_after``, ``global``). Never raises: an HTML or broken
-    body gives ``(None, None)``. The body stays readable by the caller (aiohttp and httpx
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _path(data: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _errors(data: Any) -> List[str]:
+    """The error strings of a parsed body, from the fixed places ``ratelane::BodyHints``
+    documents, in its order."""
+    found: List[Any] = []
+    if isinstance(data, dict):
+        found.append(data.get("message"))
+        found.append(_path(data, "error", "type"))
+        found.append(_path(data, "error", "code"))
+        found.append(data.get("errorCode"))
+        errors = data.get("errors")
+        if isinstance(errors, str):
+            found.append(errors)
+        elif isinstance(errors, list):
+            for item in errors:
+                found.append(_path(item, "type"))
+                found.append(_path(item, "extensions", "code"))
+                found.append(_path(item, "message"))
+    elif isinstance(data, list):
+        found.extend(_path(item, "errorCode") for item in data)
+    out = []
+    for text in found:
+        if isinstance(text, str):
+            out.append(text.encode("utf-8")[:MAX_ERROR_LEN].decode("utf-8", "ignore"))
+            if len(out) == MAX_ERRORS:
+                break
+    return out
+
+
+def hints_from_body(data: Any) -> Dict[str, Any]:
+    """What the core reads from a parsed JSON body, as ``handle_response`` keyword arguments
+    (only those found): Discord's ``retry_after`` and ``global_``, a GraphQL ``cost``
+    (``extensions.cost``) and ``errors`` (``ratelane::BodyHints``). The same for every
+    profile: the core decides what each means."""
+    hints: Dict[str, Any] = {}
+    if isinstance(data, dict):
+        retry_after = _number(data.get("retry_after"))
+        if retry_after is not None:
+            hints["retry_after"] = retry_after
+        is_global = data.get("global")
+        if isinstance(is_global, bool):
+            hints["global_"] = is_global
+        cost = _path(data, "extensions", "cost")
+        if isinstance(cost, dict):
+            fields = {name: _number(_path(cost, *where)) for name, where in _COST_FIELDS}
+            if any(v is not None for v in fields.values()):
+                hints["cost"] = fields
+    errors = _errors(data)
+    if errors:
+        hints["errors"] = errors
+    return hints
+
+
+def may_be_json(response: Any) -> bool:
+    """False when the response's ``Content-Type`` says its body is not JSON (an event stream,
+    HTML): the driver then leaves the body alone, so a streamed answer is never buffered to be
+    read for hints. True without a ``Content-Type``."""
+    try:
+        for name, value in headers_of(response):
+            if name.lower() == "content-type":
+                return "json" in value.lower()
+    except Exception:  # noqa: BLE001 - unreadable headers: let the body parser decide
+        return True
+    return True
+
+
+async def body_hints(response: Any) -> Dict[str, Any]:
+    """Reads a response's JSON body for the core (``hints_from_body``). Never raises: an HTML
+    or broken body gives ``{}``. The body stays readable by the caller (aiohttp and httpx
     cache it)."""
     try:
         aread = getattr(response, "aread", None)
@@ -75,7 +156,7 @@ async def body_hints(response: Any) -> Tuple[Optional[float], Optional[bool]]:
                 data = await data
         return hints_from_body(data)
     except Exception:  # noqa: BLE001 - a hostile body is tolerated, never an error
-        return None, None
+        return {}
 
 
 def failure_kind(exc: BaseException) -> Optional[str]:

@@ -115,10 +115,7 @@ class _RouteLimit:
             if not isinstance(status, int) or (self._headers is None and exc is None):
                 return None  # no answer to report (a transport error, or update not called)
             headers = self._headers if self._headers is not None else getattr(exc, "headers", None)
-            retry_after, global_ = hints_from_body(getattr(exc, "data", None))
-            disposition = permit.update(
-                status, headers_of(headers), retry_after=retry_after, global_=global_
-            )
+            disposition = permit.update(status, headers_of(headers), **hints_from_body(getattr(exc, "data", None)))
             if disposition != "retry" or self._abort:
                 return None
             if status != 429:

@@ -1,5 +1,6 @@
 //! HTTP-date (RFC 9110 §5.6.7): IMF-fixdate and the two obsolete formats a recipient
-//! MUST accept, RFC 850 and asctime. Case-sensitive, as the RFC says.
+//! MUST accept, RFC 850 and asctime. Case-sensitive, as the RFC says. Also RFC 3339
+//! timestamps ([`parse_rfc3339_ms`]), which Anthropic uses for its resets.
 
 /// Parses an HTTP-date in any of the three RFC 9110 formats, returning Unix seconds
 /// (negative before 1970). Surrounding SP/HTAB is ignored; anything else that does not
@@ -23,6 +24,57 @@ pub fn parse_http_date(s: &str, now_unix_secs: Option<i64>) -> Option<i64> {
     imf_fixdate(b)
         .or_else(|| rfc850(b, now_unix_secs))
         .or_else(|| asctime(b))
+}
+
+/// Parses an RFC 3339 `date-time` (§5.6), returning Unix **milliseconds**, a fraction of a
+/// millisecond rounded UP (a reset read late is safe, one read early is not):
+/// `2025-08-21T12:40:59Z`, `2025-08-21t12:40:59.250+02:00`. Surrounding SP/HTAB is ignored.
+///
+/// Strict: a four-digit year, two-digit fields, `T` or `t` between date and time, an offset
+/// `Z`/`z` or `±HH:MM` (hours up to 23, minutes up to 59), 1 to 9 fraction digits after a
+/// `.`, seconds up to `60` (a leap second, read as the next second). Anything else (a space
+/// for `T`, no offset, `24:00:00`, day 31 of a 30-day month, a sign on the year) is `None`.
+pub fn parse_rfc3339_ms(s: &str) -> Option<i64> {
+    let s = super::num::trim_ows(s);
+    if !s.is_ascii() {
+        return None;
+    }
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') {
+        return None;
+    }
+    let y = i64::from(digits(&b[0..4])?);
+    let m = digits(&b[5..7])?;
+    let d = digits(&b[8..10])?;
+    let tod = time_of_day(&b[11..19])?;
+    let mut rest = &b[19..];
+    let mut frac_ms: i64 = 0;
+    if let [b'.', tail @ ..] = rest {
+        let n = tail.iter().take_while(|c| c.is_ascii_digit()).count();
+        if n == 0 || n > 9 {
+            return None;
+        }
+        let frac = i64::from(digits(&tail[..n])?);
+        let scale = 10i64.pow(u32::try_from(n).ok()?);
+        // Milliseconds, rounded up.
+        frac_ms = (frac * 1000 + scale - 1) / scale;
+        rest = &tail[n..];
+    }
+    let offset = match rest {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let (h, mm) = (digits(&[*h1, *h2])?, digits(&[*m1, *m2])?);
+            if h > 23 || mm > 59 {
+                return None;
+            }
+            let secs = i64::from(h) * 3600 + i64::from(mm) * 60;
+            if *sign == b'+' { secs } else { -secs }
+        }
+        _ => return None,
+    };
+    // The local time less its offset is UTC.
+    let t = to_unix(y, m, d, tod)? - offset;
+    Some(t * 1000 + frac_ms)
 }
 
 const DAY_NAMES: [&[u8]; 7] = [b"Mon", b"Tue", b"Wed", b"Thu", b"Fri", b"Sat", b"Sun"];
@@ -188,16 +240,7 @@ pub fn format_imf_fixdate(t: u64) -> String {
     ];
     let days = t / 86_400;
     let sod = t % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = civil_from_days(days);
     format!(
         "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
         DAYS[(days % 7) as usize],
@@ -210,9 +253,46 @@ pub fn format_imf_fixdate(t: u64) -> String {
     )
 }
 
+/// The Gregorian (year, month, day) of `days` since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(days: u64) -> (i64, i64, i64) {
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Formats Unix millisecond `ms` as an RFC 3339 UTC time with milliseconds
+/// (`2025-08-21T12:40:59.250Z`), the form [`parse_rfc3339_ms`] reads back exactly.
+pub fn format_rfc3339_ms(ms: u64) -> String {
+    let t = ms / 1000;
+    let (y, m, d) = civil_from_days(t / 86_400);
+    let sod = t % 86_400;
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60,
+        ms % 1000
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_formats_and_reads_back() {
+        assert_eq!(format_rfc3339_ms(1_755_780_059_250), "2025-08-21T12:40:59.250Z");
+        for ms in [0, 1, 951_782_400_999, 1_755_780_059_250, 4_102_444_800_000] {
+            assert_eq!(parse_rfc3339_ms(&format_rfc3339_ms(ms)), Some(ms as i64));
+        }
+    }
 
     const T: i64 = 784_111_777; // 1994-11-06T08:49:37Z
 

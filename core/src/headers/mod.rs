@@ -15,26 +15,64 @@
 //!   UP to the next whole millisecond.
 //! - Every duration in the result is at most [`MAX_DURATION`] (30 days).
 //! - Absolute times (Discord `X-RateLimit-Reset`, GitHub `x-ratelimit-reset`, HTTP-date
-//!   `Retry-After`) need "now": [`Response::wall_clock_ms`], else the response's `Date`
-//!   header (the earliest, if several). Without either they are ignored. A time in the past
-//!   gives 0.
-//! - `Retry-After` ([`parse_retry_after`]) is read in every profile; body
-//!   [`BodyHints::retry_after`](crate::BodyHints) too. The larger wait wins. A zero wait is
-//!   returned as `Some(0)`: the engine enforces its own minimum.
+//!   `Retry-After`, Anthropic's RFC 3339 resets) need "now": [`Response::wall_clock_ms`],
+//!   else the response's `Date` header (the earliest, if several). Without either they are
+//!   ignored. A time in the past gives 0.
+//! - `Retry-After` ([`parse_retry_after`]) is read in every profile, and so are
+//!   `retry-after-ms` and `x-ms-retry-after-ms` (milliseconds, legacy numbers; OpenAI's and
+//!   Azure's), and the body's [`BodyHints::retry_after`](crate::BodyHints). The larger wait
+//!   wins. A zero wait is returned as `Some(0)`: the engine enforces its own minimum.
 //! - A response with an `Age` header above 0 came from a cache: its `limit`, `remaining`,
-//!   `reset_after`, `window` and `bucket` are ignored (IETF draft §Caching). `retry_after`
-//!   and `scope` are still read.
+//!   `reset_after`, `window`, `bucket` and `dimensions` are ignored (IETF draft §Caching).
+//!   `retry_after`, `scope` and `throttled` are still read.
 //! - [`RateLimitInfo::has_rate_limit_headers`] is true iff a header of the profile's family
-//!   is present, even if malformed. `Retry-After`, `Date` and `Age` do not count, so under
+//!   is present, even if malformed, or a body field the profile reads. `Retry-After`, `Date`
+//!   and `Age` do not count (nor do the millisecond forms of `Retry-After`, except under the
+//!   OpenAI and Azure OpenAI profiles, whose own headers they are), so under
 //!   [`HeaderProfile::RetryAfterOnly`] it is always false.
-
+//! - [`RateLimitInfo::throttled`] is true for every 429, and for the refusals a profile
+//!   recognises in other statuses (GitHub's 403s, Shopify's throttled 200s): the engine
+//!   handles those as 429s.
+//!
+//! # Several budgets
+//!
+//! LLM APIs limit requests **and** tokens; GraphQL APIs count points. Every budget an answer
+//! reports is kept in [`RateLimitInfo::dimensions`] as reported, and the engine (which counts
+//! requests, one budget per bucket) gets one view of them, the **binding rule**:
+//!
+//! - `remaining` is that of the dimension that binds: the least `remaining` of all
+//!   dimensions, whatever their unit (ties: the one with the longest reset). Every request
+//!   takes at least one unit of every budget it counts against, so no more requests than
+//!   that can succeed; a dimension at 0 (tokens spent) stops the engine until its reset.
+//! - `reset_after` is the binding dimension's reset, or the requests dimension's if that is
+//!   later: at its reset the engine takes the requests limit as whole again, which is true
+//!   only once the requests budget itself is.
+//! - `limit` is the requests dimension's (the unit the engine counts); none without one.
+//!
+//! This never reads a shorter wait than an answer states. It cannot see that 30 tokens are
+//! too few for the next request: what each request costs in each dimension (tokens, points,
+//! bytes) is issue 17 item 1 (costs estimated at enqueue, settled after the answer), which
+//! reads the same `dimensions` without parsing again. Until then an overrun of a non-request
+//! budget ends in a 429, whose wait the engine honours.
+//!
+//! # The profiles
+//!
+//! See [`parse`] for each profile's fields, and [`detect`] for [`HeaderProfile::Auto`].
 pub mod httpdate;
 mod num;
+mod providers;
 pub mod sf;
 
-use crate::types::{BodyHints, HeaderProfile, Nanos, RateLimitInfo, Response, SECOND, Scope};
+use crate::types::{
+    BodyHints, Dimension, HeaderProfile, Nanos, RateLimitInfo, Response, SECOND, Scope, Unit,
+};
 
 use num::{Decimal, f64_secs_to_wait, ms_to_wait, parse_decimal, secs_to_wait, trim_ows};
+
+pub use providers::{
+    AZURE_REQUESTS_WINDOW, AZURE_TOKENS_WINDOW, GITHUB_SECONDARY_WAIT, MAX_DIMENSIONS,
+    SHOPIFY_REST_LEAK_INTERVAL, binding_view, detect,
+};
 
 /// The longest duration any field of [`RateLimitInfo`] can hold: 30 days. Longer values
 /// (including epochs mistaken for deltas) are clamped to it; the engine clamps further.
@@ -51,32 +89,106 @@ pub const MAX_BUCKET_LEN: usize = 128;
 ///   `-Reset-After` is absent or invalid), `-Bucket`, `-Global` (`true`/`1`, any case),
 ///   `-Scope` (`user`/`global`/`shared`; anything else reads as [`Scope::User`], the
 ///   strictest plausible), `Retry-After`, and the body's `retry_after` and `global`.
-///   `-Global` or body `global: true` make the scope [`Scope::Global`].
-/// - [`HeaderProfile::Ietf`]: `RateLimit` and `RateLimit-Policy` (drafts -08 to -10:
+///   `-Global` or body `global: true` make the scope [`Scope::Global`]. One dimension,
+///   `requests`.
+/// - [`HeaderProfile::Ietf`]: `RateLimit` and `RateLimit-Policy` (drafts -08 to -11:
 ///   Structured-Field Lists; draft -07: `RateLimit` as a Dictionary
 ///   `limit=, remaining=, reset=`), and the older `RateLimit-Limit`, `-Remaining`,
 ///   `-Reset` (delta seconds). Of several service-limit items the most restrictive is
-///   taken: the lowest `r`, then the longest `t`. See the module docs of [`sf`] for the
-///   Structured-Field rules.
+///   taken: the lowest `r`, then the longest `t`; each item is a dimension named after its
+///   policy, in the unit of its policy's `qu` (`requests` or `request`, `content-bytes`,
+///   `concurrent-requests`). Draft -11 changes no syntax: it calls `t` the *effective
+///   window* (at most `r` units within `t` seconds, with no promise that the quota is whole
+///   afterwards), which is how `t` is read here for every draft. See the module docs of
+///   [`sf`] for the Structured-Field rules.
 /// - [`HeaderProfile::GitHub`]: `x-ratelimit-limit`, `-remaining`, `-used`, `-reset`
-///   (epoch seconds), `-resource` (the bucket), `retry-after`.
-/// - [`HeaderProfile::RetryAfterOnly`]: `Retry-After` and the body's `retry_after` only.
+///   (epoch seconds), `-resource` (the bucket; its dimension is `points` for `graphql`,
+///   `requests` otherwise), `retry-after`. A 403 (or 429, or a 2xx whose body says
+///   `RATE_LIMITED`) is [`RateLimitInfo::throttled`] when it has `retry-after`,
+///   `x-ratelimit-remaining: 0`, or a body error that mentions a secondary rate limit, an
+///   abuse detection or `rate limit exceeded`. A secondary limit (throttled without the
+///   primary budget at 0) holds the whole token ([`Scope::Global`]) for `retry-after`, or
+///   [`GITHUB_SECONDARY_WAIT`] when none is given, as GitHub's documentation says.
+/// - [`HeaderProfile::OpenAi`]: `x-ratelimit-limit-{name}`, `x-ratelimit-remaining-{name}`,
+///   `x-ratelimit-reset-{name}` for every `name` that names requests or tokens (`requests`,
+///   `tokens`, `tokens_usage_based`, ...): one dimension each (at most [`MAX_DIMENSIONS`]).
+///   Resets are durations (`6m0s`, `1.5s`, `20ms`; a bare number is seconds). The engine's
+///   view is the binding rule's.
+/// - [`HeaderProfile::AzureOpenAi`]: as OpenAI (Azure sends `-1` for "unknown", which the
+///   grammar ignores). A dimension without a reset is whole again at the latest
+///   [`AZURE_REQUESTS_WINDOW`] (requests) or [`AZURE_TOKENS_WINDOW`] (tokens) after the
+///   answer. `x-ms-retry-after-ms` and `retry-after-ms` are read in every profile.
+/// - [`HeaderProfile::Anthropic`]: `anthropic-ratelimit-{name}-limit`, `-remaining`,
+///   `-reset` for `requests`, `tokens`, `input-tokens`, `output-tokens` (any name with
+///   requests or tokens in it): one dimension each; resets are RFC 3339 times. The engine's
+///   view is the binding rule's.
+/// - [`HeaderProfile::Shopify`]: REST `X-Shopify-Shop-Api-Call-Limit: used/size`, a leaky
+///   bucket (bucket `rest`, dimension `calls`): `limit` is the size, `remaining` what is
+///   free, `reset_after` the time the bucket takes to empty at the slowest documented leak,
+///   [`SHOPIFY_REST_LEAK_INTERVAL`] per call. GraphQL: the body's
+///   [`BodyHints::cost`](crate::BodyHints::cost) (bucket `graphql`, dimension `points`); the
+///   engine counts queries, so its view is in queries like this one: the points available
+///   (and the bucket's size) divided by this query's requested cost, and the time until the
+///   bucket is full again at `restoreRate`. A body error `THROTTLED` (a 200 from Shopify)
+///   makes the answer throttled, to be retried once the requested cost is back.
+/// - [`HeaderProfile::Auto`]: [`detect`], then that profile. When nothing is recognised but
+///   plain `X-RateLimit-Limit`, `-Remaining`, `-Reset` are there, they are read as GitHub
+///   reads them except that a reset below 10^9 is seconds from now (a larger one is epoch
+///   seconds).
+/// - [`HeaderProfile::RetryAfterOnly`]: `Retry-After` (and its millisecond forms) and the
+///   body's `retry_after` only.
 pub fn parse(profile: HeaderProfile, response: &Response<'_>) -> RateLimitInfo {
     let ctx = Ctx::new(response);
     let mut info = RateLimitInfo::default();
-    match profile {
-        HeaderProfile::Discord => discord(&ctx, &mut info),
-        HeaderProfile::Ietf => ietf(&ctx, &mut info),
-        HeaderProfile::GitHub => github(&ctx, &mut info),
-        HeaderProfile::RetryAfterOnly => {}
-    }
     let header = ctx
         .lines("retry-after")
         .filter_map(|v| parse_retry_after(v, ctx.now_ms))
         .max();
+    let millis = ctx
+        .lines("retry-after-ms")
+        .chain(ctx.lines("x-ms-retry-after-ms"))
+        .filter_map(parse_retry_after_ms)
+        .max();
     let body = body_retry_after(&response.body);
-    info.retry_after = header.max(body);
+    info.retry_after = header.max(millis).max(body);
+    info.throttled = response.status == 429;
+    let (read_as, generic) = match profile {
+        HeaderProfile::Auto => match detect(response) {
+            Some(p) => (Some(p), false),
+            None => (None, true),
+        },
+        p => (Some(p), false),
+    };
+    info.profile = read_as;
+    match read_as {
+        Some(HeaderProfile::Discord) => discord(&ctx, &mut info),
+        Some(HeaderProfile::Ietf) => ietf(&ctx, &mut info),
+        Some(HeaderProfile::GitHub) => github(&ctx, &mut info),
+        Some(HeaderProfile::OpenAi) => providers::openai(&ctx, &mut info, false),
+        Some(HeaderProfile::AzureOpenAi) => providers::openai(&ctx, &mut info, true),
+        Some(HeaderProfile::Anthropic) => providers::anthropic(&ctx, &mut info),
+        Some(HeaderProfile::Shopify) => providers::shopify(&ctx, &mut info),
+        Some(HeaderProfile::RetryAfterOnly | HeaderProfile::Auto) | None => {
+            if generic {
+                providers::generic(&ctx, &mut info);
+            }
+        }
+    }
     info
+}
+
+/// Reads one `retry-after-ms` / `x-ms-retry-after-ms` value: milliseconds, a legacy number
+/// (a fraction rounds up); comma-joined parts give the largest. At most [`MAX_DURATION`].
+pub fn parse_retry_after_ms(value: &str) -> Option<Nanos> {
+    value
+        .split(',')
+        .filter_map(parse_decimal)
+        .map(|d| {
+            // Milliseconds with a fraction: whole ms rounded up.
+            let ms = d.int.saturating_add(u64::from(d.frac_ns > 0 || d.frac_rest));
+            ms_to_wait(ms)
+        })
+        .max()
 }
 
 /// Reads one `Retry-After` field value as a wait: delay-seconds (a decimal is accepted
@@ -113,6 +225,23 @@ pub fn parse_retry_after(value: &str, now_unix_ms: Option<u64>) -> Option<Nanos>
         i += 1;
     }
     best
+}
+
+/// Reads one duration as OpenAI writes its resets (`6m0s`, `1.5s`, `20ms`, `1h2m3.5s`; a bare
+/// number is seconds): see the [`HeaderProfile::OpenAi`] notes in [`parse`]. Rounded UP to
+/// the millisecond, at most [`MAX_DURATION`]; anything else (signs, unknown units, spaces
+/// inside, `NaN`) is `None`.
+pub fn parse_duration(value: &str) -> Option<Nanos> {
+    num::parse_duration(value)
+}
+
+/// The one `requests` dimension of a profile that reports a single budget.
+fn requests_dimension(info: &RateLimitInfo) -> Vec<Dimension> {
+    let mut d = Dimension::new("requests", Unit::Requests);
+    d.limit = info.limit.map(u64::from);
+    d.remaining = info.remaining.map(u64::from);
+    d.reset_after = info.reset_after;
+    if d.is_reported() { vec![d] } else { Vec::new() }
 }
 
 /// Whether `v` is acceptable as a bucket identifier: trimmed, non-empty, at most
@@ -268,6 +397,7 @@ fn discord(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
             .max_wait("x-ratelimit-reset-after", false)
             .or_else(|| ctx.max_epoch_wait("x-ratelimit-reset"));
         info.bucket = ctx.bucket("x-ratelimit-bucket");
+        info.dimensions = requests_dimension(info);
         // The same instant told twice, as an epoch time and as a delay: their difference is
         // the server's clock at the answer. Only from single values, and within the range
         // of a plausible clock (2001 to 2286), and a delay that was not clamped.
@@ -328,18 +458,59 @@ const GITHUB_FAMILY: &[&str] = &[
     "x-ratelimit-resource",
 ];
 
+/// Whether a body error string says GitHub refused the request for a rate limit: its
+/// secondary-limit and abuse messages, the primary "API rate limit exceeded", GraphQL's
+/// `RATE_LIMITED` type.
+fn github_rate_limit_error(e: &str) -> bool {
+    let e = e.to_ascii_lowercase();
+    e.contains("secondary rate limit")
+        || e.contains("abuse detection")
+        || e.contains("rate limit exceeded")
+        || e.trim_matches(|c| c == ' ' || c == '\t') == "rate_limited"
+}
+
 fn github(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
-    info.has_rate_limit_headers = ctx.has_any(GITHUB_FAMILY);
-    if ctx.cached {
+    let status = ctx.resp.status;
+    let body_says = ctx.resp.body.errors.iter().any(|e| github_rate_limit_error(e));
+    info.has_rate_limit_headers = ctx.has_any(GITHUB_FAMILY) || body_says;
+    // Read even from a cache: whether this answer refused the request.
+    let remaining_zero = ctx.min_count("x-ratelimit-remaining", false) == Some(0);
+    if !ctx.cached {
+        info.limit = ctx.min_count("x-ratelimit-limit", false);
+        info.remaining = ctx.min_count("x-ratelimit-remaining", false).or_else(|| {
+            let used = ctx.max_count("x-ratelimit-used")?;
+            Some(info.limit?.saturating_sub(used))
+        });
+        info.reset_after = ctx.max_epoch_wait("x-ratelimit-reset");
+        info.bucket = ctx.bucket("x-ratelimit-resource");
+        let mut dims = requests_dimension(info);
+        if info.bucket.as_deref().is_some_and(|b| b.eq_ignore_ascii_case("graphql")) {
+            for d in &mut dims {
+                d.name = "points".into();
+                d.unit = Unit::Points;
+            }
+        }
+        info.dimensions = dims;
+    }
+    // A refusal for a rate limit (GitHub's REST and GraphQL rate-limit docs): a 403 or 429
+    // with `retry-after` or `x-ratelimit-remaining: 0`, or whose body says so; a 2xx only by
+    // its body (GraphQL answers a spent primary limit with 200 and `RATE_LIMITED`).
+    let refused = match status {
+        403 | 429 => info.retry_after.is_some() || remaining_zero || body_says,
+        200..=299 => body_says,
+        _ => false,
+    };
+    if !refused {
         return;
     }
-    info.limit = ctx.min_count("x-ratelimit-limit", false);
-    info.remaining = ctx.min_count("x-ratelimit-remaining", false).or_else(|| {
-        let used = ctx.max_count("x-ratelimit-used")?;
-        Some(info.limit?.saturating_sub(used))
-    });
-    info.reset_after = ctx.max_epoch_wait("x-ratelimit-reset");
-    info.bucket = ctx.bucket("x-ratelimit-resource");
+    info.throttled = true;
+    if !remaining_zero {
+        // A secondary limit: it counts the whole token's requests, not one resource's.
+        info.scope = Some(Scope::Global);
+        if info.retry_after.is_none() {
+            info.retry_after = Some(providers::GITHUB_SECONDARY_WAIT);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -361,6 +532,8 @@ struct Policy {
     quota: u64,
     window: Option<u64>,
     pk: Option<Vec<u8>>,
+    /// `qu`: `requests` (also `request`, the IANA table's spelling) by default.
+    unit: Unit,
 }
 
 /// One service-limit item of a -08+ `RateLimit`.
@@ -411,15 +584,23 @@ fn policy_of(member: &sf::Member) -> Option<Policy> {
     let window = optional(sf::param(p, "w"), |v| {
         non_negative(Some(v)).filter(|w| *w > 0)
     })?;
-    optional(sf::param(p, "qu"), |v| {
-        matches!(v, sf::BareItem::String(_)).then_some(())
-    })?;
+    let unit = optional(sf::param(p, "qu"), |v| match v {
+        sf::BareItem::String(u) => Some(match u.as_str() {
+            "requests" | "request" => Unit::Requests,
+            "content-bytes" => Unit::Bytes,
+            "concurrent-requests" => Unit::Concurrent,
+            _ => Unit::Other,
+        }),
+        _ => None,
+    })?
+    .unwrap_or(Unit::Requests);
     let pk = optional(sf::param(p, "pk"), pk_of)?;
     Some(Policy {
         name,
         quota,
         window,
         pk,
+        unit,
     })
 }
 
@@ -459,10 +640,20 @@ fn ietf(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
     let mut from_item = false;
     if let Some(field) = ctx.sf_field("ratelimit") {
         if let Some(list) = sf::parse_list(&field) {
-            // -08 / -09 / -10: the most restrictive item (lowest r, then longest t).
-            let mut best: Option<Limit> = None;
-            for l in list.iter().filter_map(limit_of) {
-                let better = best.as_ref().is_none_or(|b| {
+            // -08 to -11: the most restrictive item (lowest r, then longest t).
+            let items: Vec<Limit> = list.iter().filter_map(limit_of).collect();
+            // The policy of an item: the same name and partition key, else the same name.
+            let policy_of_item = |l: &Limit| {
+                let same_name = |p: &&Policy| p.name.as_deref() == Some(l.name.as_str());
+                policies
+                    .iter()
+                    .filter(same_name)
+                    .find(|p| l.pk.is_some() && p.pk == l.pk)
+                    .or_else(|| policies.iter().find(same_name))
+            };
+            let mut best: Option<&Limit> = None;
+            for l in &items {
+                let better = best.is_none_or(|b| {
                     l.remaining < b.remaining || (l.remaining == b.remaining && l.reset > b.reset)
                 });
                 if better {
@@ -474,16 +665,21 @@ fn ietf(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
                 info.remaining = Some(count(l.remaining));
                 info.reset_after = l.reset.map(secs_to_wait);
                 info.bucket = valid_bucket(&l.name);
-                let same_name = |p: &&Policy| p.name.as_deref() == Some(l.name.as_str());
-                let policy = policies
-                    .iter()
-                    .filter(same_name)
-                    .find(|p| l.pk.is_some() && p.pk == l.pk)
-                    .or_else(|| policies.iter().find(same_name));
-                if let Some(p) = policy {
+                if let Some(p) = policy_of_item(l) {
                     info.limit = Some(count(p.quota));
                     info.window = p.window.map(secs_to_wait);
                 }
+            }
+            for l in items.iter().take(MAX_DIMENSIONS) {
+                let policy = policy_of_item(l);
+                // A name no bucket could carry (empty, too long, control characters) is kept
+                // as "unnamed": the budget still counts.
+                let name = valid_bucket(&l.name).unwrap_or_else(|| "unnamed".into());
+                let mut d = Dimension::new(name, policy.map_or(Unit::Requests, |p| p.unit));
+                d.limit = policy.map(|p| p.quota);
+                d.remaining = Some(l.remaining);
+                d.reset_after = l.reset.map(secs_to_wait);
+                info.dimensions.push(d);
             }
         } else if let Some(dict) = sf::parse_dictionary(&field) {
             // -07: `limit=100, remaining=50, reset=5`.
@@ -541,5 +737,6 @@ fn ietf(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
                 info.bucket = p.name.as_deref().and_then(valid_bucket);
             }
         }
+        info.dimensions = requests_dimension(info);
     }
 }

@@ -134,6 +134,83 @@ pub(crate) fn f64_secs_to_wait(secs: f64) -> Option<Nanos> {
     Some(ceil_ms(ns).min(MAX_DURATION))
 }
 
+/// Parses a duration as OpenAI writes its resets (Go's `time.Duration` text): one or more
+/// `1*DIGIT [ "." 1*DIGIT ] unit` terms, units `h`, `m`, `s`, `ms`, `us`/`µs`/`μs`, `ns`, in
+/// any order, summed (`6m0s`, `1.5s`, `20ms`, `1h2m3.5s`); or a bare decimal, read as
+/// **seconds** (Azure's resets; the larger reading, so never an early one). Surrounding
+/// SP/HTAB is ignored. Signs, exponents, spaces inside, empty terms, unknown units, `inf`,
+/// `nan` and everything else are `None`. The result is rounded UP to the millisecond and at
+/// most [`MAX_DURATION`].
+pub(crate) fn parse_duration(s: &str) -> Option<Nanos> {
+    let s = trim_ows(s);
+    if let Some(d) = parse_decimal(s) {
+        return Some(d.to_wait());
+    }
+    let b = s.as_bytes();
+    if b.is_empty() {
+        return None;
+    }
+    let mut total: u128 = 0;
+    let mut i = 0;
+    while i < b.len() {
+        // The number: integer digits, then an optional fraction.
+        let start = i;
+        let mut int: u128 = 0;
+        while let Some(&c) = b.get(i).filter(|c| c.is_ascii_digit()) {
+            int = int.saturating_mul(10).saturating_add(u128::from(c - b'0'));
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        let (mut frac, mut scale, mut frac_rest) = (0u128, 1u128, false);
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            let digits_at = i;
+            while let Some(&c) = b.get(i).filter(|c| c.is_ascii_digit()) {
+                if scale < 1_000_000_000_000_000_000 {
+                    frac = frac * 10 + u128::from(c - b'0');
+                    scale *= 10;
+                } else if c != b'0' {
+                    frac_rest = true;
+                }
+                i += 1;
+            }
+            if i == digits_at {
+                return None;
+            }
+        }
+        // The unit: the longest match at `i` (`ms` before `m`).
+        let rest = &s[i..];
+        let (unit, len): (u128, usize) = if rest.starts_with("ns") {
+            (1, 2)
+        } else if rest.starts_with("us") {
+            (1_000, 2)
+        } else if rest.starts_with('\u{b5}') || rest.starts_with('\u{3bc}') {
+            // `µs` (micro sign) or `μs` (Greek mu): two bytes, then `s`.
+            if rest.as_bytes().get(2) != Some(&b's') {
+                return None;
+            }
+            (1_000, 3)
+        } else if rest.starts_with("ms") {
+            (1_000_000, 2)
+        } else if rest.starts_with('s') {
+            (u128::from(SECOND), 1)
+        } else if rest.starts_with('m') {
+            (60 * u128::from(SECOND), 1)
+        } else if rest.starts_with('h') {
+            (3600 * u128::from(SECOND), 1)
+        } else {
+            return None;
+        };
+        i += len;
+        let frac_ns = (frac * unit).div_ceil(scale) + u128::from(frac_rest);
+        total = total.saturating_add(int.saturating_mul(unit)).saturating_add(frac_ns);
+    }
+    let total = u64::try_from(total).unwrap_or(u64::MAX);
+    Some(ceil_ms(total).min(MAX_DURATION))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +246,38 @@ mod tests {
             "5s", "١٢", "５", "1,000", "--1", "0.5e1",
         ] {
             assert_eq!(parse_decimal(s), None, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        let d = parse_duration;
+        assert_eq!(d("6m0s"), Some(360 * SECOND));
+        assert_eq!(d("1.5s"), Some(1_500 * MILLISECOND));
+        assert_eq!(d("20ms"), Some(20 * MILLISECOND));
+        assert_eq!(d("1h2m3.5s"), Some(3_723_500 * MILLISECOND));
+        assert_eq!(d("12ms"), Some(12 * MILLISECOND));
+        assert_eq!(d("0s"), Some(0));
+        assert_eq!(d("0"), Some(0));
+        assert_eq!(d(" 7 "), Some(7 * SECOND));
+        assert_eq!(d("2.25"), Some(2_250 * MILLISECOND));
+        // Sub-millisecond values round up, never to zero.
+        assert_eq!(d("1ns"), Some(MILLISECOND));
+        assert_eq!(d("999\u{b5}s"), Some(MILLISECOND));
+        assert_eq!(d("1\u{3bc}s"), Some(MILLISECOND));
+        assert_eq!(d("1500us"), Some(2 * MILLISECOND));
+        assert_eq!(d("0.0000000000000000000001s"), Some(MILLISECOND));
+        // Any order, repeated units add up.
+        assert_eq!(d("1s1s"), Some(2 * SECOND));
+        assert_eq!(d("3s2m"), Some(123 * SECOND));
+        // Huge values clamp.
+        assert_eq!(d("99999999999999999999999h"), Some(MAX_DURATION));
+        assert_eq!(d("999999h"), Some(MAX_DURATION));
+        for bad in [
+            "", " ", "s", "-1s", "+1s", "1.s", ".5s", "1e3s", "1 s", "1s ms", "1x", "1S", "1H",
+            "NaN", "inf", "1.5.5s", "1sec", "1\u{b5}", "1\u{b5}x", "6m0s,", "1,5s", "0x10s", "1_0s",
+        ] {
+            assert_eq!(d(bad), None, "{bad:?}");
         }
     }
 

@@ -11,8 +11,8 @@ use super::server::{
 use crate::limiter::Limiter;
 use crate::shared::{Reservation, ReservationAnswer, SharedStore, SharedUpdate};
 use crate::types::{
-    Disposition, FailReason, Failure, MILLISECOND, Nanos, Observation, Output, Request, RequestId,
-    SECOND,
+    Disposition, FailReason, Failure, HeaderProfile, MILLISECOND, Nanos, Observation, Output,
+    Request, RequestId, SECOND,
 };
 
 /// One-way network latency: `base`, plus a uniform jitter in `0..=jitter`, plus (with
@@ -1300,7 +1300,13 @@ impl Simulation {
         }
         self.records[ticket].in_flight = None;
         self.records[ticket].sends[send].answered_at = Some(now);
-        if response.header("X-RateLimit-Bucket").is_some() {
+        let dialect = self.server.config().dialect;
+        let informed = if dialect == HeaderProfile::Discord {
+            response.header("X-RateLimit-Bucket").is_some()
+        } else {
+            response.with_response(None, |r| crate::headers::parse(dialect, r).remaining.is_some())
+        };
+        if informed {
             let r = &self.records[ticket];
             self.informed.insert((
                 r.process,

@@ -11,7 +11,10 @@
 //!   with Discord's headers (`X-RateLimit-Limit/Remaining/Reset/Reset-After/Bucket`, and on
 //!   429 `Retry-After` (integer, rounded up), `X-RateLimit-Scope`, `X-RateLimit-Global`, plus
 //!   the body's `retry_after`/`global` as [`BodyHints`](crate::BodyHints)) and logs every
-//!   arrival with its outcome ([`Arrival`]).
+//!   arrival with its outcome ([`Arrival`]). The same limits can be told in another provider's
+//!   headers ([`ServerConfig::dialect`]: IETF, GitHub, OpenAI, Azure OpenAI, Anthropic,
+//!   Shopify), with a token budget beside each bucket ([`ServerConfig::tokens`]) or a leaky
+//!   bucket per identity ([`ServerConfig::leaky`]).
 //! * [`Simulation`]: a driver loop around a [`Limiter`](crate::Limiter), a [`Server`] and a
 //!   timed event queue. It behaves as a real driver must (drain
 //!   [`Limiter::poll_output`](crate::Limiter::poll_output) until `WaitUntil`/`Idle` after every
@@ -75,6 +78,6 @@ pub use harness::{
 };
 pub use rng::SplitMix64;
 pub use server::{
-    Arrival, BucketSpec, Remap, RouteSpec, Server, ServerConfig, ServerOutcome, ServerResponse,
-    WindowKind, max_in_window, route_of,
+    Arrival, BucketSpec, LeakySpec, Remap, RouteSpec, Server, ServerConfig, ServerOutcome,
+    ServerResponse, TokenSpec, WindowKind, max_in_window, route_of,
 };

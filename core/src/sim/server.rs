@@ -1,4 +1,5 @@
-//! A model of Discord's REST rate limiting, as seen from the client (protocols.md §1).
+//! A model of Discord's REST rate limiting, as seen from the client (protocols.md §1), which
+//! can also answer in the other providers' headers ([`ServerConfig::dialect`]).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -181,6 +182,35 @@ pub struct ServerConfig {
     pub wall_epoch_ms: u64,
     /// Seed of the 5xx draws.
     pub seed: u64,
+    /// Whose headers the server answers with (default [`HeaderProfile::Discord`]): the same
+    /// limits, told in that provider's form (see [`Server`], "Dialects").
+    pub dialect: HeaderProfile,
+    /// A token budget beside each bucket (per identity, bucket and major parameter): every
+    /// accepted request costs [`TokenSpec::cost`] tokens. `None`: requests only.
+    pub tokens: Option<TokenSpec>,
+    /// A leaky bucket per identity that every non-exempt request fills (Shopify's REST Admin
+    /// API), checked after the global limit. `None`: none.
+    pub leaky: Option<LeakySpec>,
+}
+
+/// A token budget: [`TokenSpec::limit`] admits `limit.limit` requests' worth of tokens per
+/// `limit.window`, each request costing `cost` tokens (headers show tokens: `limit.limit *
+/// cost` in all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenSpec {
+    /// Tokens each request costs.
+    pub cost: u64,
+    /// The budget, in requests' worth of tokens.
+    pub limit: BucketSpec,
+}
+
+/// A leaky bucket: holds `size` requests, one leaks out every `leak_interval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeakySpec {
+    /// The bucket's size.
+    pub size: u32,
+    /// How long one request takes to leak out.
+    pub leak_interval: Nanos,
 }
 
 impl Default for ServerConfig {
@@ -208,7 +238,28 @@ impl ServerConfig {
             unauthorized: Vec::new(),
             wall_epoch_ms: 1_700_000_000_000,
             seed: 0x5151_5151,
+            dialect: HeaderProfile::Discord,
+            tokens: None,
+            leaky: None,
         }
+    }
+
+    /// Answers in `dialect`'s headers (see [`ServerConfig::dialect`]).
+    pub fn dialect(mut self, dialect: HeaderProfile) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// Adds a token budget (see [`ServerConfig::tokens`]).
+    pub fn tokens(mut self, cost: u64, limit: BucketSpec) -> Self {
+        self.tokens = Some(TokenSpec { cost, limit });
+        self
+    }
+
+    /// Adds a leaky bucket per identity (see [`ServerConfig::leaky`]).
+    pub fn leaky(mut self, size: u32, leak_interval: Nanos) -> Self {
+        self.leaky = Some(LeakySpec { size, leak_interval });
+        self
     }
 
     /// Adds (or replaces) bucket `hash`.
@@ -394,7 +445,7 @@ impl ServerResponse {
         let response = Response {
             status: self.status,
             headers: &pairs,
-            body: self.body,
+            body: self.body.clone(),
             wall_clock_ms,
         };
         f(&response)
@@ -534,6 +585,35 @@ fn secs_f64(ns: Nanos) -> f64 {
     ns.div_ceil(MILLISECOND) as f64 / 1000.0
 }
 
+/// A duration as OpenAI writes its resets (`6m0s`, `1.5s`, `20ms`), rounded up to the
+/// millisecond.
+fn go_duration(ns: Nanos) -> String {
+    let ms = ns.div_ceil(MILLISECOND);
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let (mins, secs, frac) = (ms / 60_000, ms / 1000 % 60, ms % 1000);
+    let secs = if frac == 0 { format!("{secs}s") } else { format!("{secs}.{frac:03}s") };
+    if mins > 0 { format!("{mins}m{secs}") } else { secs }
+}
+
+/// Why the server refuses a request (how each dialect says it differs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// The route's bucket is spent.
+    Bucket,
+    /// The token budget is spent.
+    Tokens,
+    /// A hidden sub-limit.
+    SubLimit,
+    /// A shared resource.
+    Shared,
+    /// The identity's global limit.
+    Global,
+    /// The identity's leaky bucket is full.
+    Leaky,
+}
+
 /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) for `ms` since the Unix epoch.
 pub(crate) fn http_date(ms: u64) -> String {
     crate::headers::httpdate::format_imf_fixdate(ms / 1000)
@@ -550,6 +630,26 @@ fn fnv1a(s: &str) -> u64 {
 
 /// The Discord server model. Feed it arrivals in time order with [`Server::handle`]; it
 /// answers as Discord would and logs every arrival.
+///
+/// # Dialects
+///
+/// With [`ServerConfig::dialect`] the same limits are told as another provider tells them
+/// (the forms the provider packs of [`crate::headers`] read):
+///
+/// - IETF: `RateLimit-Policy: "{hash}";q=..;w=..` and `RateLimit: "{hash}";r=..;t=..`,
+///   refusals 429 with `Retry-After`;
+/// - GitHub: `x-ratelimit-limit/remaining/used/reset/resource` (the hash is the resource);
+///   every refusal is a 403: a spent bucket or token budget with `remaining: 0` and "API
+///   rate limit exceeded", the global limit (and sub-limits, shared limits, a full leaky
+///   bucket) as a secondary limit with `retry-after` and its message in the body hints;
+/// - OpenAI: `x-ratelimit-{limit,remaining,reset}-requests` (and `-tokens`), Go-style
+///   durations; refusals 429 with `retry-after` and `retry-after-ms`;
+/// - Azure OpenAI: `x-ratelimit-remaining-requests` (and `-tokens`) only, `x-ms-region`;
+///   refusals with `retry-after`, `retry-after-ms`, `x-ms-retry-after-ms`;
+/// - Anthropic: `anthropic-ratelimit-requests-*` (and `tokens-*`), RFC 3339 resets on the
+///   server's wall clock; refusals with `retry-after`;
+/// - Shopify: `X-Shopify-Shop-Api-Call-Limit: used/size` (of the leaky bucket, or of the
+///   route's bucket); refusals 429 with `Retry-After` in seconds with decimals.
 ///
 /// ```
 /// use ratelane::sim::{BucketSpec, RouteSpec, Server, ServerConfig, ServerOutcome};
@@ -579,6 +679,9 @@ pub struct Server {
     sub: HashMap<(String, String, String), Counter>,
     shared: HashMap<(String, String), Counter>,
     global: HashMap<String, Counter>,
+    tokens: HashMap<(String, String, String), Counter>,
+    /// Per identity: when its leaky bucket is empty (the theoretical arrival time).
+    leaky: HashMap<String, Nanos>,
     invalid: VecDeque<Nanos>,
     banned_until: Option<Nanos>,
     bans: u32,
@@ -614,6 +717,12 @@ impl Server {
         if let Some(g) = config.global {
             assert!(g.window > 0, "the global limit has a zero window");
         }
+        if let Some(t) = config.tokens {
+            assert!(t.limit.window > 0, "the token budget has a zero window");
+        }
+        if let Some(l) = config.leaky {
+            assert!(l.size > 0 && l.leak_interval > 0, "the leaky bucket is empty or never leaks");
+        }
         let rng = SplitMix64::new(config.seed);
         Server {
             config,
@@ -622,6 +731,8 @@ impl Server {
             sub: HashMap::new(),
             shared: HashMap::new(),
             global: HashMap::new(),
+            tokens: HashMap::new(),
+            leaky: HashMap::new(),
             invalid: VecDeque::new(),
             banned_until: None,
             bans: 0,
@@ -748,20 +859,122 @@ impl Server {
     ) {
         let reset_at = counter.reset_at(spec, now);
         let reset_ms = self.config.wall_epoch_ms + reset_at.div_ceil(MILLISECOND);
-        headers.push(("X-RateLimit-Limit".into(), spec.limit.to_string()));
-        headers.push((
-            "X-RateLimit-Remaining".into(),
-            counter.remaining(spec).to_string(),
-        ));
-        headers.push((
-            "X-RateLimit-Reset".into(),
-            format!("{}.{:03}", reset_ms / 1000, reset_ms % 1000),
-        ));
-        headers.push((
-            "X-RateLimit-Reset-After".into(),
-            secs3(reset_at.saturating_sub(now)),
-        ));
-        headers.push(("X-RateLimit-Bucket".into(), hash.to_string()));
+        let reset_in = reset_at.saturating_sub(now);
+        let (limit, remaining) = (spec.limit, counter.remaining(spec));
+        let mut h = |name: &str, value: String| headers.push((name.into(), value));
+        match self.config.dialect {
+            HeaderProfile::Ietf => {
+                h("RateLimit-Policy", format!("\"{hash}\";q={limit};w={}", spec.window.div_ceil(SECOND).max(1)));
+                h("RateLimit", format!("\"{hash}\";r={remaining};t={}", reset_in.div_ceil(SECOND)));
+            }
+            HeaderProfile::GitHub => {
+                h("x-ratelimit-limit", limit.to_string());
+                h("x-ratelimit-remaining", remaining.to_string());
+                h("x-ratelimit-used", (limit - remaining).to_string());
+                h("x-ratelimit-reset", reset_ms.div_ceil(1000).to_string());
+                h("x-ratelimit-resource", hash.to_string());
+            }
+            HeaderProfile::OpenAi => {
+                h("x-ratelimit-limit-requests", limit.to_string());
+                h("x-ratelimit-remaining-requests", remaining.to_string());
+                h("x-ratelimit-reset-requests", go_duration(reset_in));
+            }
+            HeaderProfile::AzureOpenAi => {
+                // Azure sends what is left, not when it comes back.
+                h("x-ratelimit-remaining-requests", remaining.to_string());
+                h("x-ms-region", "Simulated".into());
+            }
+            HeaderProfile::Anthropic => {
+                h("anthropic-ratelimit-requests-limit", limit.to_string());
+                h("anthropic-ratelimit-requests-remaining", remaining.to_string());
+                h("anthropic-ratelimit-requests-reset", crate::headers::httpdate::format_rfc3339_ms(reset_ms));
+            }
+            HeaderProfile::Shopify => {
+                h("X-Shopify-Shop-Api-Call-Limit", format!("{}/{limit}", limit - remaining));
+            }
+            _ => {
+                h("X-RateLimit-Limit", limit.to_string());
+                h("X-RateLimit-Remaining", remaining.to_string());
+                h("X-RateLimit-Reset", format!("{}.{:03}", reset_ms / 1000, reset_ms % 1000));
+                h("X-RateLimit-Reset-After", secs3(reset_in));
+                h("X-RateLimit-Bucket", hash.to_string());
+            }
+        }
+    }
+
+    /// The token budget of `key` in the dialect's headers (OpenAI, Azure OpenAI, Anthropic).
+    fn token_headers(&self, headers: &mut Vec<(String, String)>, key: &(String, String, String), now: Nanos) {
+        let Some(t) = self.config.tokens else { return };
+        let counter = self.tokens.get(key).cloned().unwrap_or_default();
+        let reset_at = counter.reset_at(&t.limit, now);
+        let limit = u64::from(t.limit.limit) * t.cost;
+        let remaining = u64::from(counter.remaining(&t.limit)) * t.cost;
+        let mut h = |name: &str, value: String| headers.push((name.into(), value));
+        match self.config.dialect {
+            HeaderProfile::OpenAi => {
+                h("x-ratelimit-limit-tokens", limit.to_string());
+                h("x-ratelimit-remaining-tokens", remaining.to_string());
+                h("x-ratelimit-reset-tokens", go_duration(reset_at.saturating_sub(now)));
+            }
+            HeaderProfile::AzureOpenAi => h("x-ratelimit-remaining-tokens", remaining.to_string()),
+            HeaderProfile::Anthropic => {
+                let reset_ms = self.config.wall_epoch_ms + reset_at.div_ceil(MILLISECOND);
+                h("anthropic-ratelimit-tokens-limit", limit.to_string());
+                h("anthropic-ratelimit-tokens-remaining", remaining.to_string());
+                h("anthropic-ratelimit-tokens-reset", crate::headers::httpdate::format_rfc3339_ms(reset_ms));
+            }
+            _ => {}
+        }
+    }
+
+    /// A refusal in the dialect's form: status, body hints and body text. `retry` is the time
+    /// until the refused request would be accepted.
+    fn refuse(&self, headers: &mut Vec<(String, String)>, why: Refusal, retry: Nanos) -> (u16, BodyHints, String) {
+        let secs = retry.div_ceil(SECOND).max(1).to_string();
+        let ms = retry.div_ceil(MILLISECOND).to_string();
+        let mut h = |name: &str, value: String| headers.push((name.into(), value));
+        match self.config.dialect {
+            HeaderProfile::GitHub => {
+                // GitHub refuses with 403: the primary limit says `remaining: 0` (already in
+                // the headers), a secondary limit gives `retry-after` and says so in the body.
+                let message = if matches!(why, Refusal::Bucket | Refusal::Tokens) {
+                    "API rate limit exceeded (simulated)."
+                } else {
+                    h("retry-after", secs);
+                    "You have exceeded a secondary rate limit (simulated)."
+                };
+                let body = BodyHints { errors: vec![message.into()], ..BodyHints::default() };
+                (403, body, format!("{{\"message\": \"{message}\"}}"))
+            }
+            HeaderProfile::OpenAi => {
+                h("retry-after", secs);
+                h("retry-after-ms", ms);
+                (429, BodyHints::default(), "{\"error\": {\"type\": \"requests\", \"code\": \"rate_limit_exceeded\"}}".into())
+            }
+            HeaderProfile::AzureOpenAi => {
+                h("retry-after", secs);
+                h("retry-after-ms", ms.clone());
+                h("x-ms-retry-after-ms", ms);
+                (429, BodyHints::default(), "{\"error\": {\"code\": \"429\"}}".into())
+            }
+            HeaderProfile::Shopify => {
+                h("Retry-After", secs3(retry));
+                (429, BodyHints::default(), "{\"errors\": \"Exceeded 2 calls per second for api client.\"}".into())
+            }
+            HeaderProfile::Ietf | HeaderProfile::Anthropic | HeaderProfile::RetryAfterOnly => {
+                h("Retry-After", secs);
+                (429, BodyHints::default(), "{}".into())
+            }
+            _ => {
+                let (scope, global) = match why {
+                    Refusal::Global => ("global", true),
+                    Refusal::Shared => ("shared", false),
+                    _ => ("user", false),
+                };
+                let (body, text) = Self::too_many(headers, scope, retry, global);
+                (429, body, text)
+            }
+        }
     }
 
     fn too_many(
@@ -786,6 +999,7 @@ impl Server {
         let body = BodyHints {
             retry_after: Some(secs_f64(retry)),
             global: Some(global),
+            ..BodyHints::default()
         };
         let text = format!(
             "{{\"message\": \"{message}\", \"retry_after\": {}, \"global\": {global}}}",
@@ -883,10 +1097,10 @@ impl Server {
                 let retry = counter.free_at(&gspec, now) - now;
                 arrival.outcome = ServerOutcome::GlobalLimited;
                 let mut headers = self.base_headers(now, json);
-                let (body, body_text) = Self::too_many(&mut headers, "global", retry, true);
+                let (status, body, body_text) = self.refuse(&mut headers, Refusal::Global, retry);
                 self.note_invalid(now);
                 return ServerResponse {
-                    status: 429,
+                    status,
                     headers,
                     body,
                     body_text,
@@ -894,6 +1108,20 @@ impl Server {
             }
             counter.record(&gspec, now);
             arrival.counted_global = true;
+        }
+        // 3b. The identity's leaky bucket (Shopify REST): full when it holds `size`.
+        let leaky = self.config.leaky.filter(|_| !spec.global_exempt);
+        if let Some(l) = leaky {
+            let tat = self.leaky.get(identity).copied().unwrap_or(0).max(now);
+            let room = u64::from(l.size - 1).saturating_mul(l.leak_interval);
+            if tat - now > room {
+                arrival.outcome = ServerOutcome::BucketLimited;
+                let mut headers = self.base_headers(now, json);
+                headers.push(("X-Shopify-Shop-Api-Call-Limit".into(), format!("{0}/{0}", l.size)));
+                let (status, body, body_text) = self.refuse(&mut headers, Refusal::Leaky, tat - now - room);
+                self.note_invalid(now);
+                return ServerResponse { status, headers, body, body_text };
+            }
         }
         // 4. The bucket.
         let bkey = bucket
@@ -909,14 +1137,31 @@ impl Server {
                 arrival.outcome = ServerOutcome::BucketLimited;
                 let mut headers = self.base_headers(now, json);
                 self.bucket_headers(&mut headers, hash, bspec, &counter, now);
-                let (body, body_text) = Self::too_many(&mut headers, "user", retry, false);
+                self.token_headers(&mut headers, key, now);
+                let (status, body, body_text) = self.refuse(&mut headers, Refusal::Bucket, retry);
                 self.note_invalid(now);
                 return ServerResponse {
-                    status: 429,
+                    status,
                     headers,
                     body,
                     body_text,
                 };
+            }
+        }
+        // 4b. The token budget beside the bucket.
+        if let (Some(t), Some((hash, bspec)), Some(key)) = (self.config.tokens, &bucket, &bkey) {
+            let counter = self.tokens.entry(key.clone()).or_default();
+            counter.refresh(&t.limit, now);
+            if counter.full(&t.limit) {
+                let retry = counter.free_at(&t.limit, now) - now;
+                arrival.outcome = ServerOutcome::BucketLimited;
+                let mut headers = self.base_headers(now, json);
+                let c = self.buckets[key].clone();
+                self.bucket_headers(&mut headers, hash, bspec, &c, now);
+                self.token_headers(&mut headers, key, now);
+                let (status, body, body_text) = self.refuse(&mut headers, Refusal::Tokens, retry);
+                self.note_invalid(now);
+                return ServerResponse { status, headers, body, body_text };
             }
         }
         // 5. A hidden sub-limit: the bucket still has room, and is not consumed.
@@ -931,28 +1176,39 @@ impl Server {
                 if let (Some((hash, bspec)), Some(key)) = (&bucket, &bkey) {
                     let c = self.buckets[key].clone();
                     self.bucket_headers(&mut headers, hash, bspec, &c, now);
+                    self.token_headers(&mut headers, key, now);
                 }
-                let (body, body_text) = Self::too_many(&mut headers, "user", retry, false);
+                let (status, body, body_text) = self.refuse(&mut headers, Refusal::SubLimit, retry);
                 self.note_invalid(now);
                 return ServerResponse {
-                    status: 429,
+                    status,
                     headers,
                     body,
                     body_text,
                 };
             }
         }
-        // 6. Consume the bucket slot.
+        // 6. Consume the bucket slot (and the tokens, and a place in the leaky bucket).
         if let (Some((_, bspec)), Some(key)) = (&bucket, &bkey) {
             let counter = self.buckets.get_mut(key).expect("created above");
             counter.record(bspec, now);
             arrival.bucket_window = counter.window_start(bspec);
             arrival.counted_in_bucket = true;
+            if let Some(t) = self.config.tokens {
+                self.tokens.get_mut(key).expect("created above").record(&t.limit, now);
+            }
         }
         let mut headers = self.base_headers(now, json);
         if let (Some((hash, bspec)), Some(key)) = (&bucket, &bkey) {
             let c = self.buckets[key].clone();
             self.bucket_headers(&mut headers, hash, bspec, &c, now);
+            self.token_headers(&mut headers, key, now);
+        }
+        if let Some(l) = leaky {
+            let tat = self.leaky.get(identity).copied().unwrap_or(0).max(now) + l.leak_interval;
+            self.leaky.insert(identity.to_string(), tat);
+            let used = (tat - now).div_ceil(l.leak_interval);
+            headers.push(("X-Shopify-Shop-Api-Call-Limit".into(), format!("{used}/{}", l.size)));
         }
         // 7. The shared resource.
         if let Some(shspec) = spec.shared_limit {
@@ -964,9 +1220,9 @@ impl Server {
             if counter.full(&shspec) {
                 let retry = counter.free_at(&shspec, now) - now;
                 arrival.outcome = ServerOutcome::SharedLimited;
-                let (body, body_text) = Self::too_many(&mut headers, "shared", retry, false);
+                let (status, body, body_text) = self.refuse(&mut headers, Refusal::Shared, retry);
                 return ServerResponse {
-                    status: 429,
+                    status,
                     headers,
                     body,
                     body_text,

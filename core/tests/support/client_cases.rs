@@ -1147,5 +1147,123 @@
             .restore(70 * MS, wall0 + 70, Some(doc(wall0 - 5_000, "discord", wall0 + 60_000))),
     });
 
+    // 34. Provider packs (issue 17 item 2): each provider's answers, and what the engine does.
+    let chat = "/v1/chat/completions";
+    let openai = |rem_req: &'static str, reset_req: &'static str, rem_tok: &'static str, reset_tok: &'static str| {
+        vec![
+            ("x-ratelimit-limit-requests", "60"),
+            ("x-ratelimit-remaining-requests", rem_req),
+            ("x-ratelimit-reset-requests", reset_req),
+            ("x-ratelimit-limit-tokens", "150000"),
+            ("x-ratelimit-remaining-tokens", rem_tok),
+            ("x-ratelimit-reset-tokens", reset_tok),
+        ]
+    };
+    v.push(Case {
+        file: "openai_tokens",
+        comment: "OpenAI: requests and tokens. The first answer leaves 59 requests but no tokens (reset 6m0s): the \
+                  other two wait 6 minutes, not 1 s. A 429 with retry-after-ms 1500 and retry-after 1 waits the \
+                  longer 1.5 s.",
+        config: Config::for_profile(HeaderProfile::OpenAi),
+        script: Script::new()
+            .enqueue(0, "POST", chat).enqueue(0, "POST", chat).enqueue(0, "POST", chat)
+            .respond(100 * MS, 1, 200, &openai("59", "1s", "0", "6m0s"))
+            .timeout(360_100 * MS)
+            .respond(360_200 * MS, 2, 200, &openai("58", "2s", "140000", "20s"))
+            .respond(360_250 * MS, 3, 429, &[("retry-after-ms", "1500"), ("retry-after", "1")])
+            .timeout(361_750 * MS)
+            .respond(361_850 * MS, 3, 200, &openai("57", "3s", "130000", "30s")),
+    });
+    v.push(Case {
+        file: "azure_openai",
+        comment: "Azure OpenAI: only what remains (x-ratelimit-remaining-requests/-tokens, no reset): the 10-second \
+                  request window is assumed, so after the last request the next waits 10 s from that answer; a 429's \
+                  x-ms-retry-after-ms 2500 holds the route 2.5 s.",
+        config: Config::for_profile(HeaderProfile::AzureOpenAi),
+        script: Script::new()
+            .enqueue(0, "POST", chat).enqueue(0, "POST", chat).enqueue(0, "POST", chat)
+            .respond(100 * MS, 1, 200, &[("x-ratelimit-remaining-requests", "1"), ("x-ratelimit-remaining-tokens", "9000"), ("x-ms-region", "East US")])
+            .respond(200 * MS, 2, 200, &[("x-ratelimit-remaining-requests", "0"), ("x-ratelimit-remaining-tokens", "8000")])
+            .timeout(10_200 * MS)
+            .respond(10_300 * MS, 3, 429, &[("x-ms-retry-after-ms", "2500"), ("x-ratelimit-remaining-requests", "3")])
+            .timeout(12_800 * MS),
+    });
+    let wall = 1_755_780_060_000; // 2025-08-21T12:41:00Z
+    v.push(Case {
+        file: "anthropic_rfc3339",
+        comment: "Anthropic: RFC 3339 resets read against the response's wall clock. Requests remain but output \
+                  tokens are spent until 12:41:12Z, 12 s after the answer: the next request waits 12 s.",
+        config: Config::for_profile(HeaderProfile::Anthropic),
+        script: Script::new()
+            .enqueue(0, "POST", "/v1/messages").enqueue(0, "POST", "/v1/messages")
+            .respond_wall(100 * MS, 1, 200, &[
+                ("anthropic-ratelimit-requests-limit", "50"),
+                ("anthropic-ratelimit-requests-remaining", "49"),
+                ("anthropic-ratelimit-requests-reset", "2025-08-21T12:41:01Z"),
+                ("anthropic-ratelimit-output-tokens-limit", "8000"),
+                ("anthropic-ratelimit-output-tokens-remaining", "0"),
+                ("anthropic-ratelimit-output-tokens-reset", "2025-08-21T12:41:12Z"),
+            ], wall)
+            .timeout(12_100 * MS),
+    });
+    v.push(Case {
+        file: "github_403",
+        comment: "GitHub refusals with 403. A secondary limit (retry-after 30, remaining 4000) is retried and holds \
+                  the whole token 30 s (another route waits too); a 403 without a sign of a rate limit is handed \
+                  back; one whose body says 'secondary rate limit' waits the documented minute.",
+        config: Config::for_profile(HeaderProfile::GitHub),
+        script: Script::new()
+            .enqueue(0, "POST", "/repos/octo/hello/issues")
+            .respond(100 * MS, 1, 403, &[("retry-after", "30"), ("x-ratelimit-remaining", "4000"), ("x-ratelimit-resource", "core")])
+            .enqueue(200 * MS, "GET", "/users/octo")
+            .timeout(30_100 * MS)
+            .respond(30_200 * MS, 2, 403, &[("x-ratelimit-remaining", "3999"), ("x-ratelimit-resource", "core")])
+            .respond_body(30_300 * MS, 1, 403, &[("x-ratelimit-remaining", "3998")],
+                json!({"errors": ["You have exceeded a secondary rate limit. Please wait before trying again."]}))
+            .timeout(90_300 * MS),
+    });
+    let graphql = "/admin/api/2024-01/graphql.json";
+    let cost = |requested: f64, actual: Option<f64>, available: f64| json!({
+        "requested": requested, "actual": actual, "maximum_available": 1000.0,
+        "currently_available": available, "restore_rate": 50.0,
+    });
+    v.push(Case {
+        file: "shopify",
+        comment: "Shopify. REST: X-Shopify-Shop-Api-Call-Limit 39/40 leaves one call, and the bucket leaks 2 per \
+                  second, so after that call (40/40) the next waits the 20 s the bucket takes to empty. GraphQL: \
+                  the body's cost (101 of 954 points) allows 9 queries like it; a 200 that says THROTTLED is \
+                  retried when the bucket is whole again.",
+        config: Config::for_profile(HeaderProfile::Shopify),
+        script: Script::new()
+            .enqueue(0, "GET", "/admin/api/2024-01/products.json")
+            .enqueue(0, "GET", "/admin/api/2024-01/products.json")
+            .enqueue(0, "GET", "/admin/api/2024-01/products.json")
+            .respond(100 * MS, 1, 200, &[("X-Shopify-Shop-Api-Call-Limit", "39/40")])
+            .respond(200 * MS, 2, 200, &[("X-Shopify-Shop-Api-Call-Limit", "40/40")])
+            .timeout(20_200 * MS)
+            .enqueue(20_300 * MS, "POST", graphql)
+            .respond_body(20_400 * MS, 4, 200, &[], json!({"cost": cost(101.0, Some(46.0), 954.0)}))
+            .enqueue(20_500 * MS, "POST", graphql)
+            .respond_body(20_600 * MS, 5, 200, &[], json!({"cost": cost(101.0, None, 50.0), "errors": ["Throttled", "THROTTLED"]}))
+            .timeout(39_600 * MS),
+    });
+    v.push(Case {
+        file: "auto_detect",
+        comment: "Auto: one limiter for several APIs; each answer is read with the profile its headers name. \
+                  OpenAI-style headers with tokens spent hold /v1/chat/completions 20 s; an Anthropic answer on \
+                  /v1/messages leaves requests; an unknown API's plain X-RateLimit-Reset 5 is read as seconds.",
+        config: Config::for_profile(HeaderProfile::Auto),
+        script: Script::new()
+            .enqueue(0, "POST", chat).enqueue(0, "POST", chat)
+            .enqueue(0, "POST", "/v1/messages").enqueue(0, "POST", "/v1/messages")
+            .enqueue(0, "GET", "/other/thing").enqueue(0, "GET", "/other/thing")
+            .respond(100 * MS, 1, 200, &openai("10", "1s", "0", "20s"))
+            .respond_wall(100 * MS, 3, 200, &[("anthropic-ratelimit-requests-remaining", "4"),
+                ("anthropic-ratelimit-requests-reset", "2025-08-21T12:41:05Z")], wall)
+            .respond(100 * MS, 5, 200, &[("X-RateLimit-Limit", "1"), ("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", "5")])
+            .timeout(5_100 * MS)
+            .timeout(20_100 * MS),
+    });
+
     v
 }
