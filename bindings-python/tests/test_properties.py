@@ -6,6 +6,9 @@
 2. Random input sequences straight into ``Limiter`` (including hostile headers and caller
    mistakes): only documented exceptions, every request id ends at most once, ``Send`` only
    for live requests, and ``drain`` always ends with ``WaitUntil``/``Idle``.
+
+Examples are random on every run (the properties must hold for any); a failure prints the
+``@reproduce_failure`` blob that replays it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ SECOND = 1_000_000_000
 MS = 1_000_000
 
 PROFILE = settings(
-    max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=100, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
 )
 
 bucket = st.fixed_dictionaries(
@@ -163,7 +166,7 @@ operation = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=300, deadline=None, print_blob=True)
 @given(st.lists(st.tuples(st.integers(0, 2000), operation), max_size=40))
 def test_random_inputs_keep_the_contract(ops: List[Any]) -> None:
     limiter = ratelane.Limiter(max_wait_ns=60 * SECOND)
