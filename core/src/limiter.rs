@@ -3370,6 +3370,8 @@ struct Uplinks {
     bound: Option<(i64, Nanos)>,
     /// The fastest and slowest sample ever seen.
     extremes: Option<(i64, i64)>,
+    /// How many samples the bound's spread was taken from.
+    bound_samples: usize,
 }
 
 impl Uplinks {
@@ -3405,17 +3407,15 @@ impl Uplinks {
             self.bound = None;
             return;
         }
-        // The bound moves slowly: recomputed at every sample while there are few, then every
+        // The bound moves slowly: recomputed at every sample while it counts few, then every
         // 16th (the scan is up to 256 long); a new fastest sample is taken at once.
-        if self.bound.is_some() && n >= 32 && !self.seen.is_multiple_of(16) {
+        if self.bound.is_some() && self.bound_samples >= 32 && !self.seen.is_multiple_of(16) {
             if let Some((lo, _)) = &mut self.bound {
                 *lo = (*lo).min(offset);
             }
             return;
         }
-        let mut sorted: Vec<i64> = self.samples.iter().map(|&(offset, _)| offset).collect();
-        sorted.sort_unstable();
-        let (lo, p90) = (sorted[0], sorted[(n - 1) * 9 / 10]);
+        let lo = self.samples.iter().map(|&(offset, _)| offset).min().unwrap_or(0);
         let fastest_trip = self.samples.iter().map(|&(_, trip)| trip).min().unwrap_or(0);
         // Only on a steady uplink: the spread of the fastest nine tenths within a tenth of the
         // fastest round trip. The fastest sample bounds the next uplink only as well as the
@@ -3423,16 +3423,44 @@ impl Uplinks {
         // ms, thirteen samples all between 8 and 13: found with a fresh seed, kept in the
         // regression file) say nothing of the uplinks far below them, and a request timed from
         // them arrives early.
-        let spread = p90.abs_diff(lo);
-        if spread.saturating_mul(10) > fastest_trip {
+        let steady = |(spread, _): (Nanos, usize)| spread.saturating_mul(10) <= fastest_trip;
+        let mut spread = self.spread_above(lo, false);
+        // The request a lead times is sent after a wait, alone: where all samples look
+        // unsteady, the samples of requests sent alone may still show a steady uplink once
+        // there are enough of them, and then they decide (a burst's uplinks are spread by the
+        // client's own writes: one of 71 requests kept the Python and fetch drivers without a
+        // lead for the whole of the Scoreboard's `mixed`). The fastest of all samples stays
+        // the reference, the more cautious one.
+        if !steady(spread) && self.alone as usize >= Self::LEAD_MIN {
+            spread = self.spread_above(lo, true);
+        }
+        if !steady(spread) {
             self.bound = None;
             return;
         }
+        let (spread, counted) = spread;
+        self.bound_samples = counted;
         // The next request's uplink may be faster than the fastest seen; by how much, the
         // spread of the fastest nine tenths tells, the less surely the fewer they are: 4x that
-        // spread at 8 samples, 2x at 16, 1x at 32, 0.5x from 64 on.
-        let weighted = spread.saturating_mul(32) / n.min(64) as u64;
+        // spread at 8 samples, 2x at 16, 1x at 32, 0.5x from 64 on (counting the samples the
+        // spread was taken from).
+        let weighted = spread.saturating_mul(32) / counted.min(64) as u64;
         self.bound = Some((lo, Self::READING.saturating_add(weighted)));
+    }
+
+    /// How far the fastest nine tenths of the samples (only those of requests sent alone, if
+    /// `alone`) reach above `lo`, and how many samples that counted.
+    fn spread_above(&self, lo: i64, alone: bool) -> (Nanos, usize) {
+        let mut sorted: Vec<i64> = self
+            .samples
+            .iter()
+            .zip(&self.alone_flags)
+            .filter(|&(_, &was_alone)| was_alone || !alone)
+            .map(|(&(offset, _), _)| offset)
+            .collect();
+        sorted.sort_unstable();
+        let n = sorted.len();
+        (sorted.get(n.saturating_sub(1) * 9 / 10).map_or(0, |p90| p90.abs_diff(lo)), n)
     }
 
     /// The fastest and the slowest sample, once 16 are in (for the global margin).

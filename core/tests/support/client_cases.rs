@@ -1265,5 +1265,56 @@
             .timeout(20_100 * MS),
     });
 
+    // 35. The answer lead is taken from the uplinks of requests sent alone, not a burst's.
+    // The server's clock is in the answers (X-RateLimit-Reset beside Reset-After): 1.8e12 ms
+    // at t = 0, so an answer stamped at t says Reset = 1_800_000_000 + (t + reset_after) / 1000.
+    let stamped = |limit: u32, at_ms: u64, reset_after_ms: u64, bucket: &str| {
+        let mut v = h(limit, limit - 1, &format!("{}", reset_after_ms as f64 / 1000.0), bucket);
+        let reset_ms = 1_800_000_000_000 + at_ms + reset_after_ms;
+        v.push(("X-RateLimit-Reset".into(), format!("{}.{:03}", reset_ms / 1000, reset_ms % 1000)));
+        v
+    };
+    let mut script = Script::new();
+    for i in 1..=10u64 {
+        script = script.enqueue(0, "GET", &format!("/channels/10000000000000010{}/messages", i - 1));
+    }
+    let reaction = "/channels/100000000000000001/messages/200000000000000001/reactions/x/@me";
+    for _ in 0..11 {
+        script = script.enqueue(0, "PUT", reaction);
+    }
+    // The burst's uplinks are 10 to 23.5 ms (the client's own writes spread them), each answer
+    // read 10 ms after its stamp; the reaction pioneer (id 11) goes with them.
+    let mut answers: Vec<(u64, u64, Vec<(String, String)>)> = (1..=10u64)
+        .map(|i| {
+            let up = 10 + (i - 1) * 3 / 2;
+            (up + 10, i, stamped(5, up, 5_000, &format!("ch{i}")))
+        })
+        .collect();
+    answers.push((20, 11, stamped(1, 10, 40, "react")));
+    answers.sort_by_key(|&(at, id, _)| (at, id));
+    for (at, id, headers) in &answers {
+        script = script.respond(at * MS, *id, 200, &refs(headers));
+    }
+    // Each later reaction goes alone, at a timeout 100 ms after the one before (later than the
+    // engine asks for), 10 ms up and 10 ms down: its answer's wait shows the lead.
+    let mut sent = 0;
+    for id in 12..=21u64 {
+        sent += 100;
+        script = script.timeout(sent * MS).respond((sent + 20) * MS, id, 200, &refs(&stamped(1, sent + 10, 40, "react")));
+    }
+    v.push(Case {
+        file: "answer_lead_alone",
+        comment: "Answers that tell the server's clock time a window's next request to arrive just after its end \
+                  (the answer lead), once the uplinks of requests sent alone are steady. A burst of 10 GETs and a \
+                  reaction go at once, their uplinks 10 to 23.5 ms apart as a busy client's writes spread them; \
+                  then reactions go alone, 1 per 50 ms window, each uplink 10 ms. From the 8th sample of a request \
+                  sent alone (the 7th alone reaction, id 18), the burst is left out of the uplinks' spread and the \
+                  next reaction waits 18 ms less than the reported reset (its round trip, 20 ms, less the 2 ms \
+                  reading allowance). Counting the burst, the uplinks looked unsteady and every reaction waited \
+                  for the reported reset.",
+        config: discord_config(),
+        script,
+    });
+
     v
 }
