@@ -1284,7 +1284,7 @@
     }
     // The burst's uplinks are 10 to 23.5 ms (the client's own writes spread them), each answer
     // read 10 ms after its stamp; the reaction pioneer (id 11) goes with them.
-    let mut answers: Vec<(u64, u64, Vec<(String, String)>)> = (1..=10u64)
+    let mut answers: Vec<_> = (1..=10u64)
         .map(|i| {
             let up = 10 + (i - 1) * 3 / 2;
             (up + 10, i, stamped(5, up, 5_000, &format!("ch{i}")))
