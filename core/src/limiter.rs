@@ -178,10 +178,7 @@ pub struct Limiter {
     /// Shared mode: after an outage, until every process is back (see [`Recovery`]).
     recovery: Option<Recovery>,
     /// Shared mode: round trips of recent reservations, for the margin passed to the store.
-    reservation_latencies: VecDeque<Nanos>,
-    reservation_samples: u64,
-    /// The fastest and slowest reservation round trip ever seen.
-    reservation_extremes: Option<(Nanos, Nanos)>,
+    reservation_latencies: Recent<Nanos>,
     reservation_margin: Nanos,
     /// No request goes out before this (a Cloudflare-style ban).
     edge_until: Nanos,
@@ -190,12 +187,7 @@ pub struct Limiter {
     gate_wake: Option<Nanos>,
     /// Round trips of recent responses: from the send (for the lead) and from when the
     /// request left (for the global margin; the same unless the driver reports writes).
-    latencies: VecDeque<(Nanos, Nanos)>,
-    /// Round trips seen so far (for recomputing the margin every few samples).
-    latency_samples: u64,
-    /// The fastest and slowest round trip (from when the request left) ever seen: one outside
-    /// them recomputes the margin at once (see [`Limiter::learn_latency`]).
-    latency_extremes: Option<(Nanos, Nanos)>,
+    latencies: Recent<(Nanos, Nanos)>,
     /// Uplink delays up to a constant, where the server tells its clock (see [`Uplinks`]).
     uplinks: Uplinks,
     /// The first global window's floor on the global margin (see
@@ -595,16 +587,12 @@ impl Limiter {
             store_last_answer: 0,
             outage_wait: 0,
             recovery: None,
-            reservation_latencies: VecDeque::new(),
-            reservation_extremes: None,
-            reservation_samples: 0,
+            reservation_latencies: Recent::default(),
             reservation_margin: 0,
             edge_until: 0,
             edge_strikes: 0,
             gate_wake: None,
-            latencies: VecDeque::new(),
-            latency_samples: 0,
-            latency_extremes: None,
+            latencies: Recent::default(),
             uplinks: Uplinks::default(),
             first_window: None,
             global_margin: margin,
@@ -1577,17 +1565,7 @@ impl Limiter {
     /// Like [`Limiter::learn_latency`], for reservation round trips: 1.5x their spread once 16
     /// samples are in (the floor is already in the global margin).
     fn learn_reservation_latency(&mut self, latency: Nanos) {
-        const SAMPLES: usize = 256;
-        // A sample outside all seen before widens the margin at once (see learn_latency).
-        let widens = widen(&mut self.reservation_extremes, latency);
-        self.reservation_latencies.push_back(latency);
-        if self.reservation_latencies.len() > SAMPLES {
-            self.reservation_latencies.pop_front();
-        }
-        self.reservation_samples = self.reservation_samples.wrapping_add(1);
-        if self.reservation_latencies.len() >= 16
-            && (widens || self.reservation_samples.is_multiple_of(16))
-        {
+        if self.reservation_latencies.push(latency, latency, false) {
             let min = self.reservation_latencies.iter().copied().min().unwrap_or(0);
             let max = self.reservation_latencies.iter().copied().max().unwrap_or(0);
             let spread = max - min;
@@ -2633,24 +2611,14 @@ impl Limiter {
     /// `from_send` counts from the [`Output::Send`] (the lead below), `from_left` from the
     /// transport's report that the request left (the same when the driver does not report).
     fn learn_latency(&mut self, from_send: Nanos, from_left: Nanos, left_at: Nanos, uplink_widens: bool) {
-        const SAMPLES: usize = 256;
         let window = self.config.global_window;
         let first = self.first_window.get_or_insert(FirstWindow { start: left_at, fastest: from_left });
         let first_left = first.start;
         if left_at < first_left.saturating_add(window) {
             first.fastest = first.fastest.min(from_left);
         }
-        self.latencies.push_back((from_send, from_left));
-        if self.latencies.len() > SAMPLES {
-            self.latencies.pop_front();
-        }
-        self.latency_samples = self.latency_samples.wrapping_add(1);
-        // The spread is recomputed every 16 samples (it moves slowly, and the scan is 256
-        // long), and at once when a round trip or an uplink falls outside all seen before: a
-        // margin from 16 bunched samples held for 16 more let a request 2 ms inside a global
-        // window when a slow arrival and a fast one followed (random seed, regression file).
-        let widens = widen(&mut self.latency_extremes, from_left) | uplink_widens;
-        if self.latencies.len() >= 16 && (widens || self.latency_samples.is_multiple_of(16)) {
+        // Recomputed at once also when an uplink falls outside all seen before (see [`Recent`]).
+        if self.latencies.push((from_send, from_left), from_left, uplink_widens) {
             let mut sorted: Vec<Nanos> = self.latencies.iter().map(|&(_, left)| left).collect();
             sorted.sort_unstable();
             let (fastest, spread) = (sorted[0], sorted[sorted.len() - 1] - sorted[0]);
@@ -3506,6 +3474,40 @@ struct FirstWindow {
 /// when the limit is below the process count). `0` (no limit) stays 0.
 fn share_of(limit: u32, share: u32) -> u32 {
     if share > 1 && limit > 0 { (limit / share).max(1) } else { limit }
+}
+
+/// The last [`Recent::KEEP`] samples of a latency, for estimates recomputed every 16th sample
+/// (they move slowly, and a scan is up to 256 long) and at once when a sample falls outside all
+/// seen before: a global margin from 16 bunched round trips held for 16 more let a request 0.2
+/// ms inside a global window when a slower and a faster one followed (a random seed, in
+/// `properties.proptest-regressions`).
+#[derive(Debug, Default)]
+struct Recent<T> {
+    items: VecDeque<T>,
+    seen: u64,
+    /// The fastest and slowest latency ever seen.
+    extremes: Option<(Nanos, Nanos)>,
+}
+
+impl<T> Recent<T> {
+    const KEEP: usize = 256;
+
+    /// Takes `item`, whose latency is `latency`; whether the estimates are due: 16 samples are
+    /// in, and this is the 16th since the last, or `latency` (or, as the caller says, another
+    /// measure: `widened`) falls outside all seen before.
+    fn push(&mut self, item: T, latency: Nanos, widened: bool) -> bool {
+        let widens = widen(&mut self.extremes, latency) | widened;
+        self.items.push_back(item);
+        if self.items.len() > Self::KEEP {
+            self.items.pop_front();
+        }
+        self.seen = self.seen.wrapping_add(1);
+        self.items.len() >= 16 && (widens || self.seen.is_multiple_of(16))
+    }
+
+    fn iter(&self) -> std::collections::vec_deque::Iter<'_, T> {
+        self.items.iter()
+    }
 }
 
 /// Widens `extremes` to take `sample`; whether it had to (a sample outside all before).
