@@ -737,7 +737,11 @@ proptest! {
     #[test]
     fn random_workloads_of_up_to_eight_processes_keep_every_invariant(g in workload_of(8, true)) {
         let report = run_gen(&g)?;
-        check_gen(&g, &report)?;
+        let checked = check_gen(&g, &report);
+        if checked.is_err() && trace_on() {
+            std::fs::write("/tmp/ratelane-shared-trace.txt", report.trace.join("\n")).ok();
+        }
+        checked?;
     }
 }
 

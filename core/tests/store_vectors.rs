@@ -206,6 +206,24 @@ fn cases() -> Vec<Case> {
             .reserve(2_100 * MS, "c", with_bucket(res(1, MSG, "1"), "h")),
     });
 
+    v.push(Case {
+        file: "hash_window",
+        comment: "One hash, one window for all its majors: major 1 reports a 2 s window; major 2 is first seen \
+                  through an answer late in its window (500 ms left, estimated 600 ms), and takes the hash's 2 s \
+                  window instead; its next grant, answered by a 5xx, counts as a ghost for 2 s (not 600 ms), so a \
+                  reservation 700 ms later is still denied, and one after the 2 s window is granted.",
+        config: SharedConfig::default(),
+        script: Script::new()
+            .reserve(0, "a", res(1, MSG, "1"))
+            .record(100 * MS, "a", report(1, MSG, "1", Some("h"), Some(1), Some(0), Some(2_000 * MS), Some(2_000 * MS)))
+            .reserve(200 * MS, "b", with_bucket(res(1, MSG, "2"), "h"))
+            .record(300 * MS, "b", report(1, MSG, "2", Some("h"), Some(1), Some(0), Some(500 * MS), Some(600 * MS)))
+            .reserve(900 * MS, "b", with_bucket(res(2, MSG, "2"), "h"))
+            .record(950 * MS, "b", report(2, MSG, "2", Some("h"), None, None, None, None))
+            .reserve(1_600 * MS, "b", with_bucket(res(3, MSG, "2"), "h"))
+            .reserve(3_000 * MS, "b", with_bucket(res(3, MSG, "2"), "h")),
+    });
+
     let global = |id: u64, major: &str| {
         let mut r = res(id, "GET /guilds/:id", major);
         r.global_limit = 2;

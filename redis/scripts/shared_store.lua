@@ -223,6 +223,7 @@ function K.gp(id) return P .. 'gp|' .. enc(id) end
 function K.gl(id, c) return P .. 'gl|' .. enc(id) .. enc(c) end
 function K.r(id, route) return P .. 'r|' .. enc(id) .. enc(route) end
 function K.b(id, h, major) return P .. 'b|' .. enc(id) .. enc(h) .. enc(major) end
+function K.bw(id, h) return P .. 'bw|' .. enc(id) .. enc(h) end
 function K.bp(id, h, major) return P .. 'bp|' .. enc(id) .. enc(h) .. enc(major) end
 function K.lr(id, route, major) return P .. 'lr|' .. enc(id) .. enc(route) .. enc(major) end
 function K.lb(id, h, major) return P .. 'lb|' .. enc(id) .. enc(h) .. enc(major) end
@@ -668,12 +669,19 @@ local function record_bucket()
   local informative = limit ~= nil or remaining ~= nil or reset_after ~= nil
   local granted_at = release(member, identity, route, major, h, not informative, window)
   if not h then return {'recorded'} end
+  -- the longest window any major of this hash reported: one hash, one window
+  local bw = K.bw(identity, h)
+  local hash_window = tonumber(redis.call('GET', bw) or '0')
   if not informative then
+    -- 4. the hash's window first: the ghost counts for as long
+    local w = redis.call('HGET', b, 'window')
+    if w and tonumber(w) < hash_window then redis.call('HSET', b, 'window', fmt(hash_window)) end
     ghost(member, identity, major, h)
     extend_ghosts(identity, h, major)
     return {'recorded'}
   end
   local pending = live_pending(bp)
+  local final_window
   local t_r = nil
   if reset_after then t_r = now + reset_after end
   local s = bucket_state(b)
@@ -689,12 +697,14 @@ local function record_bucket()
     if rem < 0 then rem = 0 end
     local w = window or 0
     if reset_after and reset_after > w then w = reset_after end
+    if hash_window > w then w = hash_window end
     if w == 0 then w = 1000000 end
     local reset_at = t_r or (now + w)
     redis.call('HSET', b, 'limit', fmt(l), 'remaining', fmt(rem), 'reset_at', fmt(reset_at),
       'window', fmt(w), 'window_start', fmt(now), 'provisional', t_r and '0' or '1', 'margin', '0')
     if remaining then redis.call('HSET', b, 'reported', fmt(remaining)) end
     expire_at(b, reset_at + ttl)
+    final_window = w
   else
     -- merge into the current window (rolled in step 2)
     if limit then
@@ -703,6 +713,7 @@ local function record_bucket()
       s.limit = l
     end
     if window and window > s.window then s.window = window end
+    if hash_window > s.window then s.window = hash_window end
     local carried = nil
     if granted_at ~= nil and granted_at < s.window_start then carried = granted_at end
     local stale = carried ~= nil or (t_r ~= nil and t_r <= s.window_start)
@@ -720,6 +731,7 @@ local function record_bucket()
       'provisional', s.provisional and '1' or '0')
     if s.reported then redis.call('HSET', b, 'reported', fmt(s.reported)) end
     expire_at(b, s.reset_at + ttl)
+    final_window = s.window
     -- a grant carried over from the previous window may have been counted in this one (after
     -- its lowest report, or before any): it keeps counting as a ghost, one window (plus
     -- margin) after its grant, like a 5xx's.
@@ -734,6 +746,10 @@ local function record_bucket()
       end
     end
   end
+  -- the hash's window is the longest of its majors'
+  if hash_window > final_window then final_window = hash_window end
+  redis.call('SET', bw, fmt(final_window))
+  expire_at(bw, now + ttl)
   extend_ghosts(identity, h, major)
   return {'recorded'}
 end

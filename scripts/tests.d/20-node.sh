@@ -68,7 +68,7 @@ set +e
 status=$?
 set -e
 if [ "$status" -ne 0 ]; then
-  grep -E '^not ok|^# Subtest' -A 30 "$log" | grep -v '^# Subtest' | head -120
+  grep -E '^ *not ok' -A 30 "$log" | head -120
 fi
 grep -E '^# (tests|pass|fail|skipped)' "$log"
 exit "$status"

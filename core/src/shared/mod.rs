@@ -249,6 +249,7 @@
 //! | `P "gl|" enc(identity) enc(client)` | sorted set | the `g` members leased to `client` and not yet spent (score: lease time) | `global_window` after the last lease |
 //! | `P "r|" enc(identity) enc(route)` | string | the route's bucket hash; `""`: the route has no bucket | `state_ttl` after the last write |
 //! | `P "b|" enc(identity) enc(hash) enc(major)` | hash | `limit`, `remaining` (countdown of grants in this window), `reported` (lowest `remaining` reported in this window; absent after a roll), `reset_at`, `window`, `window_start`, `provisional` (0/1), `margin` | `state_ttl` after `reset_at` (re-armed on every write) |
+//! | `P "bw|" enc(identity) enc(hash)` | string | the longest `window` of the hash's `b` keys, in ns | `state_ttl` after the last bucket report of the hash |
 //! | `P "bp|" enc(identity) enc(hash) enc(major)` | sorted set | unanswered grants: member, score = when it stops counting (a live grant: grant time + `lease`; a *ghost*: see below) | at its highest score |
 //! | `P "lr|" enc(identity) enc(route) enc(major)` | string | pioneer lock of a route without bucket state (its bucket unknown, or known without state): the holder's member | `lease` after it was taken |
 //! | `P "lb|" enc(identity) enc(hash) enc(major)` | string | pioneer lock of a bucket without state | `lease` after it was taken |
@@ -341,7 +342,8 @@
 //!      counted, so the lock stays as a ghost, its value set to `member "~"` (no grant matches
 //!      it) and its expiry brought forward to at most now + 2 x `window`;
 //!   4. without `limit`, `remaining` and `reset_after` (a 5xx, say): if `hash` and the `b` key
-//!      exist, the member's live entry becomes a **ghost**: removed, and added back as
+//!      exist, the `b` key's `window` is first raised to the hash's window (the `bw` key), and
+//!      the member's live entry becomes a **ghost**: removed, and added back as
 //!      `member "~" grant time` with score grant time + `window` + `margin` if that is later
 //!      than now, extending the key's expiry to it (the server may have counted the request, and a
 //!      sliding window keeps counting it past the known reset). Without them the live entry
@@ -351,16 +353,21 @@
 //!   6. if the `b` key does not exist, create it: `limit` = the update's limit, else remaining +
 //!      1, else 1 (at least 1); `reported` = the update's remaining (absent without one);
 //!      `remaining` = the update's remaining (else `limit - 1`) minus `card(bp)`, at least 0;
-//!      `window` = max(the update's `window`, `reset_after`), or 1 s if
-//!      both are absent; `reset_at` = now + `reset_after` (`provisional = 0`), or now + `window`
+//!      `window` = max(the update's `window`, `reset_after`, the `bw` key), or 1 s if
+//!      all are absent; `reset_at` = now + `reset_after` (`provisional = 0`), or now + `window`
 //!      (`provisional = 1`); `window_start = now`; `margin = 0`. Then step 8, and stop;
 //!   7. otherwise take the update's `limit` (at least 1) and `window = max(window, update
-//!      window)`. The report is **stale** if the grant time from step 5 is < `window_start`, or
+//!      window, bw)`. The report is **stale** if the grant time from step 5 is < `window_start`, or
 //!      if now + `reset_after` <= `window_start`: it describes an earlier window and changes
 //!      nothing more. Otherwise: with the update's remaining, `reported` = the smaller of it and
 //!      `reported` (or it, if absent); with `reset_after`: `window = max(window, reset_after)`, and `reset_at` =
 //!      now + `reset_after` if `provisional` (then `provisional = 0`), else the larger of the two;
-//!   8. re-arm the `b` key's expiry: `state_ttl` after `reset_at`;
+//!   8. re-arm the `b` key's expiry: `state_ttl` after `reset_at`; set the `bw` key to the
+//!      larger of its value and the `b` key's `window`, expiring `state_ttl` later. A hash
+//!      has one window for all its majors: a bucket first seen under one major through an
+//!      answer late in its window (a first-contact 429) would otherwise keep a window far
+//!      shorter than the one its other majors reported, and a ghost of it stop counting
+//!      while the server still counts its request;
 //!   9. if the grant time from step 5 is < `window_start` (a grant carried into this window by
 //!      the roll: it may have been counted in this window, after its lowest report or before
 //!      any), add it back as a ghost, `member "~" grant time`, with score grant time plus

@@ -159,6 +159,10 @@ pub struct MemoryStore {
     paused: Keys<String, Nanos>,
     routes: Keys<RouteKey, String>,
     buckets: Keys<Triple, BucketState>,
+    /// The longest window reported for a bucket hash under any major (the `bw` key): a hash
+    /// has one window for all its majors, and a bucket first seen under one major (its window
+    /// underestimated from a first answer late in it) takes it from the others.
+    hash_windows: Keys<(String, String), Nanos>,
     /// Unanswered grants of a bucket: member and the time it stops counting (the score of the
     /// `bp` sorted set): `grant + lease`, or for a ghost `grant + window + margin`.
     pending: Keys<Triple, Vec<(String, Nanos)>>,
@@ -186,6 +190,7 @@ impl MemoryStore {
             paused: Keys::new(),
             routes: Keys::new(),
             buckets: Keys::new(),
+            hash_windows: Keys::new(),
             pending: Keys::new(),
             route_locks: Keys::new(),
             bucket_locks: Keys::new(),
@@ -220,6 +225,7 @@ impl MemoryStore {
             + self.paused.len(now)
             + self.routes.len(now)
             + self.buckets.len(now)
+            + self.hash_windows.len(now)
             + self.pending.len(now)
             + self.route_locks.len(now)
             + self.bucket_locks.len(now)
@@ -242,6 +248,7 @@ impl MemoryStore {
             self.paused.purge(now);
             self.routes.purge(now);
             self.buckets.purge(now);
+            self.hash_windows.purge(now);
             self.pending.purge(now);
             self.route_locks.purge(now);
             self.bucket_locks.purge(now);
@@ -608,7 +615,14 @@ impl MemoryStore {
                 let granted_at =
                     self.release(now, &member, identity, route, major, hash.as_deref(), !informative, *window);
                 let Some(h) = hash else { return };
+                let hash_key = (identity.clone(), h.clone());
+                let hash_window = self.hash_windows.get(now, &hash_key).copied().unwrap_or(0);
                 if !informative {
+                    // 4. the hash's window first: the ghost counts for as long
+                    let key: Triple = (identity.clone(), h.clone(), major.clone());
+                    if let Some(b) = self.buckets.get_mut(now, &key) {
+                        b.window = b.window.max(hash_window);
+                    }
                     self.ghost(now, &member, identity, major, &h);
                     self.extend_ghosts(now, &(identity.clone(), h, major.clone()));
                     return;
@@ -621,7 +635,7 @@ impl MemoryStore {
                         // 5. a new bucket
                         let limit = limit.or(remaining.map(|r| r.saturating_add(1))).unwrap_or(1).max(1);
                         let rem = remaining.unwrap_or(limit - 1).saturating_sub(pending.min(u32::MAX as usize) as u32);
-                        let mut w = window.unwrap_or(0).max(reset_after.unwrap_or(0));
+                        let mut w = window.unwrap_or(0).max(reset_after.unwrap_or(0)).max(hash_window);
                         if w == 0 {
                             w = SECOND;
                         }
@@ -643,9 +657,7 @@ impl MemoryStore {
                         if let Some(l) = limit {
                             b.limit = (*l).max(1);
                         }
-                        if let Some(w) = window {
-                            b.window = b.window.max(*w);
-                        }
+                        b.window = b.window.max(window.unwrap_or(0)).max(hash_window);
                         let carried = granted_at.filter(|&g| g < b.window_start);
                         let stale = carried.is_some() || t_r.is_some_and(|t| t <= b.window_start);
                         if !stale {
@@ -672,7 +684,11 @@ impl MemoryStore {
                         }
                     }
                 }
-                // 9. what the bucket knows now holds its ghosts too
+                // 9. the hash's window is the longest of its majors'
+                if let Some(w) = self.buckets.get(now, &key).map(|b| b.window) {
+                    self.hash_windows.set(hash_key, w.max(hash_window), now.saturating_add(self.state_ttl));
+                }
+                // 10. what the bucket knows now holds its ghosts too
                 self.extend_ghosts(now, &key);
             }
             SharedUpdate::Release { id, identity, route, major, bucket, reached, window } => {
