@@ -17,8 +17,10 @@ const { SimServer } = require('..')
  *   lifetimeMs: the server closes itself after this long.
  */
 async function startDiscordServer(options = {}) {
+  // The simulator's time 0 is `origin`; its wall clock then is the wall clock now (its
+  // epoch resets, GitHub's `x-ratelimit-reset` say, are read against the client's clock).
   const origin = performance.now()
-  const config = { wall_epoch_ms: Math.round(Date.now() - origin), ...(options.config || {}) }
+  const config = { wall_epoch_ms: Date.now(), ...(options.config || {}) }
   const sim = new SimServer(JSON.stringify(config))
   const stats = { arrivals: 0, byStatus: {}, aborted: 0, dropped: 0 }
   const latency = options.latencyMs || 0

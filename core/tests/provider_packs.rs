@@ -4,7 +4,7 @@
 //! budget), then one simulation per provider: the Discord server model answering in that
 //! provider's dialect (`ServerConfig::dialect`), in virtual time.
 
-use ratelane::sim::{BucketSpec, Outcome, Report, RouteSpec, Server, ServerConfig, SimConfig, Simulation};
+use ratelane::sim::{BucketSpec, Latency, Outcome, Report, RouteSpec, Server, ServerConfig, ServerOutcome, SimConfig, Simulation};
 use ratelane::{
     BodyHints, Config, Disposition, HeaderProfile, Limiter, MILLISECOND, Nanos, Observation, Output,
     QueryCost, RateLimitScope, Request, Response, SECOND,
@@ -328,5 +328,38 @@ fn auto_reads_every_dialect() {
         s.profile = HeaderProfile::Auto;
         let report = run(HeaderProfile::Auto, s, &burst(30, chat()), SimConfig::default().seed(seed));
         assert_eq!(report.count_429(), 0, "{dialect:?}");
+    }
+}
+
+#[test]
+fn github_secondary_limit_leaves_the_primary_budget_alone() {
+    // The primary budgets (`core` 12 per 2 s, `search` 3 per 2 s; resets in whole epoch
+    // seconds against the wall clock) beside a secondary limit of 10 per second the client
+    // cannot see coming: the secondary 403s pause the token, and none of them may make the
+    // engine overrun a primary budget it knows. (Each window of `core` still meets the
+    // secondary limit again, 11-15 refusals in all: the engine does not learn a token-wide
+    // limit from them yet.)
+    let mut s = ServerConfig::discord()
+        .dialect(HeaderProfile::GitHub)
+        .global(Some(BucketSpec::fixed(10, S)))
+        .invalid_requests(0, 600 * S, 3600 * S)
+        .bucket("core", BucketSpec::fixed(12, 2 * S))
+        .route("GET /repos/octo/hello/issues/:id", RouteSpec::bucket("core"))
+        .bucket("search", BucketSpec::fixed(3, 2 * S))
+        .route("GET /search/issues", RouteSpec::bucket("search"));
+    s.profile = HeaderProfile::GitHub;
+    let mut requests: Vec<Request> = (1..=30).map(|i| Request::new("GET", format!("/repos/octo/hello/issues/{i}"))).collect();
+    requests.extend((0..5).map(|i| Request::new("GET", format!("/search/issues?q=x{i}"))));
+    for seed in 0..20 {
+        let mut net = SimConfig::default().seed(seed);
+        net.uplink = Latency::jittered(10 * MILLISECOND, 5 * MILLISECOND);
+        net.downlink = Latency::jittered(10 * MILLISECOND, 5 * MILLISECOND);
+        net.wall_clock = true;
+        let report = run(HeaderProfile::GitHub, s.clone(), &requests, net);
+        let primary: Vec<Nanos> =
+            report.server_log.iter().filter(|a| a.outcome == ServerOutcome::BucketLimited).map(|a| a.at).collect();
+        assert!(primary.is_empty(), "seed {seed}: primary refusals at {primary:?}");
+        assert!(report.count_429() > 0, "seed {seed}: the secondary limit was met");
+        assert_refusals_held(&report);
     }
 }
