@@ -26,12 +26,14 @@ test('examples/node/two_processes.js: two processes share limits through Redis, 
   assert.match(out, /server \(shared through Redis\): 80 x 200, 0 x 429/, out)
 })
 
-test('examples/node/github_client.js: the github pack keeps to the primary budgets, no refusal', () => {
+test('examples/node/github_client.js: the github pack keeps to the budgets; only the first burst meets the hidden secondary limit', () => {
   const env = { ...process.env }
   delete env.GITHUB_TOKEN // always the local imitation
   const out = execFileSync(process.execPath, [path.join(examples, 'github_client.js')], { encoding: 'utf8', timeout: 120_000, env })
   assert.match(out, /spends the "core" budget/, out)
   assert.match(out, /spends the "search" budget/, out)
   assert.match(out, /^30 issues and 5 searches in [\d.]+ s: \{"HTTP 200":35\}$/m, out)
-  assert.match(out, /^server: 35 x 200, 0 x 403, 0 x 429$/m, out)
+  // 15 in the first second against a hidden 10 per second: 5 refusals, then none (the engine
+  // keeps to the 10 the token was admitted).
+  assert.match(out, /^server: 35 x 200, 5 x 403, 0 x 429$/m, out)
 })

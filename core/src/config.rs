@@ -11,7 +11,10 @@ pub struct Config {
     /// The header family the server speaks.
     pub profile: HeaderProfile,
     /// Requests per `global_window` per identity, enforced before sending (Discord: 50 per
-    /// second). `0` turns the global limit off.
+    /// second). `0` turns the configured global limit off; the engine then learns one from
+    /// refusals of the whole token (GitHub's secondary limits) that hold it for at most two
+    /// `global_window`s: what the token had admitted in the last `global_window`, for ten
+    /// windows after the hold.
     pub global_limit: u32,
     /// The global limit's window.
     pub global_window: Nanos,

@@ -490,9 +490,12 @@ struct Orphan {
 struct Identity {
     /// The caller's key for the token.
     name: String,
-    /// Send times of non-exempt requests within the global window (+ margin).
+    /// Send times of non-exempt requests within the global window (+ margin). Without a
+    /// configured global limit, kept for [`LearnedCap`] (never refunded: a little cautious).
     sends: VecDeque<Nanos>,
     paused_until: Nanos,
+    /// Without a configured global limit: the token-wide limit learned from refusals.
+    learned: LearnedCap,
     /// Queues whose head waits for this identity's global budget.
     blocked: BTreeSet<ReadyKey>,
     wake_at: Option<Nanos>,
@@ -503,6 +506,23 @@ struct Identity {
     lease: Lease,
     /// Shared mode: the sends a store may not count, for after an outage.
     send_log: SendLog,
+}
+
+/// A token-wide limit learned from refusals of scope global where no global limit is
+/// configured (GitHub's secondary limits, say) and the refusal holds the token for at most two
+/// global windows (a longer hold is of a limit over a longer time than one window's sends
+/// measure; the hold alone then paces the token): the API admitted what the identity sent
+/// within one global window before the refusal, less the refusals in it; the identity stays at
+/// that many per global window until ten global windows after the refusal's hold ends (then it
+/// probes again), as a shared-scope limit is learned for its resource.
+#[derive(Debug, Clone, Copy, Default)]
+struct LearnedCap {
+    /// The cap per global window, while `until` is ahead; `0`: none.
+    limit: u32,
+    until: Nanos,
+    /// The refusals counted against the sends of the window they fell in: the first one's
+    /// time, and how many.
+    refused: (Nanos, u32),
 }
 
 /// Shared mode: global tokens the store leased to this process for one identity.
@@ -1169,6 +1189,7 @@ impl Limiter {
             name: name.to_string(),
             sends: VecDeque::new(),
             paused_until: 0,
+            learned: LearnedCap::default(),
             blocked: BTreeSet::new(),
             wake_at: None,
             unauthorized: false,
@@ -2371,8 +2392,26 @@ impl Limiter {
         };
         match scope {
             RateLimitScope::Global => {
+                let window = self.config.global_window;
+                let span = window.saturating_add(self.global_margin_at(now));
+                // A refusal whose hold spans many global windows (GitHub's minute) tells of a
+                // limit over a longer time than the sends of one window can measure.
+                let learn = self.config.global_limit == 0 && wait <= window.saturating_mul(2);
                 let ident = &mut self.identities[iid];
                 ident.paused_until = ident.paused_until.max(until);
+                if learn {
+                    // What the API admitted of the sends within one global window before
+                    // this refusal: those sends less the refusals among them.
+                    let l = &mut ident.learned;
+                    l.refused = match l.refused {
+                        (first, n) if first.saturating_add(span) > now => (first, n + 1),
+                        _ => (now, 1),
+                    };
+                    let sent = ident.sends.iter().filter(|&&t| t.saturating_add(span) > now).count();
+                    let admitted = (sent as u32).saturating_sub(l.refused.1).max(1);
+                    l.limit = if l.until > now { l.limit.min(admitted) } else { admitted };
+                    l.until = ident.paused_until.saturating_add(window.saturating_mul(10));
+                }
                 self.wake_identity_at(iid, until);
                 self.recheck_queues(Some(iid));
             }
@@ -3066,6 +3105,15 @@ impl Limiter {
             self.identities[iid].sends.push_back(now);
             now
         });
+        if !exempt && self.config.global_limit == 0 {
+            // Only to learn a token-wide limit from a refusal (see `LearnedCap`).
+            let span = self.config.global_window.saturating_add(self.global_margin_at(now));
+            let sends = &mut self.identities[iid].sends;
+            while sends.front().is_some_and(|&t| t.saturating_add(span) <= now) {
+                sends.pop_front();
+            }
+            sends.push_back(now);
+        }
         if !exempt {
             self.identities[iid].queued -= 1;
         }
@@ -3116,12 +3164,22 @@ impl Limiter {
         }
     }
 
+    /// The identity's global limit per global window: the configured one, else a limit learned
+    /// from refusals while it lasts ([`LearnedCap`]), else `0` (none).
+    fn global_limit_of(&self, now: Nanos, iid: Iid) -> u32 {
+        if self.config.global_limit > 0 {
+            return self.config.global_limit;
+        }
+        let learned = &self.identities[iid].learned;
+        if learned.until > now { learned.limit } else { 0 }
+    }
+
     /// When the identity's global budget has room again, or `None` if it has room now.
     fn global_wait(&mut self, now: Nanos, iid: Iid) -> Option<Nanos> {
         if let Some(t) = self.outage_global_hold(now) {
             return Some(t);
         }
-        let limit = share_of(self.config.global_limit, self.outage_share()) as usize;
+        let limit = share_of(self.global_limit_of(now, iid), self.outage_share()) as usize;
         let span = self.config.global_window.saturating_add(self.global_margin_at(now));
         let ident = &mut self.identities[iid];
         if ident.paused_until > now {
@@ -3215,7 +3273,7 @@ impl Limiter {
     fn global_estimate(&self, now: Nanos, iid: Iid, extra: usize) -> Nanos {
         let ident = &self.identities[iid];
         let mut t = now.max(ident.paused_until);
-        let limit = share_of(self.config.global_limit, self.outage_share()) as usize;
+        let limit = share_of(self.global_limit_of(now, iid), self.outage_share()) as usize;
         if limit == 0 {
             return t;
         }

@@ -23,10 +23,11 @@ async function main() {
   let server = null
   if (!process.env.GITHUB_TOKEN) {
     // A stand-in for GitHub on 127.0.0.1, windows scaled down so that the example takes
-    // seconds: the `core` budget is 12 requests per 2 s, `search` 3 per 2 s, and a secondary
-    // limit of 100 requests per second over all budgets, which this pace does not reach
-    // (GitHub answers one with a 403, `retry-after` and a message saying so; the engine
-    // then holds the whole token for that long).
+    // seconds: the `core` budget is 12 requests per 2 s, `search` 3 per 2 s, and a hidden
+    // secondary limit of 10 requests per second over all budgets. GitHub answers a secondary
+    // limit with a 403, `retry-after` and a message saying so: the first burst (12 + 3) meets
+    // it once, the engine holds the whole token for the `retry-after`, and from what the
+    // token was admitted in that second it keeps to 10 per second afterwards.
     const { startDiscordServer } = require(path.join(__dirname, '..', '..', 'bindings-node', 'test', 'discord-server.cjs'))
     repo = 'octo-org/hello-world'
     server = await startDiscordServer({
@@ -41,7 +42,7 @@ async function main() {
           [`GET /repos/${repo}/issues/:id`]: { bucket: 'core' },
           'GET /search/issues': { bucket: 'search' },
         },
-        global: { limit: 100, window_ns: 1e9 },
+        global: { limit: 10, window_ns: 1e9 },
       },
       latencyMs: 20,
     })

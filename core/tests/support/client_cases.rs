@@ -579,6 +579,33 @@
                 1_790_000_000_000)
             .timeout(30_200 * MS),
     });
+    let c = Config::for_profile(HeaderProfile::GitHub);
+    let ok = [("x-ratelimit-limit", "5000"), ("x-ratelimit-remaining", "4000"), ("x-ratelimit-resource", "core")];
+    let secondary = [("retry-after", "1")];
+    v.push(Case {
+        file: "github_secondary_learned",
+        comment: "No global limit is configured (GitHub): six requests to six repositories go at once; four are \
+                  answered, two refused by a secondary limit (403, retry-after 1): the token is held 1 s, and what \
+                  the API admitted in that second, 4, becomes the token's limit per second for ten seconds after the \
+                  hold: when the first second's sends have left the window (1.125 s: one global window plus the \
+                  first window's margin), the two refused go, two of four new ones with them, the other two a \
+                  window later.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "GET", "/repos/octo/r1/issues").enqueue(0, "GET", "/repos/octo/r2/issues")
+            .enqueue(0, "GET", "/repos/octo/r3/issues").enqueue(0, "GET", "/repos/octo/r4/issues")
+            .enqueue(0, "GET", "/repos/octo/r5/issues").enqueue(0, "GET", "/repos/octo/r6/issues")
+            .respond(100 * MS, 1, 200, &ok).respond(100 * MS, 2, 200, &ok)
+            .respond(100 * MS, 3, 200, &ok).respond(100 * MS, 4, 200, &ok)
+            .respond(100 * MS, 5, 403, &secondary).respond(100 * MS, 6, 403, &secondary)
+            .enqueue(150 * MS, "GET", "/repos/octo/r1/issues").enqueue(150 * MS, "GET", "/repos/octo/r2/issues")
+            .enqueue(150 * MS, "GET", "/repos/octo/r3/issues").enqueue(150 * MS, "GET", "/repos/octo/r4/issues")
+            .timeout(1_100 * MS)
+            .timeout(1_125 * MS)
+            .respond(1_200 * MS, 5, 200, &ok).respond(1_200 * MS, 6, 200, &ok)
+            .respond(1_200 * MS, 7, 200, &ok).respond(1_200 * MS, 8, 200, &ok)
+            .timeout(2_250 * MS),
+    });
     let c = Config::for_profile(HeaderProfile::RetryAfterOnly);
     v.push(Case {
         file: "retry_after_date",
