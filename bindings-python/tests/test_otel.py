@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import aiohttp
@@ -150,6 +151,68 @@ def test_gauges_read_the_core_and_a_permit_left_unreported_is_cancelled() -> Non
     run(main())
 
 
+class _FlakyStore:
+    """A shared-mode store of the driver's interface in memory: unanswered (so unavailable
+    after ``timeout``) until ``up``, then granting every reservation."""
+
+    timeout = 0.02
+
+    def __init__(self) -> None:
+        self.up = False
+
+    def core_settings(self) -> Dict[str, Any]:
+        return {"on_unavailable": "fail_open", "retry_base_ns": 10_000_000, "retry_max_ns": 40_000_000}
+
+    def bind(self, config: Any) -> None:
+        pass
+
+    def reserve(self, reservation: Any) -> "asyncio.Future[Any]":
+        future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
+        if self.up:
+            future.set_result(("granted", None, None, None, None))
+        return future
+
+    def record(self, update: Any) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_shared_mode_store_outage_and_recovery_as_the_core_observed_them() -> None:
+    provider_meter, reader = meter()
+    seen: List[Any] = []
+
+    async def ok() -> Any:
+        class Ok:
+            status = 200
+            headers: Dict[str, str] = {}
+
+        return Ok()
+
+    async def main() -> None:
+        store = _FlakyStore()
+        limiter = ratelane.RateLimiter(shared=store, on_observation=seen.append)  # type: ignore[arg-type]
+        ratelane.otel.instrument(limiter, provider_meter)
+        assert (await limiter.run("GET", ME, ok)).status == 200  # fail_open: sent without the store
+        store.up = True
+        # Bounded: requests go on until the core probes the store again and sees it back.
+        for _ in range(200):
+            if any(isinstance(o, ratelane.StoreRecovered) for o in seen):
+                break
+            await limiter.run("GET", ME, ok)
+            await asyncio.sleep(0.005)
+        await limiter.aclose()
+
+    run(main())
+    assert isinstance(seen[-1], ratelane.StoreRecovered)
+    unavailable = sum(isinstance(o, ratelane.StoreUnavailable) for o in seen)
+    points = collect(reader)
+    assert unavailable >= 1
+    assert value(points, "ratelane.store.unavailable").value == unavailable
+    assert value(points, "ratelane.store.recovered").value == 1
+
+
 async def _never_sent() -> Any:
     raise AssertionError("the pioneer was never answered: this request cannot go")
 
@@ -171,3 +234,17 @@ def test_importing_ratelane_does_not_need_opentelemetry() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "pip install 'ratelane[otel]'" in out
+
+
+def test_the_example_prints_every_instrument() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "python" / "metrics.py"
+    out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert "messages: ['200'] x24, renames: ['200', '200', 'max_wait_exceeded']" in out, out
+    for name in (
+        "ratelane.requests ({request})", "ratelane.wait.duration (s)", "ratelane.rate_limited ({response})",
+        "ratelane.queue.depth ({request})", "ratelane.requests.in_flight ({request})",
+        "ratelane.invalid_requests.used ({response})",
+    ):
+        assert f"\n{name}\n" in out, out
+    assert "  {'ratelane.outcome': 'failed', 'error.type': 'max_wait_exceeded'} 1\n" in out, out
+    assert "  {'ratelane.scope': 'sub_limit'} 1\n" in out, out

@@ -153,6 +153,38 @@ otelTest('the gauges read the core; an aborted request counts as cancelled; deta
   await m.shutdown()
 })
 
+otelTest('shared mode: the store going away and coming back, as the core observed it', async () => {
+  const m = meter()
+  let up = false
+  const store = {
+    timeout: 20,
+    coreSettings: () => ({ on_unavailable: 'fail_open', retry_base_ns: 10e6, retry_max_ns: 40e6 }),
+    bind() {},
+    reserve: () => (up ? Promise.resolve({ answer: 'granted' }) : new Promise(() => {})),
+    record() {},
+    close() {},
+  }
+  const limiter = new RateLimiter({ shared: store })
+  instrument(limiter, m.meter)
+  const events = []
+  limiter.on('storeUnavailable', () => events.push('unavailable'))
+  limiter.on('storeRecovered', () => events.push('recovered'))
+  assert.equal((await limiter.run('GET', '/users/@me', () => ok())).status, 200) // fail_open: sent without the store
+  up = true
+  // Bounded: requests go on until the core probes the store again and sees it back.
+  for (let i = 0; i < 200 && !events.includes('recovered'); i++) {
+    await limiter.run('GET', '/users/@me', () => ok())
+    await new Promise((r) => setTimeout(r, 5))
+  }
+  assert.equal(events[events.length - 1], 'recovered')
+  await limiter.close()
+  const got = await m.collect()
+  assert.equal(point(got, 'ratelane.store.unavailable'), events.filter((e) => e === 'unavailable').length)
+  assert.ok(point(got, 'ratelane.store.unavailable') >= 1)
+  assert.equal(point(got, 'ratelane.store.recovered'), 1)
+  await m.shutdown()
+})
+
 test('Metrics refuses what is not a Meter', () => {
   assert.throws(() => new Metrics(), InvalidArgumentError)
   assert.throws(() => new Metrics({ createCounter() {} }), InvalidArgumentError)

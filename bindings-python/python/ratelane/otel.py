@@ -21,33 +21,33 @@ before has no wait recorded.
 
 The instruments (the same names, units and attributes as the JavaScript ``instrument``):
 
-==================================  =================  ============  =================================================
-name                                type               unit          what, and its attributes
-==================================  =================  ============  =================================================
-``ratelane.requests``               Counter            ``{request}`` the core's decisions, by ``ratelane.outcome``:
-                                                                     ``sent`` (each ``Send``; a retry is sent again),
-                                                                     ``answered`` (a response completed it),
-                                                                     ``retried`` (the core re-sends it after a
-                                                                     response or transport failure), ``failed`` (a
-                                                                     ``Fail``; ``error.type`` is its stable code,
-                                                                     e.g. ``max_wait_exceeded``), ``cancelled`` (the
-                                                                     caller gave up). answered + failed + cancelled
-                                                                     = requests ended
-``ratelane.wait.duration``          Histogram          ``s``         time in the limiter before each ``Send``: from
-                                                                     the enqueue, or from the answer the core retries
-``ratelane.queue.depth``            ObservableGauge    ``{request}`` waiting to be sent: ``queued`` + ``reserving``
-``ratelane.requests.in_flight``     ObservableGauge    ``{request}`` sent and not yet answered (``in_flight``)
-``ratelane.rate_limited``           Counter            ``{response}`` 429 answers, by ``ratelane.scope``: ``bucket``,
-                                                                     ``global``, ``shared``, ``sub_limit``, ``edge``
-``ratelane.invalid_requests.used``  ObservableGauge    ``{response}`` the invalid-request budget used: 401, 403 and
-                                                                     non-shared 429 answers within the window
-                                                                     (``Limiter.invalid_requests``)
-``ratelane.store.unavailable``      Counter            ``{event}``   shared mode: the store did not answer a
-                                                                     reservation (``StoreUnavailable``, one per
-                                                                     outage step)
-``ratelane.store.recovered``        Counter            ``{event}``   shared mode: the store answered again
-                                                                     (``StoreRecovered``)
-==================================  =================  ============  =================================================
+==================================  =================  ==============  =================================================
+name                                type               unit            what, and its attributes
+==================================  =================  ==============  =================================================
+``ratelane.requests``               Counter            ``{request}``   the core's decisions, by ``ratelane.outcome``:
+                                                                       ``sent`` (each ``Send``; a retry is sent again),
+                                                                       ``answered`` (a response completed it),
+                                                                       ``retried`` (the core re-sends it after a
+                                                                       response or transport failure), ``failed`` (a
+                                                                       ``Fail``; ``error.type`` is its stable code,
+                                                                       e.g. ``max_wait_exceeded``), ``cancelled`` (the
+                                                                       caller gave up). answered + failed + cancelled
+                                                                       = requests ended
+``ratelane.wait.duration``          Histogram          ``s``           time in the limiter before each ``Send``: from
+                                                                       the enqueue, or from the answer the core retries
+``ratelane.queue.depth``            ObservableGauge    ``{request}``   waiting to be sent: ``queued`` + ``reserving``
+``ratelane.requests.in_flight``     ObservableGauge    ``{request}``   sent and not yet answered (``in_flight``)
+``ratelane.rate_limited``           Counter            ``{response}``  429 answers, by ``ratelane.scope``: ``bucket``,
+                                                                       ``global``, ``shared``, ``sub_limit``, ``edge``
+``ratelane.invalid_requests.used``  ObservableGauge    ``{response}``  the invalid-request budget used: 401, 403 and
+                                                                       non-shared 429 answers within the window
+                                                                       (``Limiter.invalid_requests``)
+``ratelane.store.unavailable``      Counter            ``{event}``     shared mode: the store did not answer a
+                                                                       reservation (``StoreUnavailable``, one per
+                                                                       outage step)
+``ratelane.store.recovered``        Counter            ``{event}``     shared mode: the store answered again
+                                                                       (``StoreRecovered``)
+==================================  =================  ==============  =================================================
 
 Every instrument also carries ``ratelane.limiter`` when ``attach`` was given a ``name``.
 """
