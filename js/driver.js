@@ -1262,7 +1262,7 @@ function createRatelane(core, host) {
       if (meter === null || typeof meter !== 'object' || typeof meter.createCounter !== 'function' ||
           typeof meter.createHistogram !== 'function' || typeof meter.createObservableGauge !== 'function') {
         throw usage(InvalidArgumentError, 'invalid_argument',
-          "Metrics needs an OpenTelemetry Meter: require('@opentelemetry/api').metrics.getMeter('ratelane')")
+          "Metrics needs an OpenTelemetry Meter: metrics.getMeter('ratelane') of @opentelemetry/api")
       }
       this._attached = []
       this.requests = meter.createCounter('ratelane.requests', {
