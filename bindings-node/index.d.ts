@@ -30,11 +30,15 @@ export {
   NetworkError,
   UnauthorizedError,
   ClosedError,
+  Metrics,
+  instrument,
   createRatelane,
 } from './driver'
 export type {
+  AttachOptions,
   BucketLearnedEvent,
   InvalidRequestWarningEvent,
+  MeterLike,
   Ratelane,
   RateLimitedEvent,
   RateLimiterEvents,

@@ -226,6 +226,11 @@ export declare class Limiter {
   get queued(): number
   /** Requests sent and not yet answered. */
   get inFlight(): number
+  /**
+   * The invalid-request budget used at `nowNs`: the 401/403/non-shared 429 answers counted
+   * within the window (`Limiter::invalid_requests`). A read: changes nothing.
+   */
+  invalidRequests(nowNs: number): number
   /** Buckets (queues) held in memory. */
   get buckets(): number
   /** Whether `close` was called. */

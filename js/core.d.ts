@@ -264,6 +264,8 @@ export interface CoreLimiter {
   readonly inFlight: number
   /** Shared mode: requests waiting for their reservation's answer. */
   readonly reserving: number
+  /** The invalid-request budget used at `nowNs`: 401/403/non-shared 429 answers within the window. A read. */
+  invalidRequests(nowNs: number): number
   readonly buckets: number
   readonly isClosed: boolean
   /** Whether the profile reads the body of an answer with this status (pass `response.body` then). */

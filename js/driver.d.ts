@@ -271,6 +271,8 @@ export interface Ratelane<C extends CoreModule = CoreModule> {
   /** `'not_sent'` when an error proves nothing reached the server, else `'maybe_sent'`. */
   classifyFailure(error: unknown): 'not_sent' | 'maybe_sent'
   headerPairs(headers: unknown): Array<[string, string]>
+  Metrics: typeof Metrics
+  instrument: typeof instrument
   Limiter: C['Limiter']
   SimServer: C['SimServer']
   Simulation: C['Simulation']
@@ -280,5 +282,41 @@ export interface Ratelane<C extends CoreModule = CoreModule> {
   FAIL_CODES: C['FAIL_CODES']
   ERROR_CODES: C['ERROR_CODES']
 }
+
+/**
+ * The part of an OpenTelemetry `Meter` (`@opentelemetry/api`, an optional peer dependency)
+ * that ratelane uses; `metrics.getMeter('ratelane')` is one.
+ */
+export interface MeterLike {
+  createCounter(name: string, options?: object): { add(value: number, attributes?: object): void }
+  createHistogram(name: string, options?: object): { record(value: number, attributes?: object): void }
+  createObservableGauge(name: string, options?: object): {
+    addCallback(callback: (result: { observe(value: number, attributes?: object): void }) => void): void
+  }
+}
+
+/** Options of `Metrics.attach` and `instrument`. */
+export interface AttachOptions {
+  /** Adds the attribute `ratelane.limiter` with this value to every instrument. */
+  name?: string
+}
+
+/**
+ * The ratelane instruments on one Meter (README, "Metrics"): `ratelane.requests`
+ * (`ratelane.outcome`, `error.type`), `ratelane.wait.duration` (s), `ratelane.queue.depth`,
+ * `ratelane.requests.in_flight`, `ratelane.rate_limited` (`ratelane.scope`),
+ * `ratelane.invalid_requests.used`, `ratelane.store.unavailable`, `ratelane.store.recovered`.
+ */
+export declare class Metrics {
+  /** Throws InvalidArgumentError when `meter` is not a Meter. */
+  constructor(meter: MeterLike)
+  /** Records the limiter's decisions from now on (attach before its first request). */
+  attach(limiter: RateLimiter, options?: AttachOptions): this
+  /** Stops recording the limiter. */
+  detach(limiter: RateLimiter): this
+}
+
+/** `new Metrics(meter).attach(limiter, options)`. */
+export declare function instrument(limiter: RateLimiter, meter: MeterLike, options?: AttachOptions): Metrics
 
 export declare function createRatelane<C extends CoreModule>(core: C): Ratelane<C>

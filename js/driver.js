@@ -1242,6 +1242,229 @@ function createRatelane(core, host) {
     }
   }
 
+  // ------------------------------------------------------------------ metrics (OpenTelemetry)
+
+  /**
+   * Bucket boundaries (seconds) advised for `ratelane.wait.duration`: from "sent at once" to
+   * the minutes a global pause or an invalid-request stop can hold a request.
+   */
+  const WAIT_BOUNDARIES = Object.freeze([0, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300])
+
+  /**
+   * The ratelane instruments on one OpenTelemetry `Meter` (from `@opentelemetry/api`, an
+   * optional peer dependency: pass `metrics.getMeter('ratelane')`), created once; `attach`
+   * any number of `RateLimiter`s. The names, units and attributes are those of the Python
+   * `ratelane.otel` (README, "Metrics"). Every value comes from the core: its outputs, the
+   * dispositions it returns and its getters, recorded at the `nowNs` of the inputs.
+   */
+  class Metrics {
+    constructor(meter) {
+      if (meter === null || typeof meter !== 'object' || typeof meter.createCounter !== 'function' ||
+          typeof meter.createHistogram !== 'function' || typeof meter.createObservableGauge !== 'function') {
+        throw usage(InvalidArgumentError, 'invalid_argument',
+          "Metrics needs an OpenTelemetry Meter: metrics.getMeter('ratelane') of @opentelemetry/api")
+      }
+      this._attached = []
+      this.requests = meter.createCounter('ratelane.requests', {
+        unit: '{request}',
+        description: "The core's decisions per request, by ratelane.outcome (sent, answered, retried, failed with error.type, cancelled)",
+      })
+      this.wait = meter.createHistogram('ratelane.wait.duration', {
+        unit: 's',
+        description: 'Time a request waited in the limiter before each send',
+        advice: { explicitBucketBoundaries: WAIT_BOUNDARIES.slice() },
+      })
+      this.rateLimited = meter.createCounter('ratelane.rate_limited', {
+        unit: '{response}', description: '429 answers, by ratelane.scope',
+      })
+      this.storeUnavailable = meter.createCounter('ratelane.store.unavailable', {
+        unit: '{event}', description: 'Shared mode: reservations the store did not answer (one per outage step)',
+      })
+      this.storeRecovered = meter.createCounter('ratelane.store.recovered', {
+        unit: '{event}', description: 'Shared mode: the store answered again',
+      })
+      const gauge = (name, unit, description, read) => {
+        meter.createObservableGauge(name, { unit, description }).addCallback((result) => {
+          for (const { limiter, recorder } of this._attached) result.observe(read(limiter, recorder), recorder.attributes)
+        })
+      }
+      gauge('ratelane.queue.depth', '{request}', 'Requests waiting to be sent (queued, or waiting for a reservation)',
+        (l, r) => r.inner.queued + r.inner.reserving)
+      gauge('ratelane.requests.in_flight', '{request}', 'Requests sent and not yet answered', (l, r) => r.inner.inFlight)
+      gauge('ratelane.invalid_requests.used', '{response}',
+        'The invalid-request budget used: 401, 403 and non-shared 429 answers within the window',
+        (l, r) => r.inner.invalidRequests(Math.max(r.now, nowNs())))
+    }
+
+    /**
+     * Records `limiter`'s decisions from now on (attach before its first request: one enqueued
+     * before has no wait recorded). `options.name` adds the attribute `ratelane.limiter`.
+     */
+    attach(limiter, options) {
+      if (!(limiter instanceof RateLimiter)) {
+        throw usage(InvalidArgumentError, 'invalid_argument', 'attach takes a RateLimiter')
+      }
+      if (limiter._core instanceof MeteredCore) {
+        throw usage(InvalidArgumentError, 'invalid_argument', 'this RateLimiter is already attached to a Metrics')
+      }
+      const name = options && options.name
+      const attributes = name === undefined || name === null ? {} : { 'ratelane.limiter': String(name) }
+      const recorder = new MeteredCore(limiter._core, this, attributes)
+      limiter._core = recorder
+      this._attached.push({ limiter, recorder })
+      return this
+    }
+
+    /** Stops recording `limiter`; its gauges are no longer reported. */
+    detach(limiter) {
+      const i = this._attached.findIndex((a) => a.limiter === limiter)
+      if (i < 0) return this
+      const { recorder } = this._attached[i]
+      this._attached.splice(i, 1)
+      if (limiter._core === recorder) limiter._core = recorder.inner
+      return this
+    }
+  }
+
+  /** `new Metrics(meter).attach(limiter, options)`; returns the Metrics. */
+  function instrument(limiter, meter, options) {
+    return new Metrics(meter).attach(limiter, options)
+  }
+
+  /**
+   * Stands in for a driver's core (the CONTRACT.md surface): passes every call through and
+   * records what the core decided, at the `nowNs` of the inputs. Only an attached limiter
+   * pays for it.
+   */
+  class MeteredCore {
+    constructor(inner, metrics, attributes) {
+      this.inner = inner
+      this.metrics = metrics
+      this.attributes = attributes
+      this.now = 0
+      /** request id -> when it last became ready to wait (enqueued, or retried). */
+      this.since = new Map()
+      const outcome = (o) => Object.assign({}, attributes, { 'ratelane.outcome': o })
+      this.sentAttrs = outcome('sent')
+      this.answeredAttrs = outcome('answered')
+      this.retriedAttrs = outcome('retried')
+      this.cancelledAttrs = outcome('cancelled')
+    }
+
+    _at(nowNs) {
+      const n = Number(nowNs)
+      if (n > this.now) this.now = n
+      return this.now
+    }
+
+    _disposition(nowNs, id, disposition) {
+      const now = this._at(nowNs)
+      if (disposition === 'complete') {
+        this.since.delete(id)
+        this.metrics.requests.add(1, this.answeredAttrs)
+      } else if (disposition === 'retry') {
+        this.since.set(id, now)
+        this.metrics.requests.add(1, this.retriedAttrs)
+      } // 'failed': its fail output is counted when drained
+      return disposition
+    }
+
+    _sent(id) {
+      this.metrics.requests.add(1, this.sentAttrs)
+      const since = this.since.get(id)
+      if (since !== undefined) {
+        this.since.delete(id)
+        this.metrics.wait.record((this.now - since) / 1e9, this.attributes)
+      }
+    }
+
+    _record(output) {
+      switch (output.type) {
+        case 'send':
+          this._sent(output.id)
+          break
+        case 'fail':
+          this.since.delete(output.id)
+          this.metrics.requests.add(1, Object.assign({}, this.attributes, { 'ratelane.outcome': 'failed', 'error.type': output.code }))
+          break
+        case 'rate_limited':
+          this.metrics.rateLimited.add(1, Object.assign({}, this.attributes, { 'ratelane.scope': output.scope }))
+          break
+        case 'store_unavailable':
+          this.metrics.storeUnavailable.add(1, this.attributes)
+          break
+        case 'store_recovered':
+          this.metrics.storeRecovered.add(1, this.attributes)
+          break
+        default:
+      }
+    }
+
+    // inputs
+    enqueue(nowNs, spec) {
+      const id = this.inner.enqueue(nowNs, spec)
+      this.since.set(id, this._at(nowNs))
+      return id
+    }
+    enqueueSimple(nowNs, method, path, identity) {
+      const id = this.inner.enqueueSimple(nowNs, method, path, identity)
+      this.since.set(id, this._at(nowNs))
+      return id
+    }
+    handleResponse(nowNs, id, response) {
+      return this._disposition(nowNs, id, this.inner.handleResponse(nowNs, id, response))
+    }
+    handleResponseFlat(nowNs, id, status, headerLines, wallClockMs, retryAfter, global) {
+      return this._disposition(nowNs, id,
+        this.inner.handleResponseFlat(nowNs, id, status, headerLines, wallClockMs, retryAfter, global))
+    }
+    handleFailure(nowNs, id, failure) {
+      return this._disposition(nowNs, id, this.inner.handleFailure(nowNs, id, failure))
+    }
+    cancel(nowNs, id) {
+      this.inner.cancel(nowNs, id)
+      this._at(nowNs)
+      this.since.delete(id)
+      this.metrics.requests.add(1, this.cancelledAttrs)
+    }
+    handleWritten(nowNs, id) { this.inner.handleWritten(nowNs, id); this._at(nowNs) }
+    handleTimeout(nowNs) { this.inner.handleTimeout(nowNs); this._at(nowNs) }
+    handleReservation(nowNs, id, answer) { this.inner.handleReservation(nowNs, id, answer); this._at(nowNs) }
+    close(nowNs) { this.inner.close(nowNs); this._at(nowNs) }
+    restore(nowNs, wallClockMs, snapshot) { this.inner.restore(nowNs, wallClockMs, snapshot); this._at(nowNs) }
+
+    // outputs
+    drainPacked() {
+      const packed = this.inner.drainPacked()
+      for (let i = 0; i < packed.length; i += 2) {
+        if (packed[i] === PACKED_SEND) this._sent(packed[i + 1])
+      }
+      return packed
+    }
+    drain() {
+      const outputs = this.inner.drain()
+      for (let i = 0; i < outputs.length; i++) this._record(outputs[i])
+      return outputs
+    }
+    pollOutput() {
+      const output = this.inner.pollOutput()
+      this._record(output)
+      return output
+    }
+
+    // reads
+    predict(nowNs, request) { return this.inner.predict(nowNs, request) }
+    snapshot(nowNs, wallClockMs) { return this.inner.snapshot(nowNs, wallClockMs) }
+    readsBody(status) { return this.inner.readsBody(status) }
+    configJson() { return this.inner.configJson() }
+    invalidRequests(nowNs) { return this.inner.invalidRequests(nowNs) }
+    get queued() { return this.inner.queued }
+    get inFlight() { return this.inner.inFlight }
+    get reserving() { return this.inner.reserving }
+    get buckets() { return this.inner.buckets }
+    get isClosed() { return this.inner.isClosed }
+  }
+
   return {
     RateLimiter,
     RatelaneError,
@@ -1273,6 +1496,8 @@ function createRatelane(core, host) {
     toCoreConfig,
     classifyFailure,
     headerPairs,
+    Metrics,
+    instrument,
     Limiter: core.Limiter,
     SimServer: core.SimServer,
     Simulation: core.Simulation,

@@ -581,6 +581,13 @@ impl Limiter {
         saturate(self.inner.in_flight())
     }
 
+    /// The invalid-request budget used at `nowNs`: the 401/403/non-shared 429 answers counted
+    /// within the window (`Limiter::invalid_requests`). A read: changes nothing.
+    #[napi(ts_args_type = "nowNs: number")]
+    pub fn invalid_requests(&self, now_ns: NumArg<'_>) -> Result<u32> {
+        Ok(self.inner.invalid_requests(whole_arg(now_ns, "nowNs")?))
+    }
+
     /// Buckets (queues) held in memory.
     #[napi(getter)]
     pub fn buckets(&self) -> u32 {

@@ -37,3 +37,17 @@ test('examples/node/github_client.js: the github pack keeps to the budgets; only
   // keeps to the 10 the token was admitted).
   assert.match(out, /^server: 35 x 200, 5 x 403, 0 x 429$/m, out)
 })
+
+test('examples/node/metrics.js prints every instrument, the sub-limit 429 and the failure', () => {
+  // The example's OpenTelemetry packages are this package's devDependencies here.
+  const env = { ...process.env, NODE_PATH: path.join(__dirname, '..', 'node_modules') }
+  const out = execFileSync(process.execPath, [path.join(examples, 'metrics.js')], { encoding: 'utf8', timeout: 60_000, env })
+  assert.match(out, /^messages: 200 x24, renames: 200, 200, max_wait_exceeded$/m, out)
+  for (const name of ['ratelane.requests ({request})', 'ratelane.wait.duration (s)', 'ratelane.rate_limited ({response})',
+    'ratelane.queue.depth ({request})', 'ratelane.requests.in_flight ({request})', 'ratelane.invalid_requests.used ({response})']) {
+    assert.ok(out.includes(`\n${name}\n`), `${name} in\n${out}`)
+  }
+  assert.match(out, /^ {2}\{"ratelane.outcome":"failed","error.type":"max_wait_exceeded"\} 1$/m, out)
+  assert.match(out, /^ {2}\{"ratelane.scope":"sub_limit"\} 1$/m, out)
+  assert.match(out, /^ {2}- count=\d+ sum=/m, out)
+})

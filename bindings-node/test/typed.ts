@@ -17,6 +17,9 @@ import {
   FixedWindowStore,
   InsufficientCapacityError,
   fromCoreError,
+  Metrics,
+  instrument,
+  type AttachOptions,
   type FailCode,
   type Scheduled,
   type ServerDecision,
@@ -31,6 +34,7 @@ import {
   type SharedUpdate,
 } from '..'
 import { RedisStore, parseAnswer, reserveArgs, recordArgs, SHARED_STORE_LUA, type RedisClientLike, type RedisStoreOptions } from '../redis'
+import { metrics as otelMetrics, type Meter } from '@opentelemetry/api'
 import type { CoreModule } from '../core'
 import { createClient } from 'redis'
 import {
@@ -202,3 +206,16 @@ async function sharedMode(client: RedisClientLike): Promise<void> {
   await new RateLimiter({ shared: memory }).close()
 }
 void sharedMode
+
+// OpenTelemetry: a real Meter of @opentelemetry/api (a devDependency here, an optional peer
+// dependency of the package) is what instrument and Metrics accept.
+
+function openTelemetry(): void {
+  const meter: Meter = otelMetrics.getMeter('ratelane')
+  const limiter = new RateLimiter()
+  const options: AttachOptions = { name: 'bot' }
+  const m: Metrics = instrument(limiter, meter, options)
+  m.detach(limiter).attach(limiter)
+  new Metrics(meter).attach(new RateLimiter(), {})
+}
+void openTelemetry

@@ -1182,6 +1182,12 @@ impl Limiter {
         self.inner.reserving()
     }
 
+    /// The invalid-request budget used at `now_ns`: the 401/403/non-shared 429 answers counted
+    /// within the window. A read: changes nothing.
+    fn invalid_requests(&self, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> u32 {
+        self.inner.invalid_requests(now_ns)
+    }
+
     #[getter]
     fn buckets(&self) -> usize {
         self.inner.buckets()

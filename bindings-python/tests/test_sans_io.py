@@ -65,6 +65,19 @@ def test_request_life_and_outputs() -> None:
     assert limiter.buckets >= 1 and not limiter.is_closed
 
 
+def test_invalid_requests_counts_the_window_and_changes_nothing() -> None:
+    limiter = ratelane.Limiter(invalid_request_window_ns=600 * 10**9)
+    assert limiter.invalid_requests(0) == 0
+    rid = limiter.enqueue(0, "GET", "/users/@me")
+    limiter.drain()
+    assert limiter.handle_response(1000, rid, 403, {}) == "complete"
+    limiter.drain()
+    assert limiter.invalid_requests(1000) == 1
+    assert limiter.invalid_requests(600 * 10**9 + 999) == 1
+    assert limiter.invalid_requests(600 * 10**9 + 1000) == 0
+    assert limiter.invalid_requests(2000) == 1
+
+
 def test_outputs_support_match() -> None:
     if sys.version_info < (3, 10):
         pytest.skip("match needs Python 3.10")

@@ -665,6 +665,16 @@ impl Limiter {
         self.inner.in_flight()
     }
 
+    /// The invalid-request budget used at `nowNs`: the 401/403/non-shared 429 answers counted
+    /// within the window (`Limiter::invalid_requests`). A read: changes nothing.
+    #[wasm_bindgen(js_name = invalidRequests)]
+    pub fn invalid_requests(
+        &self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+    ) -> Result<u32, JsValue> {
+        Ok(self.inner.invalid_requests(number_arg("nowNs", &now_ns)?))
+    }
+
     /// Buckets (queues) held in memory.
     #[wasm_bindgen(getter)]
     pub fn buckets(&self) -> usize {

@@ -643,6 +643,16 @@ impl Limiter {
         self.in_flight_total
     }
 
+    /// The invalid-request budget used at `now`: the invalid responses (401, 403 and
+    /// non-shared 429s, as the limiter counted them) whose window (`invalid_request_window`)
+    /// has not ended by `now`, restored ones included. Requests in flight, which the budget's
+    /// gate also counts as possibly invalid, are not included. Always 0 when the budget is
+    /// off (`invalid_request_limit` = 0). A read: `now` changes nothing.
+    pub fn invalid_requests(&self, now: Nanos) -> u32 {
+        let expired = self.invalid_ends.partition_point(|&end| end <= now);
+        (self.invalid_ends.len() - expired) as u32
+    }
+
     /// Buckets (queues) currently held in memory.
     pub fn buckets(&self) -> usize {
         self.queue_index.len()

@@ -407,3 +407,62 @@ proptest! {
         prop_assert_eq!(second.to_json(), text);
     }
 }
+
+/// `Limiter::invalid_requests`: the invalid-request budget used, for a metrics gauge. It counts
+/// the 401/403/non-shared 429 answers within the window, not a shared 429 nor a success, ages
+/// them out at the window's end, includes a restored snapshot's, and reads without changing.
+#[test]
+fn the_invalid_request_count_is_readable_and_ages_out() {
+    let mut c = Config::default();
+    c.invalid_request_window = 600 * SECOND;
+    let mut l = Limiter::new(c.clone()).unwrap();
+    assert_eq!(l.invalid_requests(0), 0);
+    let answers: [(u16, &[(&str, &str)]); 4] = [
+        (403, &[]),
+        (200, &[]),
+        (429, &[("retry-after", "1"), ("x-ratelimit-scope", "shared")]),
+        (401, &[]),
+    ];
+    let mut t = 0;
+    for (status, headers) in answers {
+        let id = l.enqueue(t, Request::new("GET", "/guilds/1")).unwrap();
+        let mut wake = None;
+        loop {
+            match l.poll_output() {
+                Output::WaitUntil(at) => wake = Some(at),
+                Output::Idle => {}
+                _ => continue,
+            }
+            if let Some(at) = wake.take() {
+                t = t.max(at);
+                l.handle_timeout(t);
+                continue;
+            }
+            break;
+        }
+        t += MILLISECOND;
+        l.handle_response(t, id, &Response::new(status, headers)).unwrap();
+        while !matches!(l.poll_output(), Output::WaitUntil(_) | Output::Idle) {}
+    }
+    assert_eq!(l.invalid_requests(t), 2, "the 403 and the 401; not the 200 nor the shared 429");
+    // Reading at a later time changes nothing; the 403's window ends first.
+    let first_end = 600 * SECOND + MILLISECOND;
+    assert_eq!(l.invalid_requests(first_end - 1), 2);
+    assert_eq!(l.invalid_requests(first_end), 1);
+    assert_eq!(l.invalid_requests(t), 2);
+    assert_eq!(l.invalid_requests(t + 600 * SECOND), 0);
+
+    // A snapshot carries them into a new process.
+    let snap = l.snapshot(t, WALL);
+    let mut restored = Limiter::new(c.clone()).unwrap();
+    restored.restore(0, WALL, &snap).unwrap();
+    assert_eq!(restored.invalid_requests(0), 2);
+
+    // The budget off: nothing is counted.
+    c.invalid_request_limit = 0;
+    let mut off = Limiter::new(c).unwrap();
+    let id = off.enqueue(0, Request::new("GET", "/guilds/1")).unwrap();
+    while !matches!(off.poll_output(), Output::WaitUntil(_) | Output::Idle) {}
+    off.handle_response(MILLISECOND, id, &Response::new(403, &[])).unwrap();
+    assert_eq!(off.invalid_requests(MILLISECOND), 0);
+}

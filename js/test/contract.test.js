@@ -50,6 +50,20 @@ test('Limiter: defaults, getters and the drain', () => {
   throwsCode(() => l.enqueue(4000, GET), 'limiter_closed')
 })
 
+test('Limiter.invalidRequests: the 403s within the window, read without changing anything', () => {
+  const l = new core.Limiter(JSON.stringify({ invalid_request_window_ns: 600e9 }))
+  assert.equal(l.invalidRequests(0), 0)
+  const id = l.enqueue(0, GET)
+  l.drain()
+  assert.equal(l.handleResponse(1000, id, { status: 403, headers: [] }), 'complete')
+  l.drain()
+  assert.equal(l.invalidRequests(1000), 1)
+  assert.equal(l.invalidRequests(600e9 + 999), 1)
+  assert.equal(l.invalidRequests(600e9 + 1000), 0)
+  assert.equal(l.invalidRequests(2000), 1)
+  throwsCode(() => l.invalidRequests(-1), 'invalid_argument')
+})
+
 test('optional request fields accept undefined and null; a fractional nowNs is truncated', () => {
   const l = new core.Limiter()
   const id = l.enqueue(1.9, {

@@ -22,9 +22,25 @@ function loadCreateRatelane() {
   return new Function(`${source}\nreturn createRatelane`)()
 }
 
+/**
+ * A development package of the Node package (bindings-node/node_modules, installed by
+ * scripts/tests.d/20-node.sh) or of the wasm package, for tests of optional integrations
+ * (OpenTelemetry); null when neither has it.
+ */
+function devPackage(name) {
+  for (const dir of ['bindings-node', 'bindings-wasm']) {
+    try {
+      return require(require.resolve(name, { paths: [path.join(repo, dir)] }))
+    } catch (error) {
+      if (error.code !== 'MODULE_NOT_FOUND') throw error
+    }
+  }
+  return null
+}
+
 const core = loadCore()
 const createRatelane = loadCreateRatelane()
 
 // As the Node entries build it: with diagnostics_channel (write reports).
 const ratelane = createRatelane(core, { diagnosticsChannel: require('node:diagnostics_channel') })
-module.exports = { repo, corePath, core, createRatelane, ratelane }
+module.exports = { repo, corePath, core, createRatelane, ratelane, devPackage }

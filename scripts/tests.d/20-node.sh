@@ -55,6 +55,8 @@ if [ -z "${RATELANE_REDIS_URL:-}" ]; then
   echo "redis-server $REDIS_PID on $RATELANE_REDIS_URL (for the ratelane/redis tests)"
 fi
 export RATELANE_REDIS_REQUIRED=1
+# The OpenTelemetry tests (js/test/otel.test.js) need the devDependencies installed above.
+export RATELANE_OTEL_REQUIRED=1
 
 echo "demo: examples/node/protect_endpoint_redis.js (a node:http endpoint limited in Redis)"
 node "$root/examples/node/protect_endpoint_redis.js" "$RATELANE_REDIS_URL" | tail -1

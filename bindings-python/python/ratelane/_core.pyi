@@ -381,6 +381,9 @@ class Limiter:
     def in_flight(self) -> int: ...
     @property
     def reserving(self) -> int: ...
+    def invalid_requests(self, now_ns: int) -> int:
+        """The invalid-request budget used at ``now_ns``: the 401/403/non-shared 429 answers
+        counted within the window. A read: changes nothing."""
     @property
     def buckets(self) -> int: ...
     @property

@@ -36,11 +36,15 @@ export {
   NetworkError,
   UnauthorizedError,
   ClosedError,
+  Metrics,
+  instrument,
   createRatelane,
 } from './driver.js'
 export type {
+  AttachOptions,
   BucketLearnedEvent,
   InvalidRequestWarningEvent,
+  MeterLike,
   Ratelane,
   RateLimitedEvent,
   RateLimiterEvents,
