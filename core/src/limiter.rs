@@ -696,7 +696,10 @@ impl Limiter {
     /// [`Output::Fail`], or the caller's [`Limiter::cancel`].
     ///
     /// A request whose predicted wait exceeds its deadline or `max_wait` fails at once (the
-    /// [`Output::Fail`] carries the prediction).
+    /// [`Output::Fail`] carries the prediction); one whose predicted wait exceeds its
+    /// `defer_after` ([`Request::defer_after`], else [`Config::defer_after`]) fails at once
+    /// with [`FailReason::Deferred`] and the predicted send time, unless that time is past its
+    /// own deadline ([`FailReason::DeadlineExceeded`] then).
     ///
     /// # Errors
     /// [`Error::InvalidRequest`] for a malformed method or path, [`Error::Closed`] after
