@@ -25,6 +25,7 @@ export {
   RateLimitError,
   DeadlineExceededError,
   MaxWaitExceededError,
+  DeferredError,
   RetriesExhaustedError,
   MaybeSentError,
   NetworkError,

@@ -320,7 +320,7 @@ export interface JsOutput {
   reservation?: JsReservation
   /** `share` (shared mode). */
   update?: JsSharedUpdate
-  /** `store_unavailable` (shared mode). */
+  /** `store_unavailable` (shared mode); `fail` with code `deferred`: when to enqueue it again. */
   retryAtNs?: number
 }
 

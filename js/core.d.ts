@@ -13,6 +13,11 @@ export interface RequestSpec {
   identity?: string | null
   /** Monotonic deadline in ns, same clock as `nowNs`. */
   deadlineNs?: number | null
+  /**
+   * A budget in ns: when the predicted wait is longer, fail at once with `deferred` (and
+   * `retryAtNs`) instead of waiting. Default: the config's `defer_after_ns`, else none.
+   */
+  deferAfterNs?: number | null
   /** i32; higher goes first for the global budget. Default 0. */
   priority?: number | null
   idempotent?: boolean | null
@@ -67,6 +72,7 @@ export type TransportFailure = 'not_sent' | 'maybe_sent'
 export type FailCode =
   | 'deadline_exceeded'
   | 'max_wait_exceeded'
+  | 'deferred'
   | 'retries_exhausted'
   | 'maybe_sent'
   | 'network_error'
@@ -176,6 +182,8 @@ export type Output =
       predictedSendAtNs?: number | null
       /** max_wait_exceeded: the predicted wait (ns). */
       predictedWaitNs?: number
+      /** deferred: the predicted send time (ns, same clock as `nowNs`): when to enqueue it again. */
+      retryAtNs?: number
       /** retries_exhausted, network_error. */
       attempts?: number
     }

@@ -30,6 +30,11 @@ export interface RateLimiterOptions {
   globalMarginMax?: number
   /** Fail at once (MaxWaitExceededError) when the predicted wait exceeds this; null: no limit. */
   maxWait?: number | null
+  /**
+   * The default `deferAfter` of `run`: fail at once (DeferredError, with when to retry) when
+   * the predicted wait exceeds this many ms; null: never defer.
+   */
+  deferAfter?: number | null
   /** Re-sends after a 429 before RetriesExhaustedError. */
   maxRateLimitRetries?: number
   /** Re-sends after a 5xx or a transport failure. */
@@ -95,6 +100,12 @@ export interface RunOptions {
   signal?: AbortSignal | null
   /** Milliseconds from now: fail with DeadlineExceededError rather than send later. */
   deadline?: number | null
+  /**
+   * Milliseconds: when the predicted wait is longer, fail at once with DeferredError (carrying
+   * `retryAt`, `retryAtMs`, `retryAtDate`) instead of waiting. With `maxWait` the shorter is the
+   * budget; a `deadline` before the predicted send wins (DeadlineExceededError).
+   */
+  deferAfter?: number | null
   /** When set, `path` is a route template and this its major parameter. */
   major?: string | null
   identity?: string | null
@@ -193,6 +204,17 @@ export declare class MaxWaitExceededError extends RateLimitError {
   /** The predicted wait before sending, in ms. */
   readonly predictedWait: number
 }
+/** The predicted wait exceeded `deferAfter`: run the request again at `retryAt`. */
+export declare class DeferredError extends RateLimitError {
+  /** The predicted send time in ms on the `performance.now()` clock. */
+  readonly retryAt: number
+  /** The same moment in whole ms since the Unix epoch, rounded up (the wall clock, for a job queue's delay). */
+  readonly retryAtMs: number
+  /** The same moment as a Date. */
+  readonly retryAtDate: Date
+  /** Ms from the moment it failed until then. */
+  readonly retryAfter: number
+}
 export declare class RetriesExhaustedError extends RateLimitError {}
 export declare class MaybeSentError extends RateLimitError {}
 export declare class NetworkError extends RateLimitError {}
@@ -257,6 +279,7 @@ export interface Ratelane<C extends CoreModule = CoreModule> {
   RateLimitError: typeof RateLimitError
   DeadlineExceededError: typeof DeadlineExceededError
   MaxWaitExceededError: typeof MaxWaitExceededError
+  DeferredError: typeof DeferredError
   RetriesExhaustedError: typeof RetriesExhaustedError
   MaybeSentError: typeof MaybeSentError
   NetworkError: typeof NetworkError

@@ -88,6 +88,23 @@ function createRatelane(core, host) {
       this.predictedWait = details.predictedWait
     }
   }
+  /**
+   * The predicted wait exceeded the request's `deferAfter`: instead of waiting, it is handed
+   * back to be run again at `retryAt` (a job queue's delayed retry).
+   */
+  class DeferredError extends RateLimitError {
+    constructor(code, message, details) {
+      super(code, message, details)
+      /** When the core predicts it could be sent, in ms on the `performance.now()` clock. */
+      this.retryAt = details.retryAt
+      /** The same moment on the wall clock, in whole ms since the Unix epoch (`Date.now()`'s clock), rounded up. */
+      this.retryAtMs = details.retryAtMs
+      /** The same moment as a `Date`. */
+      this.retryAtDate = new Date(details.retryAtMs)
+      /** Ms from the moment it failed until then. */
+      this.retryAfter = details.retryAfter
+    }
+  }
   /** Still rate limited after `maxRateLimitRetries` re-sends. */
   class RetriesExhaustedError extends RateLimitError {}
   /** The transport failed after the request may have reached the server; not re-sent. */
@@ -102,6 +119,7 @@ function createRatelane(core, host) {
   const FAIL_CLASSES = {
     deadline_exceeded: DeadlineExceededError,
     max_wait_exceeded: MaxWaitExceededError,
+    deferred: DeferredError,
     retries_exhausted: RetriesExhaustedError,
     maybe_sent: MaybeSentError,
     network_error: NetworkError,
@@ -165,6 +183,7 @@ function createRatelane(core, host) {
     globalWindow: ['global_window_ns', MS],
     globalMarginMax: ['global_margin_max_ns', MS],
     maxWait: ['max_wait_ns', 'ms_or_null'],
+    deferAfter: ['defer_after_ns', 'ms_or_null'],
     maxRateLimitRetries: ['max_rate_limit_retries', COUNT],
     maxErrorRetries: ['max_error_retries', COUNT],
     backoffBase: ['backoff_base_ns', MS],
@@ -723,7 +742,9 @@ function createRatelane(core, host) {
      *
      * Options: `signal` (AbortSignal: cancels while queued or in flight; rejects with its
      * reason), `deadline` (ms from now: fail with DeadlineExceededError rather than send
-     * later), `major`, `identity`, `priority`, `idempotent`, `globalExempt`, `bodyKeys` (the
+     * later), `deferAfter` (ms: when the predicted wait is longer, fail at once with
+     * DeferredError, whose `retryAt`/`retryAtMs`/`retryAtDate` say when to run it again; default:
+     * the limiter's `deferAfter` option), `major`, `identity`, `priority`, `idempotent`, `globalExempt`, `bodyKeys` (the
      * top-level keys of the JSON body, or the body object itself: the profile derives the
      * request's sub-limit class from them, e.g. a Discord channel edit of `name` or `topic`)
      * and `subLimit` (the class itself): a sub-limit 429 holds only requests of its class.
@@ -748,7 +769,7 @@ function createRatelane(core, host) {
         let id
         let spec
         if (opts.major == null && opts.priority === undefined && opts.idempotent === undefined &&
-            opts.globalExempt === undefined && opts.deadline == null && opts.subLimit == null &&
+            opts.globalExempt === undefined && opts.deadline == null && opts.deferAfter == null && opts.subLimit == null &&
             opts.bodyKeys == null) {
           // Nothing but method, path and identity: the core's positional fast path.
           spec = this._methodPath(method, path)
@@ -876,6 +897,12 @@ function createRatelane(core, host) {
           throw usage(InvalidArgumentError, 'invalid_argument', 'deadline must be a number of ms >= 0')
         }
         spec.deadlineNs = Math.min(Number.MAX_SAFE_INTEGER, now + Math.round(Math.min(opts.deadline, 9e9) * 1e6))
+      }
+      if (opts.deferAfter !== undefined && opts.deferAfter !== null) {
+        if (typeof opts.deferAfter !== 'number' || !Number.isFinite(opts.deferAfter) || !(opts.deferAfter >= 0)) {
+          throw usage(InvalidArgumentError, 'invalid_argument', `deferAfter must be a finite number of ms >= 0, got ${String(opts.deferAfter)}`)
+        }
+        spec.deferAfterNs = Math.min(Number.MAX_SAFE_INTEGER, Math.round(Math.min(opts.deferAfter, 9e9) * 1e6))
       }
       return spec
     }
@@ -1117,6 +1144,12 @@ function createRatelane(core, host) {
         const at = output.predictedSendAtNs
         details.predictedSendAt = typeof at === 'number' ? at / 1e6 : null
         details.predictedWait = typeof at === 'number' ? Math.max(0, at - now) / 1e6 : null
+      } else if (output.code === 'deferred') {
+        // The core's retry time is on the performance.now() clock; the wall clock's is as far ahead.
+        const ahead = Math.max(0, output.retryAtNs - now) / 1e6
+        details.retryAt = output.retryAtNs / 1e6
+        details.retryAfter = ahead
+        details.retryAtMs = Math.ceil(Date.now() + ahead) // whole ms, never before the prediction
       }
       this._settle(entry)
       entry.reject(new cls(output.code, output.message, details))
@@ -1485,6 +1518,7 @@ function createRatelane(core, host) {
     RateLimitError,
     DeadlineExceededError,
     MaxWaitExceededError,
+    DeferredError,
     RetriesExhaustedError,
     MaybeSentError,
     NetworkError,

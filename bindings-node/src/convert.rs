@@ -11,6 +11,8 @@ pub struct FailView {
     pub predicted_send_at: Option<Option<Nanos>>,
     /// `max_wait_exceeded`: the predicted wait.
     pub predicted_wait: Option<Nanos>,
+    /// `deferred`: the predicted send time (monotonic), when to enqueue it again.
+    pub retry_at: Option<Nanos>,
     /// `retries_exhausted`, `network_error`: how many times it was tried.
     pub attempts: Option<u32>,
 }
@@ -25,6 +27,7 @@ pub fn fail_view(reason: &FailReason) -> FailView {
         code: reason.code(),
         predicted_send_at: None,
         predicted_wait: None,
+        retry_at: None,
         attempts: None,
     };
     match reason {
@@ -32,6 +35,7 @@ pub fn fail_view(reason: &FailReason) -> FailView {
             view.predicted_send_at = Some(*predicted_send_at);
         }
         FailReason::MaxWaitExceeded { predicted_wait } => view.predicted_wait = Some(*predicted_wait),
+        FailReason::Deferred { retry_at } => view.retry_at = Some(*retry_at),
         FailReason::RetriesExhausted { attempts } | FailReason::NetworkError { attempts } => {
             view.attempts = Some(*attempts);
         }
@@ -77,6 +81,7 @@ mod tests {
         vec![
             FailReason::DeadlineExceeded { predicted_send_at: Some(7) },
             FailReason::MaxWaitExceeded { predicted_wait: 9 },
+            FailReason::Deferred { retry_at: 11 },
             FailReason::RetriesExhausted { attempts: 4 },
             FailReason::MaybeSent,
             FailReason::NetworkError { attempts: 2 },
@@ -116,6 +121,8 @@ mod tests {
         let deadline = fail_view(&FailReason::DeadlineExceeded { predicted_send_at: None });
         assert_eq!(deadline.predicted_send_at, Some(None));
         assert_eq!(fail_view(&FailReason::MaxWaitExceeded { predicted_wait: 9 }).predicted_wait, Some(9));
+        assert_eq!(fail_view(&FailReason::Deferred { retry_at: 11 }).retry_at, Some(11));
+        assert_eq!(fail_view(&FailReason::Deferred { retry_at: 11 }).predicted_wait, None);
         assert_eq!(fail_view(&FailReason::NetworkError { attempts: 2 }).attempts, Some(2));
         assert_eq!(fail_view(&FailReason::Closed).attempts, None);
     }

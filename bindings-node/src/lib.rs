@@ -141,6 +141,9 @@ fn request_from(obj: &Object) -> Result<Request> {
     if let Some(deadline) = opt::<f64>(obj, "deadlineNs", "request.deadlineNs (a number)")? {
         request.deadline = Some(whole(deadline, "request.deadlineNs")?);
     }
+    if let Some(defer) = opt::<f64>(obj, "deferAfterNs", "request.deferAfterNs (a number)")? {
+        request.defer_after = Some(whole(defer, "request.deferAfterNs")?);
+    }
     if let Some(priority) = opt::<f64>(obj, "priority", "request.priority (a number)")? {
         if priority.fract() != 0.0 || !(f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&priority) {
             return Err(invalid_argument(format!(
@@ -234,7 +237,7 @@ pub struct JsOutput {
     pub reservation: Option<shared::JsReservation>,
     /// `share` (shared mode).
     pub update: Option<shared::JsSharedUpdate>,
-    /// `store_unavailable` (shared mode).
+    /// `store_unavailable` (shared mode); `fail` with code `deferred`: when to enqueue it again.
     pub retry_at_ns: Option<f64>,
 }
 
@@ -275,7 +278,7 @@ fn output_to_js(output: Output) -> JsOutput {
 }
 
 fn fail_to_js(id: u64, reason: &FailReason) -> JsOutput {
-    let FailView { code, predicted_send_at, predicted_wait, attempts } = fail_view(reason);
+    let FailView { code, predicted_send_at, predicted_wait, retry_at, attempts } = fail_view(reason);
     JsOutput {
         id: Some(to_js_number(id)),
         code: Some(code.to_string()),
@@ -283,6 +286,7 @@ fn fail_to_js(id: u64, reason: &FailReason) -> JsOutput {
         predicted_send_at_ns: predicted_send_at
             .map(|t| t.map_or(Either::B(Null), |t| Either::A(to_js_number(t)))),
         predicted_wait_ns: predicted_wait.map(to_js_number),
+        retry_at_ns: retry_at.map(to_js_number),
         attempts,
         ..JsOutput::of("fail")
     }

@@ -6,6 +6,7 @@ import {
   FAIL_CODES,
   Limiter,
   MaxWaitExceededError,
+  DeferredError,
   RateLimitError,
   RateLimiter,
   RatelaneError,
@@ -62,7 +63,7 @@ const ctor: typeof RateLimiter = again.RateLimiter
 void ctor
 
 async function driver(url: string): Promise<void> {
-  const limiter = new RateLimiter({ globalLimit: 50, maxWait: 30_000, onRateLimited: (e: RateLimitedEvent) => void e.scope })
+  const limiter = new RateLimiter({ globalLimit: 50, maxWait: 30_000, deferAfter: null, onRateLimited: (e: RateLimitedEvent) => void e.scope })
   limiter.on('bucketLearned', (e) => console.log(e.route, e.bucket))
   limiter.on('invalidRequestWarning', (e) => console.log(e.count, e.limit))
   const controller = new AbortController()
@@ -71,12 +72,17 @@ async function driver(url: string): Promise<void> {
       'POST',
       '/channels/123/messages',
       ({ signal }) => fetch(url, { method: 'POST', signal }),
-      { signal: controller.signal, deadline: 10_000, priority: 1 },
+      { signal: controller.signal, deadline: 10_000, deferAfter: 5_000, priority: 1 },
     )
     const body: unknown = await res.json()
     void body
   } catch (e) {
     if (e instanceof MaxWaitExceededError) console.log(e.predictedWait.toFixed(0))
+    else if (e instanceof DeferredError) {
+      const when: Date = e.retryAtDate
+      const epochMs: number = e.retryAtMs
+      console.log(when.toISOString(), epochMs, e.retryAt, e.retryAfter)
+    }
     else if (e instanceof DeadlineExceededError) console.log(e.predictedSendAt ?? 'unknown')
     else if (e instanceof ClosedError) console.log(e.code)
     else if (e instanceof RateLimitError) {

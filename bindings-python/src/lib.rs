@@ -19,6 +19,7 @@ pub fn fail_class_name(reason: &FailReason) -> &'static str {
     match reason {
         FailReason::DeadlineExceeded { .. } => "DeadlineExceededError",
         FailReason::MaxWaitExceeded { .. } => "MaxWaitExceededError",
+        FailReason::Deferred { .. } => "DeferredError",
         FailReason::RetriesExhausted { .. } => "RetriesExhaustedError",
         FailReason::MaybeSent => "MaybeSentError",
         FailReason::NetworkError { .. } => "NetworkError",
@@ -75,6 +76,7 @@ mod tests {
         let all = [
             FailReason::DeadlineExceeded { predicted_send_at: None },
             FailReason::MaxWaitExceeded { predicted_wait: 0 },
+            FailReason::Deferred { retry_at: 0 },
             FailReason::RetriesExhausted { attempts: 1 },
             FailReason::MaybeSent,
             FailReason::NetworkError { attempts: 1 },

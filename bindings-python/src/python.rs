@@ -92,6 +92,7 @@ fn fail_exception<'py>(py: Python<'py>, id: u64, reason: &FailReason) -> PyResul
         FailReason::MaxWaitExceeded { predicted_wait } => {
             kwargs.set_item("predicted_wait_ns", *predicted_wait)?
         }
+        FailReason::Deferred { retry_at } => kwargs.set_item("retry_at_ns", *retry_at)?,
         FailReason::RetriesExhausted { attempts } | FailReason::NetworkError { attempts } => {
             kwargs.set_item("attempts", *attempts)?
         }
@@ -386,6 +387,7 @@ fn request(
     major: Option<String>,
     identity: Option<String>,
     deadline_ns: Option<u64>,
+    defer_after_ns: Option<u64>,
     priority: i32,
     idempotent: Option<bool>,
     global_exempt: Option<bool>,
@@ -398,6 +400,7 @@ fn request(
         major,
         identity: identity.unwrap_or_default(),
         deadline: deadline_ns,
+        defer_after: defer_after_ns,
         priority,
         idempotent,
         global_exempt,
@@ -470,6 +473,14 @@ impl Fail {
     fn predicted_wait_ns(&self) -> Option<u64> {
         match self.reason {
             FailReason::MaxWaitExceeded { predicted_wait } => Some(predicted_wait),
+            _ => None,
+        }
+    }
+    /// `deferred`: the predicted send time (monotonic ns), when to enqueue the request again.
+    #[getter]
+    fn retry_at_ns(&self) -> Option<u64> {
+        match self.reason {
+            FailReason::Deferred { retry_at } => Some(retry_at),
             _ => None,
         }
     }
@@ -999,7 +1010,7 @@ impl Limiter {
 
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, deadline_ns = None,
-                        priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
+                        defer_after_ns = None, priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
                         body_keys = None))]
     fn enqueue(
         &mut self,
@@ -1010,13 +1021,14 @@ impl Limiter {
         #[pyo3(from_py_with = arg_opt_str)] major: Option<String>,
         #[pyo3(from_py_with = arg_opt_str)] identity: Option<String>,
         #[pyo3(from_py_with = arg_opt_ns)] deadline_ns: Option<u64>,
+        #[pyo3(from_py_with = arg_opt_ns)] defer_after_ns: Option<u64>,
         #[pyo3(from_py_with = arg_priority)] priority: i32,
         #[pyo3(from_py_with = arg_opt_bool)] idempotent: Option<bool>,
         #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
         #[pyo3(from_py_with = arg_opt_str)] sub_limit: Option<String>,
         #[pyo3(from_py_with = arg_body_keys)] body_keys: Option<Vec<String>>,
     ) -> PyResult<u64> {
-        let r = request(method, path, major, identity, deadline_ns, priority, idempotent, global_exempt, sub_limit, body_keys);
+        let r = request(method, path, major, identity, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys);
         self.inner.enqueue(now_ns, r).map_err(|e| core_error(py, e))
     }
 
@@ -1145,7 +1157,7 @@ impl Limiter {
 
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, deadline_ns = None,
-                        priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
+                        defer_after_ns = None, priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
                         body_keys = None))]
     fn predict(
         &self,
@@ -1156,13 +1168,14 @@ impl Limiter {
         #[pyo3(from_py_with = arg_opt_str)] major: Option<String>,
         #[pyo3(from_py_with = arg_opt_str)] identity: Option<String>,
         #[pyo3(from_py_with = arg_opt_ns)] deadline_ns: Option<u64>,
+        #[pyo3(from_py_with = arg_opt_ns)] defer_after_ns: Option<u64>,
         #[pyo3(from_py_with = arg_priority)] priority: i32,
         #[pyo3(from_py_with = arg_opt_bool)] idempotent: Option<bool>,
         #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
         #[pyo3(from_py_with = arg_opt_str)] sub_limit: Option<String>,
         #[pyo3(from_py_with = arg_body_keys)] body_keys: Option<Vec<String>>,
     ) -> PyResult<u64> {
-        let r = request(method, path, major, identity, deadline_ns, priority, idempotent, global_exempt, sub_limit, body_keys);
+        let r = request(method, path, major, identity, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys);
         self.inner.predict(now_ns, &r).map(|p| p.send_at).map_err(|e| core_error(py, e))
     }
 
@@ -1267,7 +1280,7 @@ impl SimServer {
         #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
         #[pyo3(from_py_with = arg_body_keys)] body_keys: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let r = request(method, path, major, identity, None, 0, None, global_exempt, None, body_keys);
+        let r = request(method, path, major, identity, None, None, 0, None, global_exempt, None, body_keys);
         self.next_tag += 1;
         let answer = self.inner.handle(now_ns, self.next_tag, &r);
         let dict = PyDict::new(py);
@@ -1315,7 +1328,7 @@ impl Simulation {
     /// Schedules a request to be enqueued at `at_ns`; returns its ticket.
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (at_ns, method, path, *, major = None, identity = None, deadline_ns = None,
-                        priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
+                        defer_after_ns = None, priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
                         body_keys = None))]
     fn enqueue_at(
         &mut self,
@@ -1325,13 +1338,14 @@ impl Simulation {
         #[pyo3(from_py_with = arg_opt_str)] major: Option<String>,
         #[pyo3(from_py_with = arg_opt_str)] identity: Option<String>,
         #[pyo3(from_py_with = arg_opt_ns)] deadline_ns: Option<u64>,
+        #[pyo3(from_py_with = arg_opt_ns)] defer_after_ns: Option<u64>,
         #[pyo3(from_py_with = arg_priority)] priority: i32,
         #[pyo3(from_py_with = arg_opt_bool)] idempotent: Option<bool>,
         #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
         #[pyo3(from_py_with = arg_opt_str)] sub_limit: Option<String>,
         #[pyo3(from_py_with = arg_body_keys)] body_keys: Option<Vec<String>>,
     ) -> usize {
-        let r = request(method, path, major, identity, deadline_ns, priority, idempotent, global_exempt, sub_limit, body_keys);
+        let r = request(method, path, major, identity, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys);
         self.scheduled += 1;
         self.inner.enqueue_at(at_ns, r).0
     }

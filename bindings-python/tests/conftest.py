@@ -20,6 +20,8 @@ def output_json(output: Any) -> Dict[str, Any]:
             d["predicted_send_at_ns"] = output.predicted_send_at_ns
         elif output.code == "max_wait_exceeded":
             d["predicted_wait_ns"] = output.predicted_wait_ns
+        elif output.code == "deferred":
+            d["retry_at_ns"] = output.retry_at_ns
         elif output.code in ("retries_exhausted", "network_error"):
             d["attempts"] = output.attempts
         return d
@@ -84,4 +86,6 @@ def request_kwargs(request: Dict[str, Any]) -> Dict[str, Any]:
     kwargs = {k: request[k] for k in ("major", "identity", "priority", "idempotent", "global_exempt", "sub_limit", "body_keys") if k in request}
     if "deadline_ns" in request:
         kwargs["deadline_ns"] = request["deadline_ns"]
+    if "defer_after_ns" in request:
+        kwargs["defer_after_ns"] = request["defer_after_ns"]
     return kwargs

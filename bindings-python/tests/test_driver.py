@@ -423,3 +423,57 @@ def test_a_limiter_belongs_to_one_loop() -> None:
     assert asyncio.run(use()) == 0.0
     with pytest.raises(RuntimeError, match="another event loop"):
         asyncio.run(limiter.__aenter__())
+
+
+def test_defer_after_fails_at_once_with_retry_at_on_both_clocks() -> None:
+    import datetime
+    import time
+
+    async def override(request: web.Request) -> Any:
+        return json_response(
+            429, {"message": "long", "retry_after": 30.0, "global": False},
+            {"X-RateLimit-Scope": "user", "Retry-After": "30", "X-RateLimit-Limit": "5",
+             "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "30", "X-RateLimit-Bucket": "b"},
+        )
+
+    imitation = DiscordImitation(override)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        async with serve(imitation) as base, aiohttp.ClientSession() as session:
+            # The limiter-wide default: the first request's 429 asks for 30 s, longer than 2 s.
+            async with ratelane.RateLimiter(defer_after=2.0) as limiter:
+                with pytest.raises(ratelane.DeferredError) as info:
+                    await limiter.run("POST", CHANNEL, lambda: session.post(base + CHANNEL))
+                exc = info.value
+                assert exc.code == "deferred" and isinstance(exc, ratelane.RateLimitError)
+                assert exc.retry_at_ns is not None and exc.retry_at is not None
+                assert exc.retry_at - loop.time() > 25
+                assert exc.retry_at_unix is not None and exc.retry_at_unix - time.time() > 25
+                wall = exc.retry_at_wall
+                assert isinstance(wall, datetime.datetime) and wall.tzinfo is not None
+                assert wall.utcoffset() == datetime.timedelta(0)
+                assert abs(wall.timestamp() - exc.retry_at_unix) < 1e-3
+                assert exc.retry_after is not None and 25 < exc.retry_after <= 31
+                # The per-request option: a longer budget waits (cancelled here), a shorter one
+                # fails before anything is sent.
+                with pytest.raises(ratelane.DeferredError):
+                    await limiter.run("POST", CHANNEL, lambda: session.post(base + CHANNEL), defer_after=1.0)
+                patient = asyncio.ensure_future(
+                    limiter.run("POST", CHANNEL, lambda: session.post(base + CHANNEL), defer_after=60.0)
+                )
+                await asyncio.sleep(0.05)
+                assert not patient.done() and limiter.queued == 1
+                patient.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await patient
+                for bad in (-1, float("nan"), float("inf"), "2s", True):
+                    with pytest.raises(ratelane.InvalidArgumentError) as usage:
+                        await limiter.run("POST", CHANNEL, lambda: session.post(base + CHANNEL), defer_after=bad)
+                    assert usage.value.code == "invalid_argument"
+            for bad_config in (-1, float("nan"), "2s"):
+                with pytest.raises(ratelane.InvalidConfigError):
+                    ratelane.RateLimiter(defer_after=bad_config)
+
+    run(main())
+    assert len(imitation.log) == 1

@@ -128,6 +128,44 @@ def test_fail_outputs_carry_their_exception() -> None:
     assert exc.predicted_wait == pytest.approx(fail.predicted_wait_ns / 1e9)
 
 
+def test_deferred_fail_carries_retry_at_and_its_exception() -> None:
+    import datetime
+
+    limiter = ratelane.Limiter(defer_after_ns=1_000_000_000)
+    assert json.loads(limiter.config_json())["defer_after_ns"] == 1_000_000_000
+    first = limiter.enqueue(0, "POST", CHANNEL)
+    limiter.drain()
+    limiter.handle_response(
+        10, first, 429, HEADERS + [("Retry-After", "3"), ("X-RateLimit-Scope", "user")], retry_after=3.0
+    )
+    (requeued,) = [o for o in limiter.drain() if isinstance(o, ratelane.Fail)]
+    assert (requeued.id, requeued.code) == (first, "deferred")
+    assert requeued.retry_at_ns == 3_000_000_010
+    assert requeued.predicted_wait_ns is None and requeued.predicted_send_at_ns is None
+    # The per-request budget overrides the default: 5 s covers the wait, 0.5 s does not.
+    waits = limiter.enqueue(20, "POST", CHANNEL, defer_after_ns=5_000_000_000)
+    assert not [o for o in limiter.drain() if isinstance(o, ratelane.Fail)]
+    rid = limiter.enqueue(20, "POST", CHANNEL, defer_after_ns=500_000_000)
+    (fail,) = [o for o in limiter.drain() if isinstance(o, ratelane.Fail)]
+    assert fail.id == rid and fail.code == "deferred" and "defer_after" in fail.message
+    assert fail.retry_at_ns == 3_000_000_010  # the bucket (limit 2) has room for both then
+    exc = fail.exception()
+    assert type(exc) is ratelane.DeferredError and isinstance(exc, ratelane.RateLimitError)
+    assert (exc.code, exc.request_id, exc.retry_at_ns) == ("deferred", rid, fail.retry_at_ns)
+    assert exc.retry_at_wall is None  # the sans-IO core has no clock
+    exc.set_clocks(20, 1_700_000_000.0)
+    assert exc.retry_after == pytest.approx((fail.retry_at_ns - 20) / 1e9)
+    assert exc.retry_at_unix == pytest.approx(1_700_000_000.0 + exc.retry_after)
+    assert exc.retry_at_wall == datetime.datetime.fromtimestamp(exc.retry_at_unix, tz=datetime.timezone.utc)
+    assert exc.retry_at == pytest.approx(fail.retry_at_ns / 1e9)
+    limiter.cancel(30, waits)
+    for bad in (-1, 1.5, "1", float("nan")):
+        with pytest.raises(ratelane.InvalidArgumentError):
+            limiter.enqueue(40, "POST", CHANNEL, defer_after_ns=bad)  # type: ignore[arg-type]
+    with pytest.raises(ratelane.InvalidConfigError):
+        ratelane.Limiter(defer_after_ns=-1)
+
+
 def test_close_fails_queued_requests_with_closed() -> None:
     limiter = ratelane.Limiter()
     first = limiter.enqueue(0, "POST", CHANNEL)

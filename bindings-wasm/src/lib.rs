@@ -114,6 +114,12 @@ fn deadline_ns<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error>
         .transpose()
 }
 
+fn defer_after_ns<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Option::<f64>::deserialize(d)?
+        .map(|v| whole("deferAfterNs", v).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
 fn wall_clock_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     Option::<f64>::deserialize(d)?
         .map(|v| whole("wallClockMs", v).map_err(serde::de::Error::custom))
@@ -132,6 +138,8 @@ struct RequestSpec {
     identity: Option<String>,
     #[serde(default, deserialize_with = "deadline_ns")]
     deadline_ns: Option<u64>,
+    #[serde(default, deserialize_with = "defer_after_ns")]
+    defer_after_ns: Option<u64>,
     #[serde(default)]
     priority: Option<i32>,
     #[serde(default)]
@@ -170,6 +178,7 @@ fn request_arg(value: JsValue) -> Result<Request, JsValue> {
         major: spec.major,
         identity: spec.identity.unwrap_or_default(),
         deadline: spec.deadline_ns,
+        defer_after: spec.defer_after_ns,
         priority: spec.priority.unwrap_or(0),
         idempotent: spec.idempotent,
         global_exempt: spec.global_exempt,
@@ -272,6 +281,7 @@ fn fail_object(o: &Object, id: u64, reason: &FailReason) {
         FailReason::MaxWaitExceeded { predicted_wait } => {
             set(o, "predictedWaitNs", num(*predicted_wait))
         }
+        FailReason::Deferred { retry_at } => set(o, "retryAtNs", num(*retry_at)),
         FailReason::RetriesExhausted { attempts } | FailReason::NetworkError { attempts } => {
             set(o, "attempts", *attempts);
         }

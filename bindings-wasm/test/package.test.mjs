@@ -21,7 +21,7 @@ const DRIVER_NAMES = [
   'RateLimiter', 'RatelaneError', 'UsageError', 'UnknownRequestError', 'InvalidStateError',
   'InvalidConfigError', 'InvalidRequestError', 'LimiterClosedError', 'LimiterBusyError', 'SnapshotError',
   'SnapshotForeignError', 'SnapshotVersionError', 'SnapshotMalformedError', 'InvalidArgumentError',
-  'SimulationContractError', 'InsufficientCapacityError', 'RateLimitError', 'DeadlineExceededError', 'MaxWaitExceededError',
+  'SimulationContractError', 'InsufficientCapacityError', 'RateLimitError', 'DeadlineExceededError', 'MaxWaitExceededError', 'DeferredError',
   'RetriesExhaustedError', 'MaybeSentError', 'NetworkError', 'UnauthorizedError', 'ClosedError',
   'FAIL_CLASSES', 'USAGE_CLASSES', 'fromCoreError', 'toCoreConfig', 'classifyFailure',
   'headerPairs', 'Metrics', 'instrument', 'Limiter', 'SimServer', 'Simulation', 'GcraStore', 'LeakyBucketStore',
@@ -81,7 +81,7 @@ test('RateLimiter sends a burst through the wasm core without a 429', async () =
 });
 
 test('RateLimiter: typed errors, AbortSignal, close', async () => {
-  const { RateLimiter, SimServer, ClosedError, MaxWaitExceededError, InvalidConfigError, RateLimitError } = cjs;
+  const { RateLimiter, SimServer, ClosedError, MaxWaitExceededError, DeferredError, InvalidConfigError, RateLimitError } = cjs;
   assert.throws(() => new RateLimiter({ globlLimit: 1 }), (e) => e instanceof InvalidConfigError && e.code === 'invalid_config');
   const server = new SimServer(JSON.stringify({
     buckets: { m: { limit: 1, window_ns: 60e9 } },
@@ -97,6 +97,11 @@ test('RateLimiter: typed errors, AbortSignal, close', async () => {
   // The window of 60 s is known now: a request that would wait longer than maxWait fails at once.
   await assert.rejects(limiter.run(request.method, request.path, send), (e) =>
     e instanceof MaxWaitExceededError && e instanceof RateLimitError && e.code === 'max_wait_exceeded' && e.predictedWait > 30_000);
+  // With deferAfter it is handed back instead, with when to run it again on both clocks.
+  await assert.rejects(limiter.run(request.method, request.path, send, { deferAfter: 10_000 }), (e) =>
+    e instanceof DeferredError && e instanceof RateLimitError && e.code === 'deferred' &&
+    e.retryAfter > 30_000 && e.retryAfter <= 60_000 && Math.abs(e.retryAtMs - Date.now() - e.retryAfter) < 1_000 &&
+    e.retryAtDate.getTime() === e.retryAtMs && Math.abs(e.retryAt - performance.now() - e.retryAfter) < 1_000);
   const patient = new RateLimiter();
   assert.equal((await patient.run(other.method, other.path, sendOther)).status, 200);
   const controller = new AbortController();
@@ -154,7 +159,7 @@ test('bundler build: imported with Node\'s wasm ES module integration', () => {
     cwd: here, encoding: 'utf8',
   });
   assert.deepEqual(JSON.parse(out), {
-    outputs: [{ type: 'send', id: 1 }, { type: 'idle' }], codes: 7, status: 200,
+    outputs: [{ type: 'send', id: 1 }, { type: 'idle' }], codes: 8, status: 200,
     scheduled: { runNow: false, releaseAtNs: 1e9, waiting: 1 },
   });
 });

@@ -25,7 +25,7 @@ test('code lists come from the core', () => {
   assert.deepEqual(FAIL_CODES, raw.failCodes());
   assert.deepEqual(ERROR_CODES, raw.errorCodes());
   assert.deepEqual(FAIL_CODES, [
-    'deadline_exceeded', 'max_wait_exceeded', 'retries_exhausted', 'maybe_sent',
+    'deadline_exceeded', 'max_wait_exceeded', 'deferred', 'retries_exhausted', 'maybe_sent',
     'network_error', 'unauthorized', 'closed',
   ]);
   assert.deepEqual(ERROR_CODES, [

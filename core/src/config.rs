@@ -24,6 +24,10 @@ pub struct Config {
     /// A request whose predicted wait exceeds this fails at once with
     /// [`crate::FailReason::MaxWaitExceeded`]. `None`: wait as long as it takes.
     pub max_wait: Option<Nanos>,
+    /// The default [`crate::Request::defer_after`]: a request whose predicted wait exceeds
+    /// this fails at once with [`crate::FailReason::Deferred`] (with the predicted send time,
+    /// for a job queue to reschedule it), instead of waiting. `None`: no deferral.
+    pub defer_after: Option<Nanos>,
     /// How many times a request is re-sent after a 429.
     pub max_rate_limit_retries: u32,
     /// How many times a request is re-sent after a 5xx or a transport failure.
@@ -82,6 +86,7 @@ impl Default for Config {
             global_window: SECOND,
             global_margin_max: 250 * MILLISECOND,
             max_wait: None,
+            defer_after: None,
             max_rate_limit_retries: 3,
             max_error_retries: 3,
             backoff_base: 500 * MILLISECOND,

@@ -66,7 +66,7 @@ fn field<T: serde::de::DeserializeOwned>(key: &str, value: Value) -> Result<T, E
 /// `"retry_after_only"`, `"openai"`, `"anthropic"`, `"azure_openai"`, `"shopify"`, `"auto"`);
 /// another name is [`Error::InvalidConfig`] naming it and listing these.
 /// Absent keys keep the defaults of the object's `profile` (Discord when absent);
-/// `max_wait_ns` may be `null` (no limit). `shared` turns shared mode on: an object with
+/// `max_wait_ns` and `defer_after_ns` may be `null` (no limit, no deferral). `shared` turns shared mode on: an object with
 /// optional `on_unavailable` (`"fail_open"` | `"fail_closed"`), `retry_base_ns`, `retry_max_ns`,
 /// `lease_ns`, `pioneer_poll_ns`, `state_ttl_ns`, `global_lease` (a bool; absent keys:
 /// [`SharedConfig::default`]), or
@@ -107,6 +107,7 @@ pub fn config_from_json(text: &str) -> Result<Config, Error> {
         "global_window_ns" => global_window,
         "global_margin_max_ns" => global_margin_max,
         "max_wait_ns" => max_wait,
+        "defer_after_ns" => defer_after,
         "max_rate_limit_retries" => max_rate_limit_retries,
         "max_error_retries" => max_error_retries,
         "backoff_base_ns" => backoff_base,
@@ -169,7 +170,7 @@ fn shared_from_json(v: Value) -> Result<Option<SharedConfig>, Error> {
 }
 
 /// Every field of `config` as a JSON object, in the form [`config_from_json`] reads. `shared`
-/// appears only when shared mode is on, `route_groups` only when they differ from the
+/// appears only when shared mode is on, `defer_after_ns` only when set, `route_groups` only when they differ from the
 /// profile's default.
 pub fn config_to_json(config: &Config) -> String {
     let mut v = json!({
@@ -197,6 +198,9 @@ pub fn config_to_json(config: &Config) -> String {
     });
     // Like `shared`, the route groups appear only when they are not the profile's own, so
     // the form of a default configuration stays the same.
+    if let Some(d) = config.defer_after {
+        v["defer_after_ns"] = json!(d);
+    }
     if config.route_groups != Config::for_profile(config.profile).route_groups {
         v["route_groups"] = json!(config.route_groups);
     }
@@ -574,6 +578,7 @@ mod tests {
     fn every_field_round_trips() {
         let mut c = Config::for_profile(HeaderProfile::Ietf);
         c.max_wait = Some(7 * SECOND);
+        c.defer_after = Some(3 * SECOND);
         c.jitter_seed = 99;
         c.global_limit = 10;
         c.invalid_request_limit = 100;
@@ -583,6 +588,11 @@ mod tests {
         // An explicit null clears max_wait.
         let cleared = config_from_json(r#"{"max_wait_ns": null}"#).unwrap();
         assert_eq!(cleared.max_wait, None);
+        let deferring = config_from_json(r#"{"defer_after_ns": 2000000000}"#).unwrap();
+        assert_eq!(deferring.defer_after, Some(2 * SECOND));
+        assert_eq!(config_from_json(r#"{"defer_after_ns": null}"#).unwrap().defer_after, None);
+        assert_eq!(Config::default().defer_after, None);
+        assert!(!config_to_json(&Config::default()).contains("defer_after"));
         // Shared mode round-trips too; absent keys take SharedConfig's defaults.
         c.shared = Some(SharedConfig::with_policy(OnUnavailable::FailClosed));
         assert_eq!(config_from_json(&config_to_json(&c)).unwrap(), c);
@@ -647,6 +657,8 @@ mod tests {
             (r#"{"global_limit": -1}"#, "global_limit"),
             (r#"{"global_limit": "50"}"#, "global_limit"),
             (r#"{"max_wait_ns": 1.5}"#, "max_wait_ns"),
+            (r#"{"defer_after_ns": -1}"#, "defer_after_ns"),
+            (r#"{"defer_after_ns": "2s"}"#, "defer_after_ns"),
             (r#"{"profile": "slack"}"#, "slack"),
             (r#"{"backoff_base_ns": 0}"#, "backoff_base"),
             (r#"{"shared": {"lease": 1}}"#, "lease"),

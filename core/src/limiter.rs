@@ -241,10 +241,11 @@ struct Req {
     sub_key: Option<Box<str>>,
     major: String,
     identity: Iid,
-    /// The effective deadline: the request's own, or `enqueued + max_wait`, whichever is first.
+    /// The effective deadline: the request's own, or `enqueued + max_wait`, or
+    /// `enqueued + defer_after`, whichever is first.
     deadline: Option<Nanos>,
-    /// Whether `deadline` came from `max_wait` (selects the failure reason).
-    deadline_is_max_wait: bool,
+    /// Which budget `deadline` came from (selects the failure reason).
+    limit: Limit,
     enqueued_at: Nanos,
     priority: i32,
     idempotent: bool,
@@ -259,6 +260,61 @@ struct Req {
     /// A transport failure after which it may have reached the server happened to one of its
     /// attempts: if its retries run out, it ends in `maybe_sent`, not `network_error`.
     maybe_reached: bool,
+}
+
+/// The budget a request's effective deadline comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    /// The request's own deadline (or none at all).
+    Deadline,
+    /// `enqueued + max_wait`.
+    MaxWait,
+    /// `enqueued + min(defer_after, max_wait)`; the request's own deadline, later, if any.
+    Defer { own_deadline: Option<Nanos> },
+}
+
+/// The request's effective deadline and the budget it comes from: its own deadline,
+/// `now + max_wait`, or, when it has a `defer_after` (its own or the config's), `now +
+/// min(defer_after, max_wait)` as a deferral budget. The earliest wins; on a tie the
+/// request's own deadline (a send past it is no use, so `deadline_exceeded` is the honest
+/// answer, not `deferred`).
+fn effective_deadline(
+    now: Nanos,
+    own: Option<Nanos>,
+    max_wait: Option<Nanos>,
+    defer_after: Option<Nanos>,
+) -> (Option<Nanos>, Limit) {
+    let relative = match (defer_after, max_wait) {
+        (Some(d), Some(m)) => Some((now.saturating_add(d.min(m)), Limit::Defer { own_deadline: own })),
+        (Some(d), None) => Some((now.saturating_add(d), Limit::Defer { own_deadline: own })),
+        (None, Some(m)) => Some((now.saturating_add(m), Limit::MaxWait)),
+        (None, None) => None,
+    };
+    match (own, relative) {
+        (Some(d), Some((r, limit))) if r < d => (Some(r), limit),
+        (Some(d), _) => (Some(d), Limit::Deadline),
+        (None, Some((r, limit))) => (Some(r), limit),
+        (None, None) => (None, Limit::Deadline),
+    }
+}
+
+/// Why a request with budget `limit` fails: `predicted` is its predicted send time, if
+/// known, and `now` the moment it fails. A deferral whose predicted send time is past the
+/// request's own deadline fails as `deadline_exceeded` (a retry then is no use).
+fn limit_reason(limit: Limit, enqueued_at: Nanos, deadline: Nanos, predicted: Option<Nanos>, now: Nanos) -> FailReason {
+    match limit {
+        Limit::Deadline => FailReason::DeadlineExceeded { predicted_send_at: predicted },
+        Limit::MaxWait => FailReason::MaxWaitExceeded {
+            predicted_wait: predicted.unwrap_or(deadline).saturating_sub(enqueued_at),
+        },
+        Limit::Defer { own_deadline } => {
+            let retry_at = predicted.unwrap_or(now).max(now);
+            match own_deadline {
+                Some(d) if retry_at > d => FailReason::DeadlineExceeded { predicted_send_at: Some(retry_at) },
+                _ => FailReason::Deferred { retry_at },
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -670,7 +726,10 @@ impl Limiter {
     /// [`Output::Fail`], or the caller's [`Limiter::cancel`].
     ///
     /// A request whose predicted wait exceeds its deadline or `max_wait` fails at once (the
-    /// [`Output::Fail`] carries the prediction).
+    /// [`Output::Fail`] carries the prediction); one whose predicted wait exceeds its
+    /// `defer_after` ([`Request::defer_after`], else [`Config::defer_after`]) fails at once
+    /// with [`FailReason::Deferred`] and the predicted send time, unless that time is past its
+    /// own deadline ([`FailReason::DeadlineExceeded`] then).
     ///
     /// # Errors
     /// [`Error::InvalidRequest`] for a malformed method or path, [`Error::Closed`] after
@@ -696,13 +755,9 @@ impl Limiter {
         let sub_key = self.sub_key(&request, &route.key);
         let key = self.queue_key_for(iid, &route.key, &route.major);
         let qid = self.queue_for(key);
-        let max_wait_deadline = self.config.max_wait.map(|w| now.saturating_add(w));
-        let (deadline, is_max_wait) = match (request.deadline, max_wait_deadline) {
-            (Some(d), Some(m)) if m < d => (Some(m), true),
-            (Some(d), _) => (Some(d), false),
-            (None, Some(m)) => (Some(m), true),
-            (None, None) => (None, false),
-        };
+        let defer_after = request.defer_after.or(self.config.defer_after);
+        let (deadline, limit) =
+            effective_deadline(now, request.deadline, self.config.max_wait, defer_after);
 
         let predicted = match deadline {
             Some(_) => {
@@ -714,11 +769,7 @@ impl Limiter {
         if let Some(d) = deadline
             && predicted > d
         {
-            let reason = if is_max_wait {
-                FailReason::MaxWaitExceeded { predicted_wait: predicted - now }
-            } else {
-                FailReason::DeadlineExceeded { predicted_send_at: Some(predicted) }
-            };
+            let reason = limit_reason(limit, now, d, Some(predicted), now);
             self.outputs.push_back(Output::Fail(id, reason));
             self.note_idle(qid);
             self.pump(now);
@@ -733,7 +784,7 @@ impl Limiter {
                 major: route.major,
                 identity: iid,
                 deadline,
-                deadline_is_max_wait: is_max_wait,
+                limit,
                 enqueued_at: now,
                 priority: request.priority,
                 idempotent: request.idempotent.unwrap_or_else(|| is_idempotent_method(&method)),
@@ -1610,11 +1661,11 @@ impl Limiter {
         if let Some(deadline) = r.deadline
             && now > deadline
         {
-            // Too late: the slot goes back, the store's grant is released.
-            let reason = if r.deadline_is_max_wait {
-                FailReason::MaxWaitExceeded { predicted_wait: now - r.enqueued_at }
-            } else {
-                FailReason::DeadlineExceeded { predicted_send_at: None }
+            // Too late: the slot goes back, the store's grant is released. (A deferral's
+            // retry time is now: the store would have let it go.)
+            let reason = match r.limit {
+                Limit::MaxWait => FailReason::MaxWaitExceeded { predicted_wait: now - r.enqueued_at },
+                limit => limit_reason(limit, r.enqueued_at, deadline, None, now),
             };
             self.leave_in_flight_list(qid, id);
             self.refund(qid, id, flight);
@@ -2762,11 +2813,14 @@ impl Limiter {
                     if req.state != ReqState::Queued {
                         continue;
                     }
-                    let reason = if req.deadline_is_max_wait {
-                        FailReason::MaxWaitExceeded { predicted_wait: deadline - req.enqueued_at }
-                    } else {
-                        FailReason::DeadlineExceeded { predicted_send_at: None }
+                    let (limit, enqueued_at) = (req.limit, req.enqueued_at);
+                    // A deferral carries when it could go now: still queued past its budget
+                    // (waiting on an answer, say), it is handed back with a fresh prediction.
+                    let predicted = match limit {
+                        Limit::Defer { .. } => Some(self.predict_queued(t, id)),
+                        Limit::Deadline | Limit::MaxWait => None,
                     };
+                    let reason = limit_reason(limit, enqueued_at, deadline, predicted, t);
                     self.unqueue(id);
                     self.fail(id, reason);
                 }
@@ -2950,12 +3004,7 @@ impl Limiter {
                 .predict_position(now, qid, &r.route_key, r.sub_key.as_deref(), position, r.exempt)
                 .max(r.not_before);
             if predicted > deadline {
-                let reason = if r.deadline_is_max_wait {
-                    FailReason::MaxWaitExceeded { predicted_wait: predicted - r.enqueued_at }
-                } else {
-                    FailReason::DeadlineExceeded { predicted_send_at: Some(predicted) }
-                };
-                doomed.push((id, reason));
+                doomed.push((id, limit_reason(r.limit, r.enqueued_at, deadline, Some(predicted), now)));
             } else {
                 position += 1;
             }
@@ -3152,6 +3201,16 @@ impl Limiter {
             }
         }
         Flight { sent_at: now, window_seq: b.sends_in_window, window_epoch: b.epoch, global_at, left_at: now, alone: false }
+    }
+
+    /// The predicted send time of the queued request `id` at its place in its queue, never
+    /// before its own backoff ends.
+    fn predict_queued(&self, now: Nanos, id: RequestId) -> Nanos {
+        let r = &self.requests[&id];
+        let q = self.queue(r.qid);
+        let position = q.pending.iter().position(|&p| p == id).unwrap_or(q.pending.len());
+        self.predict_position(now, r.qid, &r.route_key, r.sub_key.as_deref(), position, r.exempt)
+            .max(r.not_before)
     }
 
     /// Fails `id` once time passes its deadline `d` (a send at `d` itself is still allowed).

@@ -352,6 +352,16 @@ pub enum FailReason {
         /// The predicted wait before sending.
         predicted_wait: Nanos,
     },
+    /// The request's `defer_after` budget ([`Request::defer_after`], [`crate::Config::defer_after`])
+    /// is shorter than its predicted wait: instead of waiting, it hands the request back to the
+    /// caller (a job queue reschedules it for `retry_at`). Decided at enqueue, and again while it
+    /// is queued when new knowledge (a 429, a global pause) pushes its predicted send time past
+    /// `enqueued + defer_after`, or when it is still queued once that time passes.
+    Deferred {
+        /// When the core predicts it could be sent (monotonic, on the caller's clock): the time
+        /// to enqueue it again. Never earlier than the moment it failed.
+        retry_at: Nanos,
+    },
     /// The request kept getting 429s; the configured number of retries is used up.
     RetriesExhausted {
         /// How many times it was sent.
@@ -379,6 +389,7 @@ impl FailReason {
         match self {
             FailReason::DeadlineExceeded { .. } => "deadline_exceeded",
             FailReason::MaxWaitExceeded { .. } => "max_wait_exceeded",
+            FailReason::Deferred { .. } => "deferred",
             FailReason::RetriesExhausted { .. } => "retries_exhausted",
             FailReason::MaybeSent => "maybe_sent",
             FailReason::NetworkError { .. } => "network_error",
@@ -391,6 +402,7 @@ impl FailReason {
     pub const ALL_CODES: &'static [&'static str] = &[
         "deadline_exceeded",
         "max_wait_exceeded",
+        "deferred",
         "retries_exhausted",
         "maybe_sent",
         "network_error",
@@ -413,6 +425,9 @@ impl core::fmt::Display for FailReason {
                 "the predicted wait of {:.3}s exceeds max_wait",
                 *predicted_wait as f64 / SECOND as f64
             ),
+            FailReason::Deferred { retry_at } => {
+                write!(f, "deferred: the predicted wait exceeds defer_after; retry at t={retry_at}ns")
+            }
             FailReason::RetriesExhausted { attempts } => {
                 write!(f, "still rate limited after {attempts} attempts")
             }
@@ -568,6 +583,12 @@ pub struct Request {
     pub identity: String,
     /// Fail with [`FailReason::DeadlineExceeded`] rather than send after this monotonic time.
     pub deadline: Option<Nanos>,
+    /// Fail at once with [`FailReason::Deferred`] (carrying the predicted send time) rather
+    /// than wait longer than this after enqueue. `None`: [`crate::Config::defer_after`].
+    /// Replaces `max_wait` for this request (the shorter of the two is the budget, and
+    /// exceeding it defers); the request's own `deadline` still wins when the predicted send
+    /// time is past it (`deadline_exceeded`: retrying later would be no use).
+    pub defer_after: Option<Nanos>,
     /// Higher goes first when several requests compete for the global limit. Default 0.
     pub priority: i32,
     /// Whether re-sending is harmless. `None`: decided by method (GET, HEAD, OPTIONS, PUT,
@@ -596,6 +617,7 @@ impl Request {
             major: None,
             identity: String::new(),
             deadline: None,
+            defer_after: None,
             priority: 0,
             idempotent: None,
             global_exempt: None,
@@ -624,6 +646,12 @@ impl Request {
     /// Sets the deadline (monotonic).
     pub fn deadline(mut self, deadline: Nanos) -> Self {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// Sets the `defer_after` budget (see [`Request::defer_after`]).
+    pub fn defer_after(mut self, defer_after: Nanos) -> Self {
+        self.defer_after = Some(defer_after);
         self
     }
 

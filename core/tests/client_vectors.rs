@@ -92,6 +92,10 @@ fn config_json(c: &Config) -> Value {
         "max_routes": c.max_routes,
         "bucket_idle_ttl_ns": c.bucket_idle_ttl,
     });
+    // defer_after appears only when set, so the files of the other scenarios keep their form.
+    if let Some(d) = c.defer_after {
+        v["defer_after_ns"] = json!(d);
+    }
     // Route groups appear only when they differ from the profile's (as in `ratelane::json`).
     if c.route_groups != Config::for_profile(c.profile).route_groups {
         v["route_groups"] = json!(c.route_groups);
@@ -141,6 +145,7 @@ fn config_from(v: &Value) -> Config {
     c.global_window = u("global_window_ns");
     c.global_margin_max = u("global_margin_max_ns");
     c.max_wait = v["max_wait_ns"].as_u64();
+    c.defer_after = v.get("defer_after_ns").and_then(Value::as_u64);
     c.max_rate_limit_retries = u("max_rate_limit_retries") as u32;
     c.max_error_retries = u("max_error_retries") as u32;
     c.backoff_base = u("backoff_base_ns");
@@ -175,6 +180,7 @@ fn request_from(v: &Value) -> Request {
         r.identity = i.to_string();
     }
     r.deadline = v.get("deadline_ns").and_then(Value::as_u64);
+    r.defer_after = v.get("defer_after_ns").and_then(Value::as_u64);
     r.priority = v.get("priority").and_then(Value::as_i64).unwrap_or(0) as i32;
     r.idempotent = v.get("idempotent").and_then(Value::as_bool);
     r.global_exempt = v.get("global_exempt").and_then(Value::as_bool);
@@ -197,6 +203,7 @@ fn output_json(o: &Output) -> Value {
                 ratelane::FailReason::MaxWaitExceeded { predicted_wait } => {
                     v["predicted_wait_ns"] = json!(predicted_wait)
                 }
+                ratelane::FailReason::Deferred { retry_at } => v["retry_at_ns"] = json!(retry_at),
                 ratelane::FailReason::RetriesExhausted { attempts }
                 | ratelane::FailReason::NetworkError { attempts } => {
                     v["attempts"] = json!(attempts)

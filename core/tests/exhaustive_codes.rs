@@ -9,6 +9,7 @@ fn fail_class(reason: &FailReason) -> &'static str {
     match reason {
         FailReason::DeadlineExceeded { .. } => "DeadlineExceeded",
         FailReason::MaxWaitExceeded { .. } => "MaxWaitExceeded",
+        FailReason::Deferred { .. } => "Deferred",
         FailReason::RetriesExhausted { .. } => "RetriesExhausted",
         FailReason::MaybeSent => "MaybeSent",
         FailReason::NetworkError { .. } => "NetworkError",
@@ -46,6 +47,7 @@ fn every_fail_reason_is_matched_and_listed() {
     let all = [
         FailReason::DeadlineExceeded { predicted_send_at: None },
         FailReason::MaxWaitExceeded { predicted_wait: 1 },
+        FailReason::Deferred { retry_at: 1 },
         FailReason::RetriesExhausted { attempts: 4 },
         FailReason::MaybeSent,
         FailReason::NetworkError { attempts: 4 },

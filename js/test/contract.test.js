@@ -22,7 +22,7 @@ test('the module exports the classes and the code lists', () => {
     assert.equal(ratelane[name], core[name], `createRatelane passes ${name} through`)
   }
   assert.deepEqual([...core.FAIL_CODES], [
-    'deadline_exceeded', 'max_wait_exceeded', 'retries_exhausted', 'maybe_sent', 'network_error',
+    'deadline_exceeded', 'max_wait_exceeded', 'deferred', 'retries_exhausted', 'maybe_sent', 'network_error',
     'unauthorized', 'closed',
   ])
   assert.deepEqual([...core.ERROR_CODES], [
@@ -182,6 +182,17 @@ test('fail outputs carry the message and the code fields', () => {
   assert.equal(dl.id, deadline)
   assert.equal(dl.code, 'deadline_exceeded')
   assert.equal(typeof dl.predictedSendAtNs, 'number')
+  assert.equal(dl.retryAtNs, undefined)
+  const deferred = l.enqueue(4, { method: 'POST', path: '/channels/1/messages', deferAfterNs: 1e8 })
+  const [df] = l.drain()
+  assert.equal(df.id, deferred)
+  assert.equal(df.code, 'deferred')
+  assert.equal(df.retryAtNs, 5_000_000_001)
+  assert.match(df.message, /defer_after/)
+  for (const bad of [-1, NaN, 'soon']) {
+    assert.throws(() => l.enqueue(5, { method: 'POST', path: '/channels/1/messages', deferAfterNs: bad }),
+      (e) => e.code === 'invalid_argument')
+  }
 })
 
 test('shared mode: reserve, handleReservation, share and the store observations', () => {

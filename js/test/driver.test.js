@@ -10,7 +10,7 @@ const { core, createRatelane, ratelane, corePath } = require('./support.cjs')
 
 const {
   RateLimiter, RatelaneError, RateLimitError, UsageError, InvalidConfigError, InvalidArgumentError,
-  InvalidRequestError, LimiterClosedError, MaxWaitExceededError, DeadlineExceededError,
+  InvalidRequestError, LimiterClosedError, MaxWaitExceededError, DeadlineExceededError, DeferredError,
   RetriesExhaustedError, MaybeSentError, NetworkError, ClosedError, FAIL_CLASSES, USAGE_CLASSES,
   toCoreConfig, fromCoreError, classifyFailure, headerPairs,
 } = ratelane
@@ -65,7 +65,7 @@ test('options: camelCase and milliseconds become the core JSON form, in one tabl
     minRateLimitWait: 20, maxServerWait: 60_000, invalidRequestLimit: 1000,
     invalidRequestWindow: 600_000, invalidRequestStopAt: 900, invalidRequestWarnAt: 500,
     edgeBackoffBase: 1000, edgeBackoffMax: 2000, stopOnUnauthorized: false, jitterSeed: 7,
-    maxRoutes: 10, bucketIdleTtl: 1500,
+    maxRoutes: 10, bucketIdleTtl: 1500, deferAfter: 2000,
   }
   const json = toCoreConfig(all)
   assert.deepEqual(json, {
@@ -75,6 +75,7 @@ test('options: camelCase and milliseconds become the core JSON form, in one tabl
     invalid_request_limit: 1000, invalid_request_window_ns: 6e11, invalid_request_stop_at: 900,
     invalid_request_warn_at: 500, edge_backoff_base_ns: 1e9, edge_backoff_max_ns: 2e9,
     stop_on_unauthorized: false, jitter_seed: 7, max_routes: 10, bucket_idle_ttl_ns: 1.5e9,
+    defer_after_ns: 2e9,
   })
   // The core accepts every converted key and reports it back unchanged.
   const limiter = new RateLimiter(all)
@@ -218,6 +219,41 @@ test('maxWait and deadlines fail at once with the predicted wait', async () => {
   assert.equal(other.predictWait('GET', '/users/@me'), 0)
   await limiter.close()
   await other.close()
+})
+
+test('deferAfter fails at once with DeferredError and retryAt on both clocks', async () => {
+  const limiter = new RateLimiter({ deferAfter: 1000 }) // the default for every run
+  await limiter.run('POST', CHANNEL, () => ok(0, 5)) // bucket exhausted for 5 s
+  let sent = 0
+  const before = { mono: performance.now(), wall: Date.now() }
+  await assert.rejects(limiter.run('POST', CHANNEL, () => { sent++; return ok() }), (e) => {
+    assert.ok(e instanceof DeferredError && e instanceof RateLimitError)
+    assert.equal(e.code, 'deferred')
+    assert.equal(FAIL_CLASSES.deferred, DeferredError)
+    assert.ok(e.retryAt - before.mono > 4000 && e.retryAt - before.mono <= 5100, `retryAt ${e.retryAt}`)
+    assert.ok(e.retryAfter > 4000 && e.retryAfter <= 5000, `retryAfter ${e.retryAfter}`)
+    assert.ok(e.retryAtMs - before.wall > 4000 && e.retryAtMs - Date.now() <= 5000, `retryAtMs ${e.retryAtMs}`)
+    assert.ok(e.retryAtDate instanceof Date)
+    assert.equal(e.retryAtDate.getTime(), e.retryAtMs)
+    return true
+  })
+  // A longer budget on the request waits (aborted here); a deadline before the send wins.
+  const controller = new AbortController()
+  const waiting = limiter.run('POST', CHANNEL, () => { sent++; return ok() }, { deferAfter: 60_000, signal: controller.signal })
+  assert.equal(limiter.queued, 1)
+  controller.abort(new Error('stop'))
+  await assert.rejects(waiting, /stop/)
+  await assert.rejects(limiter.run('POST', CHANNEL, () => ok(), { deferAfter: 60_000, deadline: 100 }), DeadlineExceededError)
+  for (const bad of [-1, NaN, Infinity, '1000']) {
+    await assert.rejects(limiter.run('POST', CHANNEL, () => ok(), { deferAfter: bad }), (e) =>
+      e instanceof InvalidArgumentError && e.code === 'invalid_argument' && /deferAfter/.test(e.message))
+  }
+  assert.equal(limiter.queued, 0)
+  for (const bad of [-1, NaN, '1000']) {
+    assert.throws(() => new RateLimiter({ deferAfter: bad }), InvalidConfigError)
+  }
+  assert.equal(sent, 0)
+  await limiter.close()
 })
 
 test('an AbortSignal cancels a queued request and gives its place back', async () => {

@@ -17,6 +17,7 @@ function request(r) {
   if ('major' in r) spec.major = r.major
   if ('identity' in r) spec.identity = r.identity
   if ('deadline_ns' in r) spec.deadlineNs = r.deadline_ns
+  if ('defer_after_ns' in r) spec.deferAfterNs = r.defer_after_ns
   if ('priority' in r) spec.priority = r.priority
   if ('idempotent' in r) spec.idempotent = r.idempotent
   if ('global_exempt' in r) spec.globalExempt = r.global_exempt
@@ -52,6 +53,8 @@ function vectorForm(o) {
       assert.equal(typeof o.message, 'string')
       if (o.code === 'deadline_exceeded') v.predicted_send_at_ns = o.predictedSendAtNs
       if (o.predictedWaitNs !== undefined) v.predicted_wait_ns = o.predictedWaitNs
+      if (o.code === 'deferred') v.retry_at_ns = o.retryAtNs
+      else assert.equal(o.retryAtNs, undefined, 'retryAtNs only on deferred')
       if (o.attempts !== undefined) v.attempts = o.attempts
       return v
     }

@@ -51,6 +51,11 @@ fi
 echo "demo: examples/python/discord_bot.py"
 "../$VENV/bin/python" ../examples/python/discord_bot.py | tail -1
 
+# Celery is a dependency of this example only: installed here (a no-op once it is).
+echo "example: examples/python/celery_defer.py (Celery retry(eta=...) when ratelane defers a job)"
+"../$VENV/bin/pip" install -q -r ../examples/python/requirements-celery.txt
+"../$VENV/bin/python" ../examples/python/celery_defer.py | tail -1
+
 # ratelane.redis (shared mode, and the server-side limiters in Redis) is tested against a real
 # Redis: the one named by RATELANE_REDIS_URL, or a throwaway redis-server started here
 # (installed when missing) and stopped on exit. The outage tests start and stop their own

@@ -62,6 +62,10 @@ echo "demo: examples/node/protect_endpoint_redis.js (a node:http endpoint limite
 node "$root/examples/node/protect_endpoint_redis.js" "$RATELANE_REDIS_URL" | tail -1
 echo "demo: examples/node/two_processes.js (two processes sharing limits through Redis)"
 node "$root/examples/node/two_processes.js" "$RATELANE_REDIS_URL" | tail -1
+# bullmq is a dependency of this example only, in its own folder (npm install: a no-op once done).
+echo "example: examples/node/bullmq/defer.js (BullMQ moveToDelayed when ratelane defers a job)"
+(cd "$root/examples/node/bullmq" && npm install --no-fund --no-audit --silent 2>&1 | grep -v '^npm warn' || true)
+node "$root/examples/node/bullmq/defer.js" "$RATELANE_REDIS_URL" | tail -1
 
 # The package's tests (local Discord-like server, Redis) and the shared js/ tests on the napi core.
 log="$tmp/node-test.log"

@@ -81,6 +81,8 @@ class Fail:
     @property
     def predicted_wait_ns(self) -> Optional[int]: ...
     @property
+    def retry_at_ns(self) -> Optional[int]: ...
+    @property
     def attempts(self) -> Optional[int]: ...
     def exception(self) -> RateLimitError: ...
 
@@ -298,6 +300,7 @@ class Limiter:
         major: Optional[str] = None,
         identity: Optional[str] = None,
         deadline_ns: Optional[int] = None,
+        defer_after_ns: Optional[int] = None,
         priority: int = 0,
         idempotent: Optional[bool] = None,
         global_exempt: Optional[bool] = None,
@@ -368,6 +371,7 @@ class Limiter:
         major: Optional[str] = None,
         identity: Optional[str] = None,
         deadline_ns: Optional[int] = None,
+        defer_after_ns: Optional[int] = None,
         priority: int = 0,
         idempotent: Optional[bool] = None,
         global_exempt: Optional[bool] = None,
@@ -441,6 +445,7 @@ class Simulation:
         major: Optional[str] = None,
         identity: Optional[str] = None,
         deadline_ns: Optional[int] = None,
+        defer_after_ns: Optional[int] = None,
         priority: int = 0,
         idempotent: Optional[bool] = None,
         global_exempt: Optional[bool] = None,

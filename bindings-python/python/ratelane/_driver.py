@@ -41,6 +41,7 @@ from . import _core
 from ._core import Fail, Idle, Reserve, Send, ShareBucket, ShareHold, ShareInvalid, ShareRelease, WaitUntil
 from ._errors import (
     DeadlineExceededError,
+    DeferredError,
     InvalidArgumentError,
     RatelaneError,
     RateLimitError,
@@ -62,6 +63,10 @@ class RequestOptions(TypedDict, total=False):
     """A ``loop.time()`` instant: fail at once if the request could not be sent before it."""
     timeout: Optional[float]
     """Seconds from now; the same as ``deadline`` relative to now."""
+    defer_after: Optional[float]
+    """Seconds: if the predicted wait is longer, fail at once with ``DeferredError`` (carrying
+    ``retry_at``, ``retry_at_wall``...) instead of waiting (default: the limiter's
+    ``defer_after``, else none)."""
     priority: int
     """Higher goes first when requests compete for the global limit (default 0)."""
     idempotent: Optional[bool]
@@ -203,7 +208,9 @@ class RateLimiter:
         it), or a route template when ``major`` is given. Options (``RequestOptions``):
         ``identity`` keys the token (a hash or the bot id, never the token); ``deadline`` is a
         ``loop.time()`` instant and ``timeout`` a number of seconds from now: the request
-        fails at once if it could not be sent before then; ``priority`` (higher first when
+        fails at once if it could not be sent before then; ``defer_after`` (seconds) makes it
+        fail at once with ``DeferredError`` when its predicted wait is longer (a job queue then
+        retries it at ``retry_at_wall``); ``priority`` (higher first when
         the global limit is scarce); ``idempotent`` and ``global_exempt`` override what the
         method and route imply; ``body_keys`` (the JSON body's keys, or its dict) lets the
         profile tell a request the server limits apart (a channel rename), and ``sub_limit``
@@ -213,7 +220,8 @@ class RateLimiter:
 
         Raises:
             RateLimitError: a subclass per reason (``MaxWaitExceededError`` with
-                ``predicted_wait``, ``DeadlineExceededError``, ``RetriesExhaustedError``,
+                ``predicted_wait``, ``DeadlineExceededError``, ``DeferredError`` with
+                ``retry_at``/``retry_at_wall``/``retry_at_unix`` (the ``defer_after`` option), ``RetriesExhaustedError``,
                 ``MaybeSentError``, ``NetworkError``, ``UnauthorizedError``, ``ClosedError``).
             LimiterClosedError: after ``aclose()``.
             InvalidRequestError: a malformed method or path.
@@ -446,6 +454,7 @@ class RateLimiter:
         identity = options.get("identity")
         deadline = options.get("deadline")
         timeout = options.get("timeout")
+        defer_after = options.get("defer_after")
         priority = options.get("priority", 0)
         idempotent = options.get("idempotent")
         global_exempt = options.get("global_exempt")
@@ -466,6 +475,15 @@ class RateLimiter:
                 raise InvalidArgumentError(f"deadline must be a loop.time() value, got {deadline!r}")
             deadline_ns = int(deadline * 1e9)
         native: Dict[str, Any] = {}  # only what is set: each keyword costs a dict entry
+        if defer_after is not None:
+            if (
+                not isinstance(defer_after, (int, float))
+                or isinstance(defer_after, bool)
+                or not defer_after >= 0
+                or defer_after == float("inf")
+            ):
+                raise InvalidArgumentError(f"defer_after must be a finite number of seconds >= 0, got {defer_after!r}")
+            native["defer_after_ns"] = round(defer_after * 1e9)
         if major is not None:
             native["major"] = major
         if identity is not None:
@@ -509,6 +527,10 @@ class RateLimiter:
         exc: RateLimitError = fail.exception()
         if isinstance(exc, DeadlineExceededError) and exc.predicted_send_at_ns is not None:
             exc.predicted_send_at = exc.predicted_send_at_ns / 1e9
+        elif isinstance(exc, DeferredError):
+            # The core's retry time is on the loop's clock: the wall clock's is as far ahead.
+            loop_now = self._loop.time() if self._loop is not None else 0.0
+            exc.set_clocks(int(loop_now * 1e9), time.time(), loop_now)
         return exc
 
     def _forget(self, waiter: _Waiter) -> None:

@@ -6,6 +6,7 @@ Hierarchy (every class carries a stable ``code`` string, the same in every ratel
     ├── RateLimitError                              a request ended without being answered
     │   ├── DeadlineExceededError     deadline_exceeded
     │   ├── MaxWaitExceededError      max_wait_exceeded
+    │   ├── DeferredError             deferred
     │   ├── RetriesExhaustedError     retries_exhausted
     │   ├── MaybeSentError            maybe_sent
     │   ├── NetworkError              network_error
@@ -42,6 +43,7 @@ has its class here (checked when ``ratelane`` is imported).
 
 from __future__ import annotations
 
+import datetime
 from typing import Dict, List, Optional, Type
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "RateLimitError",
     "DeadlineExceededError",
     "MaxWaitExceededError",
+    "DeferredError",
     "RetriesExhaustedError",
     "MaybeSentError",
     "NetworkError",
@@ -116,11 +119,13 @@ class RateLimitError(RatelaneError):
         predicted_send_at_ns: Optional[int] = None,
         predicted_wait_ns: Optional[int] = None,
         attempts: Optional[int] = None,
+        retry_at_ns: Optional[int] = None,
     ) -> None:
         super().__init__(message, request_id=request_id)
         self.predicted_send_at_ns = predicted_send_at_ns
         self.predicted_wait_ns = predicted_wait_ns
         self.attempts = attempts
+        self.retry_at_ns = retry_at_ns
 
     @property
     def predicted_wait(self) -> Optional[float]:
@@ -145,6 +150,39 @@ class MaxWaitExceededError(RateLimitError):
     """The predicted wait exceeds ``max_wait``; ``predicted_wait`` (seconds) tells how long."""
 
     code = "max_wait_exceeded"
+
+
+class DeferredError(RateLimitError):
+    """The predicted wait exceeds the request's ``defer_after`` budget: instead of waiting, the
+    request is handed back to be enqueued again at ``retry_at`` (a job queue's ``retry``).
+
+    ``retry_at_ns`` is the core's predicted send time on the monotonic clock it was given. The
+    asyncio driver converts it to its clocks at the moment the request fails: ``retry_at``
+    (``loop.time()`` seconds), ``retry_at_unix`` (``time.time()`` seconds) and
+    ``retry_at_wall`` (an aware UTC ``datetime``, what Celery's ``retry(eta=...)`` takes).
+    ``retry_after`` is the seconds from then until ``retry_at``. From the sans-IO API, call
+    ``set_clocks(now_ns, wall_now)`` with the same clock's now and the wall clock to fill them.
+    """
+
+    code = "deferred"
+    retry_at: Optional[float] = None
+    retry_at_unix: Optional[float] = None
+    retry_at_wall: Optional[datetime.datetime] = None
+    retry_after: Optional[float] = None
+    """Seconds from the moment it failed until ``retry_at`` (set with the clocks)."""
+
+    def set_clocks(self, now_ns: int, wall_now: float, loop_now: Optional[float] = None) -> None:
+        """Fills ``retry_at_unix`` and ``retry_at_wall`` from ``now_ns`` (the monotonic clock
+        ``retry_at_ns`` is on) and ``wall_now`` (``time.time()`` at the same moment), and
+        ``retry_at`` from ``loop_now`` (that clock in seconds; default ``now_ns / 1e9``).
+        A retry time already past reads as now."""
+        if self.retry_at_ns is None:
+            return
+        ahead = max(0, self.retry_at_ns - now_ns) / 1e9
+        self.retry_after = ahead
+        self.retry_at = (now_ns / 1e9 if loop_now is None else loop_now) + ahead
+        self.retry_at_unix = wall_now + ahead
+        self.retry_at_wall = datetime.datetime.fromtimestamp(self.retry_at_unix, tz=datetime.timezone.utc)
 
 
 class RetriesExhaustedError(RateLimitError):
@@ -329,6 +367,7 @@ FAIL_CLASSES: Dict[str, Type[RateLimitError]] = {
     for cls in (
         DeadlineExceededError,
         MaxWaitExceededError,
+        DeferredError,
         RetriesExhaustedError,
         MaybeSentError,
         NetworkError,

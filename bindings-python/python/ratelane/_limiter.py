@@ -30,7 +30,7 @@ class Limiter(_core.Limiter):
     keyword arguments: ``profile`` (one of ``ratelane.PROFILES``: ``"discord"``, ``"ietf"``,
     ``"github"``, ``"retry_after_only"``, ``"openai"``, ``"anthropic"``, ``"azure_openai"``,
     ``"shopify"``, ``"auto"``), ``global_limit``, ``global_window_ns``, ``max_wait_ns``,
-    ``max_rate_limit_retries``, ``max_error_retries``, ``backoff_base_ns``... Durations are
+    ``defer_after_ns``, ``max_rate_limit_retries``, ``max_error_retries``, ``backoff_base_ns``... Durations are
     integer nanoseconds. Absent keys take the profile's defaults; unknown keys, wrong types
     and out-of-range values raise ``InvalidConfigError`` naming the key.
 

@@ -20,6 +20,7 @@ DURATION_KEYS = (
     "global_window",
     "global_margin_max",
     "max_wait",
+    "defer_after",
     "backoff_base",
     "backoff_max",
     "min_rate_limit_wait",
@@ -33,7 +34,7 @@ DURATION_KEYS = (
 
 def _ns(key: str, seconds: Any) -> Optional[int]:
     if seconds is None:
-        if key == "max_wait":
+        if key in ("max_wait", "defer_after"):
             return None
         raise InvalidConfigError(f"{key}: expected a number of seconds, got None")
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):

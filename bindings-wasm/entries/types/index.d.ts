@@ -31,6 +31,7 @@ export {
   RateLimitError,
   DeadlineExceededError,
   MaxWaitExceededError,
+  DeferredError,
   RetriesExhaustedError,
   MaybeSentError,
   NetworkError,

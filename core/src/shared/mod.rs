@@ -20,7 +20,7 @@
 //!   pipelined: a queue may have several out at once.
 //!   * [`ReservationAnswer::Granted`]: the core emits `Output::Send(id)` during that call; the
 //!     send time (for the local windows) is the time of the answer. Two exceptions: a request
-//!     whose deadline passed meanwhile fails with `deadline_exceeded` (or `max_wait_exceeded`),
+//!     whose deadline passed meanwhile fails with `deadline_exceeded` (or `max_wait_exceeded`, or `deferred`),
 //!     and one that would overtake an earlier request of its queue (denied and back in line, or
 //!     reserving again) goes back behind it. In both cases the grant is returned to the store
 //!     with [`SharedUpdate::Release`] (`reached: false`), so FIFO per bucket holds.

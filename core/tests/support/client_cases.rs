@@ -1329,6 +1329,44 @@
         sent += 100;
         script = script.timeout(sent * MS).respond((sent + 20) * MS, id, 200, &refs(&stamped(1, sent + 10, 40, "react")));
     }
+    // 33. defer_after: instead of waiting, fail at once with the predicted send time.
+    let mut c = discord_config();
+    c.max_wait = Some(60 * S);
+    c.defer_after = Some(2 * S);
+    let ch_a = "/channels/100000000000000001/messages";
+    let ch_b = "/channels/100000000000000002/messages";
+    let ch_c = "/channels/100000000000000003/messages";
+    v.push(Case {
+        file: "defer_after",
+        comment: "defer_after (config default 2 s, max_wait 60 s): with channel A's bucket spent until ~5.1 s, a \
+                  new request fails at once with deferred and retry_at_ns, the predicted send time (5.1 s); one \
+                  with its own defer_after_ns of 10 s waits; one with defer_after_ns 10 s and a deadline of 3 s, \
+                  predicted behind it at 10.2 s, fails with deadline_exceeded (the deadline wins: a retry then \
+                  would be no use). New knowledge \
+                  while queued: a 429 with Retry-After 30 on channel B's pioneer makes its queued follower (10 s \
+                  budget) hopeless, and it fails at once with deferred and retry_at_ns 30.4 s; the pioneer itself, \
+                  requeued for the retry, is deferred too (the config's 2 s). A request still queued when its \
+                  budget passes (behind channel C's unanswered pioneer) fails 1 ns later with deferred, retry_at_ns \
+                  no earlier than that moment.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "POST", ch_a)
+            .respond(100 * MS, 1, 200, &refs(&h(1, 0, "5", "defer_a")))
+            .enqueue(200 * MS, "POST", ch_a)
+            .enqueue_with(200 * MS, json!({"method": "POST", "path": ch_a, "defer_after_ns": 10 * S}))
+            .enqueue_with(200 * MS, json!({"method": "POST", "path": ch_a, "defer_after_ns": 10 * S, "deadline_ns": 3 * S}))
+            .enqueue(300 * MS, "POST", ch_b)
+            .enqueue_with(300 * MS, json!({"method": "POST", "path": ch_b, "defer_after_ns": 10 * S}))
+            .respond_body(400 * MS, 5, 429, &[("Retry-After", "30"), ("X-RateLimit-Limit", "1"),
+                ("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset-After", "30"), ("X-RateLimit-Bucket", "defer_b"),
+                ("X-RateLimit-Scope", "user")], json!({"retry_after": 30.0}))
+            .enqueue(500 * MS, "POST", ch_c)
+            .enqueue_with(500 * MS, json!({"method": "POST", "path": ch_c, "defer_after_ns": 1 * S}))
+            .timeout(1500 * MS + 1)
+            .timeout(5100 * MS)
+            .respond(5200 * MS, 3, 200, &refs(&h(1, 0, "5", "defer_a"))),
+    });
+
     v.push(Case {
         file: "answer_lead_alone",
         comment: "Answers that tell the server's clock time a window's next request to arrive just after its end \
