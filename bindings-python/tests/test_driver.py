@@ -120,15 +120,17 @@ def test_429_retries_are_bounded() -> None:
     assert imitation.count(429) == 3
 
 
-def test_max_wait_fails_fast_with_the_predicted_wait() -> None:
-    async def override(request: web.Request) -> Any:
-        return json_response(
-            429, {"message": "long", "retry_after": 30.0, "global": False},
-            {"X-RateLimit-Scope": "user", "Retry-After": "30", "X-RateLimit-Limit": "5",
-             "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "30", "X-RateLimit-Bucket": "b"},
-        )
+async def _bucket_429_for_30s(request: web.Request) -> Any:
+    """Every answer a bucket 429 that asks for 30 s."""
+    return json_response(
+        429, {"message": "long", "retry_after": 30.0, "global": False},
+        {"X-RateLimit-Scope": "user", "Retry-After": "30", "X-RateLimit-Limit": "5",
+         "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "30", "X-RateLimit-Bucket": "b"},
+    )
 
-    imitation = DiscordImitation(override)
+
+def test_max_wait_fails_fast_with_the_predicted_wait() -> None:
+    imitation = DiscordImitation(_bucket_429_for_30s)
 
     async def main() -> None:
         async with serve(imitation) as base, aiohttp.ClientSession() as session:
@@ -429,14 +431,7 @@ def test_defer_after_fails_at_once_with_retry_at_on_both_clocks() -> None:
     import datetime
     import time
 
-    async def override(request: web.Request) -> Any:
-        return json_response(
-            429, {"message": "long", "retry_after": 30.0, "global": False},
-            {"X-RateLimit-Scope": "user", "Retry-After": "30", "X-RateLimit-Limit": "5",
-             "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "30", "X-RateLimit-Bucket": "b"},
-        )
-
-    imitation = DiscordImitation(override)
+    imitation = DiscordImitation(_bucket_429_for_30s)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
