@@ -35,6 +35,8 @@ from celery.contrib.testing.worker import start_worker
 import ratelane
 from ratelane.sim import Server
 
+from local_discord import serve, wall_epoch_ms
+
 SECOND = 1_000_000_000
 JOBS = 4
 
@@ -50,47 +52,25 @@ def on_loop(coro: Any, timeout: float = 30.0) -> Any:
     return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
 
 
-statuses: Counter[int] = collections.Counter()
-
-
-async def imitation_of_discord() -> Tuple[web.AppRunner, str]:
+async def imitation_of_discord() -> Tuple[web.AppRunner, str, Counter[int]]:
     """Starts the local Discord imitation on 127.0.0.1 (a free port): 1 message/s/channel."""
     model = Server(
         buckets={"msg": {"limit": 1, "window_ns": 1 * SECOND}},
         routes={"POST /channels/:id/messages": {"bucket": "msg"}},
+        wall_epoch_ms=wall_epoch_ms(),
     )
-    start = time.monotonic_ns()
-
-    async def handle(request: web.Request) -> web.Response:
-        answer = model.handle(time.monotonic_ns() - start, request.method, request.path)
-        statuses[answer.status] += 1
-        headers = [(k, v) for k, v in answer.headers if k.lower() not in ("content-type", "date")]
-        return web.Response(
-            status=answer.status,
-            body=(answer.body_text or "{}").encode(),
-            headers=headers,
-            content_type="application/json",
-        )
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}/api/v10"
+    return await serve(model)
 
 
-async def start() -> Tuple[web.AppRunner, str, aiohttp.ClientSession, ratelane.RateLimiter]:
-    runner, api = await imitation_of_discord()
+async def start() -> Tuple[web.AppRunner, str, Counter[int], aiohttp.ClientSession, ratelane.RateLimiter]:
+    runner, api, statuses = await imitation_of_discord()
     session = aiohttp.ClientSession()
     # defer_after: the limiter-wide default; a request may override it (defer_after=...).
     limiter = ratelane.RateLimiter(defer_after=0.3)
-    return runner, api, session, limiter
+    return runner, api, statuses, session, limiter
 
 
-runner, API, session, limiter = on_loop(start())
+runner, API, statuses, session, limiter = on_loop(start())
 
 
 async def post_message(channel: int, text: str) -> int:

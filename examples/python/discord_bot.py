@@ -29,6 +29,8 @@ import ratelane
 import ratelane.aiohttp
 from ratelane.sim import Server
 
+from local_discord import serve, wall_epoch_ms
+
 SECOND = 1_000_000_000
 
 
@@ -48,29 +50,9 @@ async def imitation_of_discord() -> Tuple[web.AppRunner, str, Counter[int]]:
             "POST /interactions/:id/:token/callback": {"global_exempt": True},
         },
         **{"global": {"limit": 50, "window_ns": SECOND}},
+        wall_epoch_ms=wall_epoch_ms(),
     )
-    start = time.monotonic_ns()
-    statuses: Counter[int] = collections.Counter()
-
-    async def handle(request: web.Request) -> web.Response:
-        answer = model.handle(time.monotonic_ns() - start, request.method, request.path)
-        statuses[answer.status] += 1
-        headers = [(k, v) for k, v in answer.headers if k.lower() not in ("content-type", "date")]
-        return web.Response(
-            status=answer.status,
-            body=(answer.body_text or "{}").encode(),
-            headers=headers,
-            content_type="application/json",
-        )
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}/api/v10", statuses
+    return await serve(model)
 
 
 async def main() -> None:

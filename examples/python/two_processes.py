@@ -26,14 +26,15 @@ import json
 import sys
 import time
 import uuid
-from typing import Any, Counter, Dict, List
+from typing import Any, Dict, List
 
 import aiohttp
-from aiohttp import web
 
 import ratelane
 import ratelane.redis
 from ratelane.sim import Server
+
+from local_discord import serve, wall_epoch_ms
 
 SECOND = 1_000_000_000
 PER_PROCESS = 40
@@ -67,24 +68,9 @@ async def main(redis_url: str, shared: bool) -> None:
         buckets={"msg": {"limit": 5, "window_ns": SECOND}},
         routes={"POST /channels/:id/messages": {"bucket": "msg"}},
         **{"global": {"limit": 20, "window_ns": SECOND}},
+        wall_epoch_ms=wall_epoch_ms(),
     )
-    start = time.monotonic_ns()
-    statuses: Counter[int] = collections.Counter()
-
-    async def handle(request: web.Request) -> web.Response:
-        answer = model.handle(time.monotonic_ns() - start, request.method, request.path)
-        statuses[answer.status] += 1
-        headers = [(k, v) for k, v in answer.headers if k.lower() not in ("content-type", "date")]
-        body = answer.body_text or "{}"
-        return web.Response(status=answer.status, body=body.encode(), headers=headers, content_type="application/json")
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    runner, base, statuses = await serve(model, path_prefix="")
     prefix = "{ratelane:example:" + uuid.uuid4().hex[:8] + "}:"
     try:
         start_at = time.time() + 1.5
