@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
+import sys
 import threading
 import time
 from typing import Any, Counter, Dict, List, Tuple
@@ -35,7 +37,8 @@ from celery.contrib.testing.worker import start_worker
 import ratelane
 from ratelane.sim import Server
 
-from local_discord import serve, wall_epoch_ms
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # local_discord.py, beside this file
+from local_discord import serve, wall_epoch_ms  # noqa: E402
 
 SECOND = 1_000_000_000
 JOBS = 4

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
+import sys
 import time
 from typing import Any, Counter, Tuple
 
@@ -29,7 +31,8 @@ import ratelane
 import ratelane.aiohttp
 from ratelane.sim import Server
 
-from local_discord import serve, wall_epoch_ms
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # local_discord.py, beside this file
+from local_discord import serve, wall_epoch_ms  # noqa: E402
 
 SECOND = 1_000_000_000
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import os
 import sys
 import time
 import uuid
@@ -34,7 +35,8 @@ import ratelane
 import ratelane.redis
 from ratelane.sim import Server
 
-from local_discord import serve, wall_epoch_ms
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # local_discord.py, beside this file
+from local_discord import serve, wall_epoch_ms  # noqa: E402
 
 SECOND = 1_000_000_000
 PER_PROCESS = 40
