@@ -35,6 +35,44 @@
 //!                               limiter.handle_reservation(now, r.id, answer); drain }
 //! Output::Share(u)   => store.record(client, u)   // same connection, in order, fire-and-forget
 //! ```
+//!
+//! # Costs
+//!
+//! Every request costs one request of its bucket. APIs that limit more than requests (LLM
+//! APIs' tokens per minute, GraphQL points) report those budgets as further dimensions
+//! ([`RateLimitInfo::dimensions`]); a request names what it will cost in them with
+//! [`Request::costs`] (`tokens: 1200`), an estimate. Then, per queue (route and major
+//! parameter, or learned bucket) and dimension:
+//!
+//! - **The gate.** The queue's head is sent only when every dimension it names has room for
+//!   its *charge*: the lowest `remaining` any answer of the dimension's current window
+//!   reported, less the charges still in flight; before such a report, the limit less what
+//!   was charged since the window began locally and what was in flight then. Otherwise it
+//!   waits for the dimension's reset (the latest end an answer of the window reported), or for
+//!   an answer when no reset is known. The queue stays in order behind it. A dimension no
+//!   answer reported yet does not hold anything (the first answers tell).
+//! - **The charge** is the estimate times the dimension's margin: the worst ratio of actual to
+//!   estimated cost settled so far, widened by `(n + 1) / n` for `n` settled answers, between
+//!   1 and 16 (an estimate that errs high stays the caller's own margin), and never above the
+//!   limit for an estimate within it.
+//! - **Settling.** The answer gives the charge back. Its body's actual cost
+//!   ([`BodyHints::usage`], read by [`headers::settled_cost`]) teaches the margin and replaces
+//!   the charge in what the window spent; its reports lower the dimension's `remaining`. A 429
+//!   (or a send that never left) gives the charge back whole; an answer that does not say
+//!   keeps the charge spent.
+//! - **Never fits.** A request whose estimate is above a dimension's reported limit fails with
+//!   [`FailReason::InsufficientCapacity`]: at enqueue when the limit is known, else when an
+//!   answer reports it.
+//! - The request count still follows the binding rule ([`crate::headers`], "Several
+//!   budgets") over the dimensions the request's costs do *not* name.
+//!
+//! What this guarantees: a dimension is never charged past what its reports leave, so a
+//! server that counts each request at no more than its charge never refuses one for that
+//! dimension; an actual cost above every ratio settled before the request was sent can still
+//! overrun the last of a window (the property in `core/tests/costs.rs` checks both). Not
+//! covered yet: [`Limiter::predict`] and the deadline checks ignore costs (a request blocked
+//! by a dimension fails at its deadline, not before), snapshots do not carry the budgets,
+//! and in shared mode each process keeps its own.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
@@ -47,9 +85,11 @@ use crate::route::{Route, route_for};
 use crate::shared::{OnUnavailable, Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 use crate::types::*;
 
+mod costs;
 mod outage;
 mod state;
 
+use costs::{Blocked, Budget, Charge, Ratio};
 use outage::{Recovery, SendLog};
 
 /// When a request is expected to be sent (see [`Limiter::predict`]).
@@ -198,6 +238,8 @@ pub struct Limiter {
     /// request may be sent and still reach the server after that end: a lower bound on the
     /// fastest round trip (see [`Limiter::learn_latency`]). 0 until 16 round trips are in.
     send_lead: Nanos,
+    /// Per cost dimension: the worst ratio of actual to estimated cost seen (see `costs`).
+    ratios: Vec<(Box<str>, Ratio)>,
     rng: u64,
     /// Queues that went empty, checked a few at a time for eviction.
     idle_candidates: VecDeque<(Qid, u64)>,
@@ -260,6 +302,10 @@ struct Req {
     /// A transport failure after which it may have reached the server happened to one of its
     /// attempts: if its retries run out, it ends in `maybe_sent`, not `network_error`.
     maybe_reached: bool,
+    /// Its estimated costs ([`Request::costs`]).
+    costs: Box<[(Box<str>, u64)]>,
+    /// What its send in flight charged its queue's budgets.
+    charges: Vec<Charge>,
 }
 
 /// The budget a request's effective deadline comes from.
@@ -380,6 +426,8 @@ struct Queue {
     idle_listed: bool,
     /// The latest wait for which the pending requests were checked against their deadlines.
     checked_wait: Nanos,
+    /// One budget per cost dimension its requests named (see `costs`).
+    budgets: Vec<Budget>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -673,6 +721,7 @@ impl Limiter {
             first_window: None,
             global_margin: margin,
             send_lead: 0,
+            ratios: Vec::new(),
             rng,
             idle_candidates: VecDeque::new(),
             closed: false,
@@ -775,6 +824,14 @@ impl Limiter {
             self.pump(now);
             return Ok(id);
         }
+        if let Err(Blocked::Never { dimension, cost, limit }) =
+            costs::gate(&self.queue(qid).budgets, request.costs.iter().map(|(n, c)| (n.as_str(), *c)), |_| 1.0)
+        {
+            self.outputs.push_back(Output::Fail(id, FailReason::InsufficientCapacity { dimension, cost, limit }));
+            self.note_idle(qid);
+            self.pump(now);
+            return Ok(id);
+        }
 
         self.requests.insert(
             id,
@@ -796,6 +853,8 @@ impl Limiter {
                 rate_limit_retries: 0,
                 error_retries: 0,
                 maybe_reached: false,
+                costs: request.costs.into_iter().map(|(n, c)| (n.into_boxed_str(), c)).collect(),
+                charges: Vec::new(),
             },
         );
         if !exempt {
@@ -863,7 +922,17 @@ impl Limiter {
     ) -> Result<Disposition, Error> {
         let now = self.advance(now);
         let mut sent_at = self.take_in_flight(id)?;
-        let info = headers::parse(self.config.profile, response);
+        let mut info = headers::parse(self.config.profile, response);
+        {
+            let costs = &self.requests[&id].costs;
+            if !costs.is_empty() {
+                // The engine's request count sees the budgets the request's costs do not
+                // cover: those it names have their own gates.
+                let rest: Vec<Dimension> =
+                    info.dimensions.iter().filter(|d| !costs.iter().any(|(n, _)| **n == *d.name)).cloned().collect();
+                (info.limit, info.remaining, info.reset_after) = headers::binding_view(&rest);
+            }
+        }
         let round_trip = now.saturating_sub(sent_at.left_at);
         let mut answer_lead = 0;
         let mut uplink_widens = false;
@@ -911,6 +980,7 @@ impl Limiter {
         if (200..300).contains(&status) {
             self.edge_strikes = 0;
         }
+        self.settle_costs(id, Some((now, &info, &response.body)), status == 429);
         if !stale_bucket {
             self.apply_headers(now, id, qid, sent_at, &info, status, answer_lead);
         }
@@ -972,6 +1042,7 @@ impl Limiter {
                 self.retry_after_error(now, id, true)
             }
             Failure::MaybeSent => {
+                self.settle_costs(id, None, false);
                 self.add_ghost(qid, id);
                 self.req_mut(id).maybe_reached = true;
                 if self.req(id).idempotent {
@@ -1006,6 +1077,7 @@ impl Limiter {
             ReqState::InFlight { .. } => {
                 self.take_in_flight(id)?;
                 // It may have reached the server: it keeps its slot until the window resets.
+                self.settle_costs(id, None, false);
                 self.add_ghost(qid, id);
                 if self.config.shared.is_some() {
                     let update = self.release(id, true);
@@ -1231,6 +1303,24 @@ impl Limiter {
                 "sub_limit {class:?} must be a class name of 1 to 256 bytes (or unset)"
             )));
         }
+        if request.costs.len() > headers::MAX_DIMENSIONS {
+            return Err(Error::InvalidRequest(format!(
+                "costs names {} dimensions; at most {} are allowed",
+                request.costs.len(),
+                headers::MAX_DIMENSIONS
+            )));
+        }
+        for (i, (name, _)) in request.costs.iter().enumerate() {
+            if !headers::valid_cost_name(name) {
+                return Err(Error::InvalidRequest(format!(
+                    "cost dimension {name:?} must be 1 to 32 bytes of [a-z0-9_] and not \"requests\" \
+                     (every request costs one request)"
+                )));
+            }
+            if request.costs[..i].iter().any(|(n, _)| n == name) {
+                return Err(Error::InvalidRequest(format!("cost dimension {name:?} is given twice")));
+            }
+        }
         Ok(match &request.major {
             Some(major) => Route {
                 key: format!("{method} {}", request.path),
@@ -1334,6 +1424,7 @@ impl Limiter {
             last_active: 0,
             idle_listed: false,
             checked_wait: 0,
+            budgets: Vec::new(),
         };
         let qid = match self.free_queues.pop() {
             Some(qid) => {
@@ -2610,7 +2701,85 @@ impl Limiter {
     }
 
     /// Gives back the global token and bucket slot of a request that never left.
+    /// Charges the costs of request `id`, about to leave queue `qid`, to the queue's budgets
+    /// (creating one per dimension it names). A request without costs in a queue that has
+    /// budgets charges them nothing, so that its answer's report still counts.
+    fn charge_costs(&mut self, qid: Qid, id: RequestId) {
+        let costs = std::mem::take(&mut self.req_mut(id).costs);
+        let q = self.queues[qid].as_mut().expect("live queue");
+        let mut charges = Vec::new();
+        for (name, estimate) in costs.iter() {
+            let margin = self.ratios.iter().find(|(n, _)| n == name).map_or(1.0, |(_, r)| r.margin());
+            let i = match q.budgets.iter().position(|b| b.name == *name) {
+                Some(i) => i,
+                None => {
+                    q.budgets.push(Budget::new(name));
+                    q.budgets.len() - 1
+                }
+            };
+            charges.push(q.budgets[i].charge(*estimate, margin));
+        }
+        for b in q.budgets.iter_mut().filter(|b| !costs.iter().any(|(n, _)| *n == b.name)) {
+            charges.push(b.charge(0, 1.0));
+        }
+        let r = self.req_mut(id);
+        r.costs = costs;
+        r.charges = charges;
+    }
+
+    /// Request `id` left flight: its charges go back to its queue's budgets. `answer`, when it
+    /// was answered: the time, the answer's reports (each budget takes its dimension's) and
+    /// body (the actual costs: [`headers::settled_cost`]). `refund`: it was never counted
+    /// (refused with a 429, or never sent).
+    fn settle_costs(&mut self, id: RequestId, answer: Option<(Nanos, &RateLimitInfo, &BodyHints)>, refund: bool) {
+        let max_wait = self.config.max_server_wait;
+        let r = self.requests.get_mut(&id).expect("live request");
+        if r.charges.is_empty() {
+            return;
+        }
+        let charges = std::mem::take(&mut r.charges);
+        let qid = r.qid;
+        let q = self.queues[qid].as_mut().expect("live queue");
+        for charge in &charges {
+            let i = match q.budgets.iter().position(|b| b.name == charge.name) {
+                Some(i) => i,
+                // Its route moved to another queue meanwhile: that queue keeps the budget now.
+                None => {
+                    q.budgets.push(Budget::new(&charge.name));
+                    q.budgets.len() - 1
+                }
+            };
+            let (report, actual) = match answer {
+                Some((now, info, body)) => {
+                    let report = info.dimensions.iter().find(|d| *d.name == *charge.name).map(|d| {
+                        (d.limit, d.remaining, d.reset_after.map(|ra| now.saturating_add(ra.min(max_wait))))
+                    });
+                    (report, if refund { None } else { headers::settled_cost(body, &charge.name) })
+                }
+                None => (None, None),
+            };
+            if let Some(actual) = actual {
+                let known = self.ratios.iter().position(|(n, _)| *n == charge.name);
+                let i = match known {
+                    Some(i) => Some(i),
+                    // Names come from the caller's costs, at most a few per request; a bound
+                    // all the same.
+                    None if self.ratios.len() < 64 => {
+                        self.ratios.push((charge.name.clone(), Ratio::default()));
+                        Some(self.ratios.len() - 1)
+                    }
+                    None => None,
+                };
+                if let Some(i) = i {
+                    self.ratios[i].1.learn(charge.estimate, actual);
+                }
+            }
+            q.budgets[i].settle(charge, report, actual, refund);
+        }
+    }
+
     fn refund(&mut self, qid: Qid, id: RequestId, flight: Flight) {
+        self.settle_costs(id, None, true);
         let iid = self.req(id).identity;
         if let Some(at) = flight.global_at {
             self.drop_global_entry(iid, at);
@@ -2895,6 +3064,9 @@ impl Limiter {
         if b.shared_cap.is_some_and(|(_, until)| until <= now) {
             b.shared_cap = None;
         }
+        for budget in &mut q.budgets {
+            budget.roll(now);
+        }
         if b.known && !b.unlimited {
             if let Some(ready) = b.ready_at(lead)
                 && ready <= now
@@ -2963,6 +3135,27 @@ impl Limiter {
                     break;
                 }
                 earliest = Some(earliest.map_or(hold, |e| e.min(hold)));
+            }
+            if let Some(id) = head
+                && !self.requests[&id].costs.is_empty()
+            {
+                let r = &self.requests[&id];
+                let ratios = &self.ratios;
+                let margin = |name: &str| ratios.iter().find(|(n, _)| &**n == name).map_or(1.0, |(_, r)| r.margin());
+                match costs::gate(&q.budgets, r.costs.iter().map(|(n, c)| (&**n, *c)), margin) {
+                    Ok(()) => {}
+                    Err(Blocked::Until(t)) => {
+                        head = None;
+                        earliest = Some(earliest.map_or(t, |e| e.min(t)));
+                    }
+                    Err(Blocked::UntilResponse) => return,
+                    Err(Blocked::Never { dimension, cost, limit }) => {
+                        self.unqueue(id);
+                        self.fail(id, FailReason::InsufficientCapacity { dimension, cost, limit });
+                        self.mark_dirty(qid);
+                        return;
+                    }
+                }
             }
             match head {
                 Some(id) => {
@@ -3176,6 +3369,7 @@ impl Limiter {
         if !exempt {
             self.identities[iid].queued -= 1;
         }
+        self.charge_costs(qid, id);
         let q = self.queue_mut(qid);
         if let Some(pos) = q.pending.iter().position(|&p| p == id) {
             q.pending.remove(pos);

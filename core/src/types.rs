@@ -168,6 +168,13 @@ pub struct BodyHints {
     pub cost: Option<QueryCost>,
     /// Error codes and messages from the fixed places listed above, in document order.
     pub errors: Vec<String>,
+    /// What the request actually cost, by name: the numeric fields of the body's top-level
+    /// `usage` object (OpenAI `prompt_tokens`, `completion_tokens`, `total_tokens`; Anthropic
+    /// `input_tokens`, `output_tokens`), and any cost the caller read itself, named after the
+    /// dimension it settles (`tokens`). At most [`BodyHints::MAX_USAGE`] entries; finite
+    /// numbers of 0 or more only. The engine settles a request's estimated costs
+    /// ([`Request::costs`]) with them: see [`crate::headers::settled_cost`].
+    pub usage: Vec<(String, f64)>,
 }
 
 impl BodyHints {
@@ -175,6 +182,8 @@ impl BodyHints {
     pub const MAX_ERRORS: usize = 16;
     /// The longest error string a driver passes, in bytes.
     pub const MAX_ERROR_LEN: usize = 256;
+    /// The most `usage` entries a driver passes.
+    pub const MAX_USAGE: usize = 16;
 }
 
 /// A GraphQL query's cost as Shopify reports it in `extensions.cost` (every field optional:
@@ -299,8 +308,8 @@ impl Unit {
 }
 
 /// One budget an answer reports (a rate-limit *dimension*): how much of it is left and when it
-/// is whole again, in its own unit. Request costs per dimension are the engine's business
-/// (issue 17 item 1); the parser only reports.
+/// is whole again, in its own unit. The parser only reports; what a request costs in it is
+/// the caller's estimate ([`Request::costs`]), which the engine gates and settles.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dimension {
     /// The provider's name for it, lowercase with `_` for `-`: `requests`, `tokens`,
@@ -381,6 +390,17 @@ pub enum FailReason {
     Unauthorized,
     /// The limiter was closed while the request was queued.
     Closed,
+    /// The request's estimated cost in a dimension ([`Request::costs`]) is more than that
+    /// dimension's whole limit as the server reported it: it could never be sent. Decided at
+    /// enqueue when the limit is known, else as soon as an answer reports it.
+    InsufficientCapacity {
+        /// The dimension (`tokens`, ...).
+        dimension: String,
+        /// The request's estimated cost in it.
+        cost: u64,
+        /// The dimension's limit.
+        limit: u64,
+    },
 }
 
 impl FailReason {
@@ -395,6 +415,7 @@ impl FailReason {
             FailReason::NetworkError { .. } => "network_error",
             FailReason::Unauthorized => "unauthorized",
             FailReason::Closed => "closed",
+            FailReason::InsufficientCapacity { .. } => "insufficient_capacity",
         }
     }
 
@@ -408,6 +429,7 @@ impl FailReason {
         "network_error",
         "unauthorized",
         "closed",
+        "insufficient_capacity",
     ];
 }
 
@@ -443,6 +465,10 @@ impl core::fmt::Display for FailReason {
                 write!(f, "the token was rejected with 401; its requests are no longer sent")
             }
             FailReason::Closed => write!(f, "the limiter was closed before the request was sent"),
+            FailReason::InsufficientCapacity { dimension, cost, limit } => write!(
+                f,
+                "insufficient capacity: the request costs {cost} {dimension}, more than the limit of {limit}"
+            ),
         }
     }
 }
@@ -606,6 +632,14 @@ pub struct Request {
     /// The top-level keys of the request's JSON body, when the caller has the body: the
     /// profile derives the sub-limit class from them. Empty: no body, or not known.
     pub body_keys: Vec<String>,
+    /// The request's estimated cost in budgets other than the request count, by dimension
+    /// name as the answers report it (`tokens`, `input_tokens`, `points`...; see
+    /// [`Dimension::name`]): it is sent only when every dimension it names has room for it,
+    /// and its answer settles the estimate to the actual cost ([`BodyHints::usage`]). At most
+    /// [`crate::headers::MAX_DIMENSIONS`] entries, each name 1 to 32 bytes of `[a-z0-9_]`,
+    /// not `requests` (every request costs one of those), no name twice. Empty: it costs one
+    /// request and nothing else is known. See the [`crate::Limiter`] docs, "Costs".
+    pub costs: Vec<(String, u64)>,
 }
 
 impl Request {
@@ -623,6 +657,7 @@ impl Request {
             global_exempt: None,
             sub_limit: None,
             body_keys: Vec::new(),
+            costs: Vec::new(),
         }
     }
 
@@ -676,6 +711,12 @@ impl Request {
     /// Sets the sub-limit class (see [`Request::sub_limit`]).
     pub fn sub_limit(mut self, class: impl Into<String>) -> Self {
         self.sub_limit = Some(class.into());
+        self
+    }
+
+    /// Adds an estimated cost of `amount` in dimension `name` (see [`Request::costs`]).
+    pub fn cost(mut self, name: impl Into<String>, amount: u64) -> Self {
+        self.costs.push((name.into(), amount));
         self
     }
 

@@ -65,6 +65,11 @@ fn body_from(body: &Value) -> BodyHints {
             .and_then(Value::as_array)
             .map(|es| es.iter().map(|e| e.as_str().expect("errors are strings").to_string()).collect())
             .unwrap_or_default(),
+        usage: body
+            .get("usage")
+            .and_then(Value::as_object)
+            .map(|u| u.iter().map(|(k, v)| (k.clone(), v.as_f64().expect("usage values are numbers"))).collect())
+            .unwrap_or_default(),
     }
 }
 
@@ -188,6 +193,9 @@ fn request_from(v: &Value) -> Request {
     if let Some(keys) = v.get("body_keys").and_then(Value::as_array) {
         r.body_keys = keys.iter().map(|k| k.as_str().expect("body_keys are strings").to_string()).collect();
     }
+    if let Some(costs) = v.get("costs").and_then(Value::as_object) {
+        r.costs = costs.iter().map(|(k, c)| (k.clone(), c.as_u64().expect("costs are whole numbers"))).collect();
+    }
     r
 }
 
@@ -204,6 +212,11 @@ fn output_json(o: &Output) -> Value {
                     v["predicted_wait_ns"] = json!(predicted_wait)
                 }
                 ratelane::FailReason::Deferred { retry_at } => v["retry_at_ns"] = json!(retry_at),
+                ratelane::FailReason::InsufficientCapacity { dimension, cost, limit } => {
+                    v["dimension"] = json!(dimension);
+                    v["cost"] = json!(cost);
+                    v["limit"] = json!(limit);
+                }
                 ratelane::FailReason::RetriesExhausted { attempts }
                 | ratelane::FailReason::NetworkError { attempts } => {
                     v["attempts"] = json!(attempts)

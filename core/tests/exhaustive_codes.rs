@@ -15,6 +15,7 @@ fn fail_class(reason: &FailReason) -> &'static str {
         FailReason::NetworkError { .. } => "NetworkError",
         FailReason::Unauthorized => "Unauthorized",
         FailReason::Closed => "Closed",
+        FailReason::InsufficientCapacity { .. } => "InsufficientCapacity",
     }
 }
 
@@ -53,6 +54,7 @@ fn every_fail_reason_is_matched_and_listed() {
         FailReason::NetworkError { attempts: 4 },
         FailReason::Unauthorized,
         FailReason::Closed,
+        FailReason::InsufficientCapacity { dimension: "tokens".into(), cost: 2, limit: 1 },
     ];
     let codes: Vec<&str> = all.iter().map(FailReason::code).collect();
     assert_eq!(codes, FailReason::ALL_CODES);

@@ -12,7 +12,7 @@ use ratelane::{
 
 #[derive(Debug, Clone)]
 enum Op {
-    Enqueue { route: u8, channel: u8, identity: u8, priority: i8, deadline: Option<u16>, method: u8 },
+    Enqueue { route: u8, channel: u8, identity: u8, priority: i8, deadline: Option<u16>, method: u8, tokens: Option<u32> },
     Respond {
         pick: u16,
         status: u16,
@@ -21,6 +21,7 @@ enum Op {
         global: Option<bool>,
         errors: Vec<String>,
         cost: Option<(f64, f64, f64)>,
+        usage: Option<f64>,
     },
     Fail { pick: u16, maybe_sent: bool },
     Cancel { pick: u16 },
@@ -44,6 +45,7 @@ const NAMES: &[&str] = &[
     "x-ratelimit-remaining-requests",
     "x-ratelimit-reset-tokens",
     "x-ratelimit-remaining-tokens",
+    "x-ratelimit-limit-tokens",
     "retry-after-ms",
     "x-ms-retry-after-ms",
     "anthropic-ratelimit-requests-remaining",
@@ -78,11 +80,18 @@ fn value() -> impl Strategy<Value = String> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0u8..4, 0u8..4, 0u8..2, -2i8..3, proptest::option::of(0u16..20_000), 0u8..3).prop_map(
-            |(route, channel, identity, priority, deadline, method)| Op::Enqueue {
-                route, channel, identity, priority, deadline, method
-            }
-        ),
+        4 => (
+            0u8..4,
+            0u8..4,
+            0u8..2,
+            -2i8..3,
+            proptest::option::of(0u16..20_000),
+            0u8..3,
+            proptest::option::of(prop_oneof![0u32..30, 0u32..300_000, Just(u32::MAX)]),
+        )
+            .prop_map(|(route, channel, identity, priority, deadline, method, tokens)| Op::Enqueue {
+                route, channel, identity, priority, deadline, method, tokens
+            }),
         4 => (
             any::<u16>(),
             prop_oneof![Just(200u16), Just(429), Just(500), Just(502), Just(401), Just(403), Just(404), 100u16..600],
@@ -95,9 +104,10 @@ fn op() -> impl Strategy<Value = Op> {
                 0..2,
             ),
             proptest::option::of((-1.0f64..2000.0, -1.0f64..2000.0, prop_oneof![Just(0.0f64), Just(f64::NAN), 0.5f64..100.0])),
+            proptest::option::of(prop_oneof![-5.0f64..400_000.0, Just(f64::NAN), Just(f64::INFINITY), Just(1e300)]),
         )
-            .prop_map(|(pick, status, headers, retry_after, global, errors, cost)| Op::Respond {
-                pick, status, headers, retry_after, global, errors, cost
+            .prop_map(|(pick, status, headers, retry_after, global, errors, cost, usage)| Op::Respond {
+                pick, status, headers, retry_after, global, errors, cost, usage
             }),
         1 => (any::<u16>(), any::<bool>()).prop_map(|(pick, maybe_sent)| Op::Fail { pick, maybe_sent }),
         1 => any::<u16>().prop_map(|pick| Op::Cancel { pick }),
@@ -161,7 +171,7 @@ fn run(profile: HeaderProfile, ops: Vec<Op>) {
     let mut wake: Option<u64> = None;
     for op in ops {
         match op {
-            Op::Enqueue { route, channel, identity, priority, deadline, method } => {
+            Op::Enqueue { route, channel, identity, priority, deadline, method, tokens } => {
                 let path = match route {
                     0 => format!("/channels/{}/messages", 100_000_000_000_000_000u64 + channel as u64),
                     1 => format!("/guilds/{}/members", 100_000_000_000_000_000u64 + channel as u64),
@@ -173,6 +183,9 @@ fn run(profile: HeaderProfile, ops: Vec<Op>) {
                 if let Some(d) = deadline {
                     r = r.deadline(now + d as u64 * 1_000_000);
                 }
+                if let Some(t) = tokens {
+                    r = r.cost("tokens", u64::from(t));
+                }
                 match l.enqueue(now, r) {
                     Ok(id) => {
                         book.live.insert(id, false);
@@ -180,7 +193,7 @@ fn run(profile: HeaderProfile, ops: Vec<Op>) {
                     Err(e) => assert_eq!(e.code(), "limiter_closed"),
                 }
             }
-            Op::Respond { pick, status, headers, retry_after, global, errors, cost } => {
+            Op::Respond { pick, status, headers, retry_after, global, errors, cost, usage } => {
                 let flying = in_flight(&book);
                 if flying.is_empty() {
                     continue;
@@ -200,6 +213,7 @@ fn run(profile: HeaderProfile, ops: Vec<Op>) {
                         currently_available: Some(available),
                         restore_rate: Some(restore_rate),
                     }),
+                    usage: usage.map(|total| vec![("total_tokens".to_string(), total)]).unwrap_or_default(),
                 };
                 let d = l.handle_response(now, id, &response).expect("in flight");
                 match d {

@@ -257,7 +257,7 @@ fn errors() -> impl Strategy<Value = Vec<String>> {
 
 fn body() -> impl Strategy<Value = BodyHints> {
     (prop::option::of(float()), prop::option::of(any::<bool>()), prop::option::of(cost()), errors()).prop_map(
-        |(retry_after, global, cost, errors)| BodyHints { retry_after, global, cost, errors },
+        |(retry_after, global, cost, errors)| BodyHints { retry_after, global, cost, errors, usage: Vec::new() },
     )
 }
 

@@ -50,10 +50,11 @@
 //! - `limit` is the requests dimension's (the unit the engine counts); none without one.
 //!
 //! This never reads a shorter wait than an answer states. It cannot see that 30 tokens are
-//! too few for the next request: what each request costs in each dimension (tokens, points,
-//! bytes) is issue 17 item 1 (costs estimated at enqueue, settled after the answer), which
-//! reads the same `dimensions` without parsing again. Until then an overrun of a non-request
-//! budget ends in a 429, whose wait the engine honours.
+//! too few for the next request: that takes what each request costs, which the caller
+//! estimates ([`crate::Request::costs`]). The dimensions a request's costs name then have
+//! their own gates (see the [`crate::Limiter`] docs, "Costs"), and the engine's view for that
+//! request is the binding rule over the other dimensions. Without costs an overrun of a
+//! non-request budget ends in a 429, whose wait the engine honours.
 //!
 //! # The profiles
 //!
@@ -71,7 +72,7 @@ use num::{Decimal, f64_secs_to_wait, ms_to_wait, parse_decimal, secs_to_wait, tr
 
 pub use providers::{
     AZURE_REQUESTS_WINDOW, AZURE_TOKENS_WINDOW, GITHUB_SECONDARY_WAIT, MAX_DIMENSIONS,
-    SHOPIFY_REST_LEAK_INTERVAL, binding_view, detect,
+    SHOPIFY_REST_LEAK_INTERVAL, binding_view, detect, settled_cost, valid_cost_name,
 };
 
 /// The longest duration any field of [`RateLimitInfo`] can hold: 30 days. Longer values

@@ -5,7 +5,7 @@
 //! name the documentation each one imitates.
 
 use crate::types::{
-    Dimension, HeaderProfile, MILLISECOND, Nanos, QueryCost, RateLimitInfo, Response, SECOND, Unit,
+    BodyHints, Dimension, HeaderProfile, MILLISECOND, Nanos, QueryCost, RateLimitInfo, Response, SECOND, Unit,
 };
 
 use super::num::{Decimal, ms_to_wait, parse_decimal, parse_duration, trim_ows};
@@ -492,4 +492,60 @@ pub(super) fn generic(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
     if d.is_reported() {
         info.dimensions.push(d);
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Settling costs
+
+/// What a request actually cost in dimension `dimension`, from what the driver read of its
+/// answer's body ([`BodyHints::usage`], [`BodyHints::cost`]), rounded up to a whole unit:
+///
+/// - an entry named after the dimension itself (`tokens: 812`: the caller's own reading);
+/// - `tokens`: `total_tokens` (OpenAI), else `input_tokens + output_tokens` (Anthropic), else
+///   `prompt_tokens + completion_tokens`;
+/// - `input_tokens`: `input_tokens`, else `prompt_tokens`; `output_tokens`: `output_tokens`,
+///   else `completion_tokens`;
+/// - `points`: a GraphQL query's `actualQueryCost` ([`QueryCost::actual`](crate::QueryCost)).
+///
+/// `None` when the body does not say (a 429, a streamed answer, another API): the estimate
+/// then stands. Entries that are negative, not finite or above 2^53 are ignored.
+pub fn settled_cost(body: &BodyHints, dimension: &str) -> Option<u64> {
+    let get = |name: &str| {
+        body.usage
+            .iter()
+            .take(BodyHints::MAX_USAGE)
+            .find(|(n, _)| n == name)
+            .map(|&(_, v)| v)
+            .filter(|v| v.is_finite() && *v >= 0.0 && *v <= 9_007_199_254_740_992.0)
+            .map(|v| v.ceil() as u64)
+    };
+    let sum = |a: &str, b: &str| match (get(a), get(b)) {
+        (Some(x), Some(y)) => Some(x.saturating_add(y)),
+        _ => None,
+    };
+    if let Some(v) = get(dimension) {
+        return Some(v);
+    }
+    match dimension {
+        "tokens" => get("total_tokens")
+            .or_else(|| sum("input_tokens", "output_tokens"))
+            .or_else(|| sum("prompt_tokens", "completion_tokens")),
+        "input_tokens" => get("prompt_tokens"),
+        "output_tokens" => get("completion_tokens"),
+        "points" => body
+            .cost
+            .and_then(|c| c.actual)
+            .filter(|v| v.is_finite() && *v >= 0.0 && *v <= 9_007_199_254_740_992.0)
+            .map(|v| v.ceil() as u64),
+        _ => None,
+    }
+}
+
+/// Whether `name` may name a cost dimension ([`crate::Request::costs`]): 1 to 32 bytes of
+/// `[a-z0-9_]`, the form [`Dimension::name`] has, and not `requests`.
+pub fn valid_cost_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name != "requests"
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }

@@ -195,13 +195,20 @@ pub struct ServerConfig {
 
 /// A token budget: [`TokenSpec::limit`] admits `limit.limit` requests' worth of tokens per
 /// `limit.window`, each request costing `cost` tokens (headers show tokens: `limit.limit *
-/// cost` in all).
+/// cost` in all), unless it says its own cost ([`Server::handle_costing`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenSpec {
     /// Tokens each request costs.
     pub cost: u64,
     /// The budget, in requests' worth of tokens.
     pub limit: BucketSpec,
+}
+
+impl TokenSpec {
+    /// The budget in tokens: `limit.limit * cost`.
+    pub fn total(&self) -> u64 {
+        u64::from(self.limit.limit).saturating_mul(self.cost)
+    }
 }
 
 /// A leaky bucket: holds `size` requests, one leaks out every `leak_interval`.
@@ -389,6 +396,10 @@ pub struct Arrival {
     /// The limiter never saw the response: the connection dropped after the request arrived,
     /// or the request was cancelled while in flight (set by the simulation).
     pub response_lost: bool,
+    /// The tokens it cost, or asked for when refused (a token budget only; else 0).
+    pub tokens: u64,
+    /// It was refused because the token budget had less left than it cost.
+    pub tokens_limited: bool,
 }
 
 /// A response as the server produced it: owned headers, body hints and the body text.
@@ -575,6 +586,76 @@ impl Counter {
     }
 }
 
+/// A token budget's counter: like [`Counter`], but each arrival weighs its own cost.
+#[derive(Debug, Clone, Default)]
+struct TokenCounter {
+    start: Nanos,
+    /// Arrivals in the window: when, and what each cost.
+    entries: VecDeque<(Nanos, u64)>,
+}
+
+impl TokenCounter {
+    fn refresh(&mut self, spec: &BucketSpec, now: Nanos) {
+        match spec.kind {
+            WindowKind::Fixed => {
+                if !self.entries.is_empty() && now >= self.start.saturating_add(spec.window) {
+                    self.entries.clear();
+                }
+            }
+            WindowKind::Sliding => {
+                while self.entries.front().is_some_and(|&(t, _)| t.saturating_add(spec.window) <= now) {
+                    self.entries.pop_front();
+                }
+            }
+        }
+    }
+
+    fn used(&self) -> u64 {
+        self.entries.iter().fold(0u64, |a, &(_, c)| a.saturating_add(c))
+    }
+
+    fn fits(&self, total: u64, cost: u64) -> bool {
+        self.used().saturating_add(cost) <= total
+    }
+
+    fn record(&mut self, now: Nanos, cost: u64) {
+        if self.entries.is_empty() {
+            self.start = now;
+        }
+        self.entries.push_back((now, cost));
+    }
+
+    /// When every counted arrival has left the window.
+    fn reset_at(&self, spec: &BucketSpec, now: Nanos) -> Nanos {
+        match (spec.kind, self.entries.back()) {
+            (_, None) => now.saturating_add(spec.window),
+            (WindowKind::Fixed, Some(_)) => self.start.saturating_add(spec.window),
+            (WindowKind::Sliding, Some(&(t, _))) => t.saturating_add(spec.window),
+        }
+    }
+
+    /// When an arrival costing `cost` would be accepted (`now` if it would now; a cost above
+    /// `total` never is: then the window's end).
+    fn free_at(&self, spec: &BucketSpec, total: u64, cost: u64, now: Nanos) -> Nanos {
+        if self.fits(total, cost) {
+            return now;
+        }
+        match spec.kind {
+            WindowKind::Fixed => self.start.saturating_add(spec.window),
+            WindowKind::Sliding => {
+                let mut used = self.used();
+                for &(t, c) in &self.entries {
+                    used = used.saturating_sub(c);
+                    if used.saturating_add(cost) <= total {
+                        return t.saturating_add(spec.window);
+                    }
+                }
+                self.reset_at(spec, now)
+            }
+        }
+    }
+}
+
 /// Seconds with three decimals, rounded up to the millisecond (so a client is never early).
 fn secs3(ns: Nanos) -> String {
     let ms = ns.div_ceil(MILLISECOND);
@@ -679,7 +760,7 @@ pub struct Server {
     sub: HashMap<(String, String, String), Counter>,
     shared: HashMap<(String, String), Counter>,
     global: HashMap<String, Counter>,
-    tokens: HashMap<(String, String, String), Counter>,
+    tokens: HashMap<(String, String, String), TokenCounter>,
     /// Per identity: when its leaky bucket is empty (the theoretical arrival time).
     leaky: HashMap<String, Nanos>,
     invalid: VecDeque<Nanos>,
@@ -907,8 +988,8 @@ impl Server {
         let Some(t) = self.config.tokens else { return };
         let counter = self.tokens.get(key).cloned().unwrap_or_default();
         let reset_at = counter.reset_at(&t.limit, now);
-        let limit = u64::from(t.limit.limit) * t.cost;
-        let remaining = u64::from(counter.remaining(&t.limit)) * t.cost;
+        let limit = t.total();
+        let remaining = limit.saturating_sub(counter.used());
         let mut h = |name: &str, value: String| headers.push((name.into(), value));
         match self.config.dialect {
             HeaderProfile::OpenAi => {
@@ -1011,6 +1092,15 @@ impl Server {
     /// Answers `request` arriving at `at` (server time; a time earlier than the previous
     /// arrival is taken as the previous one) and logs it under `tag`.
     pub fn handle(&mut self, at: Nanos, tag: u64, request: &Request) -> ServerResponse {
+        self.handle_costing(at, tag, request, None)
+    }
+
+    /// [`Server::handle`] for a request that costs `tokens` of the token budget
+    /// ([`ServerConfig::tokens`]) instead of [`TokenSpec::cost`]: what the request really
+    /// costs, which its client only estimates. It is refused when the budget's window has less
+    /// left; accepted, its answer's body reports the cost (`usage`: OpenAI's `total_tokens`,
+    /// Anthropic's `input_tokens` and `output_tokens`).
+    pub fn handle_costing(&mut self, at: Nanos, tag: u64, request: &Request, tokens: Option<u64>) -> ServerResponse {
         let now = at.max(self.last);
         self.last = now;
         let route = self.route_of(request);
@@ -1036,6 +1126,8 @@ impl Server {
             outcome: ServerOutcome::Accepted,
             status: 200,
             response_lost: false,
+            tokens: tokens.or(self.config.tokens.map(|t| t.cost)).unwrap_or(0),
+            tokens_limited: false,
         };
         let response = self.decide(now, &identity, &route, &spec, bucket, &mut arrival);
         arrival.status = response.status;
@@ -1152,9 +1244,10 @@ impl Server {
         if let (Some(t), Some((hash, bspec)), Some(key)) = (self.config.tokens, &bucket, &bkey) {
             let counter = self.tokens.entry(key.clone()).or_default();
             counter.refresh(&t.limit, now);
-            if counter.full(&t.limit) {
-                let retry = counter.free_at(&t.limit, now) - now;
+            if !counter.fits(t.total(), arrival.tokens) {
+                let retry = counter.free_at(&t.limit, t.total(), arrival.tokens, now) - now;
                 arrival.outcome = ServerOutcome::BucketLimited;
+                arrival.tokens_limited = true;
                 let mut headers = self.base_headers(now, json);
                 let c = self.buckets[key].clone();
                 self.bucket_headers(&mut headers, hash, bspec, &c, now);
@@ -1194,8 +1287,8 @@ impl Server {
             counter.record(bspec, now);
             arrival.bucket_window = counter.window_start(bspec);
             arrival.counted_in_bucket = true;
-            if let Some(t) = self.config.tokens {
-                self.tokens.get_mut(key).expect("created above").record(&t.limit, now);
+            if self.config.tokens.is_some() {
+                self.tokens.get_mut(key).expect("created above").record(now, arrival.tokens);
             }
         }
         let mut headers = self.base_headers(now, json);
@@ -1253,11 +1346,21 @@ impl Server {
         if status == 401 || status == 403 {
             self.note_invalid(now);
         }
-        ServerResponse {
-            status,
-            headers,
-            body: BodyHints::default(),
-            body_text: "{}".into(),
-        }
+        let (body, body_text) = match (self.config.tokens.is_some() && arrival.counted_in_bucket, self.config.dialect) {
+            // What the request cost, in the body (`BodyHints::usage`), as the API reports it.
+            (true, HeaderProfile::Anthropic) => {
+                let (input, output) = (arrival.tokens - arrival.tokens / 3, arrival.tokens / 3);
+                let usage = vec![("input_tokens".into(), input as f64), ("output_tokens".into(), output as f64)];
+                let text = format!("{{\"usage\": {{\"input_tokens\": {input}, \"output_tokens\": {output}}}}}");
+                (BodyHints { usage, ..BodyHints::default() }, text)
+            }
+            (true, HeaderProfile::OpenAi | HeaderProfile::AzureOpenAi) => {
+                let total = arrival.tokens;
+                let usage = vec![("total_tokens".into(), total as f64)];
+                (BodyHints { usage, ..BodyHints::default() }, format!("{{\"usage\": {{\"total_tokens\": {total}}}}}"))
+            }
+            _ => (BodyHints::default(), "{}".into()),
+        };
+        ServerResponse { status, headers, body, body_text }
     }
 }
