@@ -306,6 +306,19 @@ struct ServerJson {
     unauthorized: Vec<String>,
     wall_epoch_ms: Option<u64>,
     seed: Option<u64>,
+    tokens: Option<TokensJson>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokensJson {
+    /// Tokens a request costs when it does not say (`Server::handle_costing`).
+    cost: u64,
+    /// The budget, in requests' worth of tokens (`limit * cost` tokens per window).
+    limit: u32,
+    window_ns: Nanos,
+    #[serde(default)]
+    kind: KindJson,
 }
 
 fn probability(name: &str, p: f64) -> Result<f64, Error> {
@@ -323,7 +336,9 @@ fn probability(name: &str, p: f64) -> Result<f64, Error> {
 /// `routes` (`{"METHOD /template": {bucket, global_exempt, sub_limit, sub_limit_class,
 /// shared_limit, status}}`), `default_bucket`, `global` (a bucket, or `null` for none; absent: Discord's
 /// 50/s), `invalid_limit`, `invalid_window_ns`, `ban_duration_ns`, `error_rate`, `remaps`
-/// (`[{at_ns, route, bucket}]`), `unauthorized` (identities), `wall_epoch_ms`, `seed`.
+/// (`[{at_ns, route, bucket}]`), `unauthorized` (identities), `wall_epoch_ms`, `seed`, `tokens`
+/// (a token budget beside each bucket, [`ServerConfig::tokens`]: `{cost, limit, window_ns,
+/// kind}`, `cost` tokens per request unless it says its own, `limit * cost` per window).
 /// Absent keys keep [`ServerConfig::discord`]'s values.
 ///
 /// # Errors
@@ -390,6 +405,13 @@ pub fn server_config_from_json(text: &str) -> Result<ServerConfig, Error> {
     }
     if let Some(v) = s.seed {
         c.seed = v;
+    }
+    if let Some(t) = s.tokens {
+        if t.cost == 0 || t.limit == 0 || t.window_ns == 0 {
+            return Err(Error::InvalidConfig("tokens needs cost, limit and window_ns above 0".into()));
+        }
+        let limit = BucketJson { limit: t.limit, window_ns: t.window_ns, kind: t.kind }.spec()?;
+        c.tokens = Some(crate::sim::TokenSpec { cost: t.cost, limit });
     }
     Ok(c)
 }
@@ -648,6 +670,13 @@ mod tests {
         let server = server_config_from_json(r#"{"dialect": "github"}"#).unwrap();
         assert_eq!(server.dialect, HeaderProfile::GitHub);
         assert!(server_config_from_json(r#"{"dialect": "slack"}"#).is_err());
+        let tokens = server_config_from_json(r#"{"tokens": {"cost": 100, "limit": 50, "window_ns": 60000000000}}"#)
+            .unwrap()
+            .tokens
+            .unwrap();
+        assert_eq!((tokens.cost, tokens.total(), tokens.limit.window), (100, 5000, 60 * SECOND));
+        let err = server_config_from_json(r#"{"tokens": {"cost": 0, "limit": 50, "window_ns": 1}}"#).unwrap_err();
+        assert!(err.to_string().contains("tokens needs cost"), "{err}");
     }
 
     #[test]
