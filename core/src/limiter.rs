@@ -52,9 +52,12 @@
 //!   an answer when no reset is known. The queue stays in order behind it. A dimension no
 //!   answer reported yet does not hold anything (the first answers tell).
 //! - **The charge** is the estimate times the dimension's margin: the worst ratio of actual to
-//!   estimated cost settled so far, widened by `(n + 1) / n` for `n` settled answers, between
-//!   1 and 16 (an estimate that errs high stays the caller's own margin), and never above the
-//!   limit for an estimate within it.
+//!   estimated cost settled so far, widened by the ratios' spread over their number (the worst
+//!   of `n` draws falls short of the true worst by about that much), between 1 and 16 (an
+//!   estimate that errs high stays the caller's own margin; exact estimates are charged as
+//!   they are), and never above the limit for an estimate within it. Until 8 answers of the
+//!   dimension have settled it is at least 2: the first answers come back together and free a
+//!   burst of sends before any says how far the estimates err.
 //! - **Settling.** The answer gives the charge back. Its body's actual cost
 //!   ([`BodyHints::usage`], read by [`headers::settled_cost`]) teaches the margin and replaces
 //!   the charge in what the window spent; its reports lower the dimension's `remaining`. A 429

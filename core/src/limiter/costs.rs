@@ -197,6 +197,7 @@ pub(super) fn gate<'c>(
 #[derive(Debug, Clone, Default)]
 pub(super) struct Ratio {
     worst: f64,
+    best: f64,
     samples: u32,
 }
 
@@ -208,22 +209,37 @@ impl Ratio {
         }
         let r = actual as f64 / estimate as f64;
         if r.is_finite() {
+            if self.samples == 0 {
+                (self.worst, self.best) = (r, r);
+            }
             self.worst = self.worst.max(r);
+            self.best = self.best.min(r);
             self.samples = self.samples.saturating_add(1);
         }
     }
 
-    /// The factor estimates are charged at: the worst ratio seen, widened by `(n + 1) / n` for
-    /// `n` samples (the worst of `n` draws falls short of the true worst by about one `n`th of
-    /// the spread), never below 1 (an estimate that errs high is the caller's safety margin)
-    /// and at most [`Ratio::MAX`].
+    /// The factor estimates are charged at: the worst ratio seen, widened by the spread of the
+    /// ratios seen over their number `n` (the worst of `n` draws falls short of the true worst
+    /// by about that much), never below 1 (an estimate that errs high is the caller's own
+    /// margin) and at most [`Ratio::MAX`]. Exact estimates keep it at 1.
+    ///
+    /// Until [`Ratio::LEARNED`] answers have settled, it is at least [`Ratio::PRIOR`]: the first
+    /// answers of a window come back together, and the sends they free go out together, before
+    /// any of them says how far the estimates err.
     pub(super) fn margin(&self) -> f64 {
+        let prior = if self.samples < Self::LEARNED { Self::PRIOR } else { 1.0 };
         if self.samples == 0 {
-            return 1.0;
+            return prior;
         }
         let n = f64::from(self.samples);
-        (self.worst * (n + 1.0) / n).clamp(1.0, Self::MAX)
+        (self.worst + (self.worst - self.best) / n).clamp(prior, Self::MAX)
     }
+
+    /// The margin before [`Ratio::LEARNED`] settled answers: estimates twice too low.
+    pub(super) const PRIOR: f64 = 2.0;
+
+    /// How many settled answers replace the prior.
+    pub(super) const LEARNED: u32 = 8;
 
     /// The widest margin: an estimate 16 times too low is not an estimate.
     pub(super) const MAX: f64 = 16.0;
@@ -285,15 +301,21 @@ mod tests {
     #[test]
     fn the_margin_is_the_worst_ratio_widened() {
         let mut r = Ratio::default();
-        assert_eq!(r.margin(), 1.0);
+        assert_eq!(r.margin(), Ratio::PRIOR);
         r.learn(100, 50);
-        assert_eq!(r.margin(), 1.0, "an overestimate never shrinks the charge");
+        assert_eq!(r.margin(), Ratio::PRIOR, "the prior holds until enough answers settled");
         r.learn(100, 150);
-        assert!((r.margin() - 2.25).abs() < 1e-9);
+        // Worst 1.5, spread 1.0 over 2: under the prior still.
+        assert_eq!(r.margin(), Ratio::PRIOR);
         for _ in 0..98 {
             r.learn(100, 100);
         }
-        assert!((r.margin() - 1.515).abs() < 1e-9);
+        assert!((r.margin() - 1.51).abs() < 1e-9);
+        let mut exact = Ratio::default();
+        for _ in 0..Ratio::LEARNED {
+            exact.learn(100, 100);
+        }
+        assert_eq!(exact.margin(), 1.0);
         r.learn(1, 1000);
         assert_eq!(r.margin(), Ratio::MAX);
     }

@@ -640,6 +640,10 @@ impl TokenCounter {
         if self.fits(total, cost) {
             return now;
         }
+        if cost > total || self.entries.is_empty() {
+            // Never accepted: say the window's length, as for any other refusal.
+            return self.reset_at(spec, now);
+        }
         match spec.kind {
             WindowKind::Fixed => self.start.saturating_add(spec.window),
             WindowKind::Sliding => {

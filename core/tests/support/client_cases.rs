@@ -1381,5 +1381,65 @@
         script,
     });
 
+    // 35. Costs in several dimensions (issue 17 item 1).
+    let tokens = |rem_req: &'static str, rem_tok: &'static str, reset_tok: &'static str| {
+        vec![
+            ("x-ratelimit-limit-requests", "60"),
+            ("x-ratelimit-remaining-requests", rem_req),
+            ("x-ratelimit-reset-requests", "1s"),
+            ("x-ratelimit-limit-tokens", "10000"),
+            ("x-ratelimit-remaining-tokens", rem_tok),
+            ("x-ratelimit-reset-tokens", reset_tok),
+        ]
+    };
+    let costing = |n: u64| json!({"method": "POST", "path": chat, "costs": {"tokens": n}});
+    let usage = |n: u64| json!({"usage": {"prompt_tokens": n / 2, "completion_tokens": n - n / 2, "total_tokens": n}});
+    v.push(Case {
+        file: "costs",
+        comment: "Costs: four requests with token estimates (3000, 3000, 3000, 2000) against 10000 tokens per 6 s. \
+                  The pioneer's answer leaves 6000 tokens and says (usage.total_tokens) that it cost 4000. Until 8 \
+                  answers have settled, each estimate is charged twice over: request 2 is charged 6000 and goes; \
+                  request 3 (6000 more) waits for the tokens' reset at 6.1 s. Request 2's answer reports 3000 left \
+                  (later, at 6.2 s). Then 3 and 4 go (charged 6000 and 4000: nothing left). A request estimating \
+                  20000 tokens, more than the limit, fails at once with insufficient_capacity. One without costs is \
+                  not held by the tokens. Request 3 meets a 429 (retry-after-ms 400, 4000 tokens left): its charge comes back \
+                  and its route waits until 6.7 s; then the 4000 tokens the 429 reported are too few for its charge \
+                  (6000), so it waits for their reset at 12.4 s (the latest end reported), and its answer settles at \
+                  2500.",
+        config: Config::for_profile(HeaderProfile::OpenAi),
+        script: Script::new()
+            .enqueue_with(0, costing(3000))
+            .enqueue_with(0, costing(3000))
+            .enqueue_with(0, costing(3000))
+            .enqueue_with(0, costing(2000))
+            .respond_body(100 * MS, 1, 200, &tokens("59", "6000", "6s"), usage(4000))
+            .respond_body(200 * MS, 2, 200, &tokens("58", "3000", "6s"), usage(3000))
+            .timeout(6_100 * MS)
+            .timeout(6_200 * MS)
+            .enqueue_with(6_250 * MS, costing(20_000))
+            .enqueue(6_260 * MS, "POST", chat)
+            .respond(6_300 * MS, 3, 429, &[tokens("58", "4000", "6s"), vec![("retry-after-ms", "400")]].concat())
+            .respond_body(6_350 * MS, 4, 200, &tokens("57", "8000", "6s"), usage(2000))
+            .respond(6_400 * MS, 6, 200, &tokens("56", "7900", "6s"))
+            .timeout(6_700 * MS)
+            .timeout(12_400 * MS)
+            .respond_body(12_500 * MS, 3, 200, &tokens("59", "7500", "6s"), usage(2500)),
+    });
+    v.push(Case {
+        file: "costs_insufficient",
+        comment: "Costs: a request estimating more tokens than the limit fails with insufficient_capacity (its \
+                  dimension, cost and limit) as soon as an answer reports the limit, here the pioneer's; costs \
+                  that name requests, a malformed dimension or the same one twice are caller errors.",
+        config: Config::for_profile(HeaderProfile::OpenAi),
+        script: Script::new()
+            .enqueue_with(0, costing(500))
+            .enqueue_with(0, costing(50_000))
+            .enqueue_with(0, costing(700))
+            .respond_body(100 * MS, 1, 200, &tokens("59", "9500", "6s"), usage(500))
+            .enqueue_with(200 * MS, json!({"method": "POST", "path": chat, "costs": {"requests": 1}}))
+            .enqueue_with(200 * MS, json!({"method": "POST", "path": chat, "costs": {"Tokens": 1}}))
+            .enqueue_with(200 * MS, json!({"method": "POST", "path": chat, "costs": {"": 1}})),
+    });
+
     v
 }
