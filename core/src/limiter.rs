@@ -72,10 +72,12 @@
 //! What this guarantees: a dimension is never charged past what its reports leave, so a
 //! server that counts each request at no more than its charge never refuses one for that
 //! dimension; an actual cost above every ratio settled before the request was sent can still
-//! overrun the last of a window (the property in `core/tests/costs.rs` checks both). Not
-//! covered yet: [`Limiter::predict`] and the deadline checks ignore costs (a request blocked
-//! by a dimension fails at its deadline, not before), snapshots do not carry the budgets,
-//! and in shared mode each process keeps its own.
+//! overrun the last of a window (the property in `core/tests/costs.rs` checks both).
+//!
+//! Predictions ([`Limiter::predict`], the deadline, `max_wait` and `defer_after` checks) count
+//! the charges queued ahead: what the current window has left, then the whole limit per window
+//! of the longest reset reported. Not covered yet: snapshots do not carry the budgets, and in
+//! shared mode each process keeps its own.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
@@ -814,7 +816,9 @@ impl Limiter {
         let predicted = match deadline {
             Some(_) => {
                 let position = self.queue(qid).pending.len();
-                self.predict_position(now, qid, &route.key, sub_key.as_deref(), position, exempt)
+                let t = self.predict_position(now, qid, &route.key, sub_key.as_deref(), position, exempt);
+                let ahead = self.charges_ahead(qid, position);
+                self.cost_wait(now, qid, &ahead, &request.costs).map_or(t, |c| t.max(c))
             }
             None => now,
         };
@@ -1242,7 +1246,9 @@ impl Limiter {
         let send_at = match self.queue_index.get(&key) {
             Some(&qid) => {
                 let position = self.queue(qid).pending.len();
-                self.predict_position(now, qid, &route.key, sub_key.as_deref(), position, exempt)
+                let t = self.predict_position(now, qid, &route.key, sub_key.as_deref(), position, exempt);
+                let ahead = self.charges_ahead(qid, position);
+                self.cost_wait(now, qid, &ahead, &request.costs).map_or(t, |c| t.max(c))
             }
             None => {
                 let mut t = now.max(self.host_hold());
@@ -2712,7 +2718,7 @@ impl Limiter {
         let q = self.queues[qid].as_mut().expect("live queue");
         let mut charges = Vec::new();
         for (name, estimate) in costs.iter() {
-            let margin = self.ratios.iter().find(|(n, _)| n == name).map_or(1.0, |(_, r)| r.margin());
+            let margin = self.ratios.iter().find(|(n, _)| n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin());
             let i = match q.budgets.iter().position(|b| b.name == *name) {
                 Some(i) => i,
                 None => {
@@ -2753,10 +2759,12 @@ impl Limiter {
                 }
             };
             let (report, actual) = match answer {
-                Some((now, info, body)) => {
-                    let report = info.dimensions.iter().find(|d| *d.name == *charge.name).map(|d| {
-                        (d.limit, d.remaining, d.reset_after.map(|ra| now.saturating_add(ra.min(max_wait))))
-                    });
+                Some((_, info, body)) => {
+                    let report = info
+                        .dimensions
+                        .iter()
+                        .find(|d| *d.name == *charge.name)
+                        .map(|d| (d.limit, d.remaining, d.reset_after.map(|ra| ra.min(max_wait))));
                     (report, if refund { None } else { headers::settled_cost(body, &charge.name) })
                 }
                 None => (None, None),
@@ -2777,7 +2785,7 @@ impl Limiter {
                     self.ratios[i].1.learn(charge.estimate, actual);
                 }
             }
-            q.budgets[i].settle(charge, report, actual, refund);
+            q.budgets[i].settle(answer.map_or(self.now, |(now, _, _)| now), charge, report, actual, refund);
         }
     }
 
@@ -3144,7 +3152,7 @@ impl Limiter {
             {
                 let r = &self.requests[&id];
                 let ratios = &self.ratios;
-                let margin = |name: &str| ratios.iter().find(|(n, _)| &**n == name).map_or(1.0, |(_, r)| r.margin());
+                let margin = |name: &str| ratios.iter().find(|(n, _)| &**n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin());
                 match costs::gate(&q.budgets, r.costs.iter().map(|(n, c)| (&**n, *c)), margin) {
                     Ok(()) => {}
                     Err(Blocked::Until(t)) => {
@@ -3190,19 +3198,25 @@ impl Limiter {
         let pending: Vec<RequestId> = self.queue(qid).pending.iter().copied().collect();
         let mut position = 0;
         let mut doomed = Vec::new();
+        let mut ahead = Vec::new();
         for id in pending {
             let r = &self.requests[&id];
             let Some(deadline) = r.deadline else {
                 position += 1;
+                self.add_charges(qid, &r.costs, &mut ahead);
                 continue;
             };
-            let predicted = self
+            let mut predicted = self
                 .predict_position(now, qid, &r.route_key, r.sub_key.as_deref(), position, r.exempt)
                 .max(r.not_before);
+            if let Some(t) = self.cost_wait(now, qid, &ahead, &r.costs) {
+                predicted = predicted.max(t);
+            }
             if predicted > deadline {
                 doomed.push((id, limit_reason(r.limit, r.enqueued_at, deadline, Some(predicted), now)));
             } else {
                 position += 1;
+                self.add_charges(qid, &r.costs, &mut ahead);
             }
         }
         for (id, reason) in doomed {
@@ -3406,8 +3420,57 @@ impl Limiter {
         let r = &self.requests[&id];
         let q = self.queue(r.qid);
         let position = q.pending.iter().position(|&p| p == id).unwrap_or(q.pending.len());
-        self.predict_position(now, r.qid, &r.route_key, r.sub_key.as_deref(), position, r.exempt)
-            .max(r.not_before)
+        let t = self
+            .predict_position(now, r.qid, &r.route_key, r.sub_key.as_deref(), position, r.exempt)
+            .max(r.not_before);
+        let ahead = self.charges_ahead(r.qid, position);
+        self.cost_wait(now, r.qid, &ahead, &r.costs).map_or(t, |c| t.max(c))
+    }
+
+    /// The margin estimates in dimension `name` are charged at (see `costs`).
+    fn margin(&self, name: &str) -> f64 {
+        self.ratios.iter().find(|(n, _)| &**n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin())
+    }
+
+    /// Adds what `costs` would be charged to `sums`, one per budget of queue `qid`.
+    fn add_charges<N: AsRef<str>>(&self, qid: Qid, costs: &[(N, u64)], sums: &mut Vec<u64>) {
+        let budgets = &self.queue(qid).budgets;
+        if budgets.is_empty() || costs.is_empty() {
+            return;
+        }
+        sums.resize(budgets.len(), 0);
+        for (i, b) in budgets.iter().enumerate() {
+            if let Some((_, estimate)) = costs.iter().find(|(n, _)| n.as_ref() == &*b.name) {
+                sums[i] = sums[i].saturating_add(b.charge_of(*estimate, self.margin(&b.name)));
+            }
+        }
+    }
+
+    /// The charges of the first `position` requests queued in `qid`, one sum per budget.
+    fn charges_ahead(&self, qid: Qid, position: usize) -> Vec<u64> {
+        let mut sums = Vec::new();
+        if !self.queue(qid).budgets.is_empty() {
+            for id in self.queue(qid).pending.iter().take(position) {
+                self.add_charges(qid, &self.requests[id].costs, &mut sums);
+            }
+        }
+        sums
+    }
+
+    /// When a request costing `own`, behind requests charging `ahead` (one sum per budget of
+    /// `qid`), can go as far as the queue's budgets tell: `None` when they do not hold it.
+    fn cost_wait<N: AsRef<str>>(&self, now: Nanos, qid: Qid, ahead: &[u64], own: &[(N, u64)]) -> Option<Nanos> {
+        let budgets = &self.queue(qid).budgets;
+        let mut wait: Option<Nanos> = None;
+        for (name, estimate) in own {
+            let Some(i) = budgets.iter().position(|b| &*b.name == name.as_ref()) else { continue };
+            let b = &budgets[i];
+            let need = ahead.get(i).copied().unwrap_or(0).saturating_add(b.charge_of(*estimate, self.margin(&b.name)));
+            if let Some(t) = b.wait_for(now, need) {
+                wait = Some(wait.map_or(t, |w| w.max(t)));
+            }
+        }
+        wait
     }
 
     /// Fails `id` once time passes its deadline `d` (a send at `d` itself is still allowed).

@@ -35,6 +35,8 @@ pub(super) struct Budget {
     carried: u64,
     /// Charges of the requests in flight.
     in_flight: u64,
+    /// The longest time to the reset an answer reported: the window's length, as far as known.
+    longest_reset: Nanos,
 }
 
 /// What one send charged one budget.
@@ -71,6 +73,7 @@ impl Budget {
             spent: 0,
             carried: 0,
             in_flight: 0,
+            longest_reset: 0,
         }
     }
 
@@ -125,11 +128,12 @@ impl Budget {
         }
     }
 
-    /// The answer to `charge` came back. `report`: the dimension's `(limit, remaining,
-    /// reset_at)` in it; `actual`: what the request cost, if the answer says; `refund`: the
-    /// request was not counted (refused, or never sent).
+    /// The answer to `charge` came back at `now`. `report`: the dimension's `(limit,
+    /// remaining, reset_after)` in it; `actual`: what the request cost, if the answer says;
+    /// `refund`: the request was not counted (refused, or never sent).
     pub(super) fn settle(
         &mut self,
+        now: Nanos,
         charge: &Charge,
         report: Option<(Option<u64>, Option<u64>, Option<Nanos>)>,
         actual: Option<u64>,
@@ -141,10 +145,14 @@ impl Budget {
             let cost = if refund { 0 } else { actual.unwrap_or(charge.charged) };
             self.spent = self.spent.saturating_sub(charge.charged).saturating_add(cost);
         }
-        let Some((limit, remaining, reset_at)) = report else { return };
+        let Some((limit, remaining, reset_after)) = report else { return };
         if let Some(l) = limit.filter(|&l| l > 0) {
             self.limit = Some(l);
         }
+        if let Some(ra) = reset_after {
+            self.longest_reset = self.longest_reset.max(ra);
+        }
+        let reset_at = reset_after.map(|ra| now.saturating_add(ra));
         if !fresh {
             // Counted in a window before the local reset, or in this one after its lowest
             // report: its numbers describe neither for sure. But a reset still ahead says the
@@ -164,6 +172,33 @@ impl Budget {
         if let Some(at) = reset_at {
             self.reset_at = Some(self.reset_at.map_or(at, |old| old.max(at)));
         }
+    }
+}
+
+impl Budget {
+    /// When `need` more (the charges of the requests ahead and of this one) can have gone, as
+    /// far as known: `None` when now, or when nothing is known to hold it (no report, or no
+    /// reset known).
+    pub(super) fn wait_for(&self, now: Nanos, need: u64) -> Option<Nanos> {
+        let (room, first_reset) = match self.reset_at {
+            Some(t) if t > now => (self.room()?, t),
+            // Its reset passed (or none is known): the next evaluation starts a new window.
+            Some(_) => (self.limit?.saturating_sub(self.in_flight), now),
+            None => (self.room()?, now),
+        };
+        if need <= room {
+            return None;
+        }
+        let limit = self.limit.filter(|&l| l > 0)?;
+        let period = if self.longest_reset > 0 { self.longest_reset } else { return Some(first_reset) };
+        // Windows after the first reset the rest needs: each gives the whole limit.
+        let windows = (need - room).div_ceil(limit);
+        Some(first_reset.saturating_add(period.saturating_mul(windows.saturating_sub(1))))
+    }
+
+    /// What `estimate` is charged at `margin` in this budget.
+    pub(super) fn charge_of(&self, estimate: u64, margin: f64) -> u64 {
+        self.charge_for(estimate, margin)
     }
 }
 
@@ -255,10 +290,10 @@ mod tests {
         let c1 = b.charge(100, 1.0);
         let c2 = b.charge(100, 1.0);
         assert_eq!(b.room(), None);
-        b.settle(&c1, Some((Some(1000), Some(850), Some(60))), Some(150), false);
+        b.settle(0, &c1, Some((Some(1000), Some(850), Some(60))), Some(150), false);
         // 850 reported, c2 (100) still out.
         assert_eq!(b.room(), Some(750));
-        b.settle(&c2, Some((Some(1000), Some(900), Some(60))), Some(50), false);
+        b.settle(0, &c2, Some((Some(1000), Some(900), Some(60))), Some(50), false);
         assert_eq!(b.room(), Some(800), "the lowest report wins; spent 200 of 1000 by count");
         assert_eq!(gate(&[b.clone()], [("tokens", 801)].into_iter(), |_| 1.0), Err(Blocked::Until(60)));
         assert_eq!(gate(&[b.clone()], [("tokens", 800)].into_iter(), |_| 1.0), Ok(()));
@@ -266,6 +301,11 @@ mod tests {
             gate(&[b.clone()], [("tokens", 1001)].into_iter(), |_| 1.0),
             Err(Blocked::Never { limit: 1000, cost: 1001, .. })
         ));
+        assert_eq!(b.wait_for(0, 800), None);
+        assert_eq!(b.wait_for(0, 801), Some(60));
+        // 2,800 more: the 800 left now, then two whole windows of 1,000 (each 60 long).
+        assert_eq!(b.wait_for(0, 2800), Some(120));
+        assert_eq!(b.wait_for(0, 2801), Some(180));
         b.roll(60);
         assert_eq!(b.room(), Some(1000));
     }
@@ -274,7 +314,7 @@ mod tests {
     fn in_flight_at_a_reset_counts_against_the_new_window() {
         let mut b = Budget::new("tokens");
         let c1 = b.charge(100, 1.0);
-        b.settle(&c1, Some((Some(1000), Some(0), Some(10))), Some(100), false);
+        b.settle(0, &c1, Some((Some(1000), Some(0), Some(10))), Some(100), false);
         let c2 = b.charge(0, 1.0);
         b.roll(10);
         assert_eq!(b.room(), Some(1000));
@@ -282,9 +322,9 @@ mod tests {
         assert_eq!(c3.charged, 600);
         assert_eq!(b.room(), Some(400));
         // A stale answer does not lower the new window's report.
-        b.settle(&c2, Some((Some(1000), Some(0), Some(11))), None, false);
+        b.settle(10, &c2, Some((Some(1000), Some(0), Some(1))), None, false);
         assert_eq!(b.room(), Some(400));
-        b.settle(&c3, Some((Some(1000), Some(700), Some(30))), Some(300), false);
+        b.settle(10, &c3, Some((Some(1000), Some(700), Some(20))), Some(300), false);
         assert_eq!(b.room(), Some(700));
     }
 
@@ -294,7 +334,7 @@ mod tests {
         b.limit = Some(1000);
         let c = b.charge(400, 1.0);
         assert_eq!(b.room(), Some(600));
-        b.settle(&c, None, None, true);
+        b.settle(0, &c, None, None, true);
         assert_eq!(b.room(), Some(1000));
     }
 

@@ -1440,6 +1440,31 @@
             .enqueue_with(200 * MS, json!({"method": "POST", "path": chat, "costs": {"Tokens": 1}}))
             .enqueue_with(200 * MS, json!({"method": "POST", "path": chat, "costs": {"": 1}})),
     });
+    let mut c = Config::for_profile(HeaderProfile::OpenAi);
+    c.defer_after = Some(2_000 * MS);
+    let deferring = |n: u64, defer_s: u64| {
+        json!({"method": "POST", "path": chat, "costs": {"tokens": n}, "defer_after_ns": defer_s * 1_000 * MS})
+    };
+    v.push(Case {
+        file: "costs_predict",
+        comment: "Costs in predictions: after the pioneer's answer (1000 tokens left until 6.1 s, estimates charged \
+                  twice over until 8 answers settle), a request estimating 400 tokens can go now and one estimating \
+                  600 only at the reset; with defer_after 2 s the latter is deferred to 6.1 s, the former sent. \
+                  Requests estimating 4000 (charged 8000 of 10000 per 6 s window) go one per window: with a 20 s \
+                  budget the first three wait (6.1, 12.1, 18.1 s), the fourth is deferred to 24.1 s.",
+        config: c,
+        script: Script::new()
+            .enqueue_with(0, costing(3000))
+            .respond_body(100 * MS, 1, 200, &tokens("59", "1000", "6s"), usage(3000))
+            .predict_with(200 * MS, costing(400))
+            .predict_with(200 * MS, costing(600))
+            .enqueue_with(300 * MS, costing(600))
+            .enqueue_with(300 * MS, costing(400))
+            .enqueue_with(400 * MS, deferring(4000, 20))
+            .enqueue_with(400 * MS, deferring(4000, 20))
+            .enqueue_with(400 * MS, deferring(4000, 20))
+            .enqueue_with(400 * MS, deferring(4000, 20)),
+    });
 
     v
 }
