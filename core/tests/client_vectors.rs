@@ -424,6 +424,10 @@ impl Script {
         self.steps.push(json!({"at_ns": at, "op": "response", "id": id, "status": status, "headers": headers, "wall_clock_ms": wall_ms}));
         self
     }
+    fn respond_body_wall(mut self, at: u64, id: u64, status: u16, headers: &[(&str, &str)], body: Value, wall_ms: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "response", "id": id, "status": status, "headers": headers, "body": body, "wall_clock_ms": wall_ms}));
+        self
+    }
     fn fail(mut self, at: u64, id: u64, failure: &str) -> Self {
         self.steps.push(json!({"at_ns": at, "op": "failure", "id": id, "failure": failure}));
         self

@@ -1465,6 +1465,40 @@
             .enqueue_with(400 * MS, deferring(4000, 20))
             .enqueue_with(400 * MS, deferring(4000, 20)),
     });
+    let anthropic = |rem_in: &'static str, rem_out: &'static str| {
+        vec![
+            ("anthropic-ratelimit-requests-limit", "50"),
+            ("anthropic-ratelimit-requests-remaining", "49"),
+            ("anthropic-ratelimit-requests-reset", "2025-08-21T12:41:01Z"),
+            ("anthropic-ratelimit-input-tokens-limit", "20000"),
+            ("anthropic-ratelimit-input-tokens-remaining", rem_in),
+            ("anthropic-ratelimit-input-tokens-reset", "2025-08-21T12:41:30Z"),
+            ("anthropic-ratelimit-output-tokens-limit", "4000"),
+            ("anthropic-ratelimit-output-tokens-remaining", rem_out),
+            ("anthropic-ratelimit-output-tokens-reset", "2025-08-21T12:41:20Z"),
+        ]
+    };
+    let message = |input: u64, output: u64| {
+        json!({"method": "POST", "path": "/v1/messages", "costs": {"input_tokens": input, "output_tokens": output}})
+    };
+    v.push(Case {
+        file: "costs_anthropic",
+        comment: "Costs in two budgets (Anthropic's input and output tokens, RFC 3339 resets read against the \
+                  answer's wall clock). The pioneer's answer leaves 18000 input and 2000 output tokens and its body \
+                  (usage.input_tokens, usage.output_tokens) settles it. The next request, charged twice its \
+                  estimates until 8 answers settle (2000 in, 1400 out), goes; the one after would need 1400 output \
+                  tokens of the 600 left, so it waits for the output tokens' reset (12:41:20Z, 20 s after the \
+                  answers), though the input tokens have room. Request 2's answer reports 1300 left: still too few. \
+                  At 20.2 s it goes.",
+        config: Config::for_profile(HeaderProfile::Anthropic),
+        script: Script::new()
+            .enqueue_with(0, message(1000, 500))
+            .enqueue_with(0, message(1000, 700))
+            .enqueue_with(0, message(1000, 700))
+            .respond_body_wall(100 * MS, 1, 200, &anthropic("18000", "2000"), json!({"usage": {"input_tokens": 2000, "output_tokens": 1000}}), wall)
+            .respond_body_wall(200 * MS, 2, 200, &anthropic("17000", "1300"), json!({"usage": {"input_tokens": 1000, "output_tokens": 700}}), wall)
+            .timeout(20_200 * MS),
+    });
 
     v
 }
