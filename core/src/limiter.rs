@@ -55,9 +55,10 @@
 //!   estimated cost settled so far, widened by the ratios' spread over their number (the worst
 //!   of `n` draws falls short of the true worst by about that much), between 1 and 16 (an
 //!   estimate that errs high stays the caller's own margin; exact estimates are charged as
-//!   they are), and never above the limit for an estimate within it. Until 8 answers of the
-//!   dimension have settled it is at least 2: the first answers come back together and free a
-//!   burst of sends before any says how far the estimates err.
+//!   they are), and never above the limit for an estimate within it. Only the last 64 ratios
+//!   count, so one wild estimate is forgotten. Before any answer settles it is at least 2, and
+//!   that floor falls linearly to 1 over the first 8 answers: the first answers come back
+//!   together and free a burst of sends before most of them say how far the estimates err.
 //! - **Settling.** The answer gives the charge back. Its body's actual cost
 //!   ([`BodyHints::usage`], read by [`headers::settled_cost`]) teaches the margin and replaces
 //!   the charge in what the window spent; its reports lower the dimension's `remaining`. A 429
@@ -65,7 +66,7 @@
 //!   keeps the charge spent.
 //! - **Never fits.** A request whose estimate is above a dimension's reported limit fails with
 //!   [`FailReason::InsufficientCapacity`]: at enqueue when the limit is known, else when an
-//!   answer reports it.
+//!   answer reports it (its own 429 included: it is not retried).
 //! - The request count still follows the binding rule ([`crate::headers`], "Several
 //!   budgets") over the dimensions the request's costs do *not* name.
 //!
@@ -94,7 +95,7 @@ mod costs;
 mod outage;
 mod state;
 
-use costs::{Blocked, Budget, Charge, Ratio};
+use costs::{Blocked, Budget, Charge, Pack, Ratio};
 use outage::{Recovery, SendLog};
 
 /// When a request is expected to be sent (see [`Limiter::predict`]).
@@ -660,6 +661,22 @@ enum Gate {
     UntilResponse,
 }
 
+/// What a 429 refused by: the token (global), a shared resource, the edge (no rate-limit
+/// headers), a hidden limit below the bucket's (the bucket had room), or the bucket.
+fn refusal_scope(info: &RateLimitInfo, response: &Response<'_>) -> RateLimitScope {
+    if info.scope == Some(Scope::Global) || response.body.global == Some(true) {
+        RateLimitScope::Global
+    } else if info.scope == Some(Scope::Shared) {
+        RateLimitScope::Shared
+    } else if !info.has_rate_limit_headers {
+        RateLimitScope::Edge
+    } else if info.remaining.is_some_and(|r| r > 0) {
+        RateLimitScope::SubLimit
+    } else {
+        RateLimitScope::Bucket
+    }
+}
+
 fn is_idempotent_method(method: &str) -> bool {
     matches!(method, "GET" | "HEAD" | "OPTIONS" | "PUT" | "DELETE" | "TRACE")
 }
@@ -817,7 +834,7 @@ impl Limiter {
             Some(_) => {
                 let position = self.queue(qid).pending.len();
                 let t = self.predict_position(now, qid, &route.key, sub_key.as_deref(), position, exempt);
-                let ahead = self.charges_ahead(qid, position);
+                let ahead = self.charges_ahead(now, qid, position);
                 self.cost_wait(now, qid, &ahead, &request.costs).map_or(t, |c| t.max(c))
             }
             None => now,
@@ -987,7 +1004,7 @@ impl Limiter {
         if (200..300).contains(&status) {
             self.edge_strikes = 0;
         }
-        self.settle_costs(id, Some((now, &info, &response.body)), status == 429);
+        let lowered = self.settle_costs(id, Some((now, &info, &response.body)), status == 429);
         if !stale_bucket {
             self.apply_headers(now, id, qid, sent_at, &info, status, answer_lead);
         }
@@ -997,7 +1014,18 @@ impl Limiter {
         }
 
         let disposition = match status {
-            429 => self.on_rate_limited(now, id, qid, &info, response, sent_at),
+            429 => match self.never_fits(qid, id) {
+                // The 429 reported a limit its estimate exceeds (an oversized first request,
+                // say): the request itself is why, so nothing else is held, and a retry is no use.
+                Some(reason) => {
+                    let scope = refusal_scope(&info, response);
+                    let retry_after = info.retry_after.unwrap_or(0);
+                    self.outputs.push_back(Output::Observe(Observation::RateLimited { id, scope, retry_after }));
+                    self.fail(id, reason);
+                    Disposition::Failed
+                }
+                None => self.on_rate_limited(now, id, qid, &info, response, sent_at),
+            },
             401 => {
                 self.record_invalid(now, id);
                 if self.config.stop_on_unauthorized {
@@ -1015,6 +1043,9 @@ impl Limiter {
         };
         if disposition == Disposition::Complete {
             self.finish(id);
+        }
+        if lowered {
+            self.fail_never_fitting(qid);
         }
         self.mark_dirty(qid);
         self.pump(now);
@@ -1247,7 +1278,7 @@ impl Limiter {
             Some(&qid) => {
                 let position = self.queue(qid).pending.len();
                 let t = self.predict_position(now, qid, &route.key, sub_key.as_deref(), position, exempt);
-                let ahead = self.charges_ahead(qid, position);
+                let ahead = self.charges_ahead(now, qid, position);
                 self.cost_wait(now, qid, &ahead, &request.costs).map_or(t, |c| t.max(c))
             }
             None => {
@@ -2520,18 +2551,7 @@ impl Limiter {
         response: &Response<'_>,
         flight: Flight,
     ) -> Disposition {
-        let global = info.scope == Some(Scope::Global) || response.body.global == Some(true);
-        let scope = if global {
-            RateLimitScope::Global
-        } else if info.scope == Some(Scope::Shared) {
-            RateLimitScope::Shared
-        } else if !info.has_rate_limit_headers {
-            RateLimitScope::Edge
-        } else if info.remaining.is_some_and(|r| r > 0) {
-            RateLimitScope::SubLimit
-        } else {
-            RateLimitScope::Bucket
-        };
+        let scope = refusal_scope(info, response);
         let hint = info.retry_after.or(if info.remaining == Some(0) { info.reset_after } else { None });
         let clamp = |w: Nanos, c: &Config| w.clamp(c.min_rate_limit_wait, c.max_server_wait);
         let wait = match scope {
@@ -2740,12 +2760,14 @@ impl Limiter {
     /// was answered: the time, the answer's reports (each budget takes its dimension's) and
     /// body (the actual costs: [`headers::settled_cost`]). `refund`: it was never counted
     /// (refused with a 429, or never sent).
-    fn settle_costs(&mut self, id: RequestId, answer: Option<(Nanos, &RateLimitInfo, &BodyHints)>, refund: bool) {
+    /// Returns whether a budget's limit was learned or lowered.
+    fn settle_costs(&mut self, id: RequestId, answer: Option<(Nanos, &RateLimitInfo, &BodyHints)>, refund: bool) -> bool {
         let max_wait = self.config.max_server_wait;
         let r = self.requests.get_mut(&id).expect("live request");
         if r.charges.is_empty() {
-            return;
+            return false;
         }
+        let mut lowered = false;
         let charges = std::mem::take(&mut r.charges);
         let qid = r.qid;
         let q = self.queues[qid].as_mut().expect("live queue");
@@ -2785,12 +2807,30 @@ impl Limiter {
                     self.ratios[i].1.learn(charge.estimate, actual);
                 }
             }
+            let before = q.budgets[i].limit;
             q.budgets[i].settle(answer.map_or(self.now, |(now, _, _)| now), charge, report, actual, refund);
+            lowered |= q.budgets[i].limit.is_some_and(|l| before.is_none_or(|b| l < b));
+        }
+        lowered
+    }
+
+    /// Fails the requests queued in `qid` whose estimates a limit it learned now rules out.
+    fn fail_never_fitting(&mut self, qid: Qid) {
+        let doomed: Vec<(RequestId, FailReason)> = self
+            .queue(qid)
+            .pending
+            .iter()
+            .filter(|id| !self.requests[id].costs.is_empty())
+            .filter_map(|&id| self.never_fits(qid, id).map(|reason| (id, reason)))
+            .collect();
+        for (id, reason) in doomed {
+            self.unqueue(id);
+            self.fail(id, reason);
         }
     }
 
     fn refund(&mut self, qid: Qid, id: RequestId, flight: Flight) {
-        self.settle_costs(id, None, true);
+        let _ = self.settle_costs(id, None, true);
         let iid = self.req(id).identity;
         if let Some(at) = flight.global_at {
             self.drop_global_entry(iid, at);
@@ -3203,7 +3243,7 @@ impl Limiter {
             let r = &self.requests[&id];
             let Some(deadline) = r.deadline else {
                 position += 1;
-                self.add_charges(qid, &r.costs, &mut ahead);
+                self.add_charges(now, qid, &r.costs, &mut ahead);
                 continue;
             };
             let mut predicted = self
@@ -3216,7 +3256,7 @@ impl Limiter {
                 doomed.push((id, limit_reason(r.limit, r.enqueued_at, deadline, Some(predicted), now)));
             } else {
                 position += 1;
-                self.add_charges(qid, &r.costs, &mut ahead);
+                self.add_charges(now, qid, &r.costs, &mut ahead);
             }
         }
         for (id, reason) in doomed {
@@ -3423,8 +3463,17 @@ impl Limiter {
         let t = self
             .predict_position(now, r.qid, &r.route_key, r.sub_key.as_deref(), position, r.exempt)
             .max(r.not_before);
-        let ahead = self.charges_ahead(r.qid, position);
+        let ahead = self.charges_ahead(now, r.qid, position);
         self.cost_wait(now, r.qid, &ahead, &r.costs).map_or(t, |c| t.max(c))
+    }
+
+    /// Why request `id` can never be sent through queue `qid`, if a limit it knows says so.
+    fn never_fits(&self, qid: Qid, id: RequestId) -> Option<FailReason> {
+        let costs = self.requests[&id].costs.iter().map(|(n, c)| (&**n, *c));
+        match costs::gate(&self.queue(qid).budgets, costs, |_| 1.0) {
+            Err(Blocked::Never { dimension, cost, limit }) => Some(FailReason::InsufficientCapacity { dimension, cost, limit }),
+            _ => None,
+        }
     }
 
     /// The margin estimates in dimension `name` are charged at (see `costs`).
@@ -3432,41 +3481,46 @@ impl Limiter {
         self.ratios.iter().find(|(n, _)| &**n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin())
     }
 
-    /// Adds what `costs` would be charged to `sums`, one per budget of queue `qid`.
-    fn add_charges<N: AsRef<str>>(&self, qid: Qid, costs: &[(N, u64)], sums: &mut Vec<u64>) {
+    /// Queues what `costs` would be charged in `packs` (one per budget of queue `qid`, made on
+    /// first use; see [`costs::Pack`]).
+    fn add_charges<N: AsRef<str>>(&self, now: Nanos, qid: Qid, costs: &[(N, u64)], packs: &mut Vec<Option<Pack>>) {
         let budgets = &self.queue(qid).budgets;
         if budgets.is_empty() || costs.is_empty() {
             return;
         }
-        sums.resize(budgets.len(), 0);
-        for (i, b) in budgets.iter().enumerate() {
-            if let Some((_, estimate)) = costs.iter().find(|(n, _)| n.as_ref() == &*b.name) {
-                sums[i] = sums[i].saturating_add(b.charge_of(*estimate, self.margin(&b.name)));
+        if packs.len() != budgets.len() {
+            *packs = budgets.iter().map(|b| b.pack(now)).collect();
+        }
+        for (b, pack) in budgets.iter().zip(packs.iter_mut()) {
+            if let (Some((_, estimate)), Some(pack)) = (costs.iter().find(|(n, _)| n.as_ref() == &*b.name), pack) {
+                b.pack_add(pack, b.charge_of(*estimate, self.margin(&b.name)));
             }
         }
     }
 
-    /// The charges of the first `position` requests queued in `qid`, one sum per budget.
-    fn charges_ahead(&self, qid: Qid, position: usize) -> Vec<u64> {
-        let mut sums = Vec::new();
+    /// The first `position` requests queued in `qid`, packed into its budgets.
+    fn charges_ahead(&self, now: Nanos, qid: Qid, position: usize) -> Vec<Option<Pack>> {
+        let mut packs = Vec::new();
         if !self.queue(qid).budgets.is_empty() {
             for id in self.queue(qid).pending.iter().take(position) {
-                self.add_charges(qid, &self.requests[id].costs, &mut sums);
+                self.add_charges(now, qid, &self.requests[id].costs, &mut packs);
             }
         }
-        sums
+        packs
     }
 
-    /// When a request costing `own`, behind requests charging `ahead` (one sum per budget of
-    /// `qid`), can go as far as the queue's budgets tell: `None` when they do not hold it.
-    fn cost_wait<N: AsRef<str>>(&self, now: Nanos, qid: Qid, ahead: &[u64], own: &[(N, u64)]) -> Option<Nanos> {
+    /// When a request costing `own`, behind the requests packed in `ahead`, can go as far as
+    /// the budgets of `qid` tell: `None` when they do not hold it.
+    fn cost_wait<N: AsRef<str>>(&self, now: Nanos, qid: Qid, ahead: &[Option<Pack>], own: &[(N, u64)]) -> Option<Nanos> {
+        let mut packs = ahead.to_vec();
+        self.add_charges(now, qid, own, &mut packs);
         let budgets = &self.queue(qid).budgets;
         let mut wait: Option<Nanos> = None;
-        for (name, estimate) in own {
-            let Some(i) = budgets.iter().position(|b| &*b.name == name.as_ref()) else { continue };
-            let b = &budgets[i];
-            let need = ahead.get(i).copied().unwrap_or(0).saturating_add(b.charge_of(*estimate, self.margin(&b.name)));
-            if let Some(t) = b.wait_for(now, need) {
+        for (b, pack) in budgets.iter().zip(&packs) {
+            if !own.iter().any(|(n, _)| n.as_ref() == &*b.name) {
+                continue;
+            }
+            if let Some(t) = pack.as_ref().and_then(|p| b.pack_time(now, p)) {
                 wait = Some(wait.map_or(t, |w| w.max(t)));
             }
         }

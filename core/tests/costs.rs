@@ -7,8 +7,9 @@
 //!   `insufficient_capacity`, the others complete;
 //! - estimates that never err low: no refusal for tokens, ever;
 //! - estimates that err both ways: a refusal for tokens happens only in a server window in which
-//!   some request was sent with an actual cost above every ratio of actual to estimate settled
-//!   before its send (a *surprise*: the margin cannot know of it), at or before the refusal;
+//!   some request was sent with an actual cost above every ratio of actual to estimate among the
+//!   last 64 settled before its send (a *surprise*: the margin cannot know of it), at or before
+//!   the refusal;
 //! - under a sustained backlog the engine uses most of the token budget (the bound below).
 
 use std::cmp::Reverse;
@@ -39,6 +40,9 @@ struct Scenario {
     jitter: Nanos,
     /// Requests arrive over this span (0: all at once).
     spread: Nanos,
+    /// The server's time to answer after it counted a request (an LLM's generation): half to
+    /// one and a half times this, on the way back.
+    processing: Nanos,
     /// Some requests estimate more than the whole token limit.
     oversized: bool,
 }
@@ -106,8 +110,9 @@ fn run(s: &Scenario) -> Outcome {
     let mut out = Outcome::default();
     let mut index: HashMap<u64, usize> = HashMap::new();
     let mut ended: HashMap<u64, bool> = HashMap::new();
-    // Surprise per server arrival tag (send attempt), and the worst settled ratio so far.
-    let mut worst_settled = 1.0f64;
+    // Surprise per server arrival tag (send attempt), and the ratios settled lately (the engine
+    // draws its margin from the last 64).
+    let mut settled: std::collections::VecDeque<f64> = std::collections::VecDeque::new();
     let mut surprise_by_tag: HashMap<u64, bool> = HashMap::new();
     let mut attempt_tag: HashMap<u64, u64> = HashMap::new();
     let mut next_tag = 0u64;
@@ -127,13 +132,16 @@ fn run(s: &Scenario) -> Outcome {
                 let id = tag >> 20;
                 let (actual, _) = work[index[&id]];
                 let answer = server.handle_costing(now, tag, &Request::new("POST", "/v1/chat/completions"), Some(actual));
-                let back = s.base + rng.below(s.jitter + 1);
+                let back = s.base + rng.below(s.jitter + 1) + s.processing / 2 + rng.below(s.processing + 1);
                 push(&mut events, &mut payload, now + back, Event::Deliver(id, Box::new(answer)));
             }
             Event::Deliver(id, answer) => {
                 if answer.status == 200 {
                     let (actual, estimate) = work[index[&id]];
-                    worst_settled = worst_settled.max(actual as f64 / estimate as f64);
+                    if settled.len() == 64 {
+                        settled.pop_front();
+                    }
+                    settled.push_back(actual as f64 / estimate as f64);
                 }
                 let d = answer.with_response(None, |r| limiter.handle_response(now, id, r)).expect("in flight");
                 if d == Disposition::Complete {
@@ -155,7 +163,8 @@ fn run(s: &Scenario) -> Outcome {
                     next_tag += 1;
                     let tag = (id << 20) | (next_tag & 0xF_FFFF);
                     attempt_tag.insert(id, tag);
-                    surprise_by_tag.insert(tag, actual as f64 / estimate as f64 > worst_settled);
+                    let worst = settled.iter().copied().fold(1.0, f64::max);
+                    surprise_by_tag.insert(tag, actual as f64 / estimate as f64 > worst);
                     let up = s.base + rng.below(s.jitter + 1);
                     push(&mut events, &mut payload, now + up, Event::Arrive(tag));
                 }
@@ -231,8 +240,9 @@ fn scenario(oversized: bool, low: std::ops::Range<f64>) -> impl Strategy<Value =
         0u64..50,
         0u64..30,
         prop_oneof![Just(0u64), Just(10 * SECOND)],
+        prop_oneof![Just(0u64), Just(0u64), Just(2 * SECOND)],
     )
-        .prop_map(move |(seed, requests, request_limit, token_units, window, max_cost, low, high, base, jitter, spread)| {
+        .prop_map(move |(seed, requests, request_limit, token_units, window, max_cost, low, high, base, jitter, spread, processing)| {
             Scenario {
                 seed,
                 requests,
@@ -245,6 +255,7 @@ fn scenario(oversized: bool, low: std::ops::Range<f64>) -> impl Strategy<Value =
                 base: base * MILLISECOND,
                 jitter: jitter * MILLISECOND,
                 spread,
+                processing,
                 oversized,
             }
         })
@@ -280,6 +291,18 @@ proptest! {
 /// the token budget over its full windows, for any seed.
 #[test]
 fn a_sustained_backlog_uses_the_token_budget() {
+    sustained(6 * SECOND, 0, 0.9);
+}
+
+/// The same per minute with LLM-like answers, 1 to 3 s after the server counted the request
+/// (requests in flight at every window's end). Each window opens one answer late at most (the
+/// engine takes a window's end from when the answer arrives): 3 s in 60.
+#[test]
+fn a_sustained_backlog_with_slow_answers_uses_the_token_budget() {
+    sustained(60 * SECOND, 2 * SECOND, 0.9);
+}
+
+fn sustained(window: Nanos, processing: Nanos, bound: f64) {
     let mut refusals = 0;
     for round in 0..8 {
         let seed = SplitMix64::new(round ^ std::process::id() as u64).next_u64();
@@ -289,19 +312,20 @@ fn a_sustained_backlog_uses_the_token_budget() {
             requests: 600,
             request_limit: 200,
             token_units: 100,
-            window: 6 * SECOND,
+            window,
             max_cost: 2000,
             low: 0.5,
             high: 1.5,
             base: 20 * MILLISECOND,
             jitter: 5 * MILLISECOND,
             spread: 0,
+            processing,
             oversized: false,
         };
         let out = run(&s);
-        let utilisation = out.admitted_before_last as f64 / (100_000.0 * out.span as f64 / (6 * SECOND) as f64);
+        let utilisation = out.admitted_before_last as f64 / (100_000.0 * out.span as f64 / window as f64);
         println!("seed {}: utilisation {utilisation:.3}, token refusals {}", s.seed, out.token_refusals);
-        assert!(utilisation >= 0.9, "utilisation {utilisation:.3} for {s:?}");
+        assert!(utilisation >= bound, "utilisation {utilisation:.3} for {s:?}");
         assert!(out.unexplained.is_empty(), "{:?}", out.unexplained);
         assert_eq!(out.completed, 600);
         refusals += out.token_refusals;

@@ -37,6 +37,8 @@ pub(super) struct Budget {
     in_flight: u64,
     /// The longest time to the reset an answer reported: the window's length, as far as known.
     longest_reset: Nanos,
+    /// The end of the window before the local reset, as it was known then.
+    rolled_at: Option<Nanos>,
 }
 
 /// What one send charged one budget.
@@ -74,13 +76,14 @@ impl Budget {
             carried: 0,
             in_flight: 0,
             longest_reset: 0,
+            rolled_at: None,
         }
     }
 
     /// Begins a new local window once the reported reset has passed.
     pub(super) fn roll(&mut self, now: Nanos) {
         if self.reset_at.is_some_and(|t| t <= now) {
-            self.reset_at = None;
+            self.rolled_at = self.reset_at.take();
             self.reported = None;
             self.epoch += 1;
             self.spent = 0;
@@ -140,11 +143,28 @@ impl Budget {
         refund: bool,
     ) {
         self.in_flight = self.in_flight.saturating_sub(charge.charged);
-        let fresh = charge.epoch == self.epoch;
-        if fresh {
-            let cost = if refund { 0 } else { actual.unwrap_or(charge.charged) };
+        let cost = if refund { 0 } else { actual.unwrap_or(charge.charged) };
+        let reset_after = report.and_then(|(_, _, ra)| ra);
+        let reset_at = reset_after.map(|ra| now.saturating_add(ra));
+        let fresh = if charge.epoch == self.epoch {
             self.spent = self.spent.saturating_sub(charge.charged).saturating_add(cost);
-        }
+            true
+        } else {
+            // Sent before the local reset: it was in flight then (`carried`), and no longer is.
+            // Which window counted it, its answer's reset tells: one that ends about a window
+            // after the old window's end is the new one, which it then spent. Without a
+            // reset to tell by, it stays spent (it may have been counted in the new window).
+            self.carried = self.carried.saturating_sub(charge.charged);
+            let half = self.longest_reset.max(reset_after.unwrap_or(0)) / 2;
+            let in_new = match (reset_at, self.rolled_at) {
+                (Some(at), Some(old_end)) => at > old_end.saturating_add(half),
+                _ => !refund,
+            };
+            if in_new {
+                self.spent = self.spent.saturating_add(cost);
+            }
+            in_new && reset_at.is_some()
+        };
         let Some((limit, remaining, reset_after)) = report else { return };
         if let Some(l) = limit.filter(|&l| l > 0) {
             self.limit = Some(l);
@@ -152,18 +172,7 @@ impl Budget {
         if let Some(ra) = reset_after {
             self.longest_reset = self.longest_reset.max(ra);
         }
-        let reset_at = reset_after.map(|ra| now.saturating_add(ra));
         if !fresh {
-            // Counted in a window before the local reset, or in this one after its lowest
-            // report: its numbers describe neither for sure. But a reset still ahead says the
-            // window outlasts the local reset.
-            if let Some(at) = reset_at
-                && self.reported.is_none()
-                && self.spent == 0
-                && self.reset_at.is_none_or(|r| r < at)
-            {
-                self.reset_at = Some(at);
-            }
             return;
         }
         if let Some(rem) = remaining {
@@ -175,25 +184,46 @@ impl Budget {
     }
 }
 
+/// Where the requests queued ahead leave a budget, for predictions: how many windows after the
+/// current one they reach into, and what the last of them has left.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pack {
+    windows: u64,
+    room: u64,
+}
+
 impl Budget {
-    /// When `need` more (the charges of the requests ahead and of this one) can have gone, as
-    /// far as known: `None` when now, or when nothing is known to hold it (no report, or no
-    /// reset known).
-    pub(super) fn wait_for(&self, now: Nanos, need: u64) -> Option<Nanos> {
-        let (room, first_reset) = match self.reset_at {
-            Some(t) if t > now => (self.room()?, t),
-            // Its reset passed (or none is known): the next evaluation starts a new window.
-            Some(_) => (self.limit?.saturating_sub(self.in_flight), now),
-            None => (self.room()?, now),
+    /// The budget as the next request finds it, for [`Budget::pack_add`]: `None` when nothing
+    /// is known to hold anything (no limit and no report).
+    pub(super) fn pack(&self, now: Nanos) -> Option<Pack> {
+        let room = match self.reset_at {
+            Some(t) if t > now => self.room()?,
+            // Its reset passed: the next evaluation starts a new window.
+            Some(_) => self.limit?.saturating_sub(self.in_flight),
+            None => self.room()?,
         };
-        if need <= room {
+        Some(Pack { windows: 0, room })
+    }
+
+    /// Queues `charge` in `pack`: in the window it reaches, or the next (the queue keeps its
+    /// order, so a charge that does not fit waits for a window with room).
+    pub(super) fn pack_add(&self, pack: &mut Pack, charge: u64) {
+        if charge > pack.room
+            && let Some(limit) = self.limit.filter(|&l| l > 0)
+        {
+            pack.windows += 1;
+            pack.room = limit;
+        }
+        pack.room = pack.room.saturating_sub(charge);
+    }
+
+    /// When a request whose charge `pack` ends with may go: `None` in the current window.
+    pub(super) fn pack_time(&self, now: Nanos, pack: &Pack) -> Option<Nanos> {
+        if pack.windows == 0 {
             return None;
         }
-        let limit = self.limit.filter(|&l| l > 0)?;
-        let period = if self.longest_reset > 0 { self.longest_reset } else { return Some(first_reset) };
-        // Windows after the first reset the rest needs: each gives the whole limit.
-        let windows = (need - room).div_ceil(limit);
-        Some(first_reset.saturating_add(period.saturating_mul(windows.saturating_sub(1))))
+        let first = self.reset_at.map_or(now, |t| t.max(now));
+        Some(first.saturating_add(self.longest_reset.saturating_mul(pack.windows - 1)))
     }
 
     /// What `estimate` is charged at `margin` in this budget.
@@ -227,12 +257,14 @@ pub(super) fn gate<'c>(
     wait.map_or(Ok(()), Err)
 }
 
-/// The worst ratio of actual to estimated cost seen in one dimension: the margin each
-/// estimate is charged at.
+/// The ratios of actual to estimated cost settled in one dimension, the last
+/// [`Ratio::RECENT`] of them: the margin each estimate is charged at comes from them. Only the
+/// recent ones, so that one wild estimate (or a caller who fixed its estimator) stops counting
+/// after a while.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Ratio {
-    worst: f64,
-    best: f64,
+    recent: std::collections::VecDeque<f64>,
+    /// Settled so far, all told.
     samples: u32,
 }
 
@@ -244,36 +276,43 @@ impl Ratio {
         }
         let r = actual as f64 / estimate as f64;
         if r.is_finite() {
-            if self.samples == 0 {
-                (self.worst, self.best) = (r, r);
+            if self.recent.len() == Self::RECENT {
+                self.recent.pop_front();
             }
-            self.worst = self.worst.max(r);
-            self.best = self.best.min(r);
+            self.recent.push_back(r);
             self.samples = self.samples.saturating_add(1);
         }
     }
 
-    /// The factor estimates are charged at: the worst ratio seen, widened by the spread of the
-    /// ratios seen over their number `n` (the worst of `n` draws falls short of the true worst
-    /// by about that much), never below 1 (an estimate that errs high is the caller's own
+    /// How many recent ratios the margin is drawn from.
+    pub(super) const RECENT: usize = 64;
+
+    /// The factor estimates are charged at: the worst recent ratio, widened by the recent
+    /// ratios' spread over their number `n` (the worst of `n` draws falls short of the true
+    /// worst by about that much), never below 1 (an estimate that errs high is the caller's own
     /// margin) and at most [`Ratio::MAX`]. Exact estimates keep it at 1.
     ///
-    /// Until [`Ratio::LEARNED`] answers have settled, it is at least [`Ratio::PRIOR`]: the first
-    /// answers of a window come back together, and the sends they free go out together, before
-    /// any of them says how far the estimates err.
+    /// Until [`Ratio::LEARNED`] answers have settled it is at least a prior that starts at
+    /// [`Ratio::PRIOR`] and falls linearly to 1: the first answers of a window come back
+    /// together, and the sends they free go out together, before most of them say how far the
+    /// estimates err.
     pub(super) fn margin(&self) -> f64 {
-        let prior = if self.samples < Self::LEARNED { Self::PRIOR } else { 1.0 };
-        if self.samples == 0 {
+        let learned = self.samples.min(Self::LEARNED);
+        let prior = 1.0 + (Self::PRIOR - 1.0) * f64::from(Self::LEARNED - learned) / f64::from(Self::LEARNED);
+        let (Some(worst), Some(best)) = (
+            self.recent.iter().copied().reduce(f64::max),
+            self.recent.iter().copied().reduce(f64::min),
+        ) else {
             return prior;
-        }
-        let n = f64::from(self.samples);
-        (self.worst + (self.worst - self.best) / n).clamp(prior, Self::MAX)
+        };
+        let n = self.recent.len() as f64;
+        (worst + (worst - best) / n).clamp(prior, Self::MAX)
     }
 
-    /// The margin before [`Ratio::LEARNED`] settled answers: estimates twice too low.
+    /// The margin before any answer settled: estimates twice too low.
     pub(super) const PRIOR: f64 = 2.0;
 
-    /// How many settled answers replace the prior.
+    /// How many settled answers it takes for the prior to fall to 1.
     pub(super) const LEARNED: u32 = 8;
 
     /// The widest margin: an estimate 16 times too low is not an estimate.
@@ -301,11 +340,18 @@ mod tests {
             gate(&[b.clone()], [("tokens", 1001)].into_iter(), |_| 1.0),
             Err(Blocked::Never { limit: 1000, cost: 1001, .. })
         ));
-        assert_eq!(b.wait_for(0, 800), None);
-        assert_eq!(b.wait_for(0, 801), Some(60));
-        // 2,800 more: the 800 left now, then two whole windows of 1,000 (each 60 long).
-        assert_eq!(b.wait_for(0, 2800), Some(120));
-        assert_eq!(b.wait_for(0, 2801), Some(180));
+        let at = |charges: &[u64]| {
+            let mut p = b.pack(0).unwrap();
+            for &c in charges {
+                b.pack_add(&mut p, c);
+            }
+            b.pack_time(0, &p)
+        };
+        assert_eq!(at(&[800]), None);
+        assert_eq!(at(&[801]), Some(60));
+        // 700 now; 600 and 400 in the next window (the reset at 60); 600 more in the one after.
+        assert_eq!(at(&[700, 600, 400]), Some(60));
+        assert_eq!(at(&[700, 600, 400, 600]), Some(120));
         b.roll(60);
         assert_eq!(b.room(), Some(1000));
     }
@@ -329,6 +375,27 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_from_before_the_reset_leaves_the_window_that_counted_it() {
+        let mut b = Budget::new("tokens");
+        let a = b.charge(1000, 1.0);
+        b.settle(0, &a, Some((Some(10_000), Some(9000), Some(6_000))), Some(1000), false);
+        // Four sent at 5 s, in flight when the window ends at 6 s (2 s answers).
+        let late: Vec<Charge> = (0..4).map(|_| b.charge(1000, 1.0)).collect();
+        b.roll(6_000);
+        assert_eq!(b.room(), Some(6000), "what was in flight may land in the new window");
+        let c = b.charge(1000, 1.0);
+        // Three were counted in the old window (their reset was 1 s away when the server
+        // answered; 8 s as received), one in the new one (ends at 12 s).
+        for charge in &late[..3] {
+            b.settle(7_000, charge, Some((Some(10_000), Some(5000), Some(1_000))), Some(1000), false);
+        }
+        b.settle(7_000, &late[3], Some((Some(10_000), Some(9000), Some(5_000))), Some(1000), false);
+        assert_eq!(b.room(), Some(8000), "the new window counted two: c (in flight) and late[3]");
+        b.settle(7_000, &c, Some((Some(10_000), Some(8000), Some(5_000))), Some(1000), false);
+        assert_eq!(b.room(), Some(8000));
+    }
+
+    #[test]
     fn a_refused_request_gives_its_charge_back() {
         let mut b = Budget::new("tokens");
         b.limit = Some(1000);
@@ -339,24 +406,30 @@ mod tests {
     }
 
     #[test]
-    fn the_margin_is_the_worst_ratio_widened() {
+    fn the_margin_is_the_worst_recent_ratio_widened() {
         let mut r = Ratio::default();
         assert_eq!(r.margin(), Ratio::PRIOR);
         r.learn(100, 50);
-        assert_eq!(r.margin(), Ratio::PRIOR, "the prior holds until enough answers settled");
+        assert_eq!(r.margin(), 1.875, "the prior falls with each answer settled");
         r.learn(100, 150);
-        // Worst 1.5, spread 1.0 over 2: under the prior still.
-        assert_eq!(r.margin(), Ratio::PRIOR);
-        for _ in 0..98 {
+        // Worst 1.5, spread 1.0 over 2.
+        assert_eq!(r.margin(), 2.0);
+        for _ in 0..60 {
             r.learn(100, 100);
         }
-        assert!((r.margin() - 1.51).abs() < 1e-9);
+        // 62 ratios: worst 1.5, spread 1.0.
+        assert!((r.margin() - (1.5 + 1.0 / 62.0)).abs() < 1e-9);
+        r.learn(1, 1000);
+        assert_eq!(r.margin(), Ratio::MAX);
+        // The wild one is forgotten after 64 more.
+        for _ in 0..Ratio::RECENT {
+            r.learn(100, 110);
+        }
+        assert!((r.margin() - 1.1).abs() < 1e-9);
         let mut exact = Ratio::default();
         for _ in 0..Ratio::LEARNED {
             exact.learn(100, 100);
         }
         assert_eq!(exact.margin(), 1.0);
-        r.learn(1, 1000);
-        assert_eq!(r.margin(), Ratio::MAX);
     }
 }

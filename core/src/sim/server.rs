@@ -1034,7 +1034,9 @@ impl Server {
             HeaderProfile::OpenAi => {
                 h("retry-after", secs);
                 h("retry-after-ms", ms);
-                (429, BodyHints::default(), "{\"error\": {\"type\": \"requests\", \"code\": \"rate_limit_exceeded\"}}".into())
+                let kind = if matches!(why, Refusal::Tokens) { "tokens" } else { "requests" };
+                let text = format!("{{\"error\": {{\"type\": \"{kind}\", \"code\": \"rate_limit_exceeded\"}}}}");
+                (429, BodyHints::default(), text)
             }
             HeaderProfile::AzureOpenAi => {
                 h("retry-after", secs);

@@ -1397,10 +1397,11 @@
     v.push(Case {
         file: "costs",
         comment: "Costs: four requests with token estimates (3000, 3000, 3000, 2000) against 10000 tokens per 6 s. \
-                  The pioneer's answer leaves 6000 tokens and says (usage.total_tokens) that it cost 4000. Until 8 \
-                  answers have settled, each estimate is charged twice over: request 2 is charged 6000 and goes; \
-                  request 3 (6000 more) waits for the tokens' reset at 6.1 s. Request 2's answer reports 3000 left \
-                  (later, at 6.2 s). Then 3 and 4 go (charged 6000 and 4000: nothing left). A request estimating \
+                  The pioneer's answer leaves 6000 tokens and says (usage.total_tokens) that it cost 4000. Estimates \
+                  are charged at a margin, here the prior (2 before any answer, less 1/8 per answer settled) above \
+                  the ratios seen: request 2 is charged 5625 and goes; request 3 (5625 more) waits for the tokens' \
+                  reset at 6.1 s. Request 2's answer reports 3000 left (and a reset at 6.2 s). Then 3 and 4 go \
+                  (charged 5250 and 3500). A request estimating \
                   20000 tokens, more than the limit, fails at once with insufficient_capacity. One without costs is \
                   not held by the tokens. Request 3 meets a 429 (retry-after-ms 400, 4000 tokens left): its charge comes back \
                   and its route waits until 6.7 s; then the 4000 tokens the 429 reported are too few for its charge \
@@ -1447,11 +1448,11 @@
     };
     v.push(Case {
         file: "costs_predict",
-        comment: "Costs in predictions: after the pioneer's answer (1000 tokens left until 6.1 s, estimates charged \
-                  twice over until 8 answers settle), a request estimating 400 tokens can go now and one estimating \
-                  600 only at the reset; with defer_after 2 s the latter is deferred to 6.1 s, the former sent. \
-                  Requests estimating 4000 (charged 8000 of 10000 per 6 s window) go one per window: with a 20 s \
-                  budget the first three wait (6.1, 12.1, 18.1 s), the fourth is deferred to 24.1 s.",
+        comment: "Costs in predictions: after the pioneer's answer (1000 tokens left until 6.1 s; estimates charged \
+                  at the prior of 1.875 after one answer), a request estimating 400 tokens can go now and one \
+                  estimating 600 only at the reset; with defer_after 2 s the latter is deferred to 6.1 s, the former \
+                  sent. Requests estimating 4000 (charged 7500 of 10000 per 6 s window) go one per window: with a \
+                  20 s budget the first three wait (6.1, 12.1, 18.1 s), the fourth is deferred to 24.1 s.",
         config: c,
         script: Script::new()
             .enqueue_with(0, costing(3000))
@@ -1485,10 +1486,11 @@
         file: "costs_anthropic",
         comment: "Costs in two budgets (Anthropic's input and output tokens, RFC 3339 resets read against the \
                   answer's wall clock). The pioneer's answer leaves 18000 input and 2000 output tokens and its body \
-                  (usage.input_tokens, usage.output_tokens) settles it. The next request, charged twice its \
-                  estimates until 8 answers settle (2000 in, 1400 out), goes; the one after would need 1400 output \
+                  (usage.input_tokens, usage.output_tokens) settles it: both cost twice their estimates. The next \
+                  request, charged at that ratio (2000 in, 1400 out), goes; the one after would need 1400 output \
                   tokens of the 600 left, so it waits for the output tokens' reset (12:41:20Z, 20 s after the \
-                  answers), though the input tokens have room. Request 2's answer reports 1300 left: still too few. \
+                  answers), though the input tokens have room. Request 2's answer reports 1300 left: still too few for \
+                  its charge (1750: the worst ratio, 2, widened by the spread of the two seen). \
                   At 20.2 s it goes.",
         config: Config::for_profile(HeaderProfile::Anthropic),
         script: Script::new()
@@ -1498,6 +1500,27 @@
             .respond_body_wall(100 * MS, 1, 200, &anthropic("18000", "2000"), json!({"usage": {"input_tokens": 2000, "output_tokens": 1000}}), wall)
             .respond_body_wall(200 * MS, 2, 200, &anthropic("17000", "1300"), json!({"usage": {"input_tokens": 1000, "output_tokens": 700}}), wall)
             .timeout(20_200 * MS),
+    });
+    v.push(Case {
+        file: "costs_insufficient_429",
+        comment: "Costs: the first request estimates 5000 tokens where the limit is 1000, which no answer has \
+                  reported yet; its 429 (retry-after-ms 60000) reports it: the request fails with \
+                  insufficient_capacity at once instead of waiting a minute to be retried, and so does the \
+                  request queued behind it (3000), while one of 400 goes.",
+        config: Config::for_profile(HeaderProfile::OpenAi),
+        script: Script::new()
+            .enqueue_with(0, costing(5000))
+            .enqueue_with(0, costing(3000))
+            .enqueue_with(0, costing(400))
+            .respond(100 * MS, 1, 429, &[
+                ("x-ratelimit-limit-requests", "60"),
+                ("x-ratelimit-remaining-requests", "59"),
+                ("x-ratelimit-reset-requests", "1s"),
+                ("x-ratelimit-limit-tokens", "1000"),
+                ("x-ratelimit-remaining-tokens", "1000"),
+                ("x-ratelimit-reset-tokens", "0s"),
+                ("retry-after-ms", "60000"),
+            ]),
     });
 
     v
