@@ -25,6 +25,9 @@ pub fn fail_class_name(reason: &FailReason) -> &'static str {
         FailReason::NetworkError { .. } => "NetworkError",
         FailReason::Unauthorized => "UnauthorizedError",
         FailReason::Closed => "ClosedError",
+        // The same class as the server-side limiters' weight above the burst: one code, one
+        // meaning (a request heavier than a whole budget can never go).
+        FailReason::InsufficientCapacity { .. } => "InsufficientCapacityError",
     }
 }
 
@@ -82,6 +85,7 @@ mod tests {
             FailReason::NetworkError { attempts: 1 },
             FailReason::Unauthorized,
             FailReason::Closed,
+            FailReason::InsufficientCapacity { dimension: "tokens".into(), cost: 2, limit: 1 },
         ];
         let codes: Vec<&str> = all.iter().map(FailReason::code).collect();
         assert_eq!(codes, FailReason::ALL_CODES, "list every reason above");

@@ -10,7 +10,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyMapping, PyString, PyTuple};
 
 use ratelane::server::{
     Decision as CoreDecision, FixedWindow, FixedWindowStore as CoreFixedWindowStore, Gcra,
@@ -95,6 +95,11 @@ fn fail_exception<'py>(py: Python<'py>, id: u64, reason: &FailReason) -> PyResul
         FailReason::Deferred { retry_at } => kwargs.set_item("retry_at_ns", *retry_at)?,
         FailReason::RetriesExhausted { attempts } | FailReason::NetworkError { attempts } => {
             kwargs.set_item("attempts", *attempts)?
+        }
+        FailReason::InsufficientCapacity { dimension, cost, limit } => {
+            kwargs.set_item("dimension", dimension)?;
+            kwargs.set_item("cost", *cost)?;
+            kwargs.set_item("limit", *limit)?;
         }
         FailReason::MaybeSent | FailReason::Unauthorized | FailReason::Closed => {}
     }
@@ -276,7 +281,7 @@ fn arg_cost(obj: &Bound<'_, PyAny>) -> PyResult<Option<ratelane::QueryCost>> {
         let key: String = key.extract().map_err(|_| wrong())?;
         let number = if value.is_none() {
             None
-        } else if value.is_instance_of::<pyo3::types::PyBool>() {
+        } else if value.is_instance_of::<PyBool>() {
             return Err(wrong());
         } else {
             Some(value.extract::<f64>().map_err(|_| {
@@ -297,6 +302,113 @@ fn arg_cost(obj: &Bound<'_, PyAny>) -> PyResult<Option<ratelane::QueryCost>> {
         }
     }
     Ok(Some(cost))
+}
+
+type Pairs<'py> = Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>;
+
+/// The `(key, value)` pairs of a mapping: a `dict`, or any `collections.abc.Mapping`
+/// (through its `items()`). `None`: not a mapping.
+fn mapping_pairs<'py>(obj: &Bound<'py, PyAny>) -> Option<PyResult<Pairs<'py>>> {
+    if let Ok(dict) = obj.cast::<PyDict>() {
+        return Some(Ok(dict.iter().collect()));
+    }
+    let mapping = obj.cast::<PyMapping>().ok()?;
+    let pairs = (|| {
+        let mut out = Vec::new();
+        for item in mapping.items()?.iter() {
+            out.push(item.extract::<(Bound<'py, PyAny>, Bound<'py, PyAny>)>()?);
+        }
+        Ok(out)
+    })();
+    Some(pairs)
+}
+
+/// `costs`: `None`, or a mapping of dimension name (`str`) to the request's estimated cost in
+/// it (an `int` from 0 to 2**64 - 1; not a `bool`, not a `float`). Whether the names are
+/// valid (`[a-z0-9_]`, not `requests`, at most 8) is the core's to say (`InvalidRequestError`).
+fn arg_costs(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, u64)>>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    let py = obj.py();
+    let pairs = mapping_pairs(obj).ok_or_else(|| {
+        invalid_argument(py, format!("costs must be a mapping of dimension names to ints (or None), got {}", repr(obj)))
+    })??;
+    let mut costs = Vec::with_capacity(pairs.len());
+    for (key, value) in pairs {
+        let name = match key.cast::<PyString>() {
+            Ok(s) => utf8::text(s).map(str::to_owned).map_err(|e| {
+                invalid_argument(py, format!("costs key {}: {}", repr(&key), e.value(py)))
+            })?,
+            Err(_) => {
+                return Err(invalid_argument(py, format!("costs keys must be str (dimension names), got {}", repr(&key))));
+            }
+        };
+        let amount = if value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>() {
+            value.extract::<u64>().ok()
+        } else {
+            None
+        };
+        let Some(amount) = amount else {
+            return Err(invalid_argument(
+                py,
+                format!("costs[{}] must be an int from 0 to 2**64 - 1, got {}", repr(&key), repr(&value)),
+            ));
+        };
+        costs.push((name, amount));
+    }
+    Ok(Some(costs))
+}
+
+/// `usage`: `None`, or a mapping of `str` to a number: the numeric fields of the answer's
+/// `usage` object (`ratelane::BodyHints::usage`). A key that is not a `str` or a value that is
+/// not a number (a `bool` included) is the caller's mistake (`InvalidArgumentError`), as for
+/// `cost`; but the numbers are the server's, so one that is negative, not finite or beyond a
+/// float is skipped, never an error. The first `BodyHints::MAX_USAGE` numbers kept are passed.
+fn arg_usage(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, f64)>>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    let py = obj.py();
+    let pairs = mapping_pairs(obj).ok_or_else(|| {
+        invalid_argument(py, format!("usage must be a mapping of str to numbers (or None), got {}", repr(obj)))
+    })??;
+    let mut usage = Vec::new();
+    for (key, value) in pairs {
+        if usage.len() == BodyHints::MAX_USAGE {
+            break;
+        }
+        let Ok(name) = key.cast::<PyString>() else {
+            return Err(invalid_argument(py, format!("usage keys must be str, got {}", repr(&key))));
+        };
+        let name = utf8::text(name).map_err(|e| invalid_argument(py, format!("usage key {}: {}", repr(&key), e.value(py))))?;
+        let number = if value.is_instance_of::<PyBool>() {
+            None
+        } else if value.is_instance_of::<PyInt>() {
+            // An int too large for a float is beyond any budget: skipped, like infinity.
+            Some(value.extract::<f64>().unwrap_or(f64::INFINITY))
+        } else {
+            value.extract::<f64>().ok()
+        };
+        let Some(number) = number else {
+            return Err(invalid_argument(py, format!("usage[{}] must be a number, got {}", repr(&key), repr(&value))));
+        };
+        if number.is_finite() && number >= 0.0 {
+            usage.push((name.to_owned(), number));
+        }
+    }
+    Ok(Some(usage))
+}
+
+/// `tokens` of the simulated server's `handle`: `None`, or an int >= 0.
+fn arg_opt_tokens(obj: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    match obj.extract::<u64>() {
+        Ok(n) if !obj.is_instance_of::<PyBool>() => Ok(Some(n)),
+        _ => Err(invalid_argument(obj.py(), format!("tokens must be an int >= 0 or None, got {}", repr(obj)))),
+    }
 }
 
 /// `errors`: `None`, or an iterable of `str` (not a `str` itself).
@@ -393,6 +505,7 @@ fn request(
     global_exempt: Option<bool>,
     sub_limit: Option<String>,
     body_keys: Option<Vec<String>>,
+    costs: Option<Vec<(String, u64)>>,
 ) -> Request {
     Request {
         method,
@@ -406,6 +519,7 @@ fn request(
         global_exempt,
         sub_limit,
         body_keys: body_keys.unwrap_or_default(),
+        costs: costs.unwrap_or_default(),
     }
 }
 
@@ -481,6 +595,30 @@ impl Fail {
     fn retry_at_ns(&self) -> Option<u64> {
         match self.reason {
             FailReason::Deferred { retry_at } => Some(retry_at),
+            _ => None,
+        }
+    }
+    /// `insufficient_capacity`: the dimension whose whole limit the estimate exceeds.
+    #[getter]
+    fn dimension(&self) -> Option<&str> {
+        match &self.reason {
+            FailReason::InsufficientCapacity { dimension, .. } => Some(dimension),
+            _ => None,
+        }
+    }
+    /// `insufficient_capacity`: the request's estimated cost in that dimension.
+    #[getter]
+    fn cost(&self) -> Option<u64> {
+        match self.reason {
+            FailReason::InsufficientCapacity { cost, .. } => Some(cost),
+            _ => None,
+        }
+    }
+    /// `insufficient_capacity`: the dimension's limit, as the server reported it.
+    #[getter]
+    fn limit(&self) -> Option<u64> {
+        match self.reason {
+            FailReason::InsufficientCapacity { limit, .. } => Some(limit),
             _ => None,
         }
     }
@@ -1011,7 +1149,7 @@ impl Limiter {
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, deadline_ns = None,
                         defer_after_ns = None, priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
-                        body_keys = None))]
+                        body_keys = None, costs = None))]
     fn enqueue(
         &mut self,
         py: Python<'_>,
@@ -1027,14 +1165,15 @@ impl Limiter {
         #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
         #[pyo3(from_py_with = arg_opt_str)] sub_limit: Option<String>,
         #[pyo3(from_py_with = arg_body_keys)] body_keys: Option<Vec<String>>,
+        #[pyo3(from_py_with = arg_costs)] costs: Option<Vec<(String, u64)>>,
     ) -> PyResult<u64> {
-        let r = request(method, path, major, identity, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys);
+        let r = request(method, path, major, identity, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, costs);
         self.inner.enqueue(now_ns, r).map_err(|e| core_error(py, e))
     }
 
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (now_ns, id, status, headers = None, *, retry_after = None, global_ = None,
-                        wall_clock_ms = None, cost = None, errors = None))]
+                        wall_clock_ms = None, cost = None, errors = None, usage = None))]
     fn handle_response<'py>(
         &mut self,
         py: Python<'py>,
@@ -1047,6 +1186,7 @@ impl Limiter {
         #[pyo3(from_py_with = arg_opt_ns)] wall_clock_ms: Option<u64>,
         #[pyo3(from_py_with = arg_cost)] cost: Option<ratelane::QueryCost>,
         #[pyo3(from_py_with = arg_errors)] errors: Option<Vec<String>>,
+        #[pyo3(from_py_with = arg_usage)] usage: Option<Vec<(String, f64)>>,
     ) -> PyResult<Bound<'py, PyString>> {
         let owned = match headers {
             Some(h) if !h.is_none() => arg_headers(h)?,
@@ -1059,7 +1199,13 @@ impl Limiter {
         let response = Response {
             status,
             headers: &pairs,
-            body: BodyHints { retry_after, global: global_, cost, errors: errors.unwrap_or_default() },
+            body: BodyHints {
+                retry_after,
+                global: global_,
+                cost,
+                errors: errors.unwrap_or_default(),
+                usage: usage.unwrap_or_default(),
+            },
             wall_clock_ms,
         };
         let d = self.inner.handle_response(now_ns, id, &response).map_err(|e| core_error(py, e))?;
@@ -1158,7 +1304,7 @@ impl Limiter {
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, deadline_ns = None,
                         defer_after_ns = None, priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
-                        body_keys = None))]
+                        body_keys = None, costs = None))]
     fn predict(
         &self,
         py: Python<'_>,
@@ -1174,8 +1320,9 @@ impl Limiter {
         #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
         #[pyo3(from_py_with = arg_opt_str)] sub_limit: Option<String>,
         #[pyo3(from_py_with = arg_body_keys)] body_keys: Option<Vec<String>>,
+        #[pyo3(from_py_with = arg_costs)] costs: Option<Vec<(String, u64)>>,
     ) -> PyResult<u64> {
-        let r = request(method, path, major, identity, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys);
+        let r = request(method, path, major, identity, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, costs);
         self.inner.predict(now_ns, &r).map(|p| p.send_at).map_err(|e| core_error(py, e))
     }
 
@@ -1265,10 +1412,11 @@ impl SimServer {
         Ok(SimServer { inner: server_from_json(py, server_config_json)?, next_tag: 0 })
     }
 
-    /// The server's answer to a request arriving at `now_ns`.
+    /// The server's answer to a request arriving at `now_ns`; `tokens`: what it costs of the
+    /// token budget (`Server::handle_costing`), else the budget's `cost`.
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, global_exempt = None,
-                        body_keys = None))]
+                        body_keys = None, tokens = None))]
     fn handle<'py>(
         &mut self,
         py: Python<'py>,
@@ -1279,15 +1427,21 @@ impl SimServer {
         #[pyo3(from_py_with = arg_opt_str)] identity: Option<String>,
         #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
         #[pyo3(from_py_with = arg_body_keys)] body_keys: Option<Vec<String>>,
+        #[pyo3(from_py_with = arg_opt_tokens)] tokens: Option<u64>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let r = request(method, path, major, identity, None, None, 0, None, global_exempt, None, body_keys);
+        let r = request(method, path, major, identity, None, None, 0, None, global_exempt, None, body_keys, None);
         self.next_tag += 1;
-        let answer = self.inner.handle(now_ns, self.next_tag, &r);
+        let answer = self.inner.handle_costing(now_ns, self.next_tag, &r, tokens);
         let dict = PyDict::new(py);
         dict.set_item("status", answer.status)?;
         dict.set_item("headers", answer.headers)?;
         dict.set_item("retry_after", answer.body.retry_after)?;
         dict.set_item("global_", answer.body.global)?;
+        let usage = PyDict::new(py);
+        for (name, value) in &answer.body.usage {
+            usage.set_item(name, *value)?;
+        }
+        dict.set_item("usage", usage)?;
         dict.set_item("body_text", answer.body_text)?;
         Ok(dict)
     }
@@ -1329,7 +1483,7 @@ impl Simulation {
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (at_ns, method, path, *, major = None, identity = None, deadline_ns = None,
                         defer_after_ns = None, priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
-                        body_keys = None))]
+                        body_keys = None, costs = None))]
     fn enqueue_at(
         &mut self,
         #[pyo3(from_py_with = arg_ns)] at_ns: u64,
@@ -1344,8 +1498,9 @@ impl Simulation {
         #[pyo3(from_py_with = arg_opt_bool)] global_exempt: Option<bool>,
         #[pyo3(from_py_with = arg_opt_str)] sub_limit: Option<String>,
         #[pyo3(from_py_with = arg_body_keys)] body_keys: Option<Vec<String>>,
+        #[pyo3(from_py_with = arg_costs)] costs: Option<Vec<(String, u64)>>,
     ) -> usize {
-        let r = request(method, path, major, identity, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys);
+        let r = request(method, path, major, identity, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, costs);
         self.scheduled += 1;
         self.inner.enqueue_at(at_ns, r).0
     }

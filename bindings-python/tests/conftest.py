@@ -24,6 +24,10 @@ def output_json(output: Any) -> Dict[str, Any]:
             d["retry_at_ns"] = output.retry_at_ns
         elif output.code in ("retries_exhausted", "network_error"):
             d["attempts"] = output.attempts
+        elif output.code == "insufficient_capacity":
+            d["dimension"] = output.dimension
+            d["cost"] = output.cost
+            d["limit"] = output.limit
         return d
     if isinstance(output, ratelane.RateLimited):
         return {
@@ -88,4 +92,6 @@ def request_kwargs(request: Dict[str, Any]) -> Dict[str, Any]:
         kwargs["deadline_ns"] = request["deadline_ns"]
     if "defer_after_ns" in request:
         kwargs["defer_after_ns"] = request["defer_after_ns"]
+    if "costs" in request:
+        kwargs["costs"] = request["costs"]
     return kwargs

@@ -51,6 +51,11 @@ fi
 echo "demo: examples/python/discord_bot.py"
 "../$VENV/bin/python" ../examples/python/discord_bot.py | tail -1
 
+# Asserts that every prompt is answered; the 429 count is printed, not asserted (a real-time
+# run: an actual cost above every ratio settled so far may overrun a window's last tokens).
+echo "demo: examples/python/openai_chat.py (token estimates against a local LLM API imitation)"
+"../$VENV/bin/python" ../examples/python/openai_chat.py | tail -1
+
 # Celery is a dependency of this example only: installed here (a no-op once it is).
 echo "example: examples/python/celery_defer.py (Celery retry(eta=...) when ratelane defers a job)"
 "../$VENV/bin/pip" install -q -r ../examples/python/requirements-celery.txt

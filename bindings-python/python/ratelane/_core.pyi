@@ -84,6 +84,15 @@ class Fail:
     def retry_at_ns(self) -> Optional[int]: ...
     @property
     def attempts(self) -> Optional[int]: ...
+    @property
+    def dimension(self) -> Optional[str]:
+        """``insufficient_capacity``: the dimension whose whole limit the estimate exceeds."""
+    @property
+    def cost(self) -> Optional[int]:
+        """``insufficient_capacity``: the request's estimated cost in ``dimension``."""
+    @property
+    def limit(self) -> Optional[int]:
+        """``insufficient_capacity``: the dimension's limit, as the server reported it."""
     def exception(self) -> RateLimitError: ...
 
 @final
@@ -306,8 +315,14 @@ class Limiter:
         global_exempt: Optional[bool] = None,
         sub_limit: Optional[str] = None,
         body_keys: Optional[Iterable[str]] = None,
+        costs: Optional[Mapping[str, int]] = None,
     ) -> int:
-        """Queues a request; returns its id. Raises InvalidRequestError, LimiterClosedError."""
+        """Queues a request; returns its id. ``costs``: its estimated cost beyond one request,
+        by dimension name as the answers report it (``{"tokens": 1200}``; ints >= 0): it is
+        sent only when every dimension it names has room, and its answer's ``usage`` settles
+        the estimate. Raises InvalidRequestError (a malformed request; a cost name that is not
+        1 to 32 bytes of ``[a-z0-9_]``, is ``requests`` or is given twice; more than 8),
+        LimiterClosedError, InvalidArgumentError (a wrong type)."""
     def handle_response(
         self,
         now_ns: int,
@@ -320,12 +335,15 @@ class Limiter:
         wall_clock_ms: Optional[int] = None,
         cost: Optional[Mapping[str, Optional[float]]] = None,
         errors: Optional[Iterable[str]] = None,
+        usage: Optional[Mapping[str, float]] = None,
     ) -> _Disposition:
         """A response arrived for sent request ``id``. ``retry_after``, ``global_``, ``cost``
         (``requested``, ``actual``, ``maximum_available``, ``currently_available``,
         ``restore_rate``) and ``errors`` are what its JSON body says (``ratelane::BodyHints``),
-        when ``reads_body(status)``. Raises UnknownRequestError, InvalidStateError,
-        InvalidArgumentError."""
+        when ``reads_body(status)``; ``usage``, the numeric fields of the body's top-level
+        ``usage`` object (``total_tokens``, ``input_tokens``...), when the request had
+        ``costs``: it settles them (negative, non-finite values are skipped; the first 16
+        kept). Raises UnknownRequestError, InvalidStateError, InvalidArgumentError."""
     def reads_body(self, status: int) -> bool:
         """Whether the profile reads the body of an answer with this status (Discord's 429s,
         GitHub's 403s and 429s, every answer under Shopify and Auto)."""
@@ -377,8 +395,10 @@ class Limiter:
         global_exempt: Optional[bool] = None,
         sub_limit: Optional[str] = None,
         body_keys: Optional[Iterable[str]] = None,
+        costs: Optional[Mapping[str, int]] = None,
     ) -> int:
-        """When a request enqueued at ``now_ns`` would be sent."""
+        """When a request enqueued at ``now_ns`` would be sent (``costs`` are checked as
+        ``enqueue`` does, but the prediction does not weigh them yet)."""
     @property
     def queued(self) -> int: ...
     @property
@@ -423,6 +443,7 @@ class Server:
         identity: Optional[str] = None,
         global_exempt: Optional[bool] = None,
         body_keys: Optional[Iterable[str]] = None,
+        tokens: Optional[int] = None,
     ) -> dict[str, Any]: ...
     def count_429(self) -> int: ...
 
@@ -451,6 +472,7 @@ class Simulation:
         global_exempt: Optional[bool] = None,
         sub_limit: Optional[str] = None,
         body_keys: Optional[Iterable[str]] = None,
+        costs: Optional[Mapping[str, int]] = None,
     ) -> int: ...
     def cancel_at(self, at_ns: int, ticket: int) -> None: ...
     def close_at(self, at_ns: int) -> None: ...

@@ -80,6 +80,16 @@ class RequestOptions(TypedDict, total=False):
     body_keys: Optional[Iterable[str]]
     """The top-level keys of the JSON body (or the body's dict itself): the sub-limit class is
     derived from them."""
+    costs: Optional[Mapping[str, int]]
+    """What the request will cost beyond one request, estimated, by dimension as the API's
+    answers name it: ``{"tokens": 1200}`` for an LLM API's tokens per minute (the prompt's
+    length / 4 plus ``max_tokens`` is a usual estimate), ``{"points": 50}`` for a GraphQL
+    API's points. It is sent only when every dimension it names has room for it (the
+    estimate, times the worst ratio of actual to estimated cost seen so far); its answer's
+    body (``usage``: ``total_tokens``, ``input_tokens`` + ``output_tokens``...) settles the
+    estimate, so the driver reads the JSON body of every answer to such a request. Ints >= 0;
+    names of 1 to 32 bytes of ``[a-z0-9_]``, not ``requests``, at most 8. An estimate above
+    the dimension's whole limit fails with ``InsufficientCapacityError``."""
 
 
 _OPTION_NAMES = frozenset(RequestOptions.__annotations__)
@@ -121,13 +131,15 @@ def report_written() -> None:
 class _Waiter:
     """One request as the driver tracks it."""
 
-    __slots__ = ("id", "state", "future", "fail")
+    __slots__ = ("id", "state", "future", "fail", "settles")
 
     def __init__(self, rid: int) -> None:
         self.id = rid
         self.state = _WAITING
         self.future: Optional[asyncio.Future[None]] = None
         self.fail: Optional[Fail] = None
+        # It has costs: its answers' JSON bodies are read for their usage.
+        self.settles = False
 
 
 class RateLimiter:
@@ -214,7 +226,10 @@ class RateLimiter:
         the global limit is scarce); ``idempotent`` and ``global_exempt`` override what the
         method and route imply; ``body_keys`` (the JSON body's keys, or its dict) lets the
         profile tell a request the server limits apart (a channel rename), and ``sub_limit``
-        names that class outright, so a sub-limit 429 holds only that kind of request. Transport exceptions from ``send`` are classified
+        names that class outright, so a sub-limit 429 holds only that kind of request;
+        ``costs`` (``{"tokens": 1200}``) is what it will cost beyond one request, estimated:
+        it waits until every dimension it names has room, and the ``usage`` of its answer's
+        JSON body (read for it, even on a 200) settles the estimate. Transport exceptions from ``send`` are classified
         (connection refused: never sent; reset or timeout: maybe sent); a non-idempotent
         request that may have been sent is not re-sent.
 
@@ -222,9 +237,13 @@ class RateLimiter:
             RateLimitError: a subclass per reason (``MaxWaitExceededError`` with
                 ``predicted_wait``, ``DeadlineExceededError``, ``DeferredError`` with
                 ``retry_at``/``retry_at_wall``/``retry_at_unix`` (the ``defer_after`` option), ``RetriesExhaustedError``,
-                ``MaybeSentError``, ``NetworkError``, ``UnauthorizedError``, ``ClosedError``).
+                ``MaybeSentError``, ``NetworkError``, ``UnauthorizedError``, ``ClosedError``,
+                ``InsufficientCapacityError`` with ``dimension``, ``cost`` and ``limit``: a
+                ``costs`` estimate above the dimension's whole limit, which never fits).
             LimiterClosedError: after ``aclose()``.
-            InvalidRequestError: a malformed method or path.
+            InvalidRequestError: a malformed method or path, or a malformed ``costs`` name.
+            InvalidArgumentError: an option of the wrong type (a ``costs`` value that is not
+                an int >= 0...).
             Whatever ``send`` raises that is not a transport failure (the request is
             cancelled in the limiter first).
         """
@@ -276,8 +295,9 @@ class RateLimiter:
                 if type(headers) is not dict:
                     headers = headers_of(headers)
                 # The body is read where the profile reads it (a 429's JSON, GitHub's 403
-                # messages, Shopify's GraphQL cost), unless it says it is not JSON (a stream).
-                if status == 429 or (core.reads_body(status) and may_be_json(response)):
+                # messages, Shopify's GraphQL cost) and, for a request with costs, always (its
+                # usage settles them), unless it says it is not JSON (a stream).
+                if status == 429 or ((waiter.settles or core.reads_body(status)) and may_be_json(response)):
                     hints = await body_hints(response)
                     disposition = core.handle_response(int(loop.time() * 1e9), waiter.id, status, headers, **hints)
                 else:
@@ -460,6 +480,7 @@ class RateLimiter:
         global_exempt = options.get("global_exempt")
         sub_limit = options.get("sub_limit")
         body_keys = options.get("body_keys")
+        costs = options.get("costs")
         if self._loop is None:
             self._bind()
         now = self._now()
@@ -500,8 +521,11 @@ class RateLimiter:
             native["sub_limit"] = sub_limit
         if body_keys is not None:
             native["body_keys"] = body_keys
+        if costs is not None:
+            native["costs"] = costs  # the native module checks it (InvalidArgumentError)
         rid = self._core.enqueue(now, method, path, **native)
         waiter = _Waiter(rid)
+        waiter.settles = bool(costs)
         self._waiters[rid] = waiter
         self._pump()
         return waiter
@@ -719,12 +743,15 @@ class Permit:
         global_: Optional[bool] = None,
         cost: Optional[Mapping[str, Optional[float]]] = None,
         errors: Optional[Iterable[str]] = None,
+        usage: Optional[Mapping[str, float]] = None,
     ) -> str:
         """Reports the response: its status, headers (a mapping, aiohttp/httpx headers, or
         ``(name, value)`` pairs) and what its body says where the profile reads it (see
         ``update_from``, which reads the body itself): a Discord 429's ``retry_after`` and
         ``global``, a GraphQL ``cost`` (``requested``, ``actual``, ``maximum_available``,
-        ``currently_available``, ``restore_rate``) and the body's error ``errors`` strings.
+        ``currently_available``, ``restore_rate``), the body's error ``errors`` strings and,
+        for a request with ``costs``, the numbers of the body's ``usage`` object (what it
+        actually cost: ``{"total_tokens": 950}``; negative or non-finite ones are skipped).
         Returns the disposition: ``"complete"`` (hand the response on), ``"retry"`` (the
         limiter wants it re-sent: ``await permit.ready()``) or ``"failed"`` (``permit.error``
         says why)."""
@@ -734,7 +761,7 @@ class Permit:
         limiter = self._limiter
         if type(headers) is not dict:
             headers = headers_of(headers)
-        if retry_after is None and global_ is None and cost is None and errors is None:
+        if retry_after is None and global_ is None and cost is None and errors is None and usage is None:
             disposition: str = limiter._core.handle_response(limiter._now(), waiter.id, status, headers)
         else:
             disposition = limiter._core.handle_response(
@@ -746,6 +773,7 @@ class Permit:
                 global_=global_,
                 cost=cost,
                 errors=errors,
+                usage=usage,
             )
         limiter._pump()
         if disposition == "complete":
@@ -763,10 +791,12 @@ class Permit:
     async def update_from(self, response: Any) -> str:
         """``update`` from a response object (aiohttp, httpx, or ``status``/``headers``),
         reading its JSON body when the profile reads bodies of that status (a 429's
-        ``retry_after``/``global``, GitHub's 403 messages, Shopify's GraphQL cost)."""
+        ``retry_after``/``global``, GitHub's 403 messages, Shopify's GraphQL cost), and
+        always for a request with ``costs`` (its ``usage`` settles them)."""
         status = status_of(response)
         hints: Dict[str, Any] = {}
-        if status == 429 or (self._limiter._core.reads_body(status) and may_be_json(response)):
+        settles = self._waiter is not None and self._waiter.settles
+        if status == 429 or ((settles or self._limiter._core.reads_body(status)) and may_be_json(response)):
             hints = await body_hints(response)
         return self.update(status, response.headers, **hints)
 

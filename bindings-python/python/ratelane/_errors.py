@@ -11,7 +11,8 @@ Hierarchy (every class carries a stable ``code`` string, the same in every ratel
     │   ├── MaybeSentError            maybe_sent
     │   ├── NetworkError              network_error
     │   ├── UnauthorizedError         unauthorized
-    │   └── ClosedError               closed
+    │   ├── ClosedError               closed
+    │   └── InsufficientCapacityError insufficient_capacity (also ValueError; server side too)
     ├── UnknownRequestError           unknown_request    (also LookupError)
     ├── InvalidStateError             invalid_state      (also RuntimeError)
     ├── InvalidConfigError            invalid_config     (also ValueError)
@@ -23,7 +24,6 @@ Hierarchy (every class carries a stable ``code`` string, the same in every ratel
     │   ├── SnapshotVersionError      snapshot_version
     │   └── SnapshotMalformedError    snapshot_malformed
     ├── InvalidArgumentError          invalid_argument   (also TypeError and ValueError)
-    ├── InsufficientCapacityError     insufficient_capacity (also ValueError; server side)
     ├── RedisLimiterError                               a Redis-backed check could not decide
     │   ├── RedisConnectionError      redis_connection
     │   ├── RedisServerError          redis_server
@@ -34,7 +34,8 @@ Hierarchy (every class carries a stable ``code`` string, the same in every ratel
 
 ``RateLimitError`` subclasses are request outcomes: the core decided a request cannot be
 served (``Fail`` outputs of the sans-IO API; raised by the asyncio driver). The others are
-caller mistakes. ``RedisLimiterError`` subclasses come from ``ratelane.redis``'s server-side
+caller mistakes, except ``InsufficientCapacityError``, which the server-side limiters raise
+too (a weight above the whole burst: the same code and meaning). ``RedisLimiterError`` subclasses come from ``ratelane.redis``'s server-side
 limiters (the codes of the Rust crate ``ratelane-redis``): the limiter could not decide, and the
 caller chooses to admit (fail open) or refuse (fail closed). The native module picks the class with an exhaustive ``match`` over the
 core's reasons, so every code listed in ``ratelane.FAIL_CODES`` and ``ratelane.ERROR_CODES``
@@ -217,6 +218,47 @@ class ClosedError(RateLimitError):
     code = "closed"
 
 
+class InsufficientCapacityError(RateLimitError, ValueError):
+    """A request heavier than a whole budget: it can never be served, however long it waits.
+
+    Client side (code ``insufficient_capacity`` of a ``Fail``; raised by ``RateLimiter.run``):
+    the request's estimated cost in ``dimension`` (its ``costs`` option: ``tokens``...) is
+    ``cost``, more than the dimension's whole ``limit`` as the server reported it. Decided at
+    enqueue when the limit is known, else when an answer reports it. Split the request, or
+    lower an estimate that errs high.
+
+    Server side (``GcraStore.check_n``, ``ratelane.redis.RedisGcra.check_n``): a weight above
+    the whole burst. ``requested`` and ``capacity`` say by how much; ``dimension`` is ``None``.
+
+    ``requested``/``capacity`` and ``cost``/``limit`` are the same two numbers on both sides.
+    """
+
+    code = "insufficient_capacity"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request_id: Optional[int] = None,
+        dimension: Optional[str] = None,
+        cost: Optional[int] = None,
+        limit: Optional[int] = None,
+        requested: Optional[int] = None,
+        capacity: Optional[int] = None,
+    ) -> None:
+        super().__init__(message, request_id=request_id)
+        self.dimension: Optional[str] = dimension
+        """The dimension (``tokens``, ``points``...); ``None`` server side."""
+        self.cost: int = cost if cost is not None else (requested or 0)
+        """The request's estimated cost in ``dimension`` (server side: the weight asked for)."""
+        self.limit: int = limit if limit is not None else (capacity or 0)
+        """The dimension's whole limit (server side: the burst)."""
+        self.requested: int = self.cost
+        """The same as ``cost`` (the server-side name)."""
+        self.capacity: int = self.limit
+        """The same as ``limit`` (the server-side name)."""
+
+
 class UnknownRequestError(RatelaneError, LookupError):
     """The request id is not known to the limiter (never issued, or already finished)."""
 
@@ -285,18 +327,6 @@ class InvalidArgumentError(RatelaneError, TypeError, ValueError):
     """A value of the wrong Python type or range, caught by the binding itself."""
 
     code = "invalid_argument"
-
-
-class InsufficientCapacityError(RatelaneError, ValueError):
-    """Server side: a request heavier than the whole burst can never be admitted
-    (``GcraStore.check_n``); ``requested`` and ``capacity`` say by how much."""
-
-    code = "insufficient_capacity"
-
-    def __init__(self, message: str, *, requested: int = 0, capacity: int = 0) -> None:
-        super().__init__(message)
-        self.requested = requested
-        self.capacity = capacity
 
 
 class RedisLimiterError(RatelaneError):
@@ -373,6 +403,7 @@ FAIL_CLASSES: Dict[str, Type[RateLimitError]] = {
         NetworkError,
         UnauthorizedError,
         ClosedError,
+        InsufficientCapacityError,
     )
 }
 """Failure code -> exception class."""

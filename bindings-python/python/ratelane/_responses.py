@@ -47,6 +47,8 @@ def headers_of(response_or_headers: Any) -> Iterable[Tuple[str, str]]:
 #: At most this many error strings, each at most this many UTF-8 bytes (``ratelane::BodyHints``).
 MAX_ERRORS = 16
 MAX_ERROR_LEN = 256
+#: At most this many ``usage`` numbers (``ratelane::BodyHints::MAX_USAGE``).
+MAX_USAGE = 16
 
 _COST_FIELDS = (
     ("requested", ("requestedQueryCost",)),
@@ -60,8 +62,28 @@ _COST_FIELDS = (
 def _number(value: Any) -> Optional[float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond a float (a hostile body): no number
+        return None
     return value if math.isfinite(value) else None
+
+
+def _usage(data: Any) -> Dict[str, float]:
+    """The numbers of the body's top-level ``usage`` object (OpenAI ``prompt_tokens``,
+    ``completion_tokens``, ``total_tokens``; Anthropic ``input_tokens``, ``output_tokens``):
+    at most ``MAX_USAGE``, finite and not negative; nested objects, strings and bools are
+    skipped."""
+    usage = data.get("usage")
+    out: Dict[str, float] = {}
+    if isinstance(usage, dict):
+        for name, value in usage.items():
+            number = _number(value)
+            if number is not None and number >= 0:
+                out[name] = number
+                if len(out) == MAX_USAGE:
+                    break
+    return out
 
 
 def _path(data: Any, *keys: str) -> Any:
@@ -103,8 +125,9 @@ def _errors(data: Any) -> List[str]:
 def hints_from_body(data: Any) -> Dict[str, Any]:
     """What the core reads from a parsed JSON body, as ``handle_response`` keyword arguments
     (only those found): Discord's ``retry_after`` and ``global_``, a GraphQL ``cost``
-    (``extensions.cost``) and ``errors`` (``ratelane::BodyHints``). The same for every
-    profile: the core decides what each means."""
+    (``extensions.cost``), ``errors`` and ``usage`` (the numbers of the top-level ``usage``
+    object: what the request cost, which settles its ``costs`` estimates)
+    (``ratelane::BodyHints``). The same for every profile: the core decides what each means."""
     hints: Dict[str, Any] = {}
     if isinstance(data, dict):
         retry_after = _number(data.get("retry_after"))
@@ -118,6 +141,9 @@ def hints_from_body(data: Any) -> Dict[str, Any]:
             fields = {name: _number(_path(cost, *where)) for name, where in _COST_FIELDS}
             if any(v is not None for v in fields.values()):
                 hints["cost"] = fields
+        usage = _usage(data)
+        if usage:
+            hints["usage"] = usage
     errors = _errors(data)
     if errors:
         hints["errors"] = errors

@@ -10,7 +10,10 @@ serve it over HTTP). Settings are the core's JSON forms (``ratelane::json``):
   ``routes`` (``{"METHOD /template": {"bucket", "global_exempt", "sub_limit",
   "shared_limit", "status"}}``), ``default_bucket``, ``global`` (a bucket or ``None``),
   ``invalid_limit``, ``invalid_window_ns``, ``ban_duration_ns``, ``error_rate``, ``remaps``,
-  ``unauthorized``, ``wall_epoch_ms``, ``seed``;
+  ``unauthorized``, ``wall_epoch_ms``, ``seed``, ``tokens`` (a token budget beside each
+  bucket: ``{"cost", "limit", "window_ns", "kind"}``, ``limit * cost`` tokens per window, each
+  request costing ``cost`` unless ``Server.handle(..., tokens=)`` says its own), ``dialect``
+  (the headers it speaks: ``"discord"``, ``"openai"``, ``"anthropic"``...);
 * network: ``seed``, ``uplink``/``downlink`` (``{"base_ns", "jitter_ns", "spike_chance",
   "spike_ns"}``), ``drop_chance``, ``maybe_sent_share``, ``maybe_sent_arrives``,
   ``max_steps``, ``max_time_ns``, ``wall_clock``, ``clock_skew_ms``, ``trace``.
@@ -28,15 +31,19 @@ __all__ = ["Simulation", "Server", "SimResponse"]
 
 
 class SimResponse:
-    """What the simulated server answered."""
+    """What the simulated server answered: ``status``, ``headers``, the body as text
+    (``body_text``) and what a driver reads of it (``retry_after``, ``global_``, and ``usage``:
+    what an accepted request cost of the token budget, as its body reports it, e.g.
+    ``{"total_tokens": 950.0}``; empty without a token budget)."""
 
-    __slots__ = ("status", "headers", "retry_after", "global_", "body_text")
+    __slots__ = ("status", "headers", "retry_after", "global_", "usage", "body_text")
 
     def __init__(self, raw: Dict[str, Any]) -> None:
         self.status: int = raw["status"]
         self.headers: List[Tuple[str, str]] = raw["headers"]
         self.retry_after: Optional[float] = raw["retry_after"]
         self.global_: Optional[bool] = raw["global_"]
+        self.usage: Dict[str, float] = raw["usage"]
         self.body_text: str = raw["body_text"]
 
     def header(self, name: str) -> Optional[str]:
@@ -66,13 +73,22 @@ class Server:
         major: Optional[str] = None,
         identity: Optional[str] = None,
         global_exempt: Optional[bool] = None,
+        tokens: Optional[int] = None,
     ) -> SimResponse:
-        """The answer to a request arriving at ``now_ns`` (server time, nanoseconds)."""
-        return SimResponse(
-            self._inner.handle(
-                now_ns, method, path, major=major, identity=identity, global_exempt=global_exempt
+        """The answer to a request arriving at ``now_ns`` (server time, nanoseconds).
+
+        ``tokens``: what the request really costs of the token budget (the configuration's
+        ``tokens``), as an API that counts tokens computes it from the request (its client
+        only estimates it, with the ``costs`` option); default: the budget's ``cost``. A
+        request that does not fit the window's remaining tokens is refused (429); an accepted
+        one reports its cost in the body (``usage``)."""
+        if tokens is None:
+            raw = self._inner.handle(now_ns, method, path, major=major, identity=identity, global_exempt=global_exempt)
+        else:
+            raw = self._inner.handle(
+                now_ns, method, path, major=major, identity=identity, global_exempt=global_exempt, tokens=tokens
             )
-        )
+        return SimResponse(raw)
 
     def count_429(self) -> int:
         """How many answers were 429s."""
@@ -102,9 +118,11 @@ class Simulation:
         priority: int = 0,
         idempotent: Optional[bool] = None,
         global_exempt: Optional[bool] = None,
+        costs: Optional[Mapping[str, int]] = None,
     ) -> int:
         """Schedules a request to be enqueued at ``at_ns``; returns its ticket (its index in
-        the report's ``requests``)."""
+        the report's ``requests``). ``costs``: its estimated costs (``Limiter.enqueue``); the
+        simulated server charges each request the token budget's ``cost``."""
         return self._inner.enqueue_at(
             at_ns,
             method,
@@ -115,6 +133,7 @@ class Simulation:
             priority=priority,
             idempotent=idempotent,
             global_exempt=global_exempt,
+            costs=costs,
         )
 
     def cancel_at(self, at_ns: int, ticket: int) -> None:
