@@ -263,8 +263,12 @@ export declare class SimServer {
    * Throws `invalid_config`.
    */
   constructor(serverConfigJson?: string | undefined | null)
-  /** Answers `request` arriving at `nowNs`. */
-  handle(nowNs: number, request: RequestSpec): SimResponse
+  /**
+   * Answers `request` arriving at `nowNs`. `tokens`: what the request really costs of the
+   * server's token budget (`Server::handle_costing`; its client only estimates it);
+   * omitted: the config's `tokens.cost`.
+   */
+  handle(nowNs: number, request: RequestSpec, tokens?: number | null): SimResponse
   /** How many 429s the server has answered. */
   count429(): number
 }
@@ -314,6 +318,10 @@ export interface JsOutput {
   route?: string
   bucket?: string
   count?: number
+  /**
+   * `invalid_request_warning`: the budget; `fail` with code `insufficient_capacity`: the
+   * dimension's limit.
+   */
   limit?: number
   atNs?: number
   /** `reserve` (shared mode). */
@@ -322,6 +330,10 @@ export interface JsOutput {
   update?: JsSharedUpdate
   /** `store_unavailable` (shared mode); `fail` with code `deferred`: when to enqueue it again. */
   retryAtNs?: number
+  /** `fail` with code `insufficient_capacity`: the dimension (`tokens`...). */
+  dimension?: string
+  /** `fail` with code `insufficient_capacity`: the request's estimated cost in it. */
+  cost?: number
 }
 
 /** `ratelane::shared::Reservation` as a plain JS object. */
@@ -406,10 +418,18 @@ export declare function scriptReleased(reply: unknown): boolean
 /** `fixed_window.lua schedule`'s reply as a [`RedisScheduled`]. */
 export declare function scriptScheduled(reply: unknown): RedisScheduled
 
-/** What a driver would parse from a simulated 429 body. */
+/**
+ * What a driver would parse from a simulated body: a 429's `retry_after` and `global`, and
+ * an accepted answer's `usage` under a token budget (the server config's `tokens`).
+ */
 export interface SimBody {
   retryAfter: number | null
   global: boolean | null
+  /**
+   * What the request cost (`total_tokens`, or `input_tokens` and `output_tokens`); only set
+   * on accepted answers of a server with a token budget.
+   */
+  usage?: Record<string, number>
 }
 
 /** A response of the simulated Discord server. */

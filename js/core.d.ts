@@ -27,6 +27,13 @@ export interface RequestSpec {
   subLimit?: string | null
   /** The top-level keys of the JSON body (Discord: `name`/`topic` on a channel edit). */
   bodyKeys?: string[] | null
+  /**
+   * The request's estimated cost per dimension beyond the one request it always costs, by the
+   * name the answers report (`{ tokens: 1200 }`; `input_tokens`, `points`...): it is sent
+   * only when each dimension has room for it, and its answer's body `usage` settles it. Whole
+   * numbers >= 0; at most 8 names of 1 to 32 bytes of `[a-z0-9_]`, not `requests`.
+   */
+  costs?: Record<string, number> | null
 }
 
 /** Shopify's GraphQL query cost (`extensions.cost`); each field a finite number or null. */
@@ -53,6 +60,13 @@ export interface BodyHints {
   global?: boolean | null
   cost?: QueryCost | null
   errors?: string[] | null
+  /**
+   * The numeric fields of the body's top-level `usage` object (OpenAI `total_tokens`,
+   * `prompt_tokens`, `completion_tokens`; Anthropic `input_tokens`, `output_tokens`): what a
+   * request with `costs` actually cost. At most 16; values that are not finite numbers >= 0
+   * are left out.
+   */
+  usage?: Record<string, number> | null
 }
 
 /** A response as the driver received it. */
@@ -78,6 +92,7 @@ export type FailCode =
   | 'network_error'
   | 'unauthorized'
   | 'closed'
+  | 'insufficient_capacity'
 
 /**
  * Codes of thrown errors: the core's misuse codes (`ERROR_CODES`), `invalid_argument` from the
@@ -186,6 +201,12 @@ export type Output =
       retryAtNs?: number
       /** retries_exhausted, network_error. */
       attempts?: number
+      /** insufficient_capacity: the dimension whose limit the estimate is above (`tokens`...). */
+      dimension?: string
+      /** insufficient_capacity: the request's estimated cost in that dimension. */
+      cost?: number
+      /** insufficient_capacity: the dimension's limit, as the server reported it. */
+      limit?: number
     }
   | { type: 'rate_limited'; id: number; scope: RateLimitScopeName; retryAfterNs: number }
   | { type: 'bucket_learned'; route: string; bucket: string }
@@ -201,7 +222,8 @@ export type Output =
 export interface SimResponseSpec {
   status: number
   headers: Array<[string, string]>
-  body: { retryAfter: number | null; global: boolean | null }
+  /** `usage`: what an accepted request cost, on a server with a token budget (`tokens`). */
+  body: { retryAfter: number | null; global: boolean | null; usage?: Record<string, number> }
   bodyText: string
 }
 
@@ -286,7 +308,8 @@ export interface CoreLimiter {
 }
 
 export interface CoreSimServer {
-  handle(nowNs: number, request: RequestSpec): SimResponseSpec
+  /** `tokens`: what the request really costs of the token budget (default: the config's `tokens.cost`). */
+  handle(nowNs: number, request: RequestSpec, tokens?: number | null): SimResponseSpec
   count429(): number
 }
 

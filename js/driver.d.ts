@@ -11,7 +11,7 @@ export interface ResponseLike {
   /**
    * Otherwise the body as text or as the parsed object, read when the profile reads bodies of
    * that status (a 429's `{ retry_after, global }`, GitHub's 403 messages, Shopify's GraphQL
-   * `extensions.cost`).
+   * `extensions.cost`), and for a request with `costs` (its `usage`).
    */
   body?: unknown
 }
@@ -119,6 +119,15 @@ export interface RunOptions {
   /** The JSON body's top-level keys, or the body object itself (Discord: a channel edit of
    * `name` or `topic` is limited apart from the channel's other edits). */
   bodyKeys?: string[] | Record<string, unknown> | null
+  /**
+   * The request's estimated cost per dimension beyond the one request it always costs, by the
+   * name the answers report (`{ tokens: 1200 }` for an LLM API's tokens per minute): it is sent
+   * only when each dimension has room for it, and the `usage` of its answer's JSON body (read
+   * from a clone) settles the estimate. Whole numbers >= 0 (else InvalidArgumentError); at
+   * most 8 names of `[a-z0-9_]`, not `requests` (else InvalidRequestError). An estimate above
+   * a dimension's whole limit rejects with InsufficientCapacityError.
+   */
+  costs?: Record<string, number> | null
 }
 
 export interface SendContext {
@@ -177,14 +186,6 @@ export declare class SnapshotVersionError extends SnapshotError {}
 export declare class SnapshotMalformedError extends SnapshotError {}
 export declare class InvalidArgumentError extends UsageError {}
 export declare class SimulationContractError extends RatelaneError {}
-/** A server-side `checkN` weight above the burst (`fromCoreError` of an `insufficient_capacity` error). */
-export declare class InsufficientCapacityError extends RatelaneError {
-  readonly code: 'insufficient_capacity'
-  /** The weight asked for. */
-  readonly requested: number
-  /** The largest weight that can ever be admitted (the burst). */
-  readonly capacity: number
-}
 
 export declare class RateLimitError extends RatelaneError {
   readonly code: FailCode
@@ -214,6 +215,25 @@ export declare class DeferredError extends RateLimitError {
   readonly retryAtDate: Date
   /** Ms from the moment it failed until then. */
   readonly retryAfter: number
+}
+/**
+ * A cost above a whole budget, which can never be admitted: a request whose estimated cost in
+ * a dimension (`costs`) is above the limit the server reports for it; or a server-side
+ * `checkN` weight above the burst (`fromCoreError` of an `insufficient_capacity` error:
+ * `dimension` null, `requested`/`capacity` the same numbers as `cost`/`limit`).
+ */
+export declare class InsufficientCapacityError extends RateLimitError {
+  readonly code: 'insufficient_capacity'
+  /** The dimension (`tokens`, ...); null for a server-side `checkN`. */
+  readonly dimension: string | null
+  /** The request's estimated cost in it (the weight asked for). */
+  readonly cost: number
+  /** The dimension's whole limit, as the server reported it (the burst). */
+  readonly limit: number
+  /** `cost`, by the server-side name. */
+  readonly requested: number
+  /** `limit`, by the server-side name. */
+  readonly capacity: number
 }
 export declare class RetriesExhaustedError extends RateLimitError {}
 export declare class MaybeSentError extends RateLimitError {}

@@ -43,18 +43,6 @@ function createRatelane(core, host) {
   class InvalidArgumentError extends UsageError {}
   /** A simulation found that the limiter broke the driver contract (a core bug). */
   class SimulationContractError extends RatelaneError {}
-  /**
-   * A server-side `GcraStore.checkN` weight above the burst: it can never be admitted.
-   * `requested` is the weight asked for, `capacity` the largest one that can be.
-   */
-  class InsufficientCapacityError extends RatelaneError {
-    constructor(code, message, details) {
-      super(code, message, details)
-      const d = details || {}
-      this.requested = d.requested
-      this.capacity = d.capacity
-    }
-  }
 
   /** A request ended without an answer. One subclass per core failure code. */
   class RateLimitError extends RatelaneError {
@@ -105,6 +93,31 @@ function createRatelane(core, host) {
       this.retryAfter = details.retryAfter
     }
   }
+  /**
+   * A cost above a whole budget: it can never be admitted. A request whose estimated cost in a
+   * dimension (the `costs` option, `{ tokens: 1200 }`) is above the limit the server reports
+   * for that dimension (`dimension`, `cost`, `limit`); or a server-side `GcraStore.checkN`
+   * weight above the burst (`requested` and `capacity`, the same numbers as `cost` and
+   * `limit`; `dimension` null).
+   */
+  class InsufficientCapacityError extends RateLimitError {
+    constructor(code, message, details) {
+      super(code, message, details)
+      const d = details || {}
+      const cost = d.cost !== undefined ? d.cost : d.requested
+      const limit = d.limit !== undefined ? d.limit : d.capacity
+      /** The dimension (`tokens`, ...); null for a server-side `checkN`. */
+      this.dimension = d.dimension === undefined ? null : d.dimension
+      /** The estimated cost (the weight asked for). */
+      this.cost = cost
+      /** The dimension's whole limit as the server reported it (the burst). */
+      this.limit = limit
+      /** `cost`, by the server-side name. */
+      this.requested = cost
+      /** `limit`, by the server-side name. */
+      this.capacity = limit
+    }
+  }
   /** Still rate limited after `maxRateLimitRetries` re-sends. */
   class RetriesExhaustedError extends RateLimitError {}
   /** The transport failed after the request may have reached the server; not re-sent. */
@@ -125,6 +138,7 @@ function createRatelane(core, host) {
     network_error: NetworkError,
     unauthorized: UnauthorizedError,
     closed: ClosedError,
+    insufficient_capacity: InsufficientCapacityError,
   }
   const USAGE_CLASSES = {
     unknown_request: UnknownRequestError,
@@ -162,6 +176,7 @@ function createRatelane(core, host) {
   function fromCoreError(error) {
     if (error instanceof RatelaneError) return error
     if (error && error.code === 'insufficient_capacity') {
+      // A server-side checkN (the client-side failure comes as a `fail` output instead).
       return new InsufficientCapacityError(error.code, error.message, { cause: error, requested: error.requested, capacity: error.capacity })
     }
     const cls = error && typeof error.code === 'string' ? USAGE_CLASSES[error.code] : undefined
@@ -394,6 +409,8 @@ function createRatelane(core, host) {
   /** At most this many error strings, each at most this many UTF-8 bytes (`ratelane::BodyHints`). */
   const MAX_ERRORS = 16
   const MAX_ERROR_LEN = 256
+  /** At most this many `usage` fields (`ratelane::BodyHints::MAX_USAGE`). */
+  const MAX_USAGE = 16
 
   function finiteNumber(value) {
     return typeof value === 'number' && Number.isFinite(value) ? value : null
@@ -445,9 +462,28 @@ function createRatelane(core, host) {
   }
 
   /**
+   * The numeric fields of the body's top-level `usage` object (OpenAI `total_tokens`,
+   * Anthropic `input_tokens`/`output_tokens`): finite numbers >= 0 only (not booleans, not
+   * the nested `*_details` objects), the first MAX_USAGE of them. `null` when there is none.
+   */
+  function bodyUsage(parsed) {
+    const usage = parsed.usage
+    if (!usage || typeof usage !== 'object' || Array.isArray(usage)) return null
+    const fields = {}
+    let n = 0
+    for (const name of Object.keys(usage)) {
+      const value = usage[name]
+      if (name === '__proto__' || typeof value !== 'number' || !Number.isFinite(value) || value < 0) continue
+      fields[name] = value
+      if (++n === MAX_USAGE) break
+    }
+    return n > 0 ? fields : null
+  }
+
+  /**
    * What the core reads from a parsed JSON body (`ratelane::BodyHints`), the same for every
-   * profile: Discord's `retry_after`/`global`, a GraphQL `extensions.cost`, the error strings.
-   * `null` when there is none.
+   * profile: Discord's `retry_after`/`global`, a GraphQL `extensions.cost`, the error strings,
+   * the `usage` fields. `null` when there is none.
    */
   function bodyHints(parsed) {
     if (parsed === null || typeof parsed !== 'object') return null
@@ -467,6 +503,8 @@ function createRatelane(core, host) {
         }
         if (Object.values(fields).some((v) => v !== null)) hints.cost = fields
       }
+      const usage = bodyUsage(parsed)
+      if (usage !== null) hints.usage = usage
     }
     const errors = bodyErrors(parsed)
     if (errors.length > 0) hints.errors = errors
@@ -488,18 +526,24 @@ function createRatelane(core, host) {
 
   /** Bodies longer than this are not parsed (an HTML ban page, a hostile server). */
   const MAX_BODY_CHARS = 64 * 1024
+  /**
+   * The bound for the body of a request with costs, read for its `usage`: an LLM's answer
+   * holds the whole completion before the usage, often more than 64 KiB.
+   */
+  const MAX_USAGE_BODY_CHARS = 1024 * 1024
 
   /**
-   * The body fields of a 429: from a clone of a fetch `Response` (the caller's copy stays
-   * unread), or from a `body` that is a string or an already parsed object.
+   * The body fields of a 429 (or of any answer to a request with costs): from a clone of a
+   * fetch `Response` (the caller's copy stays unread), or from a `body` that is a string or an
+   * already parsed object. Bodies longer than `maxChars` are not parsed.
    */
-  async function readHints(response) {
+  async function readHints(response, maxChars) {
     try {
       let text
       if (typeof response.clone === 'function') {
         const length = response.headers && typeof response.headers.get === 'function'
           ? Number(response.headers.get('content-length')) : NaN
-        if (length > MAX_BODY_CHARS) return null
+        if (length > maxChars) return null
         const copy = response.clone()
         if (typeof copy.text !== 'function') return null
         text = await copy.text()
@@ -510,7 +554,7 @@ function createRatelane(core, host) {
       } else {
         return null
       }
-      if (typeof text !== 'string' || text.length > MAX_BODY_CHARS) return null
+      if (typeof text !== 'string' || text.length > maxChars) return null
       return bodyHints(JSON.parse(text))
     } catch (_) {
       return null // not JSON (an HTML ban page): the headers decide
@@ -748,6 +792,10 @@ function createRatelane(core, host) {
      * top-level keys of the JSON body, or the body object itself: the profile derives the
      * request's sub-limit class from them, e.g. a Discord channel edit of `name` or `topic`)
      * and `subLimit` (the class itself): a sub-limit 429 holds only requests of its class.
+     * `costs` (`{ tokens: 1200 }`): the estimated cost per dimension beyond the one request; the
+     * request waits until each dimension has room for it, and its answer's JSON `usage` (read
+     * from a clone) settles the estimate; an estimate above a dimension's whole limit rejects
+     * with InsufficientCapacityError.
      *
      * Rejects with a RateLimitError subclass when the core gives up on the request.
      */
@@ -770,7 +818,7 @@ function createRatelane(core, host) {
         let spec
         if (opts.major == null && opts.priority === undefined && opts.idempotent === undefined &&
             opts.globalExempt === undefined && opts.deadline == null && opts.deferAfter == null && opts.subLimit == null &&
-            opts.bodyKeys == null) {
+            opts.bodyKeys == null && opts.costs == null) {
           // Nothing but method, path and identity: the core's positional fast path.
           spec = this._methodPath(method, path)
           const identity = opts.identity !== undefined ? opts.identity : this._identity
@@ -791,6 +839,8 @@ function createRatelane(core, host) {
           id,
           method: spec.method,
           path: spec.path,
+          // Its answers' bodies are read for `usage`, which settles the estimated costs.
+          costs: spec.costs !== undefined && Object.keys(spec.costs).length > 0,
           send,
           resolve,
           reject,
@@ -892,6 +942,9 @@ function createRatelane(core, host) {
       if (opts.globalExempt !== undefined) spec.globalExempt = opts.globalExempt
       if (opts.subLimit !== undefined && opts.subLimit !== null) spec.subLimit = opts.subLimit
       if (opts.bodyKeys !== undefined && opts.bodyKeys !== null) spec.bodyKeys = bodyKeys(opts.bodyKeys)
+      // Checked by the core module (InvalidArgumentError naming request.costs, or
+      // InvalidRequestError for a name the core refuses).
+      if (opts.costs !== undefined && opts.costs !== null) spec.costs = opts.costs
       if (opts.deadline !== undefined && opts.deadline !== null) {
         if (typeof opts.deadline !== 'number' || !(opts.deadline >= 0)) {
           throw usage(InvalidArgumentError, 'invalid_argument', 'deadline must be a number of ms >= 0')
@@ -1065,15 +1118,21 @@ function createRatelane(core, host) {
       }
       let hints = null
       // The body is read where the profile reads it (a 429's JSON, GitHub's 403 messages,
-      // Shopify's GraphQL cost in every answer): the core says which statuses.
+      // Shopify's GraphQL cost in every answer): the core says which statuses. A request with
+      // costs has every JSON answer read for its `usage` (the actual costs, which settle the
+      // estimates), from a clone as a 429's; nothing else of such a body is passed.
       if (response.status === 429 || (this._core.readsBody(response.status) && mayBeJson(response))) {
-        hints = await readHints(response)
+        hints = await readHints(response, entry.costs ? MAX_USAGE_BODY_CHARS : MAX_BODY_CHARS)
         if (!this._current(entry, controller)) return
+      } else if (entry.costs && mayBeJson(response)) {
+        const read = await readHints(response, MAX_USAGE_BODY_CHARS)
+        if (!this._current(entry, controller)) return
+        hints = read && read.usage !== undefined ? { usage: read.usage } : null
       }
       entry.attemptController = null
       let disposition
       try {
-        if (lines !== null && (!hints || (hints.cost === undefined && hints.errors === undefined))) {
+        if (lines !== null && (!hints || (hints.cost === undefined && hints.errors === undefined && hints.usage === undefined))) {
           disposition = this._core.handleResponseFlat(nowNs(), entry.id, response.status, lines, wallClockMs,
             hints && hints.retryAfter !== undefined ? hints.retryAfter : null,
             hints && hints.global !== undefined ? hints.global : null)
@@ -1150,6 +1209,10 @@ function createRatelane(core, host) {
         details.retryAt = output.retryAtNs / 1e6
         details.retryAfter = ahead
         details.retryAtMs = Math.ceil(Date.now() + ahead) // whole ms, never before the prediction
+      } else if (output.code === 'insufficient_capacity') {
+        details.dimension = output.dimension
+        details.cost = output.cost
+        details.limit = output.limit
       }
       this._settle(entry)
       entry.reject(new cls(output.code, output.message, details))

@@ -15,6 +15,9 @@ pub struct FailView {
     pub retry_at: Option<Nanos>,
     /// `retries_exhausted`, `network_error`: how many times it was tried.
     pub attempts: Option<u32>,
+    /// `insufficient_capacity`: the dimension, the request's estimated cost in it and the
+    /// dimension's limit.
+    pub capacity: Option<(String, u64, u64)>,
 }
 
 /// What a `fail` output says about `reason`.
@@ -29,6 +32,7 @@ pub fn fail_view(reason: &FailReason) -> FailView {
         predicted_wait: None,
         retry_at: None,
         attempts: None,
+        capacity: None,
     };
     match reason {
         FailReason::DeadlineExceeded { predicted_send_at } => {
@@ -38,6 +42,9 @@ pub fn fail_view(reason: &FailReason) -> FailView {
         FailReason::Deferred { retry_at } => view.retry_at = Some(*retry_at),
         FailReason::RetriesExhausted { attempts } | FailReason::NetworkError { attempts } => {
             view.attempts = Some(*attempts);
+        }
+        FailReason::InsufficientCapacity { dimension, cost, limit } => {
+            view.capacity = Some((dimension.clone(), *cost, *limit));
         }
         FailReason::MaybeSent | FailReason::Unauthorized | FailReason::Closed => {}
     }
@@ -87,6 +94,7 @@ mod tests {
             FailReason::NetworkError { attempts: 2 },
             FailReason::Unauthorized,
             FailReason::Closed,
+            FailReason::InsufficientCapacity { dimension: "tokens".into(), cost: 5, limit: 4 },
         ]
     }
 
@@ -125,5 +133,9 @@ mod tests {
         assert_eq!(fail_view(&FailReason::Deferred { retry_at: 11 }).predicted_wait, None);
         assert_eq!(fail_view(&FailReason::NetworkError { attempts: 2 }).attempts, Some(2));
         assert_eq!(fail_view(&FailReason::Closed).attempts, None);
+        let capacity = fail_view(&FailReason::InsufficientCapacity { dimension: "tokens".into(), cost: 5, limit: 4 });
+        assert_eq!(capacity.capacity, Some(("tokens".to_string(), 5, 4)));
+        assert_eq!(capacity.attempts, None);
+        assert_eq!(fail_view(&FailReason::Closed).capacity, None);
     }
 }

@@ -15,7 +15,10 @@
 //! Caller misuse throws a JS `Error` whose `code` is the core's stable code
 //! ([`ratelane::Error::code`]), or `invalid_argument` for a JS value of the wrong type or range.
 
+use std::collections::BTreeMap;
+
 use napi::bindgen_prelude::{Either, Null, Object, Unknown};
+use napi::{JsValue, ValueType};
 use napi_derive::napi;
 use ratelane::sim::{Server, SimError};
 use ratelane::{BodyHints, Disposition, FailReason, Failure, Observation, Output, Request, Response};
@@ -158,7 +161,95 @@ fn request_from(obj: &Object) -> Result<Request> {
     if let Some(keys) = opt::<Vec<String>>(obj, "bodyKeys", "request.bodyKeys (an array of strings)")? {
         request.body_keys = keys;
     }
+    request.costs = costs_from(obj)?;
     Ok(request)
+}
+
+/// How a JS value's type reads in a message.
+fn type_name(value_type: ValueType) -> &'static str {
+    match value_type {
+        ValueType::Undefined => "undefined",
+        ValueType::Null => "null",
+        ValueType::Boolean => "a boolean",
+        ValueType::Number => "a number",
+        ValueType::String => "a string",
+        ValueType::Symbol => "a symbol",
+        ValueType::Function => "a function",
+        ValueType::BigInt => "a bigint",
+        _ => "an object",
+    }
+}
+
+/// Whether `value` is `undefined` or `null` (an absent optional field).
+fn is_absent(value: &Unknown<'_>) -> bool {
+    matches!(value.get_type(), Ok(ValueType::Undefined | ValueType::Null))
+}
+
+/// `request.costs`: an object of dimension name to estimated cost, a whole number (`{ tokens:
+/// 1200 }`), in the object's key order; absent, `undefined` or `null`: none. A wrong type, a
+/// fraction, a negative or unsafe number is `invalid_argument`; the names themselves are the
+/// core's to check (`invalid_request`). An entry that is `undefined` or `null` is left out.
+fn costs_from(obj: &Object) -> Result<Vec<(String, u64)>> {
+    const SHAPE: &str = "request.costs must be an object of dimension names to whole numbers (e.g. { tokens: 1200 })";
+    let value: Option<Either<Object, Unknown>> = obj.get("costs").map_err(wrong_type("request.costs"))?;
+    let costs = match value {
+        None => return Ok(Vec::new()),
+        Some(Either::A(costs)) => {
+            if costs.is_array().map_err(wrong_type("request.costs"))? {
+                return Err(invalid_argument(format!("{SHAPE}, got an array")));
+            }
+            costs
+        }
+        Some(Either::B(other)) if is_absent(&other) => return Ok(Vec::new()),
+        Some(Either::B(other)) => {
+            let got = other.get_type().map_or("an unknown value", type_name);
+            return Err(invalid_argument(format!("{SHAPE}, got {got}")));
+        }
+    };
+    let names = Object::keys(&costs).map_err(wrong_type("request.costs"))?;
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let value: Option<Either<f64, Unknown>> = costs.get(&name).map_err(wrong_type("request.costs"))?;
+        let amount = match value {
+            None => continue,
+            Some(Either::A(v)) => v,
+            Some(Either::B(other)) if is_absent(&other) => continue,
+            Some(Either::B(other)) => {
+                let got = other.get_type().map_or("an unknown value", type_name);
+                return Err(invalid_argument(format!(
+                    "request.costs.{name} must be a whole number >= 0 (the estimated cost), got {got}"
+                )));
+            }
+        };
+        if !(amount.is_finite() && amount.fract() == 0.0 && (0.0..=MAX_SAFE).contains(&amount)) {
+            return Err(invalid_argument(format!(
+                "request.costs.{name} must be a whole number in 0..=Number.MAX_SAFE_INTEGER (the estimated cost), got {amount}"
+            )));
+        }
+        out.push((name, amount as u64));
+    }
+    Ok(out)
+}
+
+/// `response.body.usage`: the numeric fields of the body's `usage` object. It must be an
+/// object; its values are what a server sent, so an entry that is not a finite number `>= 0`
+/// is left out rather than refused, and only the first `BodyHints::MAX_USAGE` that are kept.
+fn usage_from(usage: &Object) -> Result<Vec<(String, f64)>> {
+    let what = "response.body.usage (an object of numbers)";
+    let mut out = Vec::new();
+    for name in Object::keys(usage).map_err(wrong_type(what))? {
+        if out.len() == BodyHints::MAX_USAGE {
+            break;
+        }
+        let value: Option<Either<f64, Unknown>> = usage.get(&name).map_err(wrong_type(what))?;
+        if let Some(Either::A(v)) = value
+            && v.is_finite()
+            && v >= 0.0
+        {
+            out.push((name, v));
+        }
+    }
+    Ok(out)
 }
 
 fn request_arg(value: Either<Object<'_>, Unknown<'_>>) -> Result<Request> {
@@ -199,6 +290,17 @@ fn response_from(obj: &Object) -> Result<OwnedResponse> {
             });
         }
         body.errors = opt(&hints, "errors", "response.body.errors (an array of strings)")?.unwrap_or_default();
+        let usage: Option<Either<Object, Unknown>> =
+            hints.get("usage").map_err(wrong_type("response.body.usage (an object of numbers)"))?;
+        match usage {
+            None => {}
+            Some(Either::A(usage)) => body.usage = usage_from(&usage)?,
+            Some(Either::B(other)) if is_absent(&other) => {}
+            Some(Either::B(other)) => {
+                let got = other.get_type().map_or("an unknown value", type_name);
+                return Err(invalid_argument(format!("response.body.usage must be an object of numbers, got {got}")));
+            }
+        }
     }
     let wall_clock_ms = opt::<f64>(obj, "wallClockMs", "response.wallClockMs (a number)")?
         .map(|ms| whole(ms, "response.wallClockMs"))
@@ -231,7 +333,9 @@ pub struct JsOutput {
     pub route: Option<String>,
     pub bucket: Option<String>,
     pub count: Option<u32>,
-    pub limit: Option<u32>,
+    /// `invalid_request_warning`: the budget; `fail` with code `insufficient_capacity`: the
+    /// dimension's limit.
+    pub limit: Option<f64>,
     pub at_ns: Option<f64>,
     /// `reserve` (shared mode).
     pub reservation: Option<shared::JsReservation>,
@@ -239,6 +343,10 @@ pub struct JsOutput {
     pub update: Option<shared::JsSharedUpdate>,
     /// `store_unavailable` (shared mode); `fail` with code `deferred`: when to enqueue it again.
     pub retry_at_ns: Option<f64>,
+    /// `fail` with code `insufficient_capacity`: the dimension (`tokens`...).
+    pub dimension: Option<String>,
+    /// `fail` with code `insufficient_capacity`: the request's estimated cost in it.
+    pub cost: Option<f64>,
 }
 
 impl JsOutput {
@@ -261,6 +369,8 @@ impl JsOutput {
             reservation: None,
             update: None,
             retry_at_ns: None,
+            dimension: None,
+            cost: None,
         }
     }
 }
@@ -278,7 +388,11 @@ fn output_to_js(output: Output) -> JsOutput {
 }
 
 fn fail_to_js(id: u64, reason: &FailReason) -> JsOutput {
-    let FailView { code, predicted_send_at, predicted_wait, retry_at, attempts } = fail_view(reason);
+    let FailView { code, predicted_send_at, predicted_wait, retry_at, attempts, capacity } = fail_view(reason);
+    let (dimension, cost, limit) = match capacity {
+        Some((dimension, cost, limit)) => (Some(dimension), Some(to_js_number(cost)), Some(to_js_number(limit))),
+        None => (None, None, None),
+    };
     JsOutput {
         id: Some(to_js_number(id)),
         code: Some(code.to_string()),
@@ -288,6 +402,9 @@ fn fail_to_js(id: u64, reason: &FailReason) -> JsOutput {
         predicted_wait_ns: predicted_wait.map(to_js_number),
         retry_at_ns: retry_at.map(to_js_number),
         attempts,
+        dimension,
+        cost,
+        limit,
         ..JsOutput::of("fail")
     }
 }
@@ -307,7 +424,7 @@ fn observation_to_js(observation: Observation) -> JsOutput {
         },
         Observation::InvalidRequestWarning { count, limit } => JsOutput {
             count: Some(count),
-            limit: Some(limit),
+            limit: Some(f64::from(limit)),
             ..JsOutput::of("invalid_request_warning")
         },
         Observation::StoreUnavailable { id, retry_at } => shared::store_unavailable_to_js(id, retry_at),
@@ -668,12 +785,16 @@ pub struct SimResponse {
     pub body_text: String,
 }
 
-/// What a driver would parse from a simulated 429 body.
+/// What a driver would parse from a simulated body: a 429's `retry_after` and `global`, and
+/// an accepted answer's `usage` under a token budget (the server config's `tokens`).
 #[napi(object, object_from_js = false)]
 #[derive(Debug)]
 pub struct SimBody {
     pub retry_after: Either<f64, Null>,
     pub global: Either<bool, Null>,
+    /// What the request cost (`total_tokens`, or `input_tokens` and `output_tokens`); only set
+    /// on accepted answers of a server with a token budget.
+    pub usage: Option<BTreeMap<String, f64>>,
 }
 
 /// A model of Discord's REST rate limiting (`ratelane::sim::Server`).
@@ -695,19 +816,36 @@ impl SimServer {
         Ok(SimServer { inner: Server::new(config), next_tag: 0 })
     }
 
-    /// Answers `request` arriving at `nowNs`.
-    #[napi(ts_args_type = "nowNs: number, request: RequestSpec")]
-    pub fn handle(&mut self, now_ns: NumArg<'_>, request: Either<Object<'_>, Unknown<'_>>) -> Result<SimResponse> {
+    /// Answers `request` arriving at `nowNs`. `tokens`: what the request really costs of the
+    /// server's token budget (`Server::handle_costing`; its client only estimates it);
+    /// omitted: the config's `tokens.cost`.
+    #[napi(ts_args_type = "nowNs: number, request: RequestSpec, tokens?: number | null")]
+    pub fn handle(
+        &mut self,
+        now_ns: NumArg<'_>,
+        request: Either<Object<'_>, Unknown<'_>>,
+        tokens: Option<NumArg<'_>>,
+    ) -> Result<SimResponse> {
         let now = whole_arg(now_ns, "nowNs")?;
         let request = request_arg(request)?;
+        let tokens = match tokens {
+            None => None,
+            Some(Either::B(other)) if is_absent(&other) => None,
+            Some(Either::A(v)) if v.fract() != 0.0 => {
+                return Err(invalid_argument(format!("tokens must be a whole number, got {v}")));
+            }
+            Some(v) => Some(whole_arg(v, "tokens")?),
+        };
         self.next_tag += 1;
-        let r = self.inner.handle(now, self.next_tag, &request);
+        let r = self.inner.handle_costing(now, self.next_tag, &request, tokens);
+        let usage = (!r.body.usage.is_empty()).then(|| r.body.usage.into_iter().collect());
         Ok(SimResponse {
             status: u32::from(r.status),
             headers: r.headers.into_iter().map(|(k, v)| vec![k, v]).collect(),
             body: SimBody {
                 retry_after: r.body.retry_after.map_or(Either::B(Null), Either::A),
                 global: r.body.global.map_or(Either::B(Null), Either::A),
+                usage,
             },
             body_text: r.body_text,
         })

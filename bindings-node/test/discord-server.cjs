@@ -3,6 +3,10 @@
 // `X-RateLimit-Bucket`, major parameters, the global limit counted on arrival, sub-limits,
 // 429 bodies) run in real time, so a client sees the same headers and bodies as from Discord.
 //
+// With a token budget (the config's `tokens`, an OpenAI-like API's tokens per minute) and
+// `costOf`, each request's JSON body says what it really costs: the simulator charges that
+// (`SimServer.handle`'s third argument) and an accepted answer's body reports it as `usage`.
+//
 // It listens on a free port, stops by itself after `lifetimeMs` (default 60 s) and on close().
 'use strict'
 const http = require('node:http')
@@ -14,6 +18,10 @@ const { SimServer } = require('..')
  *   latencyMs: delay before each answer (default 0), plus up to jitterMs more at random;
  *   hold: (method, path) => true to never answer (the client must abort);
  *   dropOnce: (method, path, count) => true to destroy the socket instead of answering;
+ *   costOf: (body, method, path) => the tokens the request really costs, from its parsed JSON
+ *     body (null when it has none or it is not JSON); undefined: the config's `tokens.cost`.
+ *     Each answer is then listed in `stats.tokens` as { atNs, tokens, status } (simulator
+ *     time: ns since the server started);
  *   lifetimeMs: the server closes itself after this long.
  */
 async function startDiscordServer(options = {}) {
@@ -22,7 +30,7 @@ async function startDiscordServer(options = {}) {
   const origin = performance.now()
   const config = { wall_epoch_ms: Date.now(), ...(options.config || {}) }
   const sim = new SimServer(JSON.stringify(config))
-  const stats = { arrivals: 0, byStatus: {}, aborted: 0, dropped: 0 }
+  const stats = { arrivals: 0, byStatus: {}, aborted: 0, dropped: 0, tokens: [] }
   const latency = options.latencyMs || 0
   const jitter = options.jitterMs || 0
   const sockets = new Set()
@@ -36,7 +44,9 @@ async function startDiscordServer(options = {}) {
       res.end(JSON.stringify({ ...stats, count429: sim.count429() }))
       return
     }
-    req.resume()
+    const chunks = []
+    if (options.costOf) req.on('data', (chunk) => chunks.push(chunk))
+    else req.resume()
     req.on('end', () => {
       if (options.hold && options.hold(method, path)) {
         res.on('close', () => { stats.aborted += 1 })
@@ -49,13 +59,24 @@ async function startDiscordServer(options = {}) {
           req.socket.destroy()
           return
         }
+        let tokens
+        if (options.costOf) {
+          let body = null
+          try {
+            body = JSON.parse(Buffer.concat(chunks).toString('utf8'))
+          } catch (_) { /* no JSON body */ }
+          tokens = options.costOf(body, method, path)
+        }
         const nowNs = Math.round((performance.now() - origin) * 1e6)
-        const r = sim.handle(nowNs, { method, path })
+        const r = sim.handle(nowNs, { method, path }, tokens)
         stats.byStatus[r.status] = (stats.byStatus[r.status] || 0) + 1
+        if (options.costOf) stats.tokens.push({ atNs: nowNs, tokens, status: r.status })
         const headers = {}
         for (const [name, value] of r.headers) headers[name] = value
         res.writeHead(r.status, headers)
-        res.end(r.status === 200 ? JSON.stringify({ id: String(stats.arrivals), ok: true }) : r.bodyText)
+        const ok = { id: String(stats.arrivals), ok: true }
+        if (r.body.usage) ok.usage = r.body.usage
+        res.end(r.status === 200 ? JSON.stringify(ok) : r.bodyText)
       }
       const delay = latency + (jitter > 0 ? Math.random() * jitter : 0)
       if (delay > 0) setTimeout(answer, delay)

@@ -90,6 +90,18 @@ async function driver(url: string): Promise<void> {
       console.log(code, e.attempts, e.response?.status)
     } else if (e instanceof RatelaneError) console.log(e.code)
   }
+  try {
+    const completion: Response = await limiter.run('POST', '/v1/chat/completions',
+      ({ signal }) => fetch(url, { method: 'POST', body: '{}', signal }), { costs: { tokens: 1200, input_tokens: 1000 } })
+    void completion
+  } catch (e) {
+    if (e instanceof InsufficientCapacityError) {
+      const dimension: string | null = e.dimension
+      const over: number = e.cost - e.limit
+      const failure: RateLimitError = e
+      console.log(dimension, over, failure.code, e.requested, e.capacity)
+    }
+  }
   const plain = await limiter.run('GET', '/users/@me', () => ({ status: 200, headers: {} }))
   const status: number = plain.status
   void status
@@ -107,7 +119,7 @@ function sansIo(): void {
     const o: Output = out
     switch (o.type) {
       case 'send': console.log(o.id === id); break
-      case 'fail': console.log(o.code, o.message, o.predictedWaitNs); break
+      case 'fail': console.log(o.code, o.message, o.predictedWaitNs, o.dimension, o.cost, o.limit); break
       case 'wait_until': console.log(o.atNs); break
       case 'rate_limited': console.log(o.scope, o.retryAfterNs); break
       default: break
@@ -115,6 +127,11 @@ function sansIo(): void {
   }
   const disposition: 'complete' | 'retry' | 'failed' = limiter.handleResponse(1, id, { status: 200, headers: [['x-ratelimit-limit', '5']] })
   void disposition
+  const costly: RequestSpec = { method: 'POST', path: '/v1/chat/completions', costs: { tokens: 1200 } }
+  const other: number = limiter.enqueue(2, costly)
+  limiter.handleResponse(3, other, { status: 200, headers: [], body: { usage: { total_tokens: 950 } } })
+  const usage: Record<string, number> | undefined = new SimServer('{}').handle(4, costly, 950).body.usage
+  void usage
   const codes: readonly FailCode[] = FAIL_CODES
   void codes
   const server = new SimServer('{}')

@@ -170,7 +170,47 @@ fn object_arg<T: serde::de::DeserializeOwned>(what: &str, value: JsValue) -> Res
     })
 }
 
+/// `request.costs`: an object of dimension name to estimated cost, a whole number (`{ tokens:
+/// 1200 }`), in the object's key order; absent, `undefined` or `null`: none. A wrong type, a
+/// fraction, a negative or unsafe number is `invalid_argument`; the names themselves are the
+/// core's to check (`invalid_request`). An entry that is `undefined` or `null` is left out.
+fn costs_arg(request: &JsValue) -> Result<Vec<(String, u64)>, JsValue> {
+    let costs = Reflect::get(request, &JsValue::from_str("costs")).unwrap_or(JsValue::UNDEFINED);
+    if costs.is_undefined() || costs.is_null() {
+        return Ok(Vec::new());
+    }
+    if !costs.is_object() || Array::is_array(&costs) || costs.is_function() {
+        let got = if Array::is_array(&costs) { "array".to_string() } else { type_of(&costs) };
+        return Err(invalid_argument(&format!(
+            "request.costs must be an object of dimension names to whole numbers (e.g. {{ tokens: 1200 }}), got {got}"
+        )));
+    }
+    let mut out = Vec::new();
+    for entry in Object::entries(costs.unchecked_ref::<Object>()).iter() {
+        let pair: Array = entry.unchecked_into();
+        let name = pair.get(0).as_string().unwrap_or_default();
+        let value = pair.get(1);
+        if value.is_undefined() || value.is_null() {
+            continue;
+        }
+        let Some(amount) = value.as_f64() else {
+            return Err(invalid_argument(&format!(
+                "request.costs.{name} must be a whole number >= 0 (the estimated cost), got {}",
+                type_of(&value)
+            )));
+        };
+        if !(amount.is_finite() && amount.fract() == 0.0 && (0.0..=MAX_SAFE_INTEGER).contains(&amount)) {
+            return Err(invalid_argument(&format!(
+                "request.costs.{name} must be a whole number in 0..=Number.MAX_SAFE_INTEGER (the estimated cost), got {amount}"
+            )));
+        }
+        out.push((name, amount as u64));
+    }
+    Ok(out)
+}
+
 fn request_arg(value: JsValue) -> Result<Request, JsValue> {
+    let costs = if value.is_object() { costs_arg(&value)? } else { Vec::new() };
     let spec: RequestSpec = object_arg("request", value)?;
     Ok(Request {
         method: spec.method,
@@ -184,6 +224,7 @@ fn request_arg(value: JsValue) -> Result<Request, JsValue> {
         global_exempt: spec.global_exempt,
         sub_limit: spec.sub_limit,
         body_keys: spec.body_keys.unwrap_or_default(),
+        costs,
     })
 }
 
@@ -198,6 +239,9 @@ struct BodySpec {
     cost: Option<CostSpec>,
     #[serde(default)]
     errors: Option<Vec<String>>,
+    /// The body's `usage` object, read apart (`usage_arg`): what a server sent.
+    #[serde(skip)]
+    usage: Vec<(String, f64)>,
 }
 
 /// `QueryCost` of the contract (Shopify's `extensions.cost`).
@@ -229,8 +273,43 @@ impl BodySpec {
                 restore_rate: c.restore_rate,
             }),
             errors: self.errors.unwrap_or_default(),
+            usage: self.usage,
         }
     }
+}
+
+/// `response.body.usage`: the numeric fields of the body's `usage` object. It must be an
+/// object; its values are what a server sent, so an entry that is not a finite number `>= 0`
+/// is left out rather than refused, and only the first `BodyHints::MAX_USAGE` that are kept.
+fn usage_arg(response: &JsValue) -> Result<Vec<(String, f64)>, JsValue> {
+    let body = Reflect::get(response, &JsValue::from_str("body")).unwrap_or(JsValue::UNDEFINED);
+    if !body.is_object() {
+        return Ok(Vec::new());
+    }
+    let usage = Reflect::get(&body, &JsValue::from_str("usage")).unwrap_or(JsValue::UNDEFINED);
+    if usage.is_undefined() || usage.is_null() {
+        return Ok(Vec::new());
+    }
+    if !usage.is_object() {
+        return Err(invalid_argument(&format!(
+            "response.body.usage must be an object of numbers, got {}",
+            type_of(&usage)
+        )));
+    }
+    let mut out = Vec::new();
+    for entry in Object::entries(usage.unchecked_ref::<Object>()).iter() {
+        if out.len() == BodyHints::MAX_USAGE {
+            break;
+        }
+        let pair: Array = entry.unchecked_into();
+        if let (Some(name), Some(v)) = (pair.get(0).as_string(), pair.get(1).as_f64())
+            && v.is_finite()
+            && v >= 0.0
+        {
+            out.push((name, v));
+        }
+    }
+    Ok(out)
 }
 
 /// `ResponseSpec` of the contract.
@@ -282,6 +361,11 @@ fn fail_object(o: &Object, id: u64, reason: &FailReason) {
             set(o, "predictedWaitNs", num(*predicted_wait))
         }
         FailReason::Deferred { retry_at } => set(o, "retryAtNs", num(*retry_at)),
+        FailReason::InsufficientCapacity { dimension, cost, limit } => {
+            set(o, "dimension", dimension.as_str());
+            set(o, "cost", num(*cost));
+            set(o, "limit", num(*limit));
+        }
         FailReason::RetriesExhausted { attempts } | FailReason::NetworkError { attempts } => {
             set(o, "attempts", *attempts);
         }
@@ -408,7 +492,11 @@ impl Limiter {
     ) -> Result<JsValue, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
         let id = number_arg("id", &id)?;
-        let spec: ResponseSpec = object_arg("response", response)?;
+        let usage = if response.is_object() { usage_arg(&response)? } else { Vec::new() };
+        let mut spec: ResponseSpec = object_arg("response", response)?;
+        if !usage.is_empty() {
+            spec.body.get_or_insert_with(BodySpec::default).usage = usage;
+        }
         if !(100..=999).contains(&spec.status) {
             return Err(invalid_argument(&format!(
                 "response.status must be an integer in 100..=999, got {}",
@@ -802,17 +890,30 @@ impl SimServer {
         })
     }
 
-    /// Answers `request` arriving at `nowNs`.
+    /// Answers `request` arriving at `nowNs`. `tokens`: what the request really costs of the
+    /// server's token budget (`Server::handle_costing`; its client only estimates it);
+    /// omitted: the config's `tokens.cost`.
     #[wasm_bindgen(unchecked_return_type = "SimResponseSpec")]
     pub fn handle(
         &mut self,
         #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
         #[wasm_bindgen(unchecked_param_type = "RequestSpec")] request: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] tokens: JsValue,
     ) -> Result<JsValue, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
         let request = request_arg(request)?;
+        let tokens = if tokens.is_undefined() || tokens.is_null() {
+            None
+        } else {
+            match tokens.as_f64() {
+                Some(v) if v.fract() != 0.0 => {
+                    return Err(invalid_argument(&format!("tokens must be a whole number, got {v}")));
+                }
+                _ => Some(number_arg("tokens", &tokens)?),
+            }
+        };
         self.next_tag += 1;
-        let answer = self.inner.handle(now, self.next_tag, &request);
+        let answer = self.inner.handle_costing(now, self.next_tag, &request, tokens);
         let o = Object::new();
         set(&o, "status", answer.status);
         set(&o, "headers", pairs(&answer.headers));
@@ -830,6 +931,13 @@ impl SimServer {
             "global",
             answer.body.global.map_or(JsValue::NULL, JsValue::from_bool),
         );
+        if !answer.body.usage.is_empty() {
+            let usage = Object::new();
+            for (name, value) in &answer.body.usage {
+                set(&usage, name, JsValue::from_f64(*value));
+            }
+            set(&body, "usage", usage);
+        }
         set(&o, "body", body);
         set(&o, "bodyText", answer.body_text);
         Ok(o.into())

@@ -159,7 +159,7 @@ test('bundler build: imported with Node\'s wasm ES module integration', () => {
     cwd: here, encoding: 'utf8',
   });
   assert.deepEqual(JSON.parse(out), {
-    outputs: [{ type: 'send', id: 1 }, { type: 'idle' }], codes: 8, status: 200,
+    outputs: [{ type: 'send', id: 1 }, { type: 'idle' }], codes: 9, status: 200,
     scheduled: { runNow: false, releaseAtNs: 1e9, waiting: 1 },
   });
 });

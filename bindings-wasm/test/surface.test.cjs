@@ -26,7 +26,7 @@ test('code lists come from the core', () => {
   assert.deepEqual(ERROR_CODES, raw.errorCodes());
   assert.deepEqual(FAIL_CODES, [
     'deadline_exceeded', 'max_wait_exceeded', 'deferred', 'retries_exhausted', 'maybe_sent',
-    'network_error', 'unauthorized', 'closed',
+    'network_error', 'unauthorized', 'closed', 'insufficient_capacity',
   ]);
   assert.deepEqual(ERROR_CODES, [
     'unknown_request', 'invalid_state', 'invalid_config', 'invalid_request', 'limiter_closed',
@@ -142,6 +142,56 @@ test('fail outputs carry their prediction or attempt count', () => {
   assert.equal(dfail.id, deadline);
   assert.equal(dfail.code, 'deadline_exceeded');
   assert.equal(typeof dfail.predictedSendAtNs, 'number');
+});
+
+test('request costs and response usage: read apart from the serde fields, checked, in key order', () => {
+  const chat = { method: 'POST', path: '/v1/chat/completions' };
+  const limiter = new Limiter('{"profile": "openai", "global_limit": 0}');
+  for (const [costs, message] of [
+    ['tokens', /^request\.costs must be an object .*got string$/],
+    [[1], /^request\.costs must be an object .*got array$/],
+    [() => 1, /^request\.costs must be an object .*got function$/],
+    [{ tokens: -1 }, /^request\.costs\.tokens must be a whole number/],
+    [{ tokens: 0.5 }, /^request\.costs\.tokens must be a whole number/],
+    [{ tokens: 2 ** 53 }, /^request\.costs\.tokens must be a whole number/],
+    [{ tokens: '5' }, /^request\.costs\.tokens must be a whole number >= 0 .*got string$/],
+    [{ tokens: 5n }, /^request\.costs\.tokens must be a whole number >= 0 .*got bigint$/],
+  ]) {
+    throwsCode(() => limiter.enqueue(0, { ...chat, costs }), 'invalid_argument', message);
+  }
+  throwsCode(() => limiter.enqueue(0, { ...chat, costs: { requests: 1 } }), 'invalid_request', /requests/);
+  throwsCode(() => limiter.enqueue(0, { ...chat, costs: { tokens: 1, Points: 2 } }), 'invalid_request', /Points/);
+  const id = limiter.enqueue(0, { ...chat, costs: { tokens: 900, points: null, other: undefined } });
+  assert.deepEqual(limiter.drain(), [{ type: 'send', id }, { type: 'idle' }]);
+  const headers = [
+    ['x-ratelimit-limit-tokens', '1000'], ['x-ratelimit-remaining-tokens', '900'], ['x-ratelimit-reset-tokens', '60s'],
+  ];
+  throwsCode(() => limiter.handleResponse(1, id, { status: 200, headers, body: { usage: 'x' } }), 'invalid_argument', /usage/);
+  // Server values that are not finite numbers >= 0 are left out; the rest settles the estimate.
+  const usage = { total_tokens: -1, junk: 'a', input_tokens: 60, output_tokens: 40, nan: NaN };
+  assert.equal(limiter.handleResponse(1, id, { status: 200, headers, body: { usage } }), 'complete');
+  limiter.drain();
+  const next = limiter.enqueue(2, { ...chat, costs: { tokens: 800 } });
+  assert.deepEqual(limiter.drain(), [{ type: 'send', id: next }, { type: 'idle' }], '900 - 100 spent leaves room');
+  const huge = limiter.enqueue(3, { ...chat, costs: { tokens: 1001 } });
+  assert.deepEqual(limiter.drain()[0], {
+    type: 'fail', id: huge, code: 'insufficient_capacity',
+    message: 'insufficient capacity: the request costs 1001 tokens, more than the limit of 1000',
+    dimension: 'tokens', cost: 1001, limit: 1000,
+  });
+  // The simulator takes what a request really costs, and reports it.
+  const server = new SimServer(JSON.stringify({
+    profile: 'openai', dialect: 'openai', global: null,
+    buckets: { c: { limit: 10, window_ns: 60 * S } }, routes: { 'POST /v1/chat/completions': { bucket: 'c' } },
+    tokens: { cost: 100, limit: 10, window_ns: 60 * S },
+  }));
+  assert.deepEqual(server.handle(0, chat, 250).body, { retryAfter: null, global: null, usage: { total_tokens: 250 } });
+  assert.deepEqual(server.handle(1, chat).body.usage, { total_tokens: 100 });
+  assert.deepEqual(server.handle(2, chat, null).body.usage, { total_tokens: 100 });
+  throwsCode(() => server.handle(3, chat, 1.5), 'invalid_argument', /tokens/);
+  throwsCode(() => server.handle(3, chat, -1), 'invalid_argument', /tokens/);
+  throwsCode(() => server.handle(3, chat, 'x'), 'invalid_argument', /tokens/);
+  assert.equal(server.handle(4, chat, 1000).status, 429);
 });
 
 test('pollOutput gives one output at a time; getters count', () => {

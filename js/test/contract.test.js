@@ -23,7 +23,7 @@ test('the module exports the classes and the code lists', () => {
   }
   assert.deepEqual([...core.FAIL_CODES], [
     'deadline_exceeded', 'max_wait_exceeded', 'deferred', 'retries_exhausted', 'maybe_sent', 'network_error',
-    'unauthorized', 'closed',
+    'unauthorized', 'closed', 'insufficient_capacity',
   ])
   assert.deepEqual([...core.ERROR_CODES], [
     'unknown_request', 'invalid_state', 'invalid_config', 'invalid_request', 'limiter_closed',
@@ -107,6 +107,9 @@ test('values of the wrong JS type or range throw invalid_argument', () => {
     () => l.enqueue(0, { method: 'GET', path: '/x', priority: 1.5 }),
     () => l.enqueue(0, { method: 'GET', path: '/x', deadlineNs: -5 }),
     () => l.enqueue(0, { method: 'GET', path: '/x', idempotent: 'yes' }),
+    () => l.enqueue(0, { method: 'GET', path: '/x', costs: { tokens: -1 } }),
+    () => l.enqueue(0, { method: 'GET', path: '/x', costs: 'tokens' }),
+    () => l.handleResponse(0, 1, { status: 200, headers: [], body: { usage: 'lots' } }),
     () => l.handleFailure(0, 1, 'lost'),
     () => l.handleResponse(0, 1, { status: 'ok', headers: [] }),
     () => l.handleResponse(0, 1, { status: 200, headers: [['only-a-name']] }),
@@ -193,6 +196,133 @@ test('fail outputs carry the message and the code fields', () => {
     assert.throws(() => l.enqueue(5, { method: 'POST', path: '/channels/1/messages', deferAfterNs: bad }),
       (e) => e.code === 'invalid_argument')
   }
+})
+
+test('request costs: whole numbers in an object, refused naming request.costs; names are the core\'s', () => {
+  const l = new core.Limiter(JSON.stringify({ profile: 'openai' }))
+  const chat = { method: 'POST', path: '/v1/chat/completions' }
+  const bad = [
+    ['tokens', /request\.costs must be an object/],
+    [12, /request\.costs must be an object/],
+    [true, /request\.costs must be an object/],
+    [[['tokens', 5]], /request\.costs must be an object.*array/],
+    [() => 5, /request\.costs must be an object/],
+    [{ tokens: -1 }, /request\.costs\.tokens must be a whole number/],
+    [{ tokens: 1.5 }, /request\.costs\.tokens must be a whole number/],
+    [{ tokens: NaN }, /request\.costs\.tokens must be a whole number/],
+    [{ tokens: Infinity }, /request\.costs\.tokens must be a whole number/],
+    [{ tokens: 2 ** 53 }, /request\.costs\.tokens must be a whole number/],
+    [{ tokens: '1200' }, /request\.costs\.tokens must be a whole number/],
+    [{ tokens: 10n }, /request\.costs\.tokens must be a whole number/],
+  ]
+  for (const [costs, message] of bad) {
+    assert.throws(() => l.enqueue(0, { ...chat, costs }), (e) => {
+      assert.equal(e.code, 'invalid_argument', `${String(costs)}: ${e.message}`)
+      assert.match(e.message, message)
+      return true
+    })
+    assert.throws(() => l.predict(0, { ...chat, costs }), (e) => e.code === 'invalid_argument')
+  }
+  // The core checks the names: [a-z0-9_], 1 to 32 bytes, not requests, at most 8.
+  const nine = Object.fromEntries(Array.from({ length: 9 }, (_, i) => [`d${i}`, 1]))
+  for (const costs of [{ requests: 1 }, { Tokens: 1 }, { '': 1 }, { ['x'.repeat(33)]: 1 }, nine]) {
+    throwsCode(() => l.enqueue(0, { ...chat, costs }), 'invalid_request')
+  }
+  assert.equal(l.queued + l.inFlight, 0, 'nothing refused was queued')
+  // Absent, undefined, null and empty are no costs; an entry that is undefined or null is left out.
+  for (const costs of [undefined, null, {}, { tokens: undefined }, { tokens: null }, { tokens: 0 }, { tokens: 2 ** 53 - 1, points: 3 }]) {
+    const id = l.enqueue(1, { ...chat, costs })
+    assert.equal(typeof id, 'number')
+  }
+})
+
+/** An OpenAI-like server with a token budget of `tokens` per minute, its requests 100 per minute. */
+function tokenServer(tokens) {
+  return new core.SimServer(JSON.stringify({
+    profile: 'openai', dialect: 'openai', global: null,
+    buckets: { chat: { limit: 100, window_ns: 60e9 } },
+    routes: { 'POST /v1/chat/completions': { bucket: 'chat' } },
+    tokens: { cost: tokens, limit: 1, window_ns: 60e9 },
+  }))
+}
+
+test('request costs: the answer\'s usage settles the estimate; hostile usage values are left out', () => {
+  const chat = { method: 'POST', path: '/v1/chat/completions' }
+  // A costs 900 by its estimate, 100 in fact; B (800) then fits in what is left (1000 - 100),
+  // but not in 1000 - 900 when the answer does not say what A cost.
+  const run = (usage) => {
+    const server = tokenServer(1000)
+    const l = new core.Limiter(JSON.stringify({ profile: 'openai', global_limit: 0 }))
+    const a = l.enqueue(0, { ...chat, costs: { tokens: 900 } })
+    assert.deepEqual(l.drain(), [{ type: 'send', id: a }, { type: 'idle' }])
+    const answer = server.handle(1, chat, 100)
+    assert.equal(answer.status, 200)
+    assert.deepEqual(answer.body.usage, { total_tokens: 100 })
+    assert.deepEqual(JSON.parse(answer.bodyText), { usage: { total_tokens: 100 } })
+    const body = usage === 'server' ? answer.body : usage === undefined ? undefined : { usage }
+    assert.equal(l.handleResponse(2, a, { status: 200, headers: answer.headers, body }), 'complete')
+    l.drain()
+    const b = l.enqueue(3, { ...chat, costs: { tokens: 800 } })
+    return l.drain()[0].type === 'send' && l.inFlight === 1 && b > a
+  }
+  assert.equal(run('server'), true, "the sim's body hints settle it")
+  assert.equal(run({ total_tokens: 100 }), true)
+  assert.equal(run({ input_tokens: 60, output_tokens: 40 }), true, 'Anthropic: input + output')
+  assert.equal(run({ prompt_tokens: 60, completion_tokens: 40, total_tokens: 100, details: 5 }), true)
+  assert.equal(run(undefined), false, 'without usage the estimate stands')
+  // What a server sent is never refused: values that are not finite numbers >= 0 are left out.
+  assert.equal(run({ total_tokens: -100, a: NaN, b: Infinity, c: '100', d: true, e: null, f: {} }), false)
+  assert.equal(run({ total_tokens: -1, input_tokens: 60, output_tokens: 40 }), true)
+})
+
+test('request costs: an estimate above the reported limit fails with insufficient_capacity and its numbers', () => {
+  const chat = { method: 'POST', path: '/v1/chat/completions' }
+  const server = tokenServer(1000)
+  const l = new core.Limiter(JSON.stringify({ profile: 'openai', global_limit: 0 }))
+  // No limit known yet: they queue behind the first request, whose answer tells.
+  const first = l.enqueue(0, { ...chat, costs: { tokens: 100 } })
+  const huge = l.enqueue(0, { ...chat, costs: { tokens: 5000 } })
+  const big = l.enqueue(0, { ...chat, costs: { tokens: 3000 } })
+  const small = l.enqueue(0, { ...chat, costs: { tokens: 100 } })
+  assert.deepEqual(l.drain(), [{ type: 'send', id: first }, { type: 'idle' }])
+  const answer = server.handle(1, chat, 100)
+  assert.equal(l.handleResponse(2, first, { status: answer.status, headers: answer.headers, body: answer.body }), 'complete')
+  const outputs = l.drain()
+  const fails = outputs.filter((o) => o.type === 'fail')
+  assert.deepEqual(fails.map((f) => [f.id, f.code, f.dimension, f.cost, f.limit]), [
+    [huge, 'insufficient_capacity', 'tokens', 5000, 1000],
+    [big, 'insufficient_capacity', 'tokens', 3000, 1000],
+  ])
+  for (const f of fails) {
+    assert.match(f.message, /insufficient capacity/)
+    assert.equal(f.attempts, undefined)
+    assert.equal(f.retryAtNs, undefined)
+  }
+  assert.deepEqual(outputs.find((o) => o.type === 'send'), { type: 'send', id: small })
+  // The limit is known now: decided at enqueue.
+  const late = l.enqueue(3, { ...chat, costs: { tokens: 1001 } })
+  const [fail] = l.drain()
+  assert.deepEqual([fail.type, fail.id, fail.code, fail.dimension, fail.cost, fail.limit], ['fail', late, 'insufficient_capacity', 'tokens', 1001, 1000])
+})
+
+test('SimServer: handle(nowNs, request, tokens) charges what the request really costs', () => {
+  const chat = { method: 'POST', path: '/v1/chat/completions' }
+  const server = tokenServer(500)
+  const a = server.handle(0, chat)
+  assert.deepEqual(a.body.usage, { total_tokens: 500 }, 'the config\'s cost when it does not say')
+  const b = server.handle(1, chat, null)
+  assert.deepEqual(b.body.usage, undefined, 'a refused request reports no usage')
+  assert.equal(b.status, 429)
+  const other = tokenServer(1000)
+  assert.deepEqual(other.handle(0, chat, 0).body.usage, { total_tokens: 0 })
+  assert.deepEqual(other.handle(1, chat, 999).body.usage, { total_tokens: 999 })
+  const remaining = other.handle(2, chat, 1).headers.find(([k]) => k === 'x-ratelimit-remaining-tokens')
+  assert.deepEqual(remaining, ['x-ratelimit-remaining-tokens', '0'])
+  for (const bad of [-1, 1.5, 'many', NaN, Infinity]) {
+    throwsCode(() => other.handle(3, chat, bad), 'invalid_argument')
+  }
+  // Without a token budget nothing changes.
+  assert.deepEqual(new core.SimServer().handle(0, GET, 7).body, { retryAfter: null, global: null })
 })
 
 test('shared mode: reserve, handleReservation, share and the store observations', () => {

@@ -23,6 +23,7 @@ function request(r) {
   if ('global_exempt' in r) spec.globalExempt = r.global_exempt
   if ('sub_limit' in r) spec.subLimit = r.sub_limit
   if ('body_keys' in r) spec.bodyKeys = r.body_keys
+  if ('costs' in r) spec.costs = r.costs
   return spec
 }
 
@@ -38,6 +39,7 @@ function response(step) {
       }
     }
     if (step.body.errors) spec.body.errors = step.body.errors
+    if (step.body.usage) spec.body.usage = step.body.usage
   }
   if ('wall_clock_ms' in step) spec.wallClockMs = step.wall_clock_ms
   return spec
@@ -55,6 +57,13 @@ function vectorForm(o) {
       if (o.predictedWaitNs !== undefined) v.predicted_wait_ns = o.predictedWaitNs
       if (o.code === 'deferred') v.retry_at_ns = o.retryAtNs
       else assert.equal(o.retryAtNs, undefined, 'retryAtNs only on deferred')
+      if (o.code === 'insufficient_capacity') {
+        v.dimension = o.dimension
+        v.cost = o.cost
+        v.limit = o.limit
+      } else {
+        assert.deepEqual([o.dimension, o.cost, o.limit], [undefined, undefined, undefined], 'dimension, cost, limit only on insufficient_capacity')
+      }
       if (o.attempts !== undefined) v.attempts = o.attempts
       return v
     }
@@ -183,9 +192,9 @@ function replay(vector, mode) {
         break
       }
       case 'response':
-        // The fast path carries Discord's two body fields only; a GraphQL cost or error
-        // strings go through handleResponse (as the driver does).
-        result = mode === 'fast' && !(step.body && (step.body.cost || step.body.errors))
+        // The fast path carries Discord's two body fields only; a GraphQL cost, error
+        // strings or usage go through handleResponse (as the driver does).
+        result = mode === 'fast' && !(step.body && (step.body.cost || step.body.errors || step.body.usage))
           ? attempt(() => limiter.handleResponseFlat(now, step.id, step.status,
             step.headers.map(([k, v]) => `${k}\n${v}`).join('\n'), step.wall_clock_ms,
             step.body ? step.body.retry_after : undefined, step.body ? step.body.global : undefined), (d) => ({ disposition: d }))

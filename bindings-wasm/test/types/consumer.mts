@@ -68,5 +68,21 @@ export async function example(wasm: WebAssembly.Module): Promise<number> {
     const typed = pkg.fromCoreError(error);
     if (typed instanceof pkg.InsufficientCapacityError) console.log(typed.requested, typed.capacity);
   }
+  try {
+    await limiter.run('POST', '/v1/chat/completions', () => fetch('https://example.invalid/'), { costs: { tokens: 1200 } });
+  } catch (error) {
+    if (error instanceof pkg.InsufficientCapacityError) {
+      const dimension: string | null = error.dimension;
+      const over: number = error.cost - error.limit;
+      console.log(dimension, over, error.method);
+    }
+  }
+  const costly = core.enqueue(0, { method: 'POST', path: '/v1/chat/completions', costs: { tokens: 1200 } });
+  core.handleResponse(1, costly, { status: 200, headers: [], body: { usage: { total_tokens: 950 } } });
+  const usage: Record<string, number> | undefined = new node.SimServer().handle(0, { method: 'GET', path: '/' }, 5).body.usage;
+  for (const output of core.drain()) {
+    if (output.type === 'fail' && output.code === 'insufficient_capacity') console.log(output.dimension, output.cost, output.limit);
+  }
+  console.log(usage);
   return status + wait + id;
 }
