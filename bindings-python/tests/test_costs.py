@@ -124,9 +124,10 @@ def test_usage_types_are_checked_but_server_numbers_never_raise() -> None:
 
 
 def test_usage_settles_the_estimate() -> None:
-    """An answer whose usage is twice the estimate makes the next estimates weigh four times
-    as much (the worst ratio, 2, widened by (n + 1) / n for one answer): 2000 tokens left
-    hold a request of 600 estimated, which goes at once without the usage."""
+    """An answer whose usage is four times the estimate makes the next estimates weigh four
+    times as much (the worst ratio seen): 2000 tokens left hold a request of 600 estimated,
+    which goes at once without the usage (charged at the prior, 2) or with a usage under the
+    estimate."""
 
     def second_request_goes(usage: Optional[Dict[str, float]]) -> bool:
         limiter = ratelane.Limiter(profile="openai")
@@ -139,9 +140,9 @@ def test_usage_settles_the_estimate() -> None:
 
     assert second_request_goes(None)
     assert second_request_goes({"total_tokens": 900})
-    assert not second_request_goes({"total_tokens": 2000})
+    assert not second_request_goes({"total_tokens": 4000})
     # Anthropic's form: input + output.
-    assert not second_request_goes({"input_tokens": 1500, "output_tokens": 500})
+    assert not second_request_goes({"input_tokens": 3000, "output_tokens": 1000})
 
 
 def test_insufficient_capacity_is_a_fail_with_its_numbers() -> None:

@@ -118,66 +118,39 @@ def replay(vector: Dict[str, Any], name: str) -> None:
             assert limiter.reserving == step["reserving"], where
 
 
-def costs_vector() -> Dict[str, Any]:
-    """A client vector in the files' form with the keys of costs (issue 17 item 1): requests'
-    ``costs``, answers' ``body.usage`` and the ``insufficient_capacity`` fail with
-    ``dimension``/``cost``/``limit``. Outputs as the core gives them: the first answer settles
-    1000 estimated tokens at 2000, so the margin becomes 4 (the worst ratio 2, widened by
-    (n+1)/n): request 3 (1500: charged 6000) takes what the report leaves (8000 less request
-    2's 2000 in flight), request 4 (100: 400) waits for the reset, and 20000 is above the
-    10000 limit."""
-    ms = 1_000_000
-
-    def headers(remaining_tokens: str, reset_tokens: str = "6s") -> Any:
-        return [
-            ["x-ratelimit-limit-requests", "60"], ["x-ratelimit-remaining-requests", "50"],
-            ["x-ratelimit-reset-requests", "1s"], ["x-ratelimit-limit-tokens", "10000"],
-            ["x-ratelimit-remaining-tokens", remaining_tokens], ["x-ratelimit-reset-tokens", reset_tokens],
-        ]
-
-    def chat(tokens: int) -> Dict[str, Any]:
-        return {"method": "POST", "path": "/v1/chat/completions", "costs": {"tokens": tokens}}
-
-    def step(at_ms: int, op: str, result: Any, outputs: Any, queued: int, in_flight: int, **more: Any) -> Any:
-        return {"at_ns": at_ms * ms, "op": op, **more, "result": result, "outputs": outputs,
-                "queued": queued, "in_flight": in_flight}
-
-    idle = {"idle": True}
-    return {
-        "kind": "client",
-        "config": json.loads(ratelane.Limiter(profile="openai").config_json()),
-        "steps": [
-            step(0, "enqueue", {"id": 1}, [{"send": 1}, idle], 0, 1, request=chat(1000)),
-            step(0, "enqueue", {"id": 2}, [idle], 1, 1, request=chat(500)),
-            step(100, "response", {"disposition": "complete"}, [{"send": 2}, idle], 0, 1, id=1, status=200,
-                 headers=headers("8000"),
-                 body={"usage": {"prompt_tokens": 1500, "completion_tokens": 500, "total_tokens": 2000}}),
-            step(100, "enqueue", {"id": 3}, [{"send": 3}, idle], 0, 2, request=chat(1500)),
-            step(100, "enqueue", {"id": 4}, [{"wait_until_ns": 6_100_000_000}], 1, 2, request=chat(100)),
-            step(100, "enqueue", {"id": 5},
-                 [{"fail": 5, "code": "insufficient_capacity", "dimension": "tokens", "cost": 20000, "limit": 10000},
-                  {"wait_until_ns": 6_100_000_000}], 1, 2, request=chat(20000)),
-            step(200, "response", {"disposition": "complete"}, [{"wait_until_ns": 6_200_000_000}], 1, 1, id=2,
-                 status=200, headers=headers("6000"), body={"usage": {"input_tokens": 300, "output_tokens": 200}}),
-            step(300, "response", {"disposition": "complete"}, [{"wait_until_ns": 6_300_000_000}], 1, 0, id=3,
-                 status=200, headers=headers("0"), body={"usage": {"total_tokens": 6000}}),
-            step(6300, "timeout", {"ok": True}, [{"send": 4}, idle], 0, 1),
-            step(6400, "response", {"disposition": "complete"}, [idle], 0, 0, id=4, status=200,
-                 headers=headers("9600", "5.9s"), body={"usage": {"total_tokens": 400}}),
-        ],
-    }
+COST_FILES = {
+    "client_costs.json",
+    "client_costs_anthropic.json",
+    "client_costs_insufficient.json",
+    "client_costs_insufficient_429.json",
+    "client_costs_predict.json",
+}
 
 
-def test_the_cost_keys_are_replayed() -> None:
-    replay(costs_vector(), "costs")
-    # The body's usage reached the core: without it the margin stays 1 and request 4 (100
-    # tokens) fits what is left at once.
-    vector = costs_vector()
-    for s in vector["steps"]:
-        if s["op"] == "response":
-            s.pop("body")
-    limiter = ratelane.Limiter(vector["config"])
-    for s in vector["steps"][:5]:
-        run_step(limiter, s)
-        outputs = [output_json(o) for o in limiter.drain()]
-    assert outputs == [{"send": 4}, {"idle": True}]
+def test_the_cost_vectors_are_replayed() -> None:
+    """The vectors of costs (issue 17 item 1: requests' ``costs``, answers' ``body.usage``, the
+    ``insufficient_capacity`` fail with ``dimension``/``cost``/``limit``) are among the files
+    ``test_client_vector`` replays."""
+    assert COST_FILES <= {p.name for p in CLIENT_FILES}
+
+
+def test_the_body_usage_reaches_the_core() -> None:
+    """An answer's ``usage`` teaches the margin: 1000 estimated tokens that cost 3000 make the
+    next estimate of 3000 a charge of 9000, more than the 8000 left; without the usage it is
+    charged at the prior (2 before any answer settles: 6000) and goes."""
+    headers = [
+        ("x-ratelimit-limit-requests", "60"), ("x-ratelimit-remaining-requests", "59"),
+        ("x-ratelimit-reset-requests", "1s"), ("x-ratelimit-limit-tokens", "10000"),
+        ("x-ratelimit-remaining-tokens", "8000"), ("x-ratelimit-reset-tokens", "6s"),
+    ]
+    sent = []
+    for usage in ({"total_tokens": 3000}, None):
+        limiter = ratelane.Limiter(profile="openai")
+        first = limiter.enqueue(0, "POST", "/v1/chat/completions", costs={"tokens": 1000})
+        limiter.drain()
+        limiter.handle_response(100_000_000, first, 200, headers, usage=usage)
+        limiter.drain()
+        limiter.enqueue(100_000_000, "POST", "/v1/chat/completions", costs={"tokens": 3000})
+        sent.append([output_json(o) for o in limiter.drain()])
+    assert sent[0] == [{"wait_until_ns": 6_100_000_000}]
+    assert sent[1] == [{"send": 2}, {"idle": True}]
