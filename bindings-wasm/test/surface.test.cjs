@@ -171,7 +171,8 @@ test('request costs and response usage: read apart from the serde fields, checke
   const usage = { total_tokens: -1, junk: 'a', input_tokens: 60, output_tokens: 40, nan: NaN };
   assert.equal(limiter.handleResponse(1, id, { status: 200, headers, body: { usage } }), 'complete');
   limiter.drain();
-  const next = limiter.enqueue(2, { ...chat, costs: { tokens: 800 } });
+  // 400, charged 750 at the margin's prior after one answer (1.875), fits in the 900 left.
+  const next = limiter.enqueue(2, { ...chat, costs: { tokens: 400 } });
   assert.deepEqual(limiter.drain(), [{ type: 'send', id: next }, { type: 'idle' }], '900 - 100 spent leaves room');
   const huge = limiter.enqueue(3, { ...chat, costs: { tokens: 1001 } });
   assert.deepEqual(limiter.drain()[0], {

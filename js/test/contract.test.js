@@ -248,8 +248,9 @@ function tokenServer(tokens) {
 
 test('request costs: the answer\'s usage settles the estimate; hostile usage values are left out', () => {
   const chat = { method: 'POST', path: '/v1/chat/completions' }
-  // A costs 900 by its estimate, 100 in fact; B (800) then fits in what is left (1000 - 100),
-  // but not in 1000 - 900 when the answer does not say what A cost.
+  // A costs 900 by its estimate (charged 1800 at the margin's prior, 2), 100 in fact; B (400,
+  // charged 750 at the prior after one answer) then fits in what is left (1000 - 100), but
+  // not when the answer does not say what A cost.
   const run = (usage) => {
     const server = tokenServer(1000)
     const l = new core.Limiter(JSON.stringify({ profile: 'openai', global_limit: 0 }))
@@ -262,7 +263,7 @@ test('request costs: the answer\'s usage settles the estimate; hostile usage val
     const body = usage === 'server' ? answer.body : usage === undefined ? undefined : { usage }
     assert.equal(l.handleResponse(2, a, { status: 200, headers: answer.headers, body }), 'complete')
     l.drain()
-    const b = l.enqueue(3, { ...chat, costs: { tokens: 800 } })
+    const b = l.enqueue(3, { ...chat, costs: { tokens: 400 } })
     return l.drain()[0].type === 'send' && l.inFlight === 1 && b > a
   }
   assert.equal(run('server'), true, "the sim's body hints settle it")

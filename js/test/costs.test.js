@@ -37,8 +37,9 @@ const tick = () => new Promise((r) => setImmediate(r))
 
 /**
  * After a first request estimated at 900 tokens that was answered with `answer`, whether a
- * second one of 800 is sent at once: it fits in what is left of the 1000 only when the first
- * answer's usage (100) settled the estimate.
+ * second one of 400 (charged 750: the margin's prior after one answer, 1.875) is sent at once:
+ * it fits in what is left of the 1000 only when the first answer's usage (100) settled the
+ * estimate (the first was charged 1800, the prior of 2 before any answer).
  */
 async function secondGoesAtOnce(answer) {
   const limiter = new RateLimiter({ profile: 'openai', globalLimit: 0 })
@@ -46,7 +47,7 @@ async function secondGoesAtOnce(answer) {
   assert.equal(res, answer)
   let sent = false
   const controller = new AbortController()
-  const second = limiter.run('POST', CHAT, () => { sent = true; return completion(100, 800) }, { costs: { tokens: 800 }, signal: controller.signal })
+  const second = limiter.run('POST', CHAT, () => { sent = true; return completion(100, 800) }, { costs: { tokens: 400 }, signal: controller.signal })
   for (let i = 0; i < 5 && !sent; i++) await tick()
   if (!sent) controller.abort(new Error('held'))
   await second.catch(() => {})
@@ -64,7 +65,7 @@ test('costs: the 2xx body\'s usage is read from a clone and settles the estimate
   const anthropic = { status: 200, headers: openaiHeaders(900), body: JSON.stringify({ usage: { input_tokens: 60, output_tokens: 40 } }) }
   assert.equal(await secondGoesAtOnce(anthropic), true)
   assert.equal(await secondGoesAtOnce({ status: 200, headers: openaiHeaders(900), body: { usage: { total_tokens: 100 } } }), true)
-  // Without usage the estimate stands: 900 of 1000 spent, 800 does not fit.
+  // Without usage the charge stands: 1800 charged against 1000, 400 does not fit.
   assert.equal(await secondGoesAtOnce(new Response('{"id": "x"}', { status: 200, headers: openaiHeaders(900) })), false)
 })
 
