@@ -70,6 +70,11 @@
 //! - The request count still follows the binding rule ([`crate::headers`], "Several
 //!   budgets") over the dimensions the request's costs do *not* name.
 //!
+//! **Shared mode:** each process keeps to its part of every budget, the limit and what the
+//! server reports divided by the live process count the store last gave (an estimate within
+//! the limit is charged at most that part). Exact for processes whose demand is alike; one
+//! process alone is held to its part while others are counted live.
+//!
 //! What this guarantees: a dimension is never charged past what its reports leave, so a
 //! server that counts each request at no more than its charge never refuses one for that
 //! dimension; an actual cost above every ratio settled before the request was sent can still
@@ -77,8 +82,7 @@
 //!
 //! Predictions ([`Limiter::predict`], the deadline, `max_wait` and `defer_after` checks) count
 //! the charges queued ahead: what the current window has left, then the whole limit per window
-//! of the longest reset reported. Not covered yet: snapshots do not carry the budgets, and in
-//! shared mode each process keeps its own.
+//! of the longest reset reported. Not covered yet: snapshots do not carry the budgets.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
@@ -2000,8 +2004,35 @@ impl Limiter {
             // Bad input (0) reads as this process alone; a huge count leaves at least one
             // request per window (see `share_of`). The count before an outage is kept until its
             // recovery ends.
-            Some(n) if self.recovery.is_none() => self.store_processes = n.max(1),
+            Some(n) if self.recovery.is_none() => {
+                self.store_processes = n.max(1);
+                self.share_budgets();
+            }
             _ => {}
+        }
+    }
+
+    /// Shared mode: each process keeps to its part of every cost budget, the store's live
+    /// process count (see the [`Limiter`] docs, "Costs").
+    fn cost_share(&self) -> u64 {
+        if self.config.shared.is_some() { u64::from(self.store_processes.max(1)) } else { 1 }
+    }
+
+    /// The live process count changed: every budget takes the new share.
+    fn share_budgets(&mut self) {
+        let share = self.cost_share();
+        let mut changed = Vec::new();
+        for (qid, q) in self.queues.iter_mut().enumerate() {
+            let Some(q) = q else { continue };
+            for b in &mut q.budgets {
+                if b.share != share {
+                    b.share = share;
+                    changed.push(qid);
+                }
+            }
+        }
+        for qid in changed {
+            self.mark_dirty(qid);
         }
     }
 
@@ -2735,6 +2766,7 @@ impl Limiter {
     /// budgets charges them nothing, so that its answer's report still counts.
     fn charge_costs(&mut self, qid: Qid, id: RequestId) {
         let costs = std::mem::take(&mut self.req_mut(id).costs);
+        let share = self.cost_share();
         let q = self.queues[qid].as_mut().expect("live queue");
         let mut charges = Vec::new();
         for (name, estimate) in costs.iter() {
@@ -2742,7 +2774,9 @@ impl Limiter {
             let i = match q.budgets.iter().position(|b| b.name == *name) {
                 Some(i) => i,
                 None => {
-                    q.budgets.push(Budget::new(name));
+                    let mut b = Budget::new(name);
+                    b.share = share;
+                    q.budgets.push(b);
                     q.budgets.len() - 1
                 }
             };

@@ -39,6 +39,9 @@ pub(super) struct Budget {
     longest_reset: Nanos,
     /// The end of the window before the local reset, as it was known then.
     rolled_at: Option<Nanos>,
+    /// Shared mode: how many processes share the budget (the store's live count); this one
+    /// keeps to its part of it. 1 otherwise.
+    pub(super) share: u64,
 }
 
 /// What one send charged one budget.
@@ -77,6 +80,7 @@ impl Budget {
             in_flight: 0,
             longest_reset: 0,
             rolled_at: None,
+            share: 1,
         }
     }
 
@@ -91,10 +95,17 @@ impl Budget {
         }
     }
 
-    /// What may still be charged; `None`: nothing known (no limit, no report).
+    /// This process's part of the limit (the whole limit but in shared mode).
+    fn own_limit(&self) -> Option<u64> {
+        self.limit.map(|l| (l / self.share.max(1)).max(1))
+    }
+
+    /// What may still be charged; `None`: nothing known (no limit, no report). In shared mode,
+    /// this process's part of what the server reports, and of the limit.
     fn room(&self) -> Option<u64> {
-        let by_count = self.limit.map(|l| l.saturating_sub(self.carried).saturating_sub(self.spent));
-        match (self.reported, by_count) {
+        let by_count = self.own_limit().map(|l| l.saturating_sub(self.carried).saturating_sub(self.spent));
+        let reported = self.reported.map(|r| r / self.share.max(1));
+        match (reported, by_count) {
             (Some(r), Some(c)) => Some(r.saturating_sub(self.in_flight).min(c)),
             (Some(r), None) => Some(r.saturating_sub(self.in_flight)),
             (None, c) => c,
@@ -125,8 +136,10 @@ impl Budget {
     fn charge_for(&self, estimate: u64, margin: f64) -> u64 {
         let charged = (estimate as f64 * margin).ceil();
         let charged = if charged >= u64::MAX as f64 { u64::MAX } else { (charged as u64).max(estimate) };
-        match self.limit {
-            Some(l) if estimate <= l => charged.min(l),
+        // An estimate within the limit is charged at most this process's part of it, so that
+        // it can go once a window is whole.
+        match (self.limit, self.own_limit()) {
+            (Some(l), Some(own)) if estimate <= l => charged.min(own),
             _ => charged,
         }
     }
@@ -199,7 +212,7 @@ impl Budget {
         let room = match self.reset_at {
             Some(t) if t > now => self.room()?,
             // Its reset passed: the next evaluation starts a new window.
-            Some(_) => self.limit?.saturating_sub(self.in_flight),
+            Some(_) => self.own_limit()?.saturating_sub(self.in_flight),
             None => self.room()?,
         };
         Some(Pack { windows: 0, room })
@@ -209,7 +222,7 @@ impl Budget {
     /// order, so a charge that does not fit waits for a window with room).
     pub(super) fn pack_add(&self, pack: &mut Pack, charge: u64) {
         if charge > pack.room
-            && let Some(limit) = self.limit.filter(|&l| l > 0)
+            && let Some(limit) = self.own_limit()
         {
             pack.windows += 1;
             pack.room = limit;
@@ -393,6 +406,22 @@ mod tests {
         assert_eq!(b.room(), Some(8000), "the new window counted two: c (in flight) and late[3]");
         b.settle(7_000, &c, Some((Some(10_000), Some(8000), Some(5_000))), Some(1000), false);
         assert_eq!(b.room(), Some(8000));
+    }
+
+    #[test]
+    fn in_shared_mode_a_process_keeps_to_its_part() {
+        let mut b = Budget::new("tokens");
+        b.share = 4;
+        let c = b.charge(100, 1.0);
+        b.settle(0, &c, Some((Some(10_000), Some(8000), Some(60))), Some(100), false);
+        // A quarter of the 8000 left, and of the limit less what it spent.
+        assert_eq!(b.room(), Some(2000));
+        assert_eq!(gate(std::slice::from_ref(&b), [("tokens", 2001)].into_iter(), |_| 1.0), Err(Blocked::Until(60)));
+        // An estimate above its part but within the limit is charged its part: it goes once
+        // a window is whole.
+        assert_eq!(b.charge_of(9000, 1.0), 2500);
+        b.roll(60);
+        assert_eq!(b.room(), Some(2500));
     }
 
     #[test]

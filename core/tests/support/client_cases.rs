@@ -1522,6 +1522,23 @@
                 ("retry-after-ms", "60000"),
             ]),
     });
+    let mut c = Config::for_profile(HeaderProfile::OpenAi);
+    c.shared = Some(SharedConfig::with_policy(OnUnavailable::FailOpen));
+    v.push(Case {
+        file: "costs_shared_mode",
+        comment: "Costs in shared mode: the store counts 2 live processes, so this one keeps to half of each token \
+                  budget. After the pioneer's answer (8000 of 10000 tokens left), a request estimating 2000 (charged \
+                  3750 at the prior after one answer) fits in its half (4000) and is reserved; the next one (also \
+                  3750) does not, and waits for the tokens' reset at 6.1 s, where it would have gone alone.",
+        config: c,
+        script: Script::new()
+            .enqueue_with(0, costing(1000))
+            .granted_processes(2 * MS, 1, 2)
+            .respond_body(100 * MS, 1, 200, &tokens("59", "8000", "6s"), usage(1000))
+            .enqueue_with(110 * MS, costing(2000))
+            .enqueue_with(110 * MS, costing(2000))
+            .granted_processes(112 * MS, 2, 2),
+    });
 
     v
 }
