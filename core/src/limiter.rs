@@ -248,7 +248,7 @@ pub struct Limiter {
     /// request may be sent and still reach the server after that end: a lower bound on the
     /// fastest round trip (see [`Limiter::learn_latency`]). 0 until 16 round trips are in.
     send_lead: Nanos,
-    /// Per cost dimension: the worst ratio of actual to estimated cost seen (see `costs`).
+    /// Per cost dimension: the recent ratios of actual to estimated cost (see `costs`).
     ratios: Vec<(Box<str>, Ratio)>,
     rng: u64,
     /// Queues that went empty, checked a few at a time for eviction.
@@ -2760,17 +2760,16 @@ impl Limiter {
         z ^ (z >> 31)
     }
 
-    /// Gives back the global token and bucket slot of a request that never left.
     /// Charges the costs of request `id`, about to leave queue `qid`, to the queue's budgets
     /// (creating one per dimension it names). A request without costs in a queue that has
     /// budgets charges them nothing, so that its answer's report still counts.
     fn charge_costs(&mut self, qid: Qid, id: RequestId) {
         let costs = std::mem::take(&mut self.req_mut(id).costs);
         let share = self.cost_share();
+        let margins: Vec<f64> = costs.iter().map(|(name, _)| self.margin(name)).collect();
         let q = self.queues[qid].as_mut().expect("live queue");
         let mut charges = Vec::new();
-        for (name, estimate) in costs.iter() {
-            let margin = self.ratios.iter().find(|(n, _)| n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin());
+        for ((name, estimate), margin) in costs.iter().zip(margins) {
             let i = match q.budgets.iter().position(|b| b.name == *name) {
                 Some(i) => i,
                 None => {
@@ -2804,13 +2803,16 @@ impl Limiter {
         let mut lowered = false;
         let charges = std::mem::take(&mut r.charges);
         let qid = r.qid;
+        let share = self.cost_share();
         let q = self.queues[qid].as_mut().expect("live queue");
         for charge in &charges {
             let i = match q.budgets.iter().position(|b| b.name == charge.name) {
                 Some(i) => i,
                 // Its route moved to another queue meanwhile: that queue keeps the budget now.
                 None => {
-                    q.budgets.push(Budget::new(&charge.name));
+                    let mut b = Budget::new(&charge.name);
+                    b.share = share;
+                    q.budgets.push(b);
                     q.budgets.len() - 1
                 }
             };
@@ -2863,6 +2865,7 @@ impl Limiter {
         }
     }
 
+    /// Gives back the global token and bucket slot of a request that never left.
     fn refund(&mut self, qid: Qid, id: RequestId, flight: Flight) {
         let _ = self.settle_costs(id, None, true);
         let iid = self.req(id).identity;

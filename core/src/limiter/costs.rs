@@ -9,10 +9,12 @@
 //! Before a report of the window, the limit less what was sent since the local reset (its
 //! settled cost once the answer says it) and what was still in flight at the reset.
 //!
-//! A request is charged its estimate times the worst ratio of actual to estimated cost seen
-//! so far in that dimension ([`Ratio`]), so estimates that err low by a steady factor do not
-//! overrun the budget; its answer gives the charge back and, from the body's `usage`, teaches
-//! the ratio and settles what the window spent.
+//! A request is charged its estimate times a margin drawn from the recent ratios of actual to
+//! estimated cost in that dimension ([`Ratio`]), so estimates that err low do not overrun the
+//! budget; its answer gives the charge back and, from the body's `usage`, teaches the ratio
+//! and settles what the window spent. An answer to a request sent before the local reset
+//! leaves what was carried, and its reported reset tells which window counted it. In shared
+//! mode a budget is this process's part (`share`) of the limit and of what the server reports.
 
 use crate::types::Nanos;
 
@@ -31,7 +33,7 @@ pub(super) struct Budget {
     epoch: u64,
     /// Charged since the local reset (settled to the actual cost once an answer says it).
     spent: u64,
-    /// In flight at the local reset: they may land in the new window.
+    /// In flight at the local reset and not answered since: they may land in the new window.
     carried: u64,
     /// Charges of the requests in flight.
     in_flight: u64,
@@ -50,7 +52,8 @@ pub(super) struct Charge {
     pub(super) name: Box<str>,
     /// The caller's estimate.
     pub(super) estimate: u64,
-    /// What was charged: the estimate times the dimension's [`Ratio::margin`], at most the limit.
+    /// What was charged: the estimate times the dimension's [`Ratio::margin`], at most this
+    /// process's part of the limit.
     pub(super) charged: u64,
     /// The budget's epoch at the send.
     epoch: u64,
