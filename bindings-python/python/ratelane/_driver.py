@@ -85,7 +85,7 @@ class RequestOptions(TypedDict, total=False):
     answers name it: ``{"tokens": 1200}`` for an LLM API's tokens per minute (the prompt's
     length / 4 plus ``max_tokens`` is a usual estimate), ``{"points": 50}`` for a GraphQL
     API's points. It is sent only when every dimension it names has room for it (the
-    estimate, times the worst ratio of actual to estimated cost seen so far); its answer's
+    estimate, times a margin learned from the recent ratios of actual to estimated cost); its answer's
     body (``usage``: ``total_tokens``, ``input_tokens`` + ``output_tokens``...) settles the
     estimate, so the driver reads the JSON body of every answer to such a request. Ints >= 0;
     names of 1 to 32 bytes of ``[a-z0-9_]``, not ``requests``, at most 8. An estimate above
