@@ -115,8 +115,9 @@ fn shopify_throttled_200_is_retried_when_the_points_are_back() {
     };
     assert_eq!(respond(&mut l, 10 * MS, a, 200, &[], body), Disposition::Retry);
     // The query needs 51 more points (1.02 s at 50 per second), but the engine counts queries
-    // and takes its budget as whole only at its reset: 950 points, 19 s. (Waiting for just
-    // the query's cost needs per-request costs, issue 17 item 1.)
+    // and takes its budget as whole only at its reset: 950 points, 19 s. (With costs, the
+    // points are a budget of their own, read as a window all the same: see
+    // `shopify_graphql_queries_with_point_costs_wait_for_their_points`.)
     assert_eq!(drain(&mut l).1, Some(10 * MS + 19 * S));
     l.handle_timeout(10 * MS + 19 * S);
     assert_eq!(drain(&mut l).0, vec![a]);
@@ -365,5 +366,75 @@ fn github_secondary_limit_leaves_the_primary_budget_alone() {
         assert!(!refused.is_empty(), "seed {seed}: the secondary limit was met");
         assert!(refused.iter().all(|&t| t < S), "seed {seed}: refusals after the first burst, at {refused:?}");
         assert_refusals_held(&report);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Costs (issue 17 item 1): what each provider's body says a request cost.
+
+#[test]
+fn settled_cost_reads_each_providers_usage() {
+    use ratelane::headers::settled_cost;
+    let usage = |pairs: &[(&str, f64)]| BodyHints {
+        usage: pairs.iter().map(|&(n, v)| (n.to_string(), v)).collect(),
+        ..BodyHints::default()
+    };
+    // OpenAI: total_tokens, else prompt + completion.
+    let openai = usage(&[("prompt_tokens", 12.0), ("completion_tokens", 30.0), ("total_tokens", 42.0)]);
+    assert_eq!(settled_cost(&openai, "tokens"), Some(42));
+    assert_eq!(settled_cost(&openai, "input_tokens"), Some(12));
+    assert_eq!(settled_cost(&openai, "output_tokens"), Some(30));
+    assert_eq!(settled_cost(&usage(&[("prompt_tokens", 12.0), ("completion_tokens", 30.0)]), "tokens"), Some(42));
+    // Anthropic: input + output.
+    let anthropic = usage(&[("input_tokens", 100.0), ("output_tokens", 7.5)]);
+    assert_eq!(settled_cost(&anthropic, "tokens"), Some(108), "rounded up");
+    assert_eq!(settled_cost(&anthropic, "output_tokens"), Some(8));
+    // The caller's own reading, by the dimension's name, wins.
+    assert_eq!(settled_cost(&usage(&[("total_tokens", 42.0), ("tokens", 50.0)]), "tokens"), Some(50));
+    // GraphQL points: the query's actual cost.
+    let graphql = BodyHints { cost: Some(QueryCost { actual: Some(12.0), ..QueryCost::default() }), ..BodyHints::default() };
+    assert_eq!(settled_cost(&graphql, "points"), Some(12));
+    // Hostile values are left out; nothing said is None.
+    for bad in [-1.0, f64::NAN, f64::INFINITY, 1e300] {
+        assert_eq!(settled_cost(&usage(&[("total_tokens", bad)]), "tokens"), None, "{bad}");
+    }
+    assert_eq!(settled_cost(&usage(&[("input_tokens", 5.0)]), "tokens"), None, "half of a sum is not the sum");
+    assert_eq!(settled_cost(&BodyHints::default(), "tokens"), None);
+    assert_eq!(settled_cost(&openai, "requests_per_day"), None);
+}
+
+#[test]
+fn shopify_graphql_queries_with_point_costs_wait_for_their_points() {
+    let mut l = Limiter::new(Config::for_profile(HeaderProfile::Shopify)).unwrap();
+    let query = || Request::new("POST", "/admin/api/2024-01/graphql.json").cost("points", 400);
+    let a = l.enqueue(0, query()).unwrap();
+    let b = l.enqueue(0, query()).unwrap();
+    assert_eq!(drain(&mut l).0, vec![a]);
+    let cost = |actual: f64, available: f64| BodyHints {
+        cost: Some(QueryCost {
+            requested: Some(400.0),
+            actual: Some(actual),
+            maximum_available: Some(1000.0),
+            currently_available: Some(available),
+            restore_rate: Some(50.0),
+        }),
+        ..BodyHints::default()
+    };
+    // 300 points spent, 700 left: b is charged 750 (400 at the prior after one answer, 1.875),
+    // more than is left, so it waits until the bucket is whole again (300 points at 50 per
+    // second: 6 s). The engine reads the points as a window; it does not pace at the restore
+    // rate (which would let b go after 1 s).
+    assert_eq!(respond(&mut l, 10 * MS, a, 200, &[], cost(300.0, 700.0)), Disposition::Complete);
+    let (sent, wake, _) = drain(&mut l);
+    assert_eq!((sent, wake), (vec![], Some(10 * MS + 6 * S)));
+    l.handle_timeout(10 * MS + 6 * S);
+    assert_eq!(drain(&mut l).0, vec![b]);
+    // A query that asks for more than the bucket holds fails at once.
+    let huge = l.enqueue(7 * S, Request::new("POST", "/admin/api/2024-01/graphql.json").cost("points", 1001)).unwrap();
+    match l.poll_output() {
+        Output::Fail(id, ratelane::FailReason::InsufficientCapacity { dimension, cost, limit }) => {
+            assert_eq!((id, dimension.as_str(), cost, limit), (huge, "points", 1001, 1000));
+        }
+        other => panic!("expected insufficient_capacity, got {other:?}"),
     }
 }
