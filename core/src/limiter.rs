@@ -852,10 +852,8 @@ impl Limiter {
             self.pump(now);
             return Ok(id);
         }
-        if let Err(Blocked::Never { dimension, cost, limit }) =
-            costs::gate(&self.queue(qid).budgets, request.costs.iter().map(|(n, c)| (n.as_str(), *c)), |_| 1.0)
-        {
-            self.outputs.push_back(Output::Fail(id, FailReason::InsufficientCapacity { dimension, cost, limit }));
+        if let Some(reason) = costs::never_fits(&self.queue(qid).budgets, &request.costs) {
+            self.outputs.push_back(Output::Fail(id, reason));
             self.note_idle(qid);
             self.pump(now);
             return Ok(id);
@@ -1018,7 +1016,7 @@ impl Limiter {
         }
 
         let disposition = match status {
-            429 => match self.never_fits(qid, id) {
+            429 => match costs::never_fits(&self.queue(qid).budgets, &self.requests[&id].costs) {
                 // The 429 reported a limit its estimate exceeds (an oversized first request,
                 // say): the request itself is why, so nothing else is held, and a retry is no use.
                 Some(reason) => {
@@ -2770,16 +2768,7 @@ impl Limiter {
         let q = self.queues[qid].as_mut().expect("live queue");
         let mut charges = Vec::new();
         for ((name, estimate), margin) in costs.iter().zip(margins) {
-            let i = match q.budgets.iter().position(|b| b.name == *name) {
-                Some(i) => i,
-                None => {
-                    let mut b = Budget::new(name);
-                    b.share = share;
-                    q.budgets.push(b);
-                    q.budgets.len() - 1
-                }
-            };
-            charges.push(q.budgets[i].charge(*estimate, margin));
+            charges.push(costs::budget_mut(&mut q.budgets, name, share).charge(*estimate, margin));
         }
         for b in q.budgets.iter_mut().filter(|b| !costs.iter().any(|(n, _)| *n == b.name)) {
             charges.push(b.charge(0, 1.0));
@@ -2806,16 +2795,9 @@ impl Limiter {
         let share = self.cost_share();
         let q = self.queues[qid].as_mut().expect("live queue");
         for charge in &charges {
-            let i = match q.budgets.iter().position(|b| b.name == charge.name) {
-                Some(i) => i,
-                // Its route moved to another queue meanwhile: that queue keeps the budget now.
-                None => {
-                    let mut b = Budget::new(&charge.name);
-                    b.share = share;
-                    q.budgets.push(b);
-                    q.budgets.len() - 1
-                }
-            };
+            // Made anew when its route moved to another queue meanwhile: that queue keeps the
+            // budget now.
+            let budget = costs::budget_mut(&mut q.budgets, &charge.name, share);
             let (report, actual) = match answer {
                 Some((_, info, body)) => {
                     let report = info
@@ -2843,9 +2825,9 @@ impl Limiter {
                     self.ratios[i].1.learn(charge.estimate, actual);
                 }
             }
-            let before = q.budgets[i].limit;
-            q.budgets[i].settle(answer.map_or(self.now, |(now, _, _)| now), charge, report, actual, refund);
-            lowered |= q.budgets[i].limit.is_some_and(|l| before.is_none_or(|b| l < b));
+            let before = budget.limit;
+            budget.settle(answer.map_or(self.now, |(now, _, _)| now), charge, report, actual, refund);
+            lowered |= budget.limit.is_some_and(|l| before.is_none_or(|b| l < b));
         }
         lowered
     }
@@ -2857,7 +2839,7 @@ impl Limiter {
             .pending
             .iter()
             .filter(|id| !self.requests[id].costs.is_empty())
-            .filter_map(|&id| self.never_fits(qid, id).map(|reason| (id, reason)))
+            .filter_map(|id| costs::never_fits(&self.queue(qid).budgets, &self.requests[id].costs).map(|reason| (*id, reason)))
             .collect();
         for (id, reason) in doomed {
             self.unqueue(id);
@@ -3228,6 +3210,12 @@ impl Limiter {
                 && !self.requests[&id].costs.is_empty()
             {
                 let r = &self.requests[&id];
+                if let Some(reason) = costs::never_fits(&q.budgets, &r.costs) {
+                    self.unqueue(id);
+                    self.fail(id, reason);
+                    self.mark_dirty(qid);
+                    return;
+                }
                 let ratios = &self.ratios;
                 let margin = |name: &str| ratios.iter().find(|(n, _)| &**n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin());
                 match costs::gate(&q.budgets, r.costs.iter().map(|(n, c)| (&**n, *c)), margin) {
@@ -3237,12 +3225,6 @@ impl Limiter {
                         earliest = Some(earliest.map_or(t, |e| e.min(t)));
                     }
                     Err(Blocked::UntilResponse) => return,
-                    Err(Blocked::Never { dimension, cost, limit }) => {
-                        self.unqueue(id);
-                        self.fail(id, FailReason::InsufficientCapacity { dimension, cost, limit });
-                        self.mark_dirty(qid);
-                        return;
-                    }
                 }
             }
             match head {
@@ -3502,15 +3484,6 @@ impl Limiter {
             .max(r.not_before);
         let ahead = self.charges_ahead(now, r.qid, position);
         self.cost_wait(now, r.qid, &ahead, &r.costs).map_or(t, |c| t.max(c))
-    }
-
-    /// Why request `id` can never be sent through queue `qid`, if a limit it knows says so.
-    fn never_fits(&self, qid: Qid, id: RequestId) -> Option<FailReason> {
-        let costs = self.requests[&id].costs.iter().map(|(n, c)| (&**n, *c));
-        match costs::gate(&self.queue(qid).budgets, costs, |_| 1.0) {
-            Err(Blocked::Never { dimension, cost, limit }) => Some(FailReason::InsufficientCapacity { dimension, cost, limit }),
-            _ => None,
-        }
     }
 
     /// The margin estimates in dimension `name` are charged at (see `costs`).

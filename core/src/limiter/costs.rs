@@ -16,7 +16,7 @@
 //! leaves what was carried, and its reported reset tells which window counted it. In shared
 //! mode a budget is this process's part (`share`) of the limit and of what the server reports.
 
-use crate::types::Nanos;
+use crate::types::{FailReason, Nanos};
 
 /// One dimension's budget in one queue.
 #[derive(Debug, Clone)]
@@ -66,8 +66,6 @@ pub(super) enum Blocked {
     Until(Nanos),
     /// Until an answer tells more (charges in flight, no reset known).
     UntilResponse,
-    /// Never: its estimate is above the dimension's whole limit.
-    Never { dimension: String, cost: u64, limit: u64 },
 }
 
 impl Budget {
@@ -248,7 +246,31 @@ impl Budget {
     }
 }
 
-/// Whether `costs` (with their margins) may go now through `budgets`.
+/// The budget named `name` in `budgets`, made (with this process's `share`) if there is none.
+pub(super) fn budget_mut<'b>(budgets: &'b mut Vec<Budget>, name: &str, share: u64) -> &'b mut Budget {
+    let i = match budgets.iter().position(|b| &*b.name == name) {
+        Some(i) => i,
+        None => {
+            let mut b = Budget::new(name);
+            b.share = share;
+            budgets.push(b);
+            budgets.len() - 1
+        }
+    };
+    &mut budgets[i]
+}
+
+/// Why `costs` can never go through `budgets`: an estimate above a dimension's reported limit.
+pub(super) fn never_fits<N: AsRef<str>>(budgets: &[Budget], costs: &[(N, u64)]) -> Option<FailReason> {
+    costs.iter().find_map(|(name, estimate)| {
+        let b = budgets.iter().find(|b| &*b.name == name.as_ref())?;
+        let limit = b.limit.filter(|&l| *estimate > l)?;
+        Some(FailReason::InsufficientCapacity { dimension: name.as_ref().to_string(), cost: *estimate, limit })
+    })
+}
+
+/// Whether `costs` (with their margins) may go now through `budgets` (which [`never_fits`]
+/// has let through).
 pub(super) fn gate<'c>(
     budgets: &[Budget],
     costs: impl Iterator<Item = (&'c str, u64)>,
@@ -257,11 +279,6 @@ pub(super) fn gate<'c>(
     let mut wait: Option<Blocked> = None;
     for (name, estimate) in costs {
         let Some(b) = budgets.iter().find(|b| &*b.name == name) else { continue };
-        if let Some(limit) = b.limit
-            && estimate > limit
-        {
-            return Err(Blocked::Never { dimension: name.to_string(), cost: estimate, limit });
-        }
         if let Err(blocked) = b.admits(b.charge_for(estimate, margin(name))) {
             wait = Some(match (wait, blocked) {
                 (Some(Blocked::Until(a)), Blocked::Until(b)) => Blocked::Until(a.max(b)),
@@ -353,9 +370,10 @@ mod tests {
         assert_eq!(gate(&[b.clone()], [("tokens", 801)].into_iter(), |_| 1.0), Err(Blocked::Until(60)));
         assert_eq!(gate(&[b.clone()], [("tokens", 800)].into_iter(), |_| 1.0), Ok(()));
         assert!(matches!(
-            gate(&[b.clone()], [("tokens", 1001)].into_iter(), |_| 1.0),
-            Err(Blocked::Never { limit: 1000, cost: 1001, .. })
+            never_fits(std::slice::from_ref(&b), &[("tokens", 1001)]),
+            Some(FailReason::InsufficientCapacity { limit: 1000, cost: 1001, .. })
         ));
+        assert_eq!(never_fits(std::slice::from_ref(&b), &[("tokens", 1000)]), None);
         let at = |charges: &[u64]| {
             let mut p = b.pack(0).unwrap();
             for &c in charges {
