@@ -232,8 +232,9 @@ fn costs_from(obj: &Object) -> Result<Vec<(String, u64)>> {
 }
 
 /// `response.body.usage`: the numeric fields of the body's `usage` object. It must be an
-/// object; its values are what a server sent, so an entry that is not a finite number `>= 0`
-/// is left out rather than refused, and only the first `BodyHints::MAX_USAGE` that are kept.
+/// object; its values are what a server sent, so an entry that is not a number is left out
+/// rather than refused, and the first `BodyHints::MAX_USAGE` numbers are passed as they are
+/// (the core reads only finite ones >= 0).
 fn usage_from(usage: &Object) -> Result<Vec<(String, f64)>> {
     let what = "response.body.usage (an object of numbers)";
     let mut out = Vec::new();
@@ -242,10 +243,7 @@ fn usage_from(usage: &Object) -> Result<Vec<(String, f64)>> {
             break;
         }
         let value: Option<Either<f64, Unknown>> = usage.get(&name).map_err(wrong_type(what))?;
-        if let Some(Either::A(v)) = value
-            && v.is_finite()
-            && v >= 0.0
-        {
+        if let Some(Either::A(v)) = value {
             out.push((name, v));
         }
     }

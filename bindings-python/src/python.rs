@@ -363,8 +363,9 @@ fn arg_costs(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, u64)>>> {
 /// `usage`: `None`, or a mapping of `str` to a number: the numeric fields of the answer's
 /// `usage` object (`ratelane::BodyHints::usage`). A key that is not a `str` or a value that is
 /// not a number (a `bool` included) is the caller's mistake (`InvalidArgumentError`), as for
-/// `cost`; but the numbers are the server's, so one that is negative, not finite or beyond a
-/// float is skipped, never an error. The first `BodyHints::MAX_USAGE` numbers kept are passed.
+/// `cost`; but the numbers are the server's, passed as they are (the core reads only finite
+/// ones >= 0; an int beyond a float passes as infinity), never an error. The first
+/// `BodyHints::MAX_USAGE` are passed.
 fn arg_usage(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, f64)>>> {
     if obj.is_none() {
         return Ok(None);
@@ -385,7 +386,7 @@ fn arg_usage(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, f64)>>> {
         let number = if value.is_instance_of::<PyBool>() {
             None
         } else if value.is_instance_of::<PyInt>() {
-            // An int too large for a float is beyond any budget: skipped, like infinity.
+            // An int too large for a float is beyond any budget: infinity, which the core skips.
             Some(value.extract::<f64>().unwrap_or(f64::INFINITY))
         } else {
             value.extract::<f64>().ok()
@@ -393,9 +394,7 @@ fn arg_usage(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, f64)>>> {
         let Some(number) = number else {
             return Err(invalid_argument(py, format!("usage[{}] must be a number, got {}", repr(&key), repr(&value))));
         };
-        if number.is_finite() && number >= 0.0 {
-            usage.push((name.to_owned(), number));
-        }
+        usage.push((name.to_owned(), number));
     }
     Ok(Some(usage))
 }

@@ -279,8 +279,9 @@ impl BodySpec {
 }
 
 /// `response.body.usage`: the numeric fields of the body's `usage` object. It must be an
-/// object; its values are what a server sent, so an entry that is not a finite number `>= 0`
-/// is left out rather than refused, and only the first `BodyHints::MAX_USAGE` that are kept.
+/// object; its values are what a server sent, so an entry that is not a number is left out
+/// rather than refused, and the first `BodyHints::MAX_USAGE` numbers are passed as they are
+/// (the core reads only finite ones >= 0).
 fn usage_arg(response: &JsValue) -> Result<Vec<(String, f64)>, JsValue> {
     let body = Reflect::get(response, &JsValue::from_str("body")).unwrap_or(JsValue::UNDEFINED);
     if !body.is_object() {
@@ -302,10 +303,7 @@ fn usage_arg(response: &JsValue) -> Result<Vec<(String, f64)>, JsValue> {
             break;
         }
         let pair: Array = entry.unchecked_into();
-        if let (Some(name), Some(v)) = (pair.get(0).as_string(), pair.get(1).as_f64())
-            && v.is_finite()
-            && v >= 0.0
-        {
+        if let (Some(name), Some(v)) = (pair.get(0).as_string(), pair.get(1).as_f64()) {
             out.push((name, v));
         }
     }

@@ -342,8 +342,8 @@ class Limiter:
         ``restore_rate``) and ``errors`` are what its JSON body says (``ratelane::BodyHints``),
         when ``reads_body(status)``; ``usage``, the numeric fields of the body's top-level
         ``usage`` object (``total_tokens``, ``input_tokens``...), when the request had
-        ``costs``: it settles them (negative, non-finite values are skipped; the first 16
-        kept). Raises UnknownRequestError, InvalidStateError, InvalidArgumentError."""
+        ``costs``: it settles them (the first 16 are passed; the core reads only finite
+        ones >= 0). Raises UnknownRequestError, InvalidStateError, InvalidArgumentError."""
     def reads_body(self, status: int) -> bool:
         """Whether the profile reads the body of an answer with this status (Discord's 429s,
         GitHub's 403s and 429s, every answer under Shopify and Auto)."""
