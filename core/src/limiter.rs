@@ -99,7 +99,7 @@ mod costs;
 mod outage;
 mod state;
 
-use costs::{Blocked, Budget, Charge, Pack, Ratio};
+use costs::{Blocked, Budgets, Pack, Ratio, ReqCosts};
 use outage::{Recovery, SendLog};
 
 /// When a request is expected to be sent (see [`Limiter::predict`]).
@@ -312,10 +312,9 @@ struct Req {
     /// A transport failure after which it may have reached the server happened to one of its
     /// attempts: if its retries run out, it ends in `maybe_sent`, not `network_error`.
     maybe_reached: bool,
-    /// Its estimated costs ([`Request::costs`]).
-    costs: Box<[(Box<str>, u64)]>,
-    /// What its send in flight charged its queue's budgets.
-    charges: Vec<Charge>,
+    /// Its estimated costs ([`Request::costs`]) and what its send in flight charged its queue's
+    /// budgets; `None` for a request without costs that charged nothing.
+    cost: Option<Box<ReqCosts>>,
 }
 
 /// The budget a request's effective deadline comes from.
@@ -437,7 +436,7 @@ struct Queue {
     /// The latest wait for which the pending requests were checked against their deadlines.
     checked_wait: Nanos,
     /// One budget per cost dimension its requests named (see `costs`).
-    budgets: Vec<Budget>,
+    budgets: Budgets,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -503,6 +502,11 @@ struct Bucket {
 const SLIDING_LOG_CAP: u32 = 4096;
 
 impl Req {
+    /// Its estimated costs ([`Request::costs`]).
+    fn costs(&self) -> &[(Box<str>, u64)] {
+        self.cost.as_ref().map_or(&[], |c| &c.estimates)
+    }
+
     /// Whether a sub-limit hold on `key` holds this request: a hold on its route holds every
     /// request of the route, a hold on its class only the requests of that class.
     fn held_by(&self, key: &str) -> bool {
@@ -852,7 +856,7 @@ impl Limiter {
             self.pump(now);
             return Ok(id);
         }
-        if let Some(reason) = costs::never_fits(&self.queue(qid).budgets, &request.costs) {
+        if let Some(reason) = costs::never_fits(self.queue(qid).budgets.get(), &request.costs) {
             self.outputs.push_back(Output::Fail(id, reason));
             self.note_idle(qid);
             self.pump(now);
@@ -879,8 +883,10 @@ impl Limiter {
                 rate_limit_retries: 0,
                 error_retries: 0,
                 maybe_reached: false,
-                costs: request.costs.into_iter().map(|(n, c)| (n.into_boxed_str(), c)).collect(),
-                charges: Vec::new(),
+                cost: (!request.costs.is_empty()).then(|| {
+                    let estimates = request.costs.into_iter().map(|(n, c)| (n.into_boxed_str(), c)).collect();
+                    Box::new(ReqCosts { estimates, charges: Vec::new() })
+                }),
             },
         );
         if !exempt {
@@ -950,7 +956,7 @@ impl Limiter {
         let mut sent_at = self.take_in_flight(id)?;
         let mut info = headers::parse(self.config.profile, response);
         {
-            let costs = &self.requests[&id].costs;
+            let costs = self.requests[&id].costs();
             if !costs.is_empty() {
                 // The engine's request count sees the budgets the request's costs do not
                 // cover: those it names have their own gates.
@@ -1016,7 +1022,7 @@ impl Limiter {
         }
 
         let disposition = match status {
-            429 => match costs::never_fits(&self.queue(qid).budgets, &self.requests[&id].costs) {
+            429 => match costs::never_fits(self.queue(qid).budgets.get(), self.requests[&id].costs()) {
                 // The 429 reported a limit its estimate exceeds (an oversized first request,
                 // say): the request itself is why, so nothing else is held, and a retry is no use.
                 Some(reason) => {
@@ -1466,7 +1472,7 @@ impl Limiter {
             last_active: 0,
             idle_listed: false,
             checked_wait: 0,
-            budgets: Vec::new(),
+            budgets: Budgets::default(),
         };
         let qid = match self.free_queues.pop() {
             Some(qid) => {
@@ -2022,7 +2028,7 @@ impl Limiter {
         let mut changed = Vec::new();
         for (qid, q) in self.queues.iter_mut().enumerate() {
             let Some(q) = q else { continue };
-            for b in &mut q.budgets {
+            for b in q.budgets.get_mut() {
                 if b.share != share {
                     b.share = share;
                     changed.push(qid);
@@ -2762,20 +2768,22 @@ impl Limiter {
     /// (creating one per dimension it names). A request without costs in a queue that has
     /// budgets charges them nothing, so that its answer's report still counts.
     fn charge_costs(&mut self, qid: Qid, id: RequestId) {
-        let costs = std::mem::take(&mut self.req_mut(id).costs);
+        if self.req(id).cost.is_none() && self.queue(qid).budgets.get().is_empty() {
+            return;
+        }
+        let mut cost = self.req_mut(id).cost.take().unwrap_or_default();
         let share = self.cost_share();
-        let margins: Vec<f64> = costs.iter().map(|(name, _)| self.margin(name)).collect();
+        let margins: Vec<f64> = cost.estimates.iter().map(|(name, _)| self.margin(name)).collect();
         let q = self.queues[qid].as_mut().expect("live queue");
         let mut charges = Vec::new();
-        for ((name, estimate), margin) in costs.iter().zip(margins) {
-            charges.push(costs::budget_mut(&mut q.budgets, name, share).charge(*estimate, margin));
+        for ((name, estimate), margin) in cost.estimates.iter().zip(margins) {
+            charges.push(costs::budget_mut(q.budgets.vec_mut(), name, share).charge(*estimate, margin));
         }
-        for b in q.budgets.iter_mut().filter(|b| !costs.iter().any(|(n, _)| *n == b.name)) {
+        for b in q.budgets.get_mut().iter_mut().filter(|b| !cost.estimates.iter().any(|(n, _)| *n == b.name)) {
             charges.push(b.charge(0, 1.0));
         }
-        let r = self.req_mut(id);
-        r.costs = costs;
-        r.charges = charges;
+        cost.charges = charges;
+        self.req_mut(id).cost = Some(cost);
     }
 
     /// Request `id` left flight: its charges go back to its queue's budgets. `answer`, when it
@@ -2786,18 +2794,18 @@ impl Limiter {
     fn settle_costs(&mut self, id: RequestId, answer: Option<(Nanos, &RateLimitInfo, &BodyHints)>, refund: bool) -> bool {
         let max_wait = self.config.max_server_wait;
         let r = self.requests.get_mut(&id).expect("live request");
-        if r.charges.is_empty() {
-            return false;
-        }
-        let mut lowered = false;
-        let charges = std::mem::take(&mut r.charges);
         let qid = r.qid;
+        let Some(cost) = r.cost.as_mut().filter(|c| !c.charges.is_empty()) else {
+            return false;
+        };
+        let mut lowered = false;
+        let charges = std::mem::take(&mut cost.charges);
         let share = self.cost_share();
         let q = self.queues[qid].as_mut().expect("live queue");
         for charge in &charges {
             // Made anew when its route moved to another queue meanwhile: that queue keeps the
             // budget now.
-            let budget = costs::budget_mut(&mut q.budgets, &charge.name, share);
+            let budget = costs::budget_mut(q.budgets.vec_mut(), &charge.name, share);
             let (report, actual) = match answer {
                 Some((_, info, body)) => {
                     let report = info
@@ -2838,8 +2846,8 @@ impl Limiter {
             .queue(qid)
             .pending
             .iter()
-            .filter(|id| !self.requests[id].costs.is_empty())
-            .filter_map(|id| costs::never_fits(&self.queue(qid).budgets, &self.requests[id].costs).map(|reason| (*id, reason)))
+            .filter(|id| !self.requests[id].costs().is_empty())
+            .filter_map(|id| costs::never_fits(self.queue(qid).budgets.get(), self.requests[id].costs()).map(|reason| (*id, reason)))
             .collect();
         for (id, reason) in doomed {
             self.unqueue(id);
@@ -3134,7 +3142,7 @@ impl Limiter {
         if b.shared_cap.is_some_and(|(_, until)| until <= now) {
             b.shared_cap = None;
         }
-        for budget in &mut q.budgets {
+        for budget in q.budgets.get_mut() {
             budget.roll(now);
         }
         if b.known && !b.unlimited {
@@ -3207,10 +3215,10 @@ impl Limiter {
                 earliest = Some(earliest.map_or(hold, |e| e.min(hold)));
             }
             if let Some(id) = head
-                && !self.requests[&id].costs.is_empty()
+                && !self.requests[&id].costs().is_empty()
             {
                 let r = &self.requests[&id];
-                if let Some(reason) = costs::never_fits(&q.budgets, &r.costs) {
+                if let Some(reason) = costs::never_fits(q.budgets.get(), r.costs()) {
                     self.unqueue(id);
                     self.fail(id, reason);
                     self.mark_dirty(qid);
@@ -3218,7 +3226,7 @@ impl Limiter {
                 }
                 let ratios = &self.ratios;
                 let margin = |name: &str| ratios.iter().find(|(n, _)| &**n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin());
-                match costs::gate(&q.budgets, r.costs.iter().map(|(n, c)| (&**n, *c)), margin) {
+                match costs::gate(q.budgets.get(), r.costs().iter().map(|(n, c)| (&**n, *c)), margin) {
                     Ok(()) => {}
                     Err(Blocked::Until(t)) => {
                         head = None;
@@ -3262,20 +3270,20 @@ impl Limiter {
             let r = &self.requests[&id];
             let Some(deadline) = r.deadline else {
                 position += 1;
-                self.add_charges(now, qid, &r.costs, &mut ahead);
+                self.add_charges(now, qid, r.costs(), &mut ahead);
                 continue;
             };
             let mut predicted = self
                 .predict_position(now, qid, &r.route_key, r.sub_key.as_deref(), position, r.exempt)
                 .max(r.not_before);
-            if let Some(t) = self.cost_wait(now, qid, &ahead, &r.costs) {
+            if let Some(t) = self.cost_wait(now, qid, &ahead, r.costs()) {
                 predicted = predicted.max(t);
             }
             if predicted > deadline {
                 doomed.push((id, limit_reason(r.limit, r.enqueued_at, deadline, Some(predicted), now)));
             } else {
                 position += 1;
-                self.add_charges(now, qid, &r.costs, &mut ahead);
+                self.add_charges(now, qid, r.costs(), &mut ahead);
             }
         }
         for (id, reason) in doomed {
@@ -3483,7 +3491,7 @@ impl Limiter {
             .predict_position(now, r.qid, &r.route_key, r.sub_key.as_deref(), position, r.exempt)
             .max(r.not_before);
         let ahead = self.charges_ahead(now, r.qid, position);
-        self.cost_wait(now, r.qid, &ahead, &r.costs).map_or(t, |c| t.max(c))
+        self.cost_wait(now, r.qid, &ahead, r.costs()).map_or(t, |c| t.max(c))
     }
 
     /// The margin estimates in dimension `name` are charged at (see `costs`).
@@ -3494,7 +3502,7 @@ impl Limiter {
     /// Queues what `costs` would be charged in `packs` (one per budget of queue `qid`, made on
     /// first use; see [`costs::Pack`]).
     fn add_charges<N: AsRef<str>>(&self, now: Nanos, qid: Qid, costs: &[(N, u64)], packs: &mut Vec<Option<Pack>>) {
-        let budgets = &self.queue(qid).budgets;
+        let budgets = self.queue(qid).budgets.get();
         if budgets.is_empty() || costs.is_empty() {
             return;
         }
@@ -3511,9 +3519,9 @@ impl Limiter {
     /// The first `position` requests queued in `qid`, packed into its budgets.
     fn charges_ahead(&self, now: Nanos, qid: Qid, position: usize) -> Vec<Option<Pack>> {
         let mut packs = Vec::new();
-        if !self.queue(qid).budgets.is_empty() {
+        if !self.queue(qid).budgets.get().is_empty() {
             for id in self.queue(qid).pending.iter().take(position) {
-                self.add_charges(now, qid, &self.requests[id].costs, &mut packs);
+                self.add_charges(now, qid, self.requests[id].costs(), &mut packs);
             }
         }
         packs
@@ -3524,7 +3532,7 @@ impl Limiter {
     fn cost_wait<N: AsRef<str>>(&self, now: Nanos, qid: Qid, ahead: &[Option<Pack>], own: &[(N, u64)]) -> Option<Nanos> {
         let mut packs = ahead.to_vec();
         self.add_charges(now, qid, own, &mut packs);
-        let budgets = &self.queue(qid).budgets;
+        let budgets = self.queue(qid).budgets.get();
         let mut wait: Option<Nanos> = None;
         for (b, pack) in budgets.iter().zip(&packs) {
             if !own.iter().any(|(n, _)| n.as_ref() == &*b.name) {
