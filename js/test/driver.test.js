@@ -348,6 +348,70 @@ test('close rejects queued requests, refuses new ones and waits for those in fli
   assert.equal(limiter.closed, true)
 })
 
+/** Busy-waits `ms` milliseconds: a send as costly to make as a cold fetch() in a burst. */
+function spin(ms) {
+  const until = performance.now() + ms
+  while (performance.now() < until) { /* the cost of making the request */ }
+}
+
+/** Counts turns of the event loop (setImmediate to setImmediate) until `stop()`. */
+function turnCounter() {
+  const counter = { turn: 0, running: true }
+  const next = () => { if (counter.running) { counter.turn += 1; setImmediate(next) } }
+  setImmediate(next)
+  counter.stop = () => { counter.running = false }
+  return counter
+}
+
+test('a burst of costly sends starts over several turns, in the core\'s order, each exactly once', async () => {
+  const limiter = new RateLimiter()
+  const turns = turnCounter()
+  const started = []
+  const n = 40
+  const all = []
+  for (let i = 0; i < n; i++) {
+    // Different channels: 40 pioneers, every one let go by the core at once.
+    all.push(limiter.run('POST', `/channels/${1000 + i}/messages`, () => {
+      started.push({ i, turn: turns.turn })
+      spin(0.5)
+      return ok(4, 1, 5, `b${i}`)
+    }))
+  }
+  const inSubmittingTurn = started.length
+  try {
+    await Promise.all(all)
+  } finally {
+    turns.stop()
+  }
+  // Only what fits in one turn's budget started before the submitting code returned.
+  assert.ok(inSubmittingTurn >= 1 && inSubmittingTurn < n, `started in the submitting turn: ${inSubmittingTurn}`)
+  assert.deepEqual(started.map((s) => s.i), [...Array(n).keys()])
+  assert.ok(started[n - 1].turn > started[0].turn, 'the last send started on a later turn than the first')
+  await limiter.close()
+})
+
+test('close ends the sends not started yet with ClosedError, and never starts them', async () => {
+  const limiter = new RateLimiter()
+  const started = []
+  const all = []
+  for (let i = 0; i < 30; i++) {
+    all.push(limiter.run('POST', `/channels/${2000 + i}/messages`, () => {
+      started.push(i)
+      spin(0.5)
+      return ok(4, 1, 5, `c${i}`)
+    }).then((r) => r.status, (e) => e))
+  }
+  const startedBeforeClose = started.length
+  assert.ok(startedBeforeClose < 30)
+  await limiter.close()
+  const outcomes = await Promise.all(all)
+  assert.equal(started.length, startedBeforeClose, 'nothing started after close')
+  for (let i = 0; i < 30; i++) {
+    if (i < startedBeforeClose) assert.equal(outcomes[i], 200)
+    else assert.ok(outcomes[i] instanceof ClosedError && outcomes[i].code === 'closed', `request ${i}: ${outcomes[i]}`)
+  }
+})
+
 test('transport failures: not_sent is retried, maybe_sent POST fails, NetworkError after the budget', async () => {
   const refused = () => Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }) })
   const limiter = new RateLimiter({ backoffBase: 1, backoffMax: 2, maxErrorRetries: 2 })
