@@ -51,13 +51,6 @@ from ._settings import config_json, seconds_settings
 
 __all__ = ["RateLimiter", "Permit", "RequestOptions", "report_written"]
 
-# Seconds of sends one turn of the event loop starts. A ``send`` runs until its first real
-# await (aiohttp builds the request and asks for a connection) and the loop polls for I/O
-# only between turns, so a burst of a few hundred sends made in one turn held the first
-# request back until the last had been made. Past this budget a send yields one turn first:
-# the first requests are written while the later ones are being made, in the core's order.
-_START_BUDGET = 0.002
-
 
 class RequestOptions(TypedDict, total=False):
     """Per-request options of ``RateLimiter.run`` and ``RateLimiter.acquire``."""
@@ -205,9 +198,6 @@ class RateLimiter:
         self._timer_at = 0
         self._on_observation = on_observation
         self._closed = False
-        # When this turn's first send started (``time.perf_counter()``), or None: see
-        # ``_START_BUDGET``.
-        self._turn_start: Optional[float] = None
 
     # ------------------------------------------------------------------ public API
 
@@ -281,15 +271,6 @@ class RateLimiter:
             while True:
                 if waiter.state != _SENDABLE:
                     await self._wait(waiter)
-                if self._turn_spent(loop):
-                    await asyncio.sleep(0)
-                    if self._closed:
-                        # Closed meanwhile: it never left, so it ends as the queued ones do
-                        # (the core's Fail for it comes with this drain).
-                        waiter.state = _WAITING
-                        core.handle_failure(self._now(), waiter.id, "not_sent")
-                        self._pump()
-                        continue
                 waiter.state = _WAITING
                 attempt = _ATTEMPT.set((self, waiter))
                 try:
@@ -595,20 +576,6 @@ class RateLimiter:
         except RatelaneError:
             return  # already ended in the core (failed, or closed while in flight)
         self._pump()
-
-    def _turn_spent(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """Whether this turn of the loop has spent its budget for starting sends (the first
-        send of a turn opens it)."""
-        now = time.perf_counter()
-        start = self._turn_start
-        if start is None:
-            self._turn_start = now
-            loop.call_soon(self._new_turn)
-            return False
-        return now - start > _START_BUDGET
-
-    def _new_turn(self) -> None:
-        self._turn_start = None
 
     def _pump(self) -> None:
         """Drains the core's outputs (the drain invariant) and acts on each."""
