@@ -310,11 +310,12 @@ function createRatelane(core, host) {
   // the core's order: the first requests are written while the later ones are being made.
   const START_BUDGET_MS = 2
   /**
-   * Runs `fn` on a later turn of the event loop, after pending I/O: Node's setImmediate, else
-   * a zero timeout (browsers and edge runtimes; a MessageChannel would be unclamped but may
-   * keep a runtime alive).
+   * Runs `fn` on the next turn of the event loop, after pending I/O (setImmediate: Node, Bun),
+   * or null where the runtime has none. There every send starts at once, as before the
+   * budget: a browser clamps chained zero timeouts to 4 ms, which would slow a long burst
+   * down instead, and a MessageChannel can keep a server runtime alive.
    */
-  const nextTurn = typeof setImmediate === 'function' ? (fn) => { setImmediate(fn) } : (fn) => { setTimeout(fn, 0) }
+  const nextTurn = typeof setImmediate === 'function' ? (fn) => { setImmediate(fn) } : null
 
   // ------------------------------------------------------------------ when a request left
 
@@ -1087,6 +1088,10 @@ function createRatelane(core, host) {
     _start(id) {
       if (this._deferredStarts !== null) {
         this._deferredStarts.push(id)
+        return
+      }
+      if (nextTurn === null) {
+        this._startNow(id)
         return
       }
       const t = clock()
