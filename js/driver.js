@@ -299,6 +299,36 @@ function createRatelane(core, host) {
   /** setTimeout's longest delay; an earlier wake-up is harmless. */
   const MAX_TIMER_MS = 0x7fffffff
 
+  // ------------------------------------------------------------------ abort signals
+
+  // One 'abort' listener per signal, however many requests share it (a bot's one shutdown
+  // signal on every request): an EventTarget walks its listeners on every add and remove, so
+  // a listener per request made a burst of n requests on one signal cost O(n^2) (500 `run`
+  // calls took 16-28 ms instead of 6). signal -> the entries (of any limiter) it aborts.
+  const abortWaiters = new WeakMap()
+
+  function listenForAbort(signal, entry) {
+    let waiting = abortWaiters.get(signal)
+    if (waiting === undefined) {
+      const entries = new Set()
+      const onAbort = () => {
+        abortWaiters.delete(signal)
+        for (const e of Array.from(entries)) e.onAbort()
+      }
+      waiting = { entries, onAbort }
+      abortWaiters.set(signal, waiting)
+      signal.addEventListener('abort', onAbort, { once: true })
+    }
+    waiting.entries.add(entry)
+  }
+
+  function stopListening(signal, entry) {
+    const waiting = abortWaiters.get(signal)
+    if (waiting === undefined || !waiting.entries.delete(entry) || waiting.entries.size > 0) return
+    abortWaiters.delete(signal)
+    signal.removeEventListener('abort', waiting.onAbort)
+  }
+
   // ------------------------------------------------------------------ starting sends
 
   // Each `send` runs synchronously where the core says so, and a fetch() costs tenths of a
@@ -875,7 +905,7 @@ function createRatelane(core, host) {
         }
         if (signal) {
           entry.onAbort = () => this._abort(entry)
-          signal.addEventListener('abort', entry.onAbort, { once: true })
+          listenForAbort(signal, entry)
         }
         this._entries.set(id, entry)
         this._pump()
@@ -1303,7 +1333,7 @@ function createRatelane(core, host) {
     _settle(entry) {
       this._entries.delete(entry.id)
       entry.attemptController = null
-      if (entry.signal && entry.onAbort) entry.signal.removeEventListener('abort', entry.onAbort)
+      if (entry.signal && entry.onAbort) stopListening(entry.signal, entry)
     }
 
     // -------------------------------------------------------------- shared mode

@@ -293,6 +293,28 @@ test('an AbortSignal aborts a request in flight through the signal send got', as
   await limiter.close()
 })
 
+test('one signal on many requests: one listener, every request aborted, none left behind', async () => {
+  const { getEventListeners } = require('node:events')
+  const a = new RateLimiter()
+  const b = new RateLimiter()
+  const shared = new AbortController()
+  const pioneer = deferred()
+  const inFlight = a.run('POST', CHANNEL, () => pioneer.promise, { signal: shared.signal })
+  const queued = [1, 2, 3].map(() => a.run('POST', CHANNEL, () => ok(), { signal: shared.signal }))
+  const other = b.run('GET', '/users/@me', () => new Promise(() => {}), { signal: shared.signal })
+  await tick()
+  assert.equal(getEventListeners(shared.signal, 'abort').length, 1)
+  shared.abort(new Error('shutting down'))
+  for (const p of [inFlight, ...queued, other]) await assert.rejects(p, /shutting down/)
+  assert.equal(a.queued + a.inFlight + b.inFlight, 0)
+  // Settled requests leave nothing on a signal that lives on.
+  const kept = new AbortController()
+  const done = await Promise.all([1, 2, 3].map((i) => a.run('GET', `/guilds/${i}`, () => ok(4, 1, 5, `g${i}`), { signal: kept.signal })))
+  assert.deepEqual(done.map((r) => r.status), [200, 200, 200])
+  assert.equal(getEventListeners(kept.signal, 'abort').length, 0)
+  await Promise.all([a.close(), b.close()])
+})
+
 test('the signal send got: one per attempt, and aborted even when read after the abort', async () => {
   const limiter = new RateLimiter()
   const controller = new AbortController()
