@@ -458,10 +458,11 @@ struct Bucket {
     /// flight: the lowest report is the server's latest state, and anything it did not count
     /// yet is either still in flight or came back with a lower report.
     reported: Option<u32>,
-    /// Requests that may have reached the server without an answer (cancelled in flight, or
-    /// failed after maybe reaching it): they count as in flight until the window resets.
-    /// (Listed by route, so they follow their route if it moves to another bucket.)
-    ghosts: Vec<String>,
+    /// Requests the current window may hold that no report may count (cancelled in flight,
+    /// failed after maybe reaching the server, answered without a count, or answered from
+    /// before the local reset): they count as in flight until the window resets, or until a
+    /// report proves them counted (see [`Ghost`]).
+    ghosts: Vec<Ghost>,
     /// End of the current window as the client sees it; `None` after a local reset until the
     /// next response tells (or a provisional end from the learned window length).
     reset_at: Option<Nanos>,
@@ -589,6 +590,19 @@ impl Bucket {
             None => local,
         }
     }
+}
+
+/// A request a bucket's window may hold without any report counting it (see
+/// [`Bucket::ghosts`]).
+#[derive(Debug, Clone)]
+struct Ghost {
+    /// Its route (a ghost follows its route if that moves to another bucket).
+    route: String,
+    /// When its answer came back, if one did: it reached the server before that, so the
+    /// report of a request sent afterwards counts it (or its window is over). `None` for a
+    /// request cancelled in flight or failed after maybe reaching the server: it may still
+    /// be on its way, behind requests sent later.
+    answered_at: Option<Nanos>,
 }
 
 /// What a late grant for a request that already ended must release at the store.
@@ -994,7 +1008,7 @@ impl Limiter {
             // reset.
             let b = &self.queue(sent_in).bucket;
             if sent_at.window_epoch < b.epoch {
-                self.add_ghost(sent_in, id);
+                self.add_ghost(sent_in, id, Some(now));
             }
         }
         // Learn the bucket first: the request may move to another queue.
@@ -1089,7 +1103,7 @@ impl Limiter {
             }
             Failure::MaybeSent => {
                 self.settle_costs(id, None, false);
-                self.add_ghost(qid, id);
+                self.add_ghost(qid, id, None);
                 self.req_mut(id).maybe_reached = true;
                 if self.req(id).idempotent {
                     self.retry_after_error(now, id, true)
@@ -1124,7 +1138,7 @@ impl Limiter {
                 self.take_in_flight(id)?;
                 // It may have reached the server: it keeps its slot until the window resets.
                 self.settle_costs(id, None, false);
-                self.add_ghost(qid, id);
+                self.add_ghost(qid, id, None);
                 if self.config.shared.is_some() {
                     let update = self.release(id, true);
                     self.outputs.push_back(Output::Share(update));
@@ -2394,9 +2408,9 @@ impl Limiter {
         src.pending = kept_pending;
         src.in_flight = kept_flight;
         // Ghosts follow their route: they may have been counted by the bucket it moves to.
-        let (moved_ghosts, kept_ghosts): (Vec<String>, Vec<String>) = std::mem::take(&mut src.bucket.ghosts)
+        let (moved_ghosts, kept_ghosts): (Vec<Ghost>, Vec<Ghost>) = std::mem::take(&mut src.bucket.ghosts)
             .into_iter()
-            .partition(|g| route.is_none_or(|k| g == k));
+            .partition(|g| route.is_none_or(|k| g.route == *k));
         src.bucket.ghosts = kept_ghosts;
         self.queue_mut(to).bucket.ghosts.extend(moved_ghosts);
         for &id in moved_pending.iter().chain(moved_flight.iter()) {
@@ -2455,7 +2469,7 @@ impl Limiter {
         if info.remaining.is_none() && b.known && !b.unlimited && flight.window_epoch == b.epoch {
             // An answer that reports nothing (a 5xx, a header-less 429) may still have been
             // counted by the server: it keeps its slot until the window resets.
-            self.add_ghost(qid, id);
+            self.add_ghost(qid, id, Some(now));
         }
         let q = self.queue_mut(qid);
         let b = &mut q.bucket;
@@ -2522,6 +2536,13 @@ impl Limiter {
                 Some(old) if !fresh => old.min(rem),
                 _ => rem,
             });
+            // A ghost answered before this request was sent reached the server first: this
+            // report counts it if they share a window (and the lowest report is at most this
+            // one), or its window is over. Counting it again held a window's last slot until
+            // the next reset (a bucket whose requests straddled a local reset, on the
+            // Scoreboard's `many_channels`: a whole window late).
+            let sent = flight.sent_at;
+            b.ghosts.retain(|g| g.answered_at.is_none_or(|a| a > sent));
         }
         if detected_sliding {
             // Seed the send log with what is still out there and this request.
@@ -2880,9 +2901,11 @@ impl Limiter {
 
     /// Counts request `id` (which left the in-flight set) against its bucket until the
     /// window resets: it may have been counted by the server without the client knowing.
-    fn add_ghost(&mut self, qid: Qid, id: RequestId) {
+    /// Keeps `id`'s slot in queue `qid`'s window (see [`Ghost`]): `answered_at` when its
+    /// answer came back, `None` when it may still be on its way.
+    fn add_ghost(&mut self, qid: Qid, id: RequestId, answered_at: Option<Nanos>) {
         let route = self.requests[&id].route_key.clone();
-        self.queue_mut(qid).bucket.ghosts.push(route);
+        self.queue_mut(qid).bucket.ghosts.push(Ghost { route, answered_at });
     }
 
     fn record_invalid(&mut self, now: Nanos, id: RequestId) {

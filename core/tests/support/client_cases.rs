@@ -1540,5 +1540,51 @@
             .granted_processes(112 * MS, 2, 2),
     });
 
+    // A report counts an answer from before the local reset once.
+    let mut c = discord_config();
+    c.global_limit = 5;
+    let messages = |remaining: &'static str, reset_after: &'static str| {
+        [
+            ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", remaining),
+            ("X-RateLimit-Reset-After", reset_after), ("X-RateLimit-Bucket", "msgs"),
+        ]
+    };
+    v.push(Case {
+        file: "ghost_counted_once",
+        comment: "global_limit 5. Channel 1's six messages (ids 1-6) wait for its pioneer, then for the global \
+                  budget, which four other channels' pioneers fill; meanwhile channel 1's window (5 per 500 ms) \
+                  resets locally. When the budget frees, 2 goes before the queue rolls its window (its answer \
+                  is kept as a ghost: it may be counted in the new window), 3 after. 4 and 5 go after 2's \
+                  answer, so their reports count 2 already: with the lowest report at 1, one slot is left, and \
+                  6 goes as soon as the budget frees again, in the window 2 opened. (Counting 2 again held 6 \
+                  until the window's reset.)",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000002/messages")
+            .enqueue(200 * MS, "POST", "/channels/100000000000000003/messages")
+            .enqueue(200 * MS, "POST", "/channels/100000000000000004/messages")
+            .enqueue(250 * MS, "POST", "/channels/100000000000000005/messages")
+            .respond(300 * MS, 1, 200, &messages("4", "0.5"))
+            .respond(300 * MS, 7, 200, &messages("4", "0.5"))
+            .respond(300 * MS, 8, 200, &messages("4", "0.5"))
+            .respond(300 * MS, 9, 200, &messages("4", "0.5"))
+            .respond(300 * MS, 10, 200, &messages("4", "0.5"))
+            .timeout(1_305 * MS)
+            .respond(1_315 * MS, 2, 200, &messages("4", "0.5"))
+            .respond(1_320 * MS, 3, 200, &messages("3", "0.495"))
+            .timeout(1_505 * MS)
+            .respond(1_515 * MS, 4, 200, &messages("2", "0.3"))
+            .respond(1_516 * MS, 5, 200, &messages("1", "0.299"))
+            .timeout(1_555 * MS)
+            .respond(1_565 * MS, 6, 200, &messages("0", "0.25"))
+            .timeout(1_900 * MS),
+    });
+
     v
 }
