@@ -2536,13 +2536,14 @@ impl Limiter {
                 Some(old) if !fresh => old.min(rem),
                 _ => rem,
             });
-            // A ghost answered before this request was sent reached the server first: this
-            // report counts it if they share a window (and the lowest report is at most this
-            // one), or its window is over. Counting it again held a window's last slot until
-            // the next reset (a bucket whose requests straddled a local reset, on the
-            // Scoreboard's `many_channels`: a whole window late).
-            let sent = flight.sent_at;
-            b.ghosts.retain(|g| g.answered_at.is_none_or(|a| a > sent));
+            // A ghost answered before this request left reached the server first: this report
+            // counts it if they share a window (and the lowest report is at most this one), or
+            // its window is over. Counting it again held a window's last slot until the next
+            // reset (a bucket whose requests straddled a local reset, on the Scoreboard's
+            // `many_channels`: a whole window late). When it left: the transport's report
+            // where there is one (a burst is written well after its `Send`s), else the `Send`.
+            let left = flight.left_at;
+            b.ghosts.retain(|g| g.answered_at.is_none_or(|a| a > left));
         }
         if detected_sliding {
             // Seed the send log with what is still out there and this request.

@@ -1585,6 +1585,42 @@
             .respond(1_565 * MS, 6, 200, &messages("0", "0.25"))
             .timeout(1_900 * MS),
     });
+    let mut c = discord_config();
+    c.global_limit = 5;
+    v.push(Case {
+        file: "ghost_counted_once_written",
+        comment: "As ghost_counted_once, but 2's answer comes back (1.51 s) after 3's and after 4 and 5 are let \
+                  go (1.505 s), which are written after it (1.512 s, 1.513 s, reported through handle_written): \
+                  they reached the server after 2, so 4's report counts it, and 6 goes at that report, in the \
+                  window 2 opened.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000002/messages")
+            .enqueue(200 * MS, "POST", "/channels/100000000000000003/messages")
+            .enqueue(200 * MS, "POST", "/channels/100000000000000004/messages")
+            .enqueue(250 * MS, "POST", "/channels/100000000000000005/messages")
+            .respond(300 * MS, 1, 200, &messages("4", "0.5"))
+            .respond(300 * MS, 7, 200, &messages("4", "0.5"))
+            .respond(300 * MS, 8, 200, &messages("4", "0.5"))
+            .respond(300 * MS, 9, 200, &messages("4", "0.5"))
+            .respond(300 * MS, 10, 200, &messages("4", "0.5"))
+            .timeout(1_305 * MS)
+            .respond(1_320 * MS, 3, 200, &messages("3", "0.49"))
+            .timeout(1_505 * MS)
+            .respond(1_510 * MS, 2, 200, &messages("4", "0.5"))
+            .written(1_512 * MS, 4)
+            .written(1_513 * MS, 5)
+            .respond(1_522 * MS, 4, 200, &messages("2", "0.488"))
+            .respond(1_523 * MS, 5, 200, &messages("1", "0.487"))
+            .respond(1_560 * MS, 6, 200, &messages("0", "0.45"))
+            .timeout(2_100 * MS),
+    });
 
     v
 }
