@@ -599,8 +599,8 @@ struct Ghost {
     /// Its route (a ghost follows its route if that moves to another bucket).
     route: String,
     /// When its answer came back, if one did: it reached the server before that, so the
-    /// report of a request sent afterwards counts it (or its window is over). `None` for a
-    /// request cancelled in flight or failed after maybe reaching the server: it may still
+    /// report of a request that left afterwards counts it (or its window is over). `None` for
+    /// a request cancelled in flight or failed after maybe reaching the server: it may still
     /// be on its way, behind requests sent later.
     answered_at: Option<Nanos>,
 }
@@ -2900,10 +2900,10 @@ impl Limiter {
         }
     }
 
-    /// Counts request `id` (which left the in-flight set) against its bucket until the
-    /// window resets: it may have been counted by the server without the client knowing.
-    /// Keeps `id`'s slot in queue `qid`'s window (see [`Ghost`]): `answered_at` when its
-    /// answer came back, `None` when it may still be on its way.
+    /// Counts request `id` (which left the in-flight set) against queue `qid`'s window until
+    /// the window resets or a report counts it (see [`Ghost`]): the server may have counted
+    /// it without the client knowing. `answered_at`: when its answer came back, `None` when
+    /// it may still be on its way.
     fn add_ghost(&mut self, qid: Qid, id: RequestId, answered_at: Option<Nanos>) {
         let route = self.requests[&id].route_key.clone();
         self.queue_mut(qid).bucket.ghosts.push(Ghost { route, answered_at });
