@@ -1541,13 +1541,37 @@
     });
 
     // A report counts an answer from before the local reset once.
-    let mut c = discord_config();
-    c.global_limit = 5;
+    let ghost_config = || {
+        let mut c = discord_config();
+        c.global_limit = 5;
+        c
+    };
     let messages = |remaining: &'static str, reset_after: &'static str| {
         [
             ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", remaining),
             ("X-RateLimit-Reset-After", reset_after), ("X-RateLimit-Bucket", "msgs"),
         ]
+    };
+    // Channel 1's six messages wait for its pioneer, then for the global budget that four
+    // other channels' pioneers fill, past its local reset; at 1.305 s 2 and 3 go.
+    let straddling = || {
+        Script::new()
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .enqueue(0, "POST", "/channels/100000000000000002/messages")
+            .enqueue(200 * MS, "POST", "/channels/100000000000000003/messages")
+            .enqueue(200 * MS, "POST", "/channels/100000000000000004/messages")
+            .enqueue(250 * MS, "POST", "/channels/100000000000000005/messages")
+            .respond(300 * MS, 1, 200, &messages("4", "0.5"))
+            .respond(300 * MS, 7, 200, &messages("4", "0.5"))
+            .respond(300 * MS, 8, 200, &messages("4", "0.5"))
+            .respond(300 * MS, 9, 200, &messages("4", "0.5"))
+            .respond(300 * MS, 10, 200, &messages("4", "0.5"))
+            .timeout(1_305 * MS)
     };
     v.push(Case {
         file: "ghost_counted_once",
@@ -1558,24 +1582,8 @@
                   answer, so their reports count 2 already: with the lowest report at 1, one slot is left, and \
                   6 goes as soon as the budget frees again, in the window 2 opened. (Counting 2 again held 6 \
                   until the window's reset.)",
-        config: c,
-        script: Script::new()
-            .enqueue(0, "POST", "/channels/100000000000000001/messages")
-            .enqueue(0, "POST", "/channels/100000000000000001/messages")
-            .enqueue(0, "POST", "/channels/100000000000000001/messages")
-            .enqueue(0, "POST", "/channels/100000000000000001/messages")
-            .enqueue(0, "POST", "/channels/100000000000000001/messages")
-            .enqueue(0, "POST", "/channels/100000000000000001/messages")
-            .enqueue(0, "POST", "/channels/100000000000000002/messages")
-            .enqueue(200 * MS, "POST", "/channels/100000000000000003/messages")
-            .enqueue(200 * MS, "POST", "/channels/100000000000000004/messages")
-            .enqueue(250 * MS, "POST", "/channels/100000000000000005/messages")
-            .respond(300 * MS, 1, 200, &messages("4", "0.5"))
-            .respond(300 * MS, 7, 200, &messages("4", "0.5"))
-            .respond(300 * MS, 8, 200, &messages("4", "0.5"))
-            .respond(300 * MS, 9, 200, &messages("4", "0.5"))
-            .respond(300 * MS, 10, 200, &messages("4", "0.5"))
-            .timeout(1_305 * MS)
+        config: ghost_config(),
+        script: straddling()
             .respond(1_315 * MS, 2, 200, &messages("4", "0.5"))
             .respond(1_320 * MS, 3, 200, &messages("3", "0.495"))
             .timeout(1_505 * MS)
@@ -1585,32 +1593,14 @@
             .respond(1_565 * MS, 6, 200, &messages("0", "0.25"))
             .timeout(1_900 * MS),
     });
-    let mut c = discord_config();
-    c.global_limit = 5;
     v.push(Case {
         file: "ghost_counted_once_written",
         comment: "As ghost_counted_once, but 2's answer comes back (1.51 s) after 3's and after 4 and 5 are let \
                   go (1.505 s), which are written after it (1.512 s, 1.513 s, reported through handle_written): \
                   they reached the server after 2, so 4's report counts it, and 6 goes at that report, in the \
                   window 2 opened.",
-        config: c,
-        script: Script::new()
-            .enqueue(0, "POST", "/channels/100000000000000001/messages")
-            .enqueue(0, "POST", "/channels/100000000000000001/messages")
-            .enqueue(0, "POST", "/channels/100000000000000001/messages")
-            .enqueue(0, "POST", "/channels/100000000000000001/messages")
-            .enqueue(0, "POST", "/channels/100000000000000001/messages")
-            .enqueue(0, "POST", "/channels/100000000000000001/messages")
-            .enqueue(0, "POST", "/channels/100000000000000002/messages")
-            .enqueue(200 * MS, "POST", "/channels/100000000000000003/messages")
-            .enqueue(200 * MS, "POST", "/channels/100000000000000004/messages")
-            .enqueue(250 * MS, "POST", "/channels/100000000000000005/messages")
-            .respond(300 * MS, 1, 200, &messages("4", "0.5"))
-            .respond(300 * MS, 7, 200, &messages("4", "0.5"))
-            .respond(300 * MS, 8, 200, &messages("4", "0.5"))
-            .respond(300 * MS, 9, 200, &messages("4", "0.5"))
-            .respond(300 * MS, 10, 200, &messages("4", "0.5"))
-            .timeout(1_305 * MS)
+        config: ghost_config(),
+        script: straddling()
             .respond(1_320 * MS, 3, 200, &messages("3", "0.49"))
             .timeout(1_505 * MS)
             .respond(1_510 * MS, 2, 200, &messages("4", "0.5"))
