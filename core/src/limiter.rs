@@ -563,6 +563,24 @@ impl Bucket {
         Some(if self.reset_provisional { by_link } else { by_link.min(self.reset_ready) })
     }
 
+    /// Starts the next window locally once the current one's requests may go
+    /// ([`Bucket::ready_at`]): what is in flight (and the ghosts) is carried into it.
+    fn roll_if_due(&mut self, now: Nanos, lead: Nanos, in_flight: usize) {
+        if !self.known || self.unlimited {
+            return;
+        }
+        if self.ready_at(lead).is_some_and(|ready| ready <= now) {
+            self.reset_at = None;
+            self.epoch += 1;
+            self.sends_in_window = 0;
+            self.carried = self.outstanding(in_flight);
+            self.ghosts.clear();
+            self.reported = None;
+            self.reset_provisional = false;
+            self.window_first_send = None;
+        }
+    }
+
     /// The bucket's limit, or the shared-scope limit learned below it; of that, this
     /// process's `share` (see [`share_of`]: 1 but in a fail-open store outage).
     fn effective_limit(&self, share: u32) -> u32 {
@@ -3169,25 +3187,14 @@ impl Limiter {
         for budget in q.budgets.get_mut() {
             budget.roll(now);
         }
-        if b.known && !b.unlimited {
-            if let Some(ready) = b.ready_at(lead)
-                && ready <= now
-            {
-                b.reset_at = None;
-                b.epoch += 1;
-                b.sends_in_window = 0;
-                b.carried = b.outstanding(q.in_flight.len());
-                b.ghosts.clear();
-                b.reported = None;
-                b.reset_provisional = false;
-                b.window_first_send = None;
-            }
-            if b.sliding
-                && let Some(period) = b.period
-            {
-                while b.send_log.front().is_some_and(|&t| t.saturating_add(period) <= now) {
-                    b.send_log.pop_front();
-                }
+        b.roll_if_due(now, lead, q.in_flight.len());
+        if b.known
+            && !b.unlimited
+            && b.sliding
+            && let Some(period) = b.period
+        {
+            while b.send_log.front().is_some_and(|&t| t.saturating_add(period) <= now) {
+                b.send_log.pop_front();
             }
         }
         // A global pause of this queue's identity or a host-wide hold: the queued requests that
@@ -3384,7 +3391,15 @@ impl Limiter {
                 continue;
             }
             self.ready.remove(&key);
-            self.queue_mut(qid).slot = Slot::None;
+            let lead = self.send_lead;
+            let q = self.queue_mut(qid);
+            q.slot = Slot::None;
+            // A head that waited for the global budget goes without being evaluated again
+            // (its bucket only opened further meanwhile), but its window may have reset: a
+            // request sent after the reset belongs to the next window, not to one whose answers
+            // would then describe the old window (and keep it as a ghost).
+            let in_flight = q.in_flight.len();
+            q.bucket.roll_if_due(now, lead, in_flight);
             self.send(now, qid, id);
             sent = true;
             // The queue's next head may go too: evaluate it right away.

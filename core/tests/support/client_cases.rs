@@ -1540,22 +1540,26 @@
             .granted_processes(112 * MS, 2, 2),
     });
 
-    // A report counts an answer from before the local reset once.
-    let ghost_config = || {
-        let mut c = discord_config();
-        c.global_limit = 5;
-        c
-    };
+    // A window rolls when its next request goes, and a report counts an answer from before the
+    // local reset once.
     let messages = |remaining: &'static str, reset_after: &'static str| {
         [
             ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", remaining),
             ("X-RateLimit-Reset-After", reset_after), ("X-RateLimit-Bucket", "msgs"),
         ]
     };
-    // Channel 1's six messages wait for its pioneer, then for the global budget that four
-    // other channels' pioneers fill, past its local reset; at 1.305 s 2 and 3 go.
-    let straddling = || {
-        Script::new()
+    let mut c = discord_config();
+    c.global_limit = 5;
+    v.push(Case {
+        file: "window_rolls_at_dispatch",
+        comment: "global_limit 5. Channel 1's six messages (ids 1-6) wait for its pioneer, then for the global \
+                  budget, which four other channels' pioneers fill; meanwhile channel 1's window (5 per 500 ms) \
+                  resets locally. When the budget frees (1.305 s), 2 and 3 go in the next window, though the \
+                  queue waited for the budget and was not evaluated again: their reports (4, then 3 left) \
+                  describe that window, so 4, 5 and 6 go together when the budget frees again. (Sent in the \
+                  old window, 2's answer was kept as a ghost and counted twice, and 6 waited for the reset.)",
+        config: c,
+        script: Script::new()
             .enqueue(0, "POST", "/channels/100000000000000001/messages")
             .enqueue(0, "POST", "/channels/100000000000000001/messages")
             .enqueue(0, "POST", "/channels/100000000000000001/messages")
@@ -1572,44 +1576,59 @@
             .respond(300 * MS, 9, 200, &messages("4", "0.5"))
             .respond(300 * MS, 10, 200, &messages("4", "0.5"))
             .timeout(1_305 * MS)
-    };
-    v.push(Case {
-        file: "ghost_counted_once",
-        comment: "global_limit 5. Channel 1's six messages (ids 1-6) wait for its pioneer, then for the global \
-                  budget, which four other channels' pioneers fill; meanwhile channel 1's window (5 per 500 ms) \
-                  resets locally. When the budget frees, 2 goes before the queue rolls its window (its answer \
-                  is kept as a ghost: it may be counted in the new window), 3 after. 4 and 5 go after 2's \
-                  answer, so their reports count 2 already: with the lowest report at 1, one slot is left, and \
-                  6 goes as soon as the budget frees again, in the window 2 opened. (Counting 2 again held 6 \
-                  until the window's reset.)",
-        config: ghost_config(),
-        script: straddling()
             .respond(1_315 * MS, 2, 200, &messages("4", "0.5"))
             .respond(1_320 * MS, 3, 200, &messages("3", "0.495"))
             .timeout(1_505 * MS)
             .respond(1_515 * MS, 4, 200, &messages("2", "0.3"))
             .respond(1_516 * MS, 5, 200, &messages("1", "0.299"))
-            .timeout(1_555 * MS)
-            .respond(1_565 * MS, 6, 200, &messages("0", "0.25"))
+            .respond(1_517 * MS, 6, 200, &messages("0", "0.298"))
             .timeout(1_900 * MS),
+    });
+    // The pioneer's window (5 per 500 ms) ends locally at 510 ms; 2 goes at 500 ms, before it,
+    // reaches the server in the next window and is answered after the local reset (a ghost).
+    let straddling = || {
+        Script::new()
+            .enqueue(0, "POST", "/channels/100000000000000001/messages")
+            .respond(10 * MS, 1, 200, &messages("4", "0.5"))
+            .enqueue(500 * MS, "POST", "/channels/100000000000000001/messages")
+            .enqueue(515 * MS, "POST", "/channels/100000000000000001/messages")
+    };
+    v.push(Case {
+        file: "ghost_counted_once",
+        comment: "2 goes at 500 ms, before the local reset (510 ms), and its answer (520 ms) is kept as a ghost: \
+                  it may have been counted in either window. 3 went before that answer, so its report (3 left) \
+                  may not count 2, and the ghost holds a slot. 4 goes after it, and its report (2 left) counts 2 \
+                  (it arrived first): the ghost is dropped, and 5 and 6 both go at 545 ms. (Counting 2 again \
+                  held 6 until the reset.)",
+        config: discord_config(),
+        script: straddling()
+            .respond(520 * MS, 2, 200, &messages("4", "0.5"))
+            .respond(525 * MS, 3, 200, &messages("3", "0.48"))
+            .enqueue(530 * MS, "POST", "/channels/100000000000000001/messages")
+            .respond(540 * MS, 4, 200, &messages("2", "0.465"))
+            .enqueue(545 * MS, "POST", "/channels/100000000000000001/messages")
+            .enqueue(545 * MS, "POST", "/channels/100000000000000001/messages")
+            .respond(555 * MS, 5, 200, &messages("1", "0.45"))
+            .respond(556 * MS, 6, 200, &messages("0", "0.449"))
+            .timeout(1_100 * MS),
     });
     v.push(Case {
         file: "ghost_counted_once_written",
-        comment: "As ghost_counted_once, but 2's answer comes back (1.51 s) after 3's and after 4 and 5 are let \
-                  go (1.505 s), which are written after it (1.512 s, 1.513 s, reported through handle_written): \
-                  they reached the server after 2, so 4's report counts it, and 6 goes at that report, in the \
-                  window 2 opened.",
-        config: ghost_config(),
+        comment: "As ghost_counted_once, but 4 is let go at 518 ms, before 2's answer (520 ms), and written at \
+                  522 ms, after it (reported through handle_written): it reached the server after 2, so its \
+                  report counts 2, and 5 and 6 both go at 545 ms.",
+        config: discord_config(),
         script: straddling()
-            .respond(1_320 * MS, 3, 200, &messages("3", "0.49"))
-            .timeout(1_505 * MS)
-            .respond(1_510 * MS, 2, 200, &messages("4", "0.5"))
-            .written(1_512 * MS, 4)
-            .written(1_513 * MS, 5)
-            .respond(1_522 * MS, 4, 200, &messages("2", "0.488"))
-            .respond(1_523 * MS, 5, 200, &messages("1", "0.487"))
-            .respond(1_560 * MS, 6, 200, &messages("0", "0.45"))
-            .timeout(2_100 * MS),
+            .enqueue(518 * MS, "POST", "/channels/100000000000000001/messages")
+            .respond(520 * MS, 2, 200, &messages("4", "0.5"))
+            .written(522 * MS, 4)
+            .respond(525 * MS, 3, 200, &messages("3", "0.48"))
+            .respond(532 * MS, 4, 200, &messages("2", "0.473"))
+            .enqueue(545 * MS, "POST", "/channels/100000000000000001/messages")
+            .enqueue(545 * MS, "POST", "/channels/100000000000000001/messages")
+            .respond(555 * MS, 5, 200, &messages("1", "0.45"))
+            .respond(556 * MS, 6, 200, &messages("0", "0.449"))
+            .timeout(1_100 * MS),
     });
 
     v
