@@ -425,6 +425,57 @@ def test_aiohttp_trace_config_reports_each_written_request(monkeypatch: pytest.M
     assert sorted(calls) == [1, 2, 3]
 
 
+def test_aiohttp_trace_config_reports_a_body_request_when_its_body_goes_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    # aiohttp calls the headers hook before it writes anything, and (3.10+) writes the headers
+    # with the body's first chunk, from a task a busy loop runs later: a request with a body
+    # is reported at that chunk, one without at its headers.
+    events: List[str] = []
+    original = ratelane.RateLimiter._written
+
+    def written(self: ratelane.RateLimiter, waiter: Any) -> None:
+        events.append("written")
+        original(self, waiter)
+
+    monkeypatch.setattr(ratelane.RateLimiter, "_written", written)
+
+    async def headers_sent(session: object, context: object, params: object) -> None:
+        events.append("headers")
+
+    async def chunk_sent(session: object, context: object, params: object) -> None:
+        events.append("chunk")
+
+    seen = aiohttp.TraceConfig()
+    seen.on_request_headers_sent.append(headers_sent)
+    seen.on_request_chunk_sent.append(chunk_sent)
+    imitation = DiscordImitation(**messages_bucket(5, 0.3))
+
+    async def main() -> List[List[str]]:
+        orders = []
+        async with serve(imitation) as base:
+            async with ratelane.RateLimiter(global_limit=50) as limiter:
+                async with aiohttp.ClientSession(
+                    base,
+                    middlewares=[ratelane.aiohttp.middleware(limiter)],
+                    trace_configs=[ratelane.aiohttp.trace_config(), seen],
+                ) as session:
+                    for send in (
+                        lambda: session.post(CHANNEL, json={"content": "x" * 100}),
+                        lambda: session.post(CHANNEL, data=b"y" * 70_000),
+                        lambda: session.get("/api/v10/channels/1/messages"),
+                    ):
+                        events.clear()
+                        async with send() as response:
+                            await response.read()
+                        orders.append(list(events))
+        return orders
+
+    with_body, large_body, without = run(main())
+    # Once each, after the headers hook and just before the first chunk is written.
+    assert with_body[:3] == ["headers", "written", "chunk"] and with_body.count("written") == 1
+    assert large_body[:3] == ["headers", "written", "chunk"] and large_body.count("written") == 1
+    assert without == ["written", "headers"]
+
+
 def test_aiohttp_without_the_trace_config_reports_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = recording_writes(monkeypatch)
     imitation = DiscordImitation(**messages_bucket(5, 0.3))
