@@ -940,6 +940,11 @@ impl Limiter {
     /// the same window; and the round trip the global margin is learned from starts here, so
     /// the margin measures the network, not the runtime's delay.
     ///
+    /// Report when the request's bytes are handed to the socket, not before: only the first
+    /// report counts, and one made early (from a hook that runs before the write, as aiohttp's
+    /// headers hook does for a request whose body a later task writes) counts the request from
+    /// before it left, so the next window may reach the server inside this one.
+    ///
     /// Optional: a driver that cannot tell when a request left never calls it, and the
     /// limiter counts from the `Send`. A report for a request that is no longer in flight
     /// (answered, cancelled, or sent again since) or that comes after an earlier report of the
