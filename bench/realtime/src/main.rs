@@ -38,6 +38,9 @@ Options:
   --rtt-ms MS         round trip the server adds, split evenly (default 20)
   --scale F           per-route windows as a fraction of Discord's (default 0.2)
   --global N          the bot's global limit per second (default 250)
+  --warm N            ratelane's clients open N connections in their set-up (log-ins, outside
+                      the accounting), as a bot that has been running has them; the reference
+                      opens its first burst's before it starts. Default 0 (cold, as a new bot)
   --margin-ms MS      the reference client's margin after each window it waits for (default 0:
                       its estimate of an arrival is never early, see http::reference)
   --python PATH       the interpreter of the Python clients (default bench/realtime/.venv/bin/python)
@@ -116,6 +119,7 @@ struct Options {
     scale: f64,
     global: u32,
     margin: Nanos,
+    warm: usize,
     python: String,
     node: String,
     out: Option<PathBuf>,
@@ -138,6 +142,7 @@ fn parse() -> Result<Options, String> {
         scale: 0.2,
         global: 250,
         margin: 0,
+        warm: 0,
         python: "bench/realtime/.venv/bin/python".into(),
         node: "node".into(),
         out: None,
@@ -179,6 +184,7 @@ fn parse() -> Result<Options, String> {
             "--scale" => o.scale = value.parse().map_err(|e| format!("--scale: {e}"))?,
             "--global" => o.global = value.parse().map_err(|e| format!("--global: {e}"))?,
             "--margin-ms" => o.margin = ms(&value)?,
+            "--warm" => o.warm = value.parse().map_err(|e| format!("--warm: {e}"))?,
             "--python" => o.python = value,
             "--node" => o.node = value,
             "--out" => o.out = Some(value.into()),
@@ -341,6 +347,7 @@ async fn main() {
                 global_window_s: secs(limits.global.window),
                 deadline_s,
                 requests: &workload.requests,
+                warm_connections: options.warm,
             };
             let text = serde_json::to_string(&spec).expect("a workload serializes");
             if let Err(e) = std::fs::write(&file, text) {
@@ -407,7 +414,7 @@ async fn main() {
         }
     }
     let mut out = format!(
-        "Limits: global {} per second (fixed window, on arrival); per-route windows at {} of Discord's, {}; round trip {} ms; {} run(s); reference margin {} ms.\n\n",
+        "Limits: global {} per second (fixed window, on arrival); per-route windows at {} of Discord's, {}; round trip {} ms; {} run(s); reference margin {} ms{}.\n\n",
         limits.global.limit,
         options.scale,
         match options.kind {
@@ -417,6 +424,14 @@ async fn main() {
         secs(options.rtt) * 1000.0,
         options.runs,
         secs(options.margin) * 1000.0,
+        if options.warm > 0 {
+            format!(
+                "; ratelane's clients open {} connections in their set-up (the peers' do not)",
+                options.warm
+            )
+        } else {
+            String::new()
+        },
     );
     for (workload, runs) in workloads.iter().zip(&results) {
         out.push_str(&table(workload, runs));
@@ -600,6 +615,7 @@ async fn run_shared(
                 global_window_s: secs(limits.global.window),
                 deadline_s,
                 requests: &workload.requests,
+                warm_connections: options.warm,
             };
             let plan = schedule(limits, workload);
             let waits = chains(limits, workload, &plan);

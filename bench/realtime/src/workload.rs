@@ -76,6 +76,15 @@ pub struct WorkloadFile<'a> {
     pub deadline_s: f64,
     /// The requests.
     pub requests: &'a [Req],
+    /// Connections the client opens in its set-up, with log-ins (`GET /users/@me`, outside the
+    /// accounting), as a bot that has been running has them open (`--warm`; ratelane's clients
+    /// only). Left out when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub warm_connections: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The bot token every client uses.

@@ -48,6 +48,19 @@ export function loadWorkload(argv = process.argv.slice(2)) {
   return { workload, options }
 }
 
+/**
+ * Opens `workload.warm_connections` connections at once with log-ins (`GET /users/@me`,
+ * answered outside the accounting), as a bot that has been running has them open in its pool:
+ * `get(url, headers)` makes one request through the client's own HTTP stack (not through its
+ * rate limiter) and reads the answer.
+ */
+export async function warmUp(workload, get) {
+  const n = workload.warm_connections ?? 0
+  const url = `${workload.base_url}/users/@me`
+  const headers = { Authorization: `Bot ${workload.token}` }
+  await Promise.all(Array.from({ length: n }, () => get(url, headers)))
+}
+
 /** The request's URL: `base_url + path + "?rid=" + rid` (for clients that build it themselves). */
 export function requestUrl(workload, request) {
   return `${workload.base_url}${request.path}?rid=${request.rid}`

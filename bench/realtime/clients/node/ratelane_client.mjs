@@ -33,7 +33,7 @@
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import path from 'node:path'
-import { loadWorkload, requestUrl, runWorkload, fail } from './common.mjs'
+import { loadWorkload, requestUrl, runWorkload, warmUp, fail } from './common.mjs'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..')
 const require = createRequire(import.meta.url)
@@ -113,6 +113,10 @@ async function main() {
     throw new Error(`--transport must be fetch or undici, not ${transport}`)
   }
 
+  await warmUp(workload, async (url, headers) => {
+    const res = await attempt({ method: 'GET', url, headers })({})
+    if (res.arrayBuffer) await res.arrayBuffer()
+  })
   await runWorkload({
     client: `ratelane-node-${core}-${transport}`,
     library,

@@ -64,6 +64,8 @@ class Workload:
     shared: Optional[Dict[str, Any]] = None
     #: Print "ready" after the set-up and wait for a line on stdin before submitting.
     barrier: bool = False
+    #: Connections to open in the set-up (``--warm``): see ``warm_up``.
+    warm_connections: int = 0
 
 
 def load_workload(path: str) -> Workload:
@@ -91,7 +93,17 @@ def load_workload(path: str) -> Workload:
         ],
         shared=data.get("shared"),
         barrier=bool(data.get("barrier", False)),
+        warm_connections=int(data.get("warm_connections", 0)),
     )
+
+
+async def warm_up(workload: Workload, get: Callable[[str], Awaitable[Any]]) -> None:
+    """Opens ``workload.warm_connections`` connections at once with log-ins (``GET /users/@me``,
+    answered outside the accounting), as a bot that has been running has them open in its
+    pool: ``get(url)`` makes one request through the client's own HTTP session (not through
+    its rate limiter) and reads the answer."""
+    url = workload.base_url + "/users/@me"
+    await asyncio.gather(*(get(url) for _ in range(workload.warm_connections)))
 
 
 class Client(Protocol):

@@ -40,7 +40,7 @@ import aiohttp
 
 import ratelane
 import ratelane.aiohttp
-from common import Request, Workload, main
+from common import Request, Workload, main, warm_up
 
 
 class RatelaneClient:
@@ -71,6 +71,11 @@ class RatelaneClient:
         self._base_url = workload.base_url
         self._base_path = urlsplit(workload.base_url).path  # "/api/v10"
         self._auth = {"Authorization": f"Bot {workload.token}"}
+
+    async def log_in(self, url: str) -> None:
+        """One ``GET`` through the session alone, not the limiter (``common.warm_up``)."""
+        async with self._session.get(url, headers=self._auth) as response:
+            await response.read()
 
     async def send(self, request: Request) -> int:
         url = self._base_url + request.path
@@ -142,7 +147,9 @@ class RatelaneClient:
 
 
 async def setup(workload: Workload) -> RatelaneClient:
-    return RatelaneClient(workload)
+    client = RatelaneClient(workload)
+    await warm_up(workload, client.log_in)
+    return client
 
 
 if __name__ == "__main__":
