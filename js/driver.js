@@ -899,6 +899,8 @@ function createRatelane(core, host) {
           signal: signal || null,
           onAbort: null,
           attempt: 0,
+          // Let go by the core, its start put off to a later turn (see START_BUDGET_MS).
+          deferred: false,
           attemptController: null,
           lastResponse: undefined,
           lastError: undefined,
@@ -1117,7 +1119,7 @@ function createRatelane(core, host) {
     /** Starts the send of `id` now, or on the next turn once this turn spent its budget. */
     _start(id) {
       if (this._deferredStarts !== null) {
-        this._deferredStarts.push(id)
+        this._defer(id)
         return
       }
       if (nextTurn === null) {
@@ -1129,10 +1131,17 @@ function createRatelane(core, host) {
         this._turnStart = t
         nextTurn(() => this._nextTurn())
       } else if (t - this._turnStart > START_BUDGET_MS) {
-        this._deferredStarts = [id]
+        this._deferredStarts = []
+        this._defer(id)
         return
       }
       this._startNow(id)
+    }
+
+    _defer(id) {
+      this._deferredStarts.push(id)
+      const entry = this._entries.get(id)
+      if (entry) entry.deferred = true
     }
 
     /** A new turn: its budget is fresh, and the sends deferred by the last one start first. */
@@ -1146,6 +1155,7 @@ function createRatelane(core, host) {
     _startNow(id) {
       const entry = this._entries.get(id)
       if (!entry) return
+      entry.deferred = false
       entry.attempt += 1
       // One token per attempt: it tells a late answer of an earlier attempt from the current
       // one, and holds the attempt's AbortController, made only when `send` reads `signal`
@@ -1316,8 +1326,18 @@ function createRatelane(core, host) {
     _abort(entry) {
       if (this._entries.get(entry.id) !== entry) return
       const controller = entry.attemptController
+      const now = nowNs()
+      if (entry.deferred) {
+        // Its send never started: the core takes it back as not sent (its global token and
+        // bucket slot return, where a cancel in flight would keep them as a request that may
+        // have reached the server), then drops it from the queue.
+        entry.deferred = false
+        try {
+          this._core.handleFailure(now, entry.id, 'not_sent')
+        } catch (_) { /* it ended in the same tick */ }
+      }
       try {
-        this._core.cancel(nowNs(), entry.id)
+        this._core.cancel(now, entry.id)
       } catch (_) { /* it ended in the same tick */ }
       this._settle(entry)
       if (controller) {

@@ -434,6 +434,35 @@ test('close ends the sends not started yet with ClosedError, and never starts th
   }
 })
 
+test('a request aborted before its deferred send started gives its global token back', async () => {
+  // A global budget of 4 a minute. Each send takes 1.5 ms, so the submitting turn starts two
+  // and puts the other two off to the next turns (START_BUDGET_MS).
+  const limiter = new RateLimiter({ globalLimit: 4, globalWindow: 60_000 })
+  const started = []
+  const controllers = []
+  const all = []
+  for (let i = 0; i < 4; i++) {
+    const controller = new AbortController()
+    controllers.push(controller)
+    all.push(limiter.run('POST', `/channels/${3000 + i}/messages`, () => {
+      started.push(i)
+      spin(1.5)
+      return ok(4, 1, 5, `d${i}`)
+    }, { signal: controller.signal }).then((r) => r.status, (e) => e))
+  }
+  assert.ok(started.length < 4, `started in the submitting turn: ${started.length}`)
+  const reason = new Error('the caller gave up')
+  controllers[3].abort(reason)
+  // The token came back: a fifth request may go at once, not a minute later.
+  assert.equal(limiter.predictWait('POST', '/channels/3999/messages'), 0)
+  const outcomes = await Promise.all(all)
+  assert.deepEqual(outcomes.slice(0, 3), [200, 200, 200])
+  assert.equal(outcomes[3], reason)
+  assert.ok(!started.includes(3), 'the aborted send never started')
+  assert.equal(limiter.inFlight, 0)
+  await limiter.close()
+})
+
 test('transport failures: not_sent is retried, maybe_sent POST fails, NetworkError after the budget', async () => {
   const refused = () => Object.assign(new TypeError('fetch failed'), { cause: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }) })
   const limiter = new RateLimiter({ backoffBase: 1, backoffMax: 2, maxErrorRetries: 2 })
