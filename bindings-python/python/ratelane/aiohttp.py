@@ -63,7 +63,7 @@ def trace_config() -> TraceConfig:
     it holds the headers back to write them with the body's first chunk, from a task of its
     own (eager only from Python 3.12): on a busy event loop that task runs tens of
     milliseconds later, and a request reported at its headers was counted from before it
-    left (a warm connection pool took 45 global 429s on the Scoreboard's ``interactions``).
+    left (with a warm pool, 33-50 global 429s on the Scoreboard's ``interactions``).
     The chunk hook runs just before that chunk is written, in the same step."""
 
     async def on_request_headers_sent(session: object, context: object, params: TraceRequestHeadersSentParams) -> None:
