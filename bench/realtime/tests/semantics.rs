@@ -538,3 +538,24 @@ fn figures_of_a_report() {
     assert_eq!(f.problem.as_deref(), Some("crashed"));
     assert!(w.requests.iter().all(|r| r.kind == Kind::Reaction));
 }
+
+#[test]
+fn the_workload_file_names_warm_connections_only_when_asked() {
+    let w = workload::deep_queue();
+    let file = |warm| {
+        let spec = workload::WorkloadFile {
+            workload: w.name,
+            base_url: "http://127.0.0.1:1/api/v10",
+            token: TOKEN,
+            global_limit: 50,
+            global_window_s: 1.0,
+            deadline_s: 8.0,
+            requests: &w.requests,
+            warm_connections: warm,
+        };
+        serde_json::to_value(&spec).expect("a workload serializes")
+    };
+    // Cold (the default): the field is left out, so files read the same as before `--warm`.
+    assert!(file(0).get("warm_connections").is_none());
+    assert_eq!(file(300)["warm_connections"], 300);
+}
