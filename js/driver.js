@@ -800,7 +800,10 @@ function createRatelane(core, host) {
       this._closeWaiters = []
       /** When this turn's first send started (ms, `clock()`), or null: see START_BUDGET_MS. */
       this._turnStart = null
-      /** Ids whose `send` output came after this turn's budget: started on the next turn. */
+      /**
+       * Ids whose `send` output came after this turn's budget, in order: started on the next
+       * turn. A Set, so that an abort takes its id out (see `_abort`).
+       */
       this._deferredStarts = null
     }
 
@@ -899,8 +902,6 @@ function createRatelane(core, host) {
           signal: signal || null,
           onAbort: null,
           attempt: 0,
-          // Let go by the core, its start put off to a later turn (see START_BUDGET_MS).
-          deferred: false,
           attemptController: null,
           lastResponse: undefined,
           lastError: undefined,
@@ -1119,7 +1120,7 @@ function createRatelane(core, host) {
     /** Starts the send of `id` now, or on the next turn once this turn spent its budget. */
     _start(id) {
       if (this._deferredStarts !== null) {
-        this._defer(id)
+        this._deferredStarts.add(id)
         return
       }
       if (nextTurn === null) {
@@ -1131,17 +1132,10 @@ function createRatelane(core, host) {
         this._turnStart = t
         nextTurn(() => this._nextTurn())
       } else if (t - this._turnStart > START_BUDGET_MS) {
-        this._deferredStarts = []
-        this._defer(id)
+        this._deferredStarts = new Set([id])
         return
       }
       this._startNow(id)
-    }
-
-    _defer(id) {
-      this._deferredStarts.push(id)
-      const entry = this._entries.get(id)
-      if (entry) entry.deferred = true
     }
 
     /** A new turn: its budget is fresh, and the sends deferred by the last one start first. */
@@ -1155,7 +1149,6 @@ function createRatelane(core, host) {
     _startNow(id) {
       const entry = this._entries.get(id)
       if (!entry) return
-      entry.deferred = false
       entry.attempt += 1
       // One token per attempt: it tells a late answer of an earlier attempt from the current
       // one, and holds the attempt's AbortController, made only when `send` reads `signal`
@@ -1327,11 +1320,10 @@ function createRatelane(core, host) {
       if (this._entries.get(entry.id) !== entry) return
       const controller = entry.attemptController
       const now = nowNs()
-      if (entry.deferred) {
+      if (this._deferredStarts !== null && this._deferredStarts.delete(entry.id)) {
         // Its send never started: the core takes it back as not sent (its global token and
         // bucket slot return, where a cancel in flight would keep them as a request that may
         // have reached the server), then drops it from the queue.
-        entry.deferred = false
         try {
           this._core.handleFailure(now, entry.id, 'not_sent')
         } catch (_) { /* it ended in the same tick */ }
