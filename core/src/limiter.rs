@@ -546,6 +546,16 @@ impl Bucket {
         })
     }
 
+    /// The window's length as the server measures it from an arrival, as well as it is known:
+    /// the longest reset a success reported (a window's first request is told the whole
+    /// window, less the server's time between its arrival and its answer), at most
+    /// [`Bucket::window_estimate`]. A window a request opened ends at most this long after its
+    /// answer.
+    fn window_floor(&self) -> Nanos {
+        let estimate = self.window_estimate();
+        if self.longest_reset > 0 { self.longest_reset.min(estimate) } else { estimate }
+    }
+
     /// How much before `reset_at` the next window's requests may go and still reach the server
     /// after the window's end: `lead` ([`Limiter::send_lead`]) when a response reported the end
     /// (`reset_at` is then the end plus that answer's trip back), 0 for an end estimated from
@@ -2493,6 +2503,17 @@ impl Limiter {
             // An answer that reports nothing (a 5xx, a header-less 429) may still have been
             // counted by the server: it keeps its slot until the window resets.
             self.add_ghost(qid, id, Some(now));
+            let b = &mut self.queue_mut(qid).bucket;
+            if info.reset_after.is_none() && b.reset_provisional {
+                // The window's end is only estimated (a window length after its first send),
+                // and this request may have opened it at the server when it arrived, which can
+                // be later than the trip that length was learned through allows: the window
+                // ends a window after its answer at most, not before.
+                let at = now.saturating_add(b.window_floor());
+                if b.reset_at.is_some_and(|r| r < at) {
+                    b.reset_at = Some(at);
+                }
+            }
         }
         let q = self.queue_mut(qid);
         let b = &mut q.bucket;

@@ -136,6 +136,25 @@
             .timeout(3_375 * MS),
     });
 
+    // 6c. A window opened by a request whose answer reports nothing.
+    v.push(Case {
+        file: "provisional_window_after_a_silent_answer",
+        comment: "Bucket 1 per 1 s, learned from request 1 (answered 20 ms after its send: the window is estimated \
+                  at 1.02 s from a send). Request 2 opens the next window at 1.02 s; its answer is a 500 without \
+                  headers, 60 ms after its send, so the window's end stays an estimate, and 2 may have reached the \
+                  server as late as 1.08 s and opened the server's window then: request 3 waits until a window \
+                  after that answer (2.08 s), not a window length after the send (2.04 s). (Found by a random \
+                  property run: the request after such a 500 met a 429.)",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1).enqueue(0, "POST", ch1).enqueue(0, "POST", ch1)
+            .respond(20 * MS, 1, 200, &refs(&h(1, 0, "1", "one")))
+            .timeout(1_020 * MS)
+            .respond(1_080 * MS, 2, 500, &[])
+            .timeout(2_040 * MS)
+            .timeout(2_080 * MS),
+    });
+
     // 7. The three 429s of Discord's documentation.
     let user_429 = [
         ("Retry-After", "65"), ("X-RateLimit-Limit", "10"), ("X-RateLimit-Remaining", "0"),
