@@ -654,6 +654,11 @@ struct Identity {
     /// configured global limit, kept for [`LearnedCap`] (never refunded: a little cautious).
     sends: VecDeque<Nanos>,
     paused_until: Nanos,
+    /// Shared mode: the store's global window has no room for a new token until then (a
+    /// `global` denial of a reservation that asked for tokens while this process held a
+    /// current lease). Unlike `paused_until` it holds only requests that cannot spend a
+    /// leased token: one that can skips the store's window check.
+    full_until: Nanos,
     /// Without a configured global limit: the token-wide limit learned from refusals.
     learned: LearnedCap,
     /// Queues whose head waits for this identity's global budget.
@@ -691,9 +696,10 @@ struct Lease {
     /// Tokens left: each lets one reservation spend a leased token (`global_want: 0`) instead
     /// of asking the store's window.
     tokens: u32,
-    /// The tokens are kept until then (half a global window after the lease's answer; the
-    /// store counts them a whole window, so one spent later still finds its token there, or
-    /// is checked against the window like any other).
+    /// The tokens are kept until then (half a global window after the latest lease's answer:
+    /// what was left of a current lease joins the next one; the store counts each token a
+    /// whole window, so one spent later still finds its token there, or is checked against
+    /// the window like any other).
     until: Nanos,
     /// The request whose reservation asks for a lease now: the identity's other requests wait
     /// for its answer instead of each asking.
@@ -701,6 +707,13 @@ struct Lease {
     /// How many tokens it asked for (its own included): a store that leases more is not
     /// believed.
     asked: u32,
+}
+
+impl Lease {
+    /// Whether a token is left that may still be spent at `now`.
+    fn has_tokens(&self, now: Nanos) -> bool {
+        self.tokens > 0 && now < self.until
+    }
 }
 
 enum Gate {
@@ -1263,9 +1276,23 @@ impl Limiter {
             }
             ReservationAnswer::Denied { retry_after, scope, .. } => {
                 self.store_answered(now, processes, asked_since);
+                let current = self.identities[iid].lease.until > now;
                 self.unspend_lease(now, iid, leased);
                 self.unreserve(qid, id, flight);
-                self.hold(now, id, qid, scope, retry_after.max(MILLISECOND));
+                let wait = retry_after.max(MILLISECOND);
+                if scope == SharedScope::Global && leased.is_none() && current {
+                    // The window is full, but this process holds leased tokens (or gets them
+                    // back from reservations denied for other reasons): the requests that
+                    // spend one still go. (Pausing the identity here left a whole lease
+                    // unspent, counted at the store to the end of its window: with 4
+                    // processes on 100 new channels, a window sent 133 of its 250.)
+                    let ident = &mut self.identities[iid];
+                    ident.full_until = ident.full_until.max(now.saturating_add(wait));
+                    let until = ident.full_until;
+                    self.wake_identity_at(iid, until);
+                } else {
+                    self.hold(now, id, qid, scope, wait);
+                }
             }
             ReservationAnswer::Unavailable => {
                 // Back in line either way: fail-closed waits for the store, fail-open sends it
@@ -1435,6 +1462,7 @@ impl Limiter {
             name: name.to_string(),
             sends: VecDeque::new(),
             paused_until: 0,
+            full_until: 0,
             learned: LearnedCap::default(),
             blocked: BTreeSet::new(),
             wake_at: None,
@@ -1731,7 +1759,7 @@ impl Limiter {
         self.lease_on()
             && !self.store_down
             && lease.asking.is_some()
-            && !(lease.tokens > 0 && now < lease.until)
+            && !lease.has_tokens(now)
     }
 
     /// Shared mode: how the reservation of `id` (of identity `iid`) takes its global token.
@@ -1745,7 +1773,7 @@ impl Limiter {
             return (true, 1, None);
         }
         let lease = &mut self.identities[iid].lease;
-        if lease.tokens > 0 && now < lease.until {
+        if lease.has_tokens(now) {
             lease.tokens -= 1;
             return (true, 0, Some(lease.until));
         }
@@ -1788,21 +1816,29 @@ impl Limiter {
         lease.asking = None;
         let leased = leased.min(lease.asked.saturating_sub(1));
         if leased > 0 {
-            lease.tokens = leased;
+            // The tokens left of a current lease join the new one: they are the store's as much
+            // as the new ones (it counts each a whole window; spending one a little later at
+            // worst meets the window check). Replacing them dropped the ones still out with
+            // reservations that came back denied for another reason, unspent but counted.
+            if !lease.has_tokens(now) {
+                lease.tokens = 0;
+            }
+            lease.tokens = lease.tokens.saturating_add(leased);
             lease.until = now.saturating_add(validity);
         }
         self.mark_identity_ready(iid);
     }
 
-    /// A reservation that spent a leased token was not sent: the token is still good if its
-    /// lease is the current one and has not lapsed.
+    /// A reservation that spent a leased token was not sent: the token is still good while the
+    /// identity's lease is current (its own lease's, or a later one it joined).
     fn unspend_lease(&mut self, now: Nanos, iid: Iid, leased: Option<Nanos>) {
-        let lease = &mut self.identities[iid].lease;
-        if let Some(until) = leased
-            && until == lease.until
-            && now < until
-        {
-            lease.tokens += 1;
+        let ident = &mut self.identities[iid];
+        if leased.is_some() && now < ident.lease.until {
+            ident.lease.tokens += 1;
+            if ident.full_until > now {
+                // Its requests held by the full window may spend it.
+                self.mark_identity_ready(iid);
+            }
         }
     }
 
@@ -3650,6 +3686,9 @@ impl Limiter {
         let ident = &mut self.identities[iid];
         if ident.paused_until > now {
             return Some(ident.paused_until);
+        }
+        if ident.full_until > now && !ident.lease.has_tokens(now) {
+            return Some(ident.full_until);
         }
         if limit == 0 {
             return None;

@@ -776,6 +776,57 @@
             .granted(30 * MS, 3),
     });
     v.push(Case {
+        file: "shared_mode_window_full_keeps_lease",
+        comment: "Shared mode, global leases: the store's global window is full (a reservation asking for tokens is \
+                  denied, scope global, for 900 ms) while this process holds a current lease whose one token is out \
+                  with request 3. Only the requests without a token wait for the window: when 3 is denied for another \
+                  reason (another process's pioneer), its token comes back and request 4 spends it at once (global_want \
+                  0), instead of the whole identity pausing for 900 ms and the token lapsing unspent (the store still \
+                  counts it to the end of its window). Request 3, with no token left, then waits for the window.",
+        config: shared(OnUnavailable::FailOpen),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .enqueue(0, "POST", ch2)
+            .enqueue(0, "POST", ch3)
+            .granted(2 * MS, 1)
+            .granted_leased(4 * MS, 2, 1)
+            .enqueue(5 * MS, "POST", "/channels/100000000000000004/messages")
+            .denied(6 * MS, 4, 900 * MS, "global")
+            .denied(7 * MS, 3, 10 * MS, "pioneer")
+            .granted(8 * MS, 4)
+            .timeout(17 * MS)
+            .timeout(906 * MS)
+            .granted(908 * MS, 3),
+    });
+    v.push(Case {
+        file: "shared_mode_lease_joins_the_next",
+        comment: "Shared mode, global leases: a lease of two tokens (answer to 2) goes to requests 3 and 4. While both \
+                  are out, 5 asks for tokens and gets none beyond its own, 6 asks again and gets one, which 7 spends. \
+                  Then 3 is denied for another process's pioneer: its token is still counted by the store, and it comes \
+                  back to the identity though a newer lease answered meanwhile (the tokens left of a current lease \
+                  join the next one), so request 8 spends it (global_want 0) instead of asking the window again.",
+        config: shared(OnUnavailable::FailOpen),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .enqueue(0, "POST", ch2)
+            .enqueue(0, "POST", ch3)
+            .enqueue(0, "POST", "/channels/100000000000000004/messages")
+            .granted(2 * MS, 1)
+            .granted_leased(4 * MS, 2, 2)
+            .enqueue(5 * MS, "POST", "/channels/100000000000000005/messages")
+            .enqueue(5 * MS, "POST", "/channels/100000000000000006/messages")
+            .enqueue(5 * MS, "POST", "/channels/100000000000000007/messages")
+            .granted(6 * MS, 5)
+            .granted_leased(7 * MS, 6, 1)
+            .denied(8 * MS, 3, 10 * MS, "pioneer")
+            .enqueue(9 * MS, "POST", "/channels/100000000000000008/messages")
+            .granted(10 * MS, 4)
+            .granted(10 * MS, 7)
+            .granted(10 * MS, 8)
+            .timeout(18 * MS)
+            .granted(20 * MS, 3),
+    });
+    v.push(Case {
         file: "shared_mode_pioneer",
         comment: "Shared mode: another process's pioneer is learning the bucket (denied, scope pioneer, for the poll \
                   interval): the queue waits and asks again; a request whose deadline falls before the hold ends fails \
