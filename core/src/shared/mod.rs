@@ -100,8 +100,8 @@
 //! take the window's room, not when a request counts. A process keeps its tokens for half a
 //! global window after its latest lease (what is left of a current lease, and the tokens that
 //! come back from reservations denied for another reason, join the next); a token the store
-//! no longer counts (it left the window unspent) is not
-//! found, and that reservation is checked against the window like any other. A reservation
+//! no longer counts (it left the window unspent) is not found, and that reservation is
+//! checked against the window like any other. A reservation
 //! that asks for tokens and is denied for the window (scope `global`) while the process's
 //! lease is current holds only the requests that have no token to spend: the others go on
 //! spending theirs, including tokens that come back from reservations denied for other
