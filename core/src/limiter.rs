@@ -387,9 +387,8 @@ enum ReqState {
         window_seq: u32,
         window_epoch: u64,
         global_at: Option<Nanos>,
-        /// It spends a leased global token, which must be sent by then (its reservation does
-        /// not count globally at the store).
-        leased: Option<Nanos>,
+        /// It spends a leased global token (its reservation does not ask the store's window).
+        leased: bool,
         /// It carried the identity's [`SendLog`] (after an outage), as of this mark.
         reported: Option<u64>,
         /// It asked for the processes back since the outage (`processes_since`).
@@ -1276,23 +1275,9 @@ impl Limiter {
             }
             ReservationAnswer::Denied { retry_after, scope, .. } => {
                 self.store_answered(now, processes, asked_since);
-                let current = self.identities[iid].lease.until > now;
                 self.unspend_lease(now, iid, leased);
                 self.unreserve(qid, id, flight);
-                let wait = retry_after.max(MILLISECOND);
-                if scope == SharedScope::Global && leased.is_none() && current {
-                    // The window is full, but this process holds leased tokens (or gets them
-                    // back from reservations denied for other reasons): the requests that
-                    // spend one still go. (Pausing the identity here left a whole lease
-                    // unspent, counted at the store to the end of its window: with 4
-                    // processes on 100 new channels, a window sent 133 of its 250.)
-                    let ident = &mut self.identities[iid];
-                    ident.full_until = ident.full_until.max(now.saturating_add(wait));
-                    let until = ident.full_until;
-                    self.wake_identity_at(iid, until);
-                } else {
-                    self.hold(now, id, qid, scope, wait);
-                }
+                self.hold(now, id, qid, scope, retry_after.max(MILLISECOND), leased);
             }
             ReservationAnswer::Unavailable => {
                 // Back in line either way: fail-closed waits for the store, fail-open sends it
@@ -1764,25 +1749,25 @@ impl Limiter {
 
     /// Shared mode: how the reservation of `id` (of identity `iid`) takes its global token.
     /// Returns whether it counts globally at the store, how many tokens it asks for (`0`:
-    /// it spends one leased earlier), and, when it spends one, until when its lease is kept.
-    fn global_ask(&mut self, now: Nanos, iid: Iid, id: RequestId, counts_global: bool) -> (bool, u32, Option<Nanos>) {
+    /// it spends one leased earlier), and whether it spends one.
+    fn global_ask(&mut self, now: Nanos, iid: Iid, id: RequestId, counts_global: bool) -> (bool, u32, bool) {
         if !counts_global {
-            return (false, 1, None);
+            return (false, 1, false);
         }
         if !self.lease_on() || self.store_down {
-            return (true, 1, None);
+            return (true, 1, false);
         }
         let lease = &mut self.identities[iid].lease;
         if lease.has_tokens(now) {
             lease.tokens -= 1;
-            return (true, 0, Some(lease.until));
+            return (true, 0, true);
         }
         lease.tokens = 0;
         let want = self.lease_want(iid);
         let lease = &mut self.identities[iid].lease;
         lease.asking = Some(id);
         lease.asked = want;
-        (true, want, None)
+        (true, want, false)
     }
 
     /// How many global tokens a lease request asks for: this request's, one per other head of
@@ -1831,9 +1816,9 @@ impl Limiter {
 
     /// A reservation that spent a leased token was not sent: the token is still good while the
     /// identity's lease is current (its own lease's, or a later one it joined).
-    fn unspend_lease(&mut self, now: Nanos, iid: Iid, leased: Option<Nanos>) {
+    fn unspend_lease(&mut self, now: Nanos, iid: Iid, leased: bool) {
         let ident = &mut self.identities[iid];
-        if leased.is_some() && now < ident.lease.until {
+        if leased && now < ident.lease.until {
             ident.lease.tokens += 1;
             if ident.full_until > now {
                 // Its requests held by the full window may spend it.
@@ -2043,8 +2028,9 @@ impl Limiter {
         self.mark_dirty(qid);
     }
 
-    /// Holds what a denial says is exhausted until `now + wait`.
-    fn hold(&mut self, now: Nanos, id: RequestId, qid: Qid, scope: SharedScope, wait: Nanos) {
+    /// Holds what a denial says is exhausted until `now + wait`. `leased`: the denied
+    /// reservation spent a leased token.
+    fn hold(&mut self, now: Nanos, id: RequestId, qid: Qid, scope: SharedScope, wait: Nanos, leased: bool) {
         let until = now.saturating_add(wait);
         match scope {
             SharedScope::Edge | SharedScope::Invalid => {
@@ -2054,9 +2040,23 @@ impl Limiter {
             SharedScope::Global => {
                 let iid = self.req(id).identity;
                 let ident = &mut self.identities[iid];
-                ident.paused_until = ident.paused_until.max(until);
-                self.wake_identity_at(iid, until);
-                self.recheck_queues(Some(iid));
+                if !leased && ident.lease.until > now {
+                    // It asked the window for tokens and the window is full, but this process
+                    // holds a current lease (tokens in hand, or coming back from reservations
+                    // denied for other reasons): the requests that spend one still go.
+                    // (Pausing the identity here left a whole lease unspent, counted at the
+                    // store to the end of its window: with 4 processes on 100 new channels, a
+                    // window sent 133 of its 250.)
+                    ident.full_until = ident.full_until.max(until);
+                    let until = ident.full_until;
+                    self.wake_identity_at(iid, until);
+                } else {
+                    // The store's global hold (a spent token is denied only for that), or no
+                    // lease: the whole identity waits.
+                    ident.paused_until = ident.paused_until.max(until);
+                    self.wake_identity_at(iid, until);
+                    self.recheck_queues(Some(iid));
+                }
             }
             SharedScope::Route => {
                 let key = self.req(id).shared_route().to_string();
