@@ -331,6 +331,37 @@ fn leased_tokens_are_spent_in_their_window_when_pioneers_and_a_full_window_get_i
     }
 }
 
+#[test]
+fn an_answer_from_the_next_window_starts_it_in_the_store() {
+    // 100 new channels x 6 messages (bucket 5 per 1 s), global 250 per 1 s, over 4 processes
+    // whose runtime delays each write by up to 200 ms, the store next to them. A request
+    // granted near the end of its bucket's window and written late reaches the server in the
+    // next window; its answer (remaining 4, reset 1 s) was merged into the old window, whose
+    // lowest report it kept, with the new window's end: the channel's last message waited a
+    // whole window more (seed 4: 3.45 s, where the others took 2.5-2.7 s). The store now reads
+    // such an answer as the first of a new window: the request left after its grant, so its
+    // window ends at least a reset after the grant, later than every end the old window was
+    // told.
+    let server = ServerConfig::discord()
+        .global(Some(BucketSpec::fixed(250, SECOND)))
+        .bucket("h", BucketSpec::fixed(5, SECOND))
+        .route("POST /channels/:id/messages", RouteSpec::bucket("h"));
+    let mut config = shared_config(OnUnavailable::FailOpen);
+    config.global_limit = 250;
+    for seed in 1..=8 {
+        let net = net(seed).dispatch(Latency::jittered(0, 200 * MS), true);
+        let mut sim = cluster(4, config.clone(), server.clone(), net, StoreLink::default());
+        for i in 0..600 {
+            sim.enqueue_on(i % 4, 0, msg(&(i / 6).to_string()));
+        }
+        let report = run(&mut sim);
+        check_limits(&report, 250);
+        assert!(report.all_succeeded());
+        let makespan = report.makespan();
+        assert!(makespan < 2_900 * MS, "seed {seed}: {} ms", makespan / MS);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // What one process learns, the others respect
 // ---------------------------------------------------------------------------------------------

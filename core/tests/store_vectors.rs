@@ -353,6 +353,27 @@ fn cases() -> Vec<Case> {
             .reserve(302 * MS, "a", with_bucket(res(5, MSG, "5"), "h")),
     });
 
+    v.push(Case {
+        file: "later_window",
+        comment: "An answer can show that its bucket's window is over at the server before the store's reset: b's \
+                  second request was granted at 1.001 s, before the window a's reports end at 1.1 s, but its \
+                  window ends 1 s after it left, so at least at 2.001 s: it reached the server after every \
+                  request those reports came from, in the next window. Its report (remaining 2 of 3) starts a new \
+                  window instead of joining the old one (whose lowest report, 1, held the next window to a \
+                  single grant until 2.09 s): a's requests 3 and 4 are granted, 5 is denied.",
+        config: SharedConfig::default(),
+        script: Script::new()
+            .reserve(0, "a", with_bucket(res(1, MSG, "5"), "h"))
+            .record(100 * MS, "a", report(1, MSG, "5", Some("h"), Some(3), Some(2), Some(1 * S), Some(1 * S)))
+            .reserve(1_000 * MS, "a", with_bucket(res(2, MSG, "5"), "h"))
+            .reserve(1_001 * MS, "b", with_bucket(res(2, MSG, "5"), "h"))
+            .record(1_050 * MS, "a", report(2, MSG, "5", Some("h"), Some(3), Some(1), Some(50 * MS), None))
+            .record(1_090 * MS, "b", report(2, MSG, "5", Some("h"), Some(3), Some(2), Some(1 * S), None))
+            .reserve(1_095 * MS, "a", with_bucket(res(3, MSG, "5"), "h"))
+            .reserve(1_096 * MS, "a", with_bucket(res(4, MSG, "5"), "h"))
+            .reserve(1_097 * MS, "a", with_bucket(res(5, MSG, "5"), "h")),
+    });
+
     const EDIT: &str = "PATCH /channels/:id";
     v.push(Case {
         file: "pioneers",

@@ -154,6 +154,8 @@ if client == '' then return arg_error('client must not be empty') end
 local lease = need_us(4, 'lease_ns')
 local poll = need_us(5, 'poll_ns')
 local ttl = need_us(6, 'ttl_ns')
+-- two reported window ends may differ by this for one end: each comes rounded to the ms (µs)
+local report_rounding = 2000
 if bad then return arg_error(bad) end
 if lease < 1 then lease = 1 end
 if poll < 1 then poll = 1 end
@@ -257,12 +259,12 @@ end
 
 local function bucket_state(key)
   local v = redis.call('HMGET', key, 'limit', 'remaining', 'reported', 'reset_at', 'window',
-    'window_start', 'provisional', 'margin')
+    'window_start', 'provisional', 'margin', 'untimed')
   if not v[1] then return nil end
   return {
     limit = tonumber(v[1]), remaining = tonumber(v[2]), reported = v[3] and tonumber(v[3]) or nil,
     reset_at = tonumber(v[4]), window = tonumber(v[5]), window_start = tonumber(v[6]),
-    provisional = v[7] == '1', margin = tonumber(v[8]),
+    provisional = v[7] == '1', margin = tonumber(v[8]), untimed = v[9] == '1',
   }
 end
 
@@ -272,17 +274,18 @@ local function live_pending(bp)
   return redis.call('ZCARD', bp)
 end
 
--- Starts a new window if the bucket's has ended, counting live unanswered grants as carried.
-local function roll_if_due(b, bp)
+-- Starts a new window if the bucket's has ended (or `force`), counting live unanswered grants
+-- as carried.
+local function roll_if_due(b, bp, force)
   local s = bucket_state(b)
-  if not s or now < s.reset_at then return end
+  if not s or (now < s.reset_at and not force) then return end
   local carried = live_pending(bp)
   local remaining = s.limit - carried
   if remaining < 0 then remaining = 0 end
   local reset_at = now + s.window + s.margin
   redis.call('HSET', b, 'window_start', fmt(now), 'remaining', fmt(remaining),
     'reset_at', fmt(reset_at), 'provisional', '1')
-  redis.call('HDEL', b, 'reported')
+  redis.call('HDEL', b, 'reported', 'untimed')
   expire_at(b, reset_at + ttl)
 end
 
@@ -660,10 +663,22 @@ local function record_bucket()
     expire_at(r, now + ttl)
   end
   local b, bp
+  local later = false
   if h then
     b, bp = K.b(identity, h, major), K.bp(identity, h, major)
-    -- 2. a window that has ended rolls first, counting this request as still unanswered
-    roll_if_due(b, bp)
+    -- 2. a window that has ended rolls first, counting this request as still unanswered; so
+    -- does one this answer shows to be over at the server: its request left after its grant,
+    -- so its window ends at least reset_after after the grant, and if that is later than
+    -- every end this window was told, it reached the server after all their requests
+    if remaining and reset_after then
+      local s = bucket_state(b)
+      local score = live_entry(bp, member)
+      if s and score and not s.provisional and not s.untimed
+          and score - lease + reset_after > s.reset_at + report_rounding then
+        later = true
+      end
+    end
+    roll_if_due(b, bp, later)
   end
   -- 3. locks and the unanswered grant
   local informative = limit ~= nil or remaining ~= nil or reset_after ~= nil
@@ -703,6 +718,7 @@ local function record_bucket()
     redis.call('HSET', b, 'limit', fmt(l), 'remaining', fmt(rem), 'reset_at', fmt(reset_at),
       'window', fmt(w), 'window_start', fmt(now), 'provisional', t_r and '0' or '1', 'margin', '0')
     if remaining then redis.call('HSET', b, 'reported', fmt(remaining)) end
+    if remaining and not t_r then redis.call('HSET', b, 'untimed', '1') end
     expire_at(b, reset_at + ttl)
     final_window = w
   else
@@ -714,12 +730,14 @@ local function record_bucket()
     end
     if window and window > s.window then s.window = window end
     if hash_window > s.window then s.window = hash_window end
+    -- (the answer that rolled the window in step 2 is its first)
     local carried = nil
-    if granted_at ~= nil and granted_at < s.window_start then carried = granted_at end
+    if granted_at ~= nil and granted_at < s.window_start and not later then carried = granted_at end
     local stale = carried ~= nil or (t_r ~= nil and t_r <= s.window_start)
     if not stale then
       if remaining then
         if s.reported == nil or remaining < s.reported then s.reported = remaining end
+        if not t_r then redis.call('HSET', b, 'untimed', '1') end
       end
       if t_r then
         if reset_after > s.window then s.window = reset_after end

@@ -256,7 +256,7 @@
 //! | `P "gp|" enc(identity)` | string | time until which the identity's global limit is paused | at that time |
 //! | `P "gl|" enc(identity) enc(client)` | sorted set | the `g` members leased to `client` and not yet spent (score: lease time) | `global_window` after the last lease |
 //! | `P "r|" enc(identity) enc(route)` | string | the route's bucket hash; `""`: the route has no bucket | `state_ttl` after the last write |
-//! | `P "b|" enc(identity) enc(hash) enc(major)` | hash | `limit`, `remaining` (countdown of grants in this window), `reported` (lowest `remaining` reported in this window; absent after a roll), `reset_at`, `window`, `window_start`, `provisional` (0/1), `margin` | `state_ttl` after `reset_at` (re-armed on every write) |
+//! | `P "b|" enc(identity) enc(hash) enc(major)` | hash | `limit`, `remaining` (countdown of grants in this window), `reported` (lowest `remaining` reported in this window; absent after a roll), `reset_at`, `window`, `window_start`, `provisional` (0/1), `margin`, `untimed` (1: a report of this window gave `remaining` without `reset_after`; absent after a roll) | `state_ttl` after `reset_at` (re-armed on every write) |
 //! | `P "bw|" enc(identity) enc(hash)` | string | the longest `window` of the hash's `b` keys, in ns | `state_ttl` after the last bucket report of the hash |
 //! | `P "bp|" enc(identity) enc(hash) enc(major)` | sorted set | unanswered grants: member, score = when it stops counting (a live grant: grant time + `lease`; a *ghost*: see below) | at its highest score |
 //! | `P "lr|" enc(identity) enc(route) enc(major)` | string | pioneer lock of a route without bucket state (its bucket unknown, or known without state): the holder's member | `lease` after it was taken |
@@ -270,11 +270,11 @@
 //! that enforces declared keys strictly has to pass the reservation's `bucket` and give up the
 //! cross-process route learning. This is a known limitation.
 //!
-//! **Rolling a bucket window** (`roll`): if the `b` key exists and now >= `reset_at`: drop `bp`
-//! members with score <= now; then `window_start = now`, `remaining = max(limit - card(bp), 0)`
-//! (unanswered grants may land in the new window: they are *carried*), `reported` deleted,
-//! `reset_at = now + window + margin`, `provisional = 1`. (A later report replaces a provisional
-//! `reset_at`.)
+//! **Rolling a bucket window** (`roll`): if the `b` key exists and now >= `reset_at` (or the
+//! roll is forced, step 2 of `record` below): drop `bp` members with score <= now; then
+//! `window_start = now`, `remaining = max(limit - card(bp), 0)` (unanswered grants may land in
+//! the new window: they are *carried*), `reported` and `untimed` deleted, `reset_at = now +
+//! window + margin`, `provisional = 1`. (A later report replaces a provisional `reset_at`.)
 //!
 //! **Available** in a bucket: `reported - card(bp)` (at least 0) if `reported` is set, else
 //! `remaining`. (The lowest report is the server's latest state; what it did not count is still
@@ -343,7 +343,15 @@
 //!   1. if the update names a `bucket`, set `r` to it; else if `unlimited`, set `r` to `""`
 //!      (either way expiring `state_ttl` later);
 //!   2. with `hash`: roll the bucket if due, **before** anything else: this request reached the
-//!      server, maybe in the window that follows, so it still counts as carried;
+//!      server, maybe in the window that follows, so it still counts as carried. The roll is
+//!      forced when the answer shows the window over at the server (a **later window**): the
+//!      update has `remaining` and `reset_after`, the `b` key is neither `provisional` nor
+//!      `untimed`, the member has a live entry in `bp` (its grant time: score - `lease`), and
+//!      grant time + `reset_after` > `reset_at` + 2 ms. The request left after its grant, so its
+//!      window ends at least `reset_after` after the grant; later than every end this window was
+//!      told (each rounded to the millisecond), it arrived after all their requests: in a later
+//!      window of a fixed window, with the oldest counted request expired in a sliding one. Its
+//!      report is then the first of the new window, not a carried one (step 7);
 //!   3. delete the `lr` lock (and with `hash` the `lb` lock) if its value is this member --
 //!      except, for an update without `limit`, `remaining` and `reset_after`, an `lb` lock when
 //!      the `b` key does not exist and the update has a `window`: that pioneer may have been
@@ -359,16 +367,17 @@
 //!   5. otherwise remove the member's live entry, remembering its grant time; without `hash`,
 //!      stop;
 //!   6. if the `b` key does not exist, create it: `limit` = the update's limit, else remaining +
-//!      1, else 1 (at least 1); `reported` = the update's remaining (absent without one);
-//!      `remaining` = the update's remaining (else `limit - 1`) minus `card(bp)`, at least 0;
+//!      1, else 1 (at least 1); `reported` = the update's remaining (absent without one;
+//!      `untimed = 1` if it has one but no `reset_after`); `remaining` = the update's remaining (else `limit - 1`) minus `card(bp)`, at least 0;
 //!      `window` = max(the update's `window`, `reset_after`, the `bw` key), or 1 s if
 //!      all are absent; `reset_at` = now + `reset_after` (`provisional = 0`), or now + `window`
 //!      (`provisional = 1`); `window_start = now`; `margin = 0`. Then step 8, and stop;
 //!   7. otherwise take the update's `limit` (at least 1) and `window = max(window, update
-//!      window, bw)`. The report is **stale** if the grant time from step 5 is < `window_start`, or
-//!      if now + `reset_after` <= `window_start`: it describes an earlier window and changes
-//!      nothing more. Otherwise: with the update's remaining, `reported` = the smaller of it and
-//!      `reported` (or it, if absent); with `reset_after`: `window = max(window, reset_after)`, and `reset_at` =
+//!      window, bw)`. The report is **stale** if the grant time from step 5 is < `window_start`
+//!      (unless step 2 found a later window), or if now + `reset_after` <= `window_start`: it
+//!      describes an earlier window and changes nothing more. Otherwise: with the update's
+//!      remaining, `reported` = the smaller of it and `reported` (or it, if absent), and
+//!      `untimed = 1` if the update has no `reset_after`; with `reset_after`: `window = max(window, reset_after)`, and `reset_at` =
 //!      now + `reset_after` if `provisional` (then `provisional = 0`), else the larger of the two;
 //!   8. re-arm the `b` key's expiry: `state_ttl` after `reset_at`; set the `bw` key to the
 //!      larger of its value and the `b` key's `window`, expiring `state_ttl` later. A hash
@@ -376,11 +385,11 @@
 //!      answer late in its window (a first-contact 429) would otherwise keep a window far
 //!      shorter than the one its other majors reported, and a ghost of it stop counting
 //!      while the server still counts its request;
-//!   9. if the grant time from step 5 is < `window_start` (a grant carried into this window by
-//!      the roll: it may have been counted in this window, after its lowest report or before
-//!      any), add it back as a ghost, `member "~" grant time`, with score grant time plus
-//!      `window` plus `margin` if that is later than now, extending the `bp` key's expiry to it
-//!      (as in step 4).
+//!   9. if the grant time from step 5 is < `window_start` and step 2 found no later window (a
+//!      grant carried into this window by the roll: it may have been counted in this window,
+//!      after its lowest report or before any), add it back as a ghost, `member "~" grant
+//!      time`, with score grant time plus `window` plus `margin` if that is later than now,
+//!      extending the `bp` key's expiry to it (as in step 4).
 //! * [`SharedUpdate::Release`] (a granted request will not be answered): if `reached` (it may
 //!   have reached the server): roll the bucket if due, delete the locks held by this member
 //!   (with the ghost-lock exception of step 3 above), and turn its live entry into a ghost (as

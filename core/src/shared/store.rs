@@ -4,7 +4,11 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::{Reservation, ReservationAnswer, SharedConfig, SharedScope, SharedUpdate};
-use crate::types::{Nanos, SECOND};
+use crate::types::{MILLISECOND, Nanos, SECOND};
+
+/// How far apart two reported window ends may be for one end: each reset comes rounded to the
+/// millisecond.
+const REPORT_ROUNDING: Nanos = 2 * MILLISECOND;
 
 /// A value with an expiry time, like a Redis key with a TTL: absent from `expires_at` on.
 #[derive(Debug, Clone)]
@@ -79,6 +83,9 @@ struct BucketState {
     window: Nanos,
     window_start: Nanos,
     provisional: bool,
+    /// A report of this window gave a `remaining` without a reset: its window's end is
+    /// unknown, so no later report can be shown to have reached the server after it.
+    untimed: bool,
     margin: Nanos,
 }
 
@@ -92,6 +99,7 @@ impl BucketState {
             self.reported = None;
             self.reset_at = now.saturating_add(self.window).saturating_add(self.margin);
             self.provisional = true;
+            self.untimed = false;
         }
     }
 }
@@ -605,9 +613,18 @@ impl MemoryStore {
                     self.routes.set(route_key, String::new(), now.saturating_add(self.state_ttl));
                 }
                 // 2. a window that has ended rolls first, counting this request as still
-                // unanswered: it reached the server, maybe in the window that follows.
+                // unanswered: it reached the server, maybe in the window that follows. So does
+                // a window this answer shows to be over at the server.
+                let mut later = false;
                 if let Some(h) = &hash {
-                    self.roll_if_due(now, &(identity.clone(), h.clone(), major.clone()));
+                    let key: Triple = (identity.clone(), h.clone(), major.clone());
+                    later = remaining.is_some()
+                        && reset_after.is_some_and(|ra| self.reports_a_later_window(now, &key, &member, ra));
+                    if later {
+                        self.roll_now(now, &key);
+                    } else {
+                        self.roll_if_due(now, &key);
+                    }
                 }
                 // 3. locks, the unanswered grant: answered, or, for an answer that says nothing
                 // about the bucket (a 5xx), a ghost.
@@ -647,6 +664,7 @@ impl MemoryStore {
                             window: w,
                             window_start: now,
                             provisional: t_r.is_none(),
+                            untimed: remaining.is_some() && t_r.is_none(),
                             margin: 0,
                         };
                         let expires = state.reset_at.saturating_add(self.state_ttl);
@@ -658,11 +676,13 @@ impl MemoryStore {
                             b.limit = (*l).max(1);
                         }
                         b.window = b.window.max(window.unwrap_or(0)).max(hash_window);
-                        let carried = granted_at.filter(|&g| g < b.window_start);
+                        // (The answer that rolled the window in step 2 is its first.)
+                        let carried = granted_at.filter(|&g| g < b.window_start && !later);
                         let stale = carried.is_some() || t_r.is_some_and(|t| t <= b.window_start);
                         if !stale {
                             if let Some(rem) = remaining {
                                 b.reported = Some(b.reported.map_or(*rem, |r| r.min(*rem)));
+                                b.untimed |= reset_after.is_none();
                             }
                             if let (Some(t), Some(ra)) = (t_r, reset_after) {
                                 b.window = b.window.max(*ra);
@@ -759,8 +779,35 @@ impl MemoryStore {
         if self.buckets.get(now, key).is_none_or(|b| now < b.reset_at) {
             return;
         }
+        self.roll_now(now, key);
+    }
+
+    /// Whether an answer to `member`'s unanswered grant of bucket `key`, reporting a reset
+    /// `reset_after` away, shows the bucket's current window over at the server. Its request
+    /// left after its grant, so its window ends at least `reset_after` after the grant; if that
+    /// is later than every end this window was told (a window not `provisional` was told one
+    /// with each report, unless `untimed`), it arrived after all their requests: in a later
+    /// window (of a sliding one, after the oldest counted request expired). A request granted
+    /// near a window's end and written late lands in the next one; merged into the old window,
+    /// its report kept the old window's lowest count until the new window's end (a seed of 100
+    /// channels over 4 processes: a whole window late).
+    fn reports_a_later_window(&self, now: Nanos, key: &Triple, member: &str, reset_after: Nanos) -> bool {
+        let Some(b) = self.buckets.get(now, key) else { return false };
+        if b.provisional || b.untimed {
+            return false;
+        }
+        let granted = self.pending.get(now, key).and_then(|p| {
+            p.iter().find(|&&(ref m, until)| m == member && until > now).map(|&(_, until)| until.saturating_sub(self.lease))
+        });
+        granted.is_some_and(|g| g.saturating_add(reset_after) > b.reset_at.saturating_add(REPORT_ROUNDING))
+    }
+
+    /// Starts a new window for bucket `key` now, counting the live unanswered grants as
+    /// carried.
+    fn roll_now(&mut self, now: Nanos, key: &Triple) {
         let carried = self.live_pending(now, key);
-        let b = self.buckets.get_mut(now, key).expect("checked above");
+        let Some(b) = self.buckets.get_mut(now, key) else { return };
+        b.reset_at = b.reset_at.min(now);
         b.roll(now, carried);
         let expires = b.reset_at.saturating_add(self.state_ttl);
         self.buckets.expire_at(key, expires);
