@@ -306,29 +306,37 @@ fn leased_tokens_are_spent_in_their_window_when_pioneers_and_a_full_window_get_i
     // counted them to the end of its window (the real-time K = 4 slow mode, 0.56-0.64 of one
     // process, came from the same: in one run three processes out of four sent almost nothing
     // in the first window).
-    let server = ServerConfig::discord()
-        .global(Some(BucketSpec::fixed(250, SECOND)))
-        .bucket("h", BucketSpec::fixed(5, SECOND))
-        .route("POST /channels/:id/messages", RouteSpec::bucket("h"));
-    let mut config = shared_config(OnUnavailable::FailOpen);
-    config.global_limit = 250;
     for (k, lag) in [(2, 100), (4, 100), (4, 200)] {
         for seed in 1..=6 {
             let net = net(seed)
                 .latency(Latency::fixed(10 * MS), Latency::fixed(10 * MS))
                 .dispatch(Latency::jittered(0, lag * MS), true);
             let link = StoreLink::default().latency(Latency::jittered(0, 20 * MS), Latency::jittered(0, 20 * MS));
-            let mut sim = cluster(k, config.clone(), server.clone(), net, link);
-            for i in 0..600 {
-                sim.enqueue_on(i % k, 0, msg(&(i / 6).to_string()));
-            }
-            let report = run(&mut sim);
-            check_limits(&report, 250);
-            assert!(report.all_succeeded());
+            let report = hundred_channels(k, net, link);
             let first = report.server_log.iter().filter(|a| a.at < SECOND).count();
             assert!(first >= 245, "{k} processes, lag {lag} ms, seed {seed}: {first} arrivals in the first second");
         }
     }
+}
+
+/// 100 new channels x 6 messages (bucket 5 per 1 s), global 250 per 1 s, all at once over `k`
+/// processes in shared mode (request `i` on process `i mod k`); checks the limits and that
+/// every request succeeded.
+fn hundred_channels(k: usize, net: SimConfig, link: StoreLink) -> Report {
+    let server = ServerConfig::discord()
+        .global(Some(BucketSpec::fixed(250, SECOND)))
+        .bucket("h", BucketSpec::fixed(5, SECOND))
+        .route("POST /channels/:id/messages", RouteSpec::bucket("h"));
+    let mut config = shared_config(OnUnavailable::FailOpen);
+    config.global_limit = 250;
+    let mut sim = cluster(k, config, server, net, link);
+    for i in 0..600 {
+        sim.enqueue_on(i % k, 0, msg(&(i / 6).to_string()));
+    }
+    let report = run(&mut sim);
+    check_limits(&report, 250);
+    assert!(report.all_succeeded());
+    report
 }
 
 #[test]
@@ -342,21 +350,9 @@ fn an_answer_from_the_next_window_starts_it_in_the_store() {
     // such an answer as the first of a new window: the request left after its grant, so its
     // window ends at least a reset after the grant, later than every end the old window was
     // told.
-    let server = ServerConfig::discord()
-        .global(Some(BucketSpec::fixed(250, SECOND)))
-        .bucket("h", BucketSpec::fixed(5, SECOND))
-        .route("POST /channels/:id/messages", RouteSpec::bucket("h"));
-    let mut config = shared_config(OnUnavailable::FailOpen);
-    config.global_limit = 250;
     for seed in 1..=8 {
         let net = net(seed).dispatch(Latency::jittered(0, 200 * MS), true);
-        let mut sim = cluster(4, config.clone(), server.clone(), net, StoreLink::default());
-        for i in 0..600 {
-            sim.enqueue_on(i % 4, 0, msg(&(i / 6).to_string()));
-        }
-        let report = run(&mut sim);
-        check_limits(&report, 250);
-        assert!(report.all_succeeded());
+        let report = hundred_channels(4, net, StoreLink::default());
         let makespan = report.makespan();
         assert!(makespan < 2_900 * MS, "seed {seed}: {} ms", makespan / MS);
     }
