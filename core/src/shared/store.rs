@@ -90,17 +90,15 @@ struct BucketState {
 }
 
 impl BucketState {
-    /// Starts a new window at `now` when the current one has ended. `carried`: grants still
-    /// unanswered (they may land in the new window).
+    /// Starts a new window at `now`. `carried`: grants still unanswered (they may land in the
+    /// new window).
     fn roll(&mut self, now: Nanos, carried: usize) {
-        if now >= self.reset_at {
-            self.window_start = now;
-            self.remaining = self.limit.saturating_sub(carried.min(u32::MAX as usize) as u32);
-            self.reported = None;
-            self.reset_at = now.saturating_add(self.window).saturating_add(self.margin);
-            self.provisional = true;
-            self.untimed = false;
-        }
+        self.window_start = now;
+        self.remaining = self.limit.saturating_sub(carried.min(u32::MAX as usize) as u32);
+        self.reported = None;
+        self.reset_at = now.saturating_add(self.window).saturating_add(self.margin);
+        self.provisional = true;
+        self.untimed = false;
     }
 }
 
@@ -807,7 +805,6 @@ impl MemoryStore {
     fn roll_now(&mut self, now: Nanos, key: &Triple) {
         let carried = self.live_pending(now, key);
         let Some(b) = self.buckets.get_mut(now, key) else { return };
-        b.reset_at = b.reset_at.min(now);
         b.roll(now, carried);
         let expires = b.reset_at.saturating_add(self.state_ttl);
         self.buckets.expire_at(key, expires);
