@@ -180,9 +180,11 @@ export type SharedUpdate =
 
 /** Shared mode: the store's answer, for `handleReservation`. `processes`: the live processes
  * the store counted (a fail-open limiter runs on its share of the limits while the store is
- * down); `leased`: global tokens the store leased beyond the request's own. */
+ * down); `leased`: global tokens the store leased beyond the request's own; `storeTimeUs`: the
+ * store's clock when it granted, in microseconds (only differences are used: the limiter
+ * learns how unevenly its requests leave after their grants, for the margin it passes). */
 export type ReservationAnswer =
-  | { answer: 'granted'; processes?: number; leased?: number }
+  | { answer: 'granted'; processes?: number; leased?: number; storeTimeUs?: number }
   | { answer: 'denied'; retryAfterNs: number; scope: SharedScopeName; processes?: number }
   | { answer: 'unavailable' }
 

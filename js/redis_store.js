@@ -103,15 +103,16 @@ function createRedisStore(deps) {
   }
 
   /** The script's reply to a reservation as a `ReservationAnswer`; throws on anything else.
-   * The trailing live-process count becomes `processes`, and a grant's lease count `leased`
-   * (both absent from a script of an earlier version's reply). */
+   * The trailing live-process count becomes `processes`, a grant's lease count `leased` and
+   * the script's clock `storeTimeUs` (all absent from a script of an earlier version's reply). */
   function parseAnswer(reply) {
     if (Array.isArray(reply) && reply.length > 0) {
       const tag = text(reply[0])
       if (tag === 'granted' && reply.length === 1) return { answer: 'granted' }
-      if (tag === 'granted' && reply.length <= 3 && reply.slice(1).every((n) => count(n) !== undefined)) {
+      if (tag === 'granted' && reply.length <= 4 && reply.slice(1).every((n) => count(n) !== undefined)) {
         const answer = { answer: 'granted', processes: count(reply[1]) }
-        if (reply.length === 3) answer.leased = count(reply[2])
+        if (reply.length >= 3) answer.leased = count(reply[2])
+        if (reply.length === 4) answer.storeTimeUs = count(reply[3])
         return answer
       }
       if (tag === 'denied' && (reply.length === 3 || reply.length === 4)) {

@@ -192,10 +192,20 @@ fn count(obj: &Object, name: &str) -> Result<Option<u32>> {
 pub fn answer_from(obj: &Object) -> Result<ReservationAnswer> {
     let answer: String = required(obj, "answer", "answer.answer (a string)")?;
     match answer.as_str() {
-        "granted" => Ok(ReservationAnswer::Granted {
-            processes: processes(obj)?,
-            leased: count(obj, "leased")?.unwrap_or(0),
-        }),
+        "granted" => {
+            // The store's clock in microseconds (exact in a JS number, where Unix nanoseconds
+            // are not).
+            let store_us: Option<f64> = opt(obj, "storeTimeUs", "answer.storeTimeUs (a number)")?;
+            let store_time = match store_us {
+                None => None,
+                Some(us) => Some(whole(us, "answer.storeTimeUs")?.saturating_mul(1_000)),
+            };
+            Ok(ReservationAnswer::Granted {
+                processes: processes(obj)?,
+                leased: count(obj, "leased")?.unwrap_or(0),
+                store_time,
+            })
+        }
         "unavailable" => Ok(ReservationAnswer::Unavailable),
         "denied" => {
             let retry: f64 = required(obj, "retryAfterNs", "answer.retryAfterNs (a number)")?;

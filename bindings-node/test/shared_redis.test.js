@@ -97,6 +97,9 @@ test('store vectors: the JS encoding and the store script give the reference mod
           assert.equal(answer.answer, expected.answer, where)
           if (answer.answer === 'denied') {
             assert.deepEqual([answer.retryAfterNs, answer.scope], [expected.retry_after_ns, expected.scope], where)
+          } else {
+            // The script's clock is the replay's: its microseconds, as the store's nanoseconds.
+            assert.deepEqual([answer.leased ?? 0, answer.storeTimeUs * 1000], [expected.leased ?? 0, expected.store_time_ns], where)
           }
         } else {
           const update = camelObject(step.update)

@@ -1037,7 +1037,8 @@ fn share_object(py: Python<'_>, update: SharedUpdate) -> PyResult<Py<PyAny>> {
 
 /// `answer` of `Limiter.handle_reservation`: `"granted"`, `"unavailable"`, or `"denied"` with
 /// `retry_after_ns` and `scope`; `processes` (the store's live-process count) with `"granted"`
-/// or `"denied"`; `leased` (global tokens leased beyond the request's own) with `"granted"`.
+/// or `"denied"`; `leased` (global tokens leased beyond the request's own) and `store_time_ns`
+/// (the store's clock when it granted) with `"granted"`.
 fn reservation_answer(
     py: Python<'_>,
     answer: &Bound<'_, PyAny>,
@@ -1045,6 +1046,7 @@ fn reservation_answer(
     scope: Option<&Bound<'_, PyAny>>,
     processes: Option<u32>,
     leased: Option<u32>,
+    store_time_ns: Option<u64>,
 ) -> PyResult<ReservationAnswer> {
     let text = answer.cast::<PyString>().ok().and_then(|s| utf8::text(s).ok());
     let extra = retry_after_ns.is_some() || scope.is_some_and(|s| !s.is_none());
@@ -1060,7 +1062,12 @@ fn reservation_answer(
         Some("unavailable") | Some("denied") if leased.is_some() => {
             Err(invalid_argument(py, "leased is for a 'granted' answer only".to_string()))
         }
-        Some("granted") => Ok(ReservationAnswer::Granted { processes, leased: leased.unwrap_or(0) }),
+        Some("unavailable") | Some("denied") if store_time_ns.is_some() => {
+            Err(invalid_argument(py, "store_time_ns is for a 'granted' answer only".to_string()))
+        }
+        Some("granted") => {
+            Ok(ReservationAnswer::Granted { processes, leased: leased.unwrap_or(0), store_time: store_time_ns })
+        }
         Some("unavailable") => Ok(ReservationAnswer::Unavailable),
         Some("denied") => {
             let Some(retry_after) = retry_after_ns else {
@@ -1262,7 +1269,7 @@ impl Limiter {
     }
 
     /// Shared mode: the store's answer to request `id`'s `Reserve`.
-    #[pyo3(signature = (now_ns, id, answer, *, retry_after_ns = None, scope = None, processes = None, leased = None))]
+    #[pyo3(signature = (now_ns, id, answer, *, retry_after_ns = None, scope = None, processes = None, leased = None, store_time_ns = None))]
     #[allow(clippy::too_many_arguments)]
     fn handle_reservation(
         &mut self,
@@ -1274,8 +1281,9 @@ impl Limiter {
         scope: Option<&Bound<'_, PyAny>>,
         #[pyo3(from_py_with = arg_opt_count)] processes: Option<u32>,
         #[pyo3(from_py_with = arg_opt_leased)] leased: Option<u32>,
+        #[pyo3(from_py_with = arg_opt_ns)] store_time_ns: Option<u64>,
     ) -> PyResult<()> {
-        let answer = reservation_answer(py, answer, retry_after_ns, scope, processes, leased)?;
+        let answer = reservation_answer(py, answer, retry_after_ns, scope, processes, leased, store_time_ns)?;
         self.inner.handle_reservation(now_ns, id, answer).map_err(|e| core_error(py, e))
     }
 

@@ -169,7 +169,7 @@ class _FlakyStore:
     def reserve(self, reservation: Any) -> "asyncio.Future[Any]":
         future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
         if self.up:
-            future.set_result(("granted", None, None, None, None))
+            future.set_result(("granted", None, None, None, None, None))
         return future
 
     def record(self, update: Any) -> None:

@@ -108,6 +108,8 @@ def test_store_vectors_through_the_python_encoding(path: pathlib.Path) -> None:
                 assert answer[3] == expected.get("processes"), where
                 if answer[0] == "denied":
                     assert (answer[1], answer[2]) == (expected["retry_after_ns"], expected["scope"]), where
+                else:
+                    assert (answer[4] or 0, answer[5]) == (expected.get("leased", 0), expected.get("store_time_ns")), where
             else:
                 u = dict(step["update"])
                 cls = UPDATE_CLASSES[u.pop("share")]

@@ -76,9 +76,14 @@ def run_step(limiter: ratelane.Limiter, step: Dict[str, Any]) -> Dict[str, Any]:
                     scope=step["scope"],
                     processes=step.get("processes"),
                 )
-            elif "processes" in step:
+            elif "processes" in step or "store_time_ns" in step:
                 limiter.handle_reservation(
-                    now, step["id"], answer, processes=step["processes"], leased=step.get("leased")
+                    now,
+                    step["id"],
+                    answer,
+                    processes=step.get("processes"),
+                    leased=step.get("leased"),
+                    store_time_ns=step.get("store_time_ns"),
                 )
             else:
                 limiter.handle_reservation(now, step["id"], answer)

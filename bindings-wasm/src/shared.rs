@@ -126,6 +126,9 @@ struct AnswerSpec {
     processes: Option<f64>,
     #[serde(default)]
     leased: Option<f64>,
+    /// The store's clock in microseconds (exact in a JS number, where Unix nanoseconds are not).
+    #[serde(default)]
+    store_time_us: Option<f64>,
 }
 
 pub(crate) fn answer_arg(value: JsValue) -> Result<ReservationAnswer, JsValue> {
@@ -146,7 +149,11 @@ pub(crate) fn answer_arg(value: JsValue) -> Result<ReservationAnswer, JsValue> {
                     u32::try_from(whole("answer.leased", n).map_err(|m| invalid_argument(&m))?).unwrap_or(u32::MAX)
                 }
             };
-            Ok(ReservationAnswer::Granted { processes, leased })
+            let store_time = match spec.store_time_us {
+                None => None,
+                Some(us) => Some(whole("answer.storeTimeUs", us).map_err(|m| invalid_argument(&m))?.saturating_mul(1_000)),
+            };
+            Ok(ReservationAnswer::Granted { processes, leased, store_time })
         }
         "unavailable" => Ok(ReservationAnswer::Unavailable),
         "denied" => {

@@ -227,9 +227,17 @@ pub struct Limiter {
     outage_wait: Nanos,
     /// Shared mode: after an outage, until every process is back (see [`Recovery`]).
     recovery: Option<Recovery>,
-    /// Shared mode: round trips of recent reservations, for the margin passed to the store.
+    /// Shared mode: round trips of recent reservations, for the margin passed to the store
+    /// until the store's own clock is known ([`Limiter::learn_store_delay`]).
     reservation_latencies: Recent<Nanos>,
     reservation_margin: Nanos,
+    /// Shared mode: for recent grants that told the store's clock, when the core handled the
+    /// grant (this process's clock) less the store's clock at the grant: the delay from the
+    /// store's count to the grant's handling, up to one constant (the clocks' offset).
+    store_delays: Recent<i64>,
+    store_delay_extremes: Option<(i64, i64)>,
+    /// 1.5x the spread of `store_delays`, once 16 are in.
+    store_margin: Option<Nanos>,
     /// No request goes out before this (a Cloudflare-style ban).
     edge_until: Nanos,
     edge_strikes: u32,
@@ -797,6 +805,9 @@ impl Limiter {
             recovery: None,
             reservation_latencies: Recent::default(),
             reservation_margin: 0,
+            store_delays: Recent::default(),
+            store_delay_extremes: None,
+            store_margin: None,
             edge_until: 0,
             edge_strikes: 0,
             gate_wake: None,
@@ -1269,8 +1280,11 @@ impl Limiter {
         let lease = if let ReservationAnswer::Granted { leased, .. } = answer { leased } else { 0 };
         self.lease_answered(now, iid, id, lease);
         match answer {
-            ReservationAnswer::Granted { .. } => {
+            ReservationAnswer::Granted { store_time, .. } => {
                 self.store_answered(now, processes, asked_since);
+                if let Some(store_at) = store_time {
+                    self.learn_store_delay(now, store_at);
+                }
                 self.grant(now, qid, id, flight);
             }
             ReservationAnswer::Denied { retry_after, scope, .. } => {
@@ -1725,11 +1739,15 @@ impl Limiter {
         }
     }
 
-    /// The latency margin passed to the store: the global margin (spread of HTTP round trips)
-    /// plus the spread of reservation round trips (a grant reaches the process after an uneven
-    /// delay too), capped like the global margin.
+    /// The latency margin passed to the store: the global margin (the spread of HTTP round
+    /// trips, or of uplinks, from when each request left) plus the spread of the delays from
+    /// the store's count of a token to the core's handling of its grant
+    /// ([`Limiter::learn_store_delay`]; the spread of reservation round trips until 16 grants
+    /// told the store's clock), capped like the global margin. Not the runtime's delay between
+    /// a `Send` and the request leaving (see [`crate::shared`], "Leases").
     fn shared_margin(&self, now: Nanos) -> Nanos {
-        self.global_margin_at(now).saturating_add(self.reservation_margin).min(self.config.global_margin_max)
+        let store = self.store_margin.unwrap_or(self.reservation_margin);
+        self.global_margin_at(now).saturating_add(store).min(self.config.global_margin_max)
     }
 
     /// Whether global leases are on (shared mode, `SharedConfig::global_lease`, a global limit).
@@ -1859,6 +1877,29 @@ impl Limiter {
             let max = self.reservation_latencies.iter().copied().max().unwrap_or(0);
             let spread = max - min;
             self.reservation_margin = spread.saturating_add(spread / 2);
+        }
+    }
+
+    /// A grant that told the store's clock (`store_at`) reached the core at `now`: the delay
+    /// from the store's count to the grant's handling (the answer's way back and the time it
+    /// waited for the process, on a busy event loop most of it), up to the clocks' offset.
+    /// Its spread is what the store must widen the global window by for this part of `d` in
+    /// the bound of [`crate::shared`] ("Leases"); unlike a reservation's round trip it leaves
+    /// out the wait before the store counted (the driver's queue, the store's other callers),
+    /// which moves the count itself and does not bunch arrivals. 1.5x the spread once 16 are
+    /// in, as for the global margin. The store's clock may be the wall clock: a step widens
+    /// the spread (a larger margin, never a smaller one) until the samples from before it have
+    /// left the last [`Recent::KEEP`].
+    fn learn_store_delay(&mut self, now: Nanos, store_at: Nanos) {
+        let Ok(delay) = i64::try_from(i128::from(now) - i128::from(store_at)) else {
+            return;
+        };
+        let widens = widen(&mut self.store_delay_extremes, delay);
+        if self.store_delays.push(delay, 0, widens) {
+            let min = self.store_delays.iter().copied().min().unwrap_or(0);
+            let max = self.store_delays.iter().copied().max().unwrap_or(0);
+            let spread = max.abs_diff(min);
+            self.store_margin = Some(spread.saturating_add(spread / 2));
         }
     }
 

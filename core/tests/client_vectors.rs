@@ -485,6 +485,12 @@ impl Script {
         self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "granted", "processes": 1, "leased": leased}));
         self
     }
+    /// A grant that says the store's clock (`store_time_ns`, whole microseconds).
+    fn granted_at_store(mut self, at: u64, id: u64, store_time: u64) -> Self {
+        self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "granted", "processes": 1,
+            "store_time_ns": store_time}));
+        self
+    }
     fn unavailable(mut self, at: u64, id: u64) -> Self {
         self.steps.push(json!({"at_ns": at, "op": "reservation", "id": id, "answer": "unavailable"}));
         self

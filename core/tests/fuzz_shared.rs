@@ -126,7 +126,17 @@ fn answer_of(kind: u8, retry_ms: u32, scope: u8) -> ReservationAnswer {
         0 => ReservationAnswer::GRANTED,
         // Any process count, including nonsense (0, u32::MAX): never a panic.
         // and any lease count (a hostile store may lease more than was asked for).
-        1 => ReservationAnswer::Granted { processes: Some(PROCESSES[scope as usize]), leased: PROCESSES[(retry_ms % 6) as usize] },
+        // And any store clock, also one that jumps about.
+        1 => ReservationAnswer::Granted {
+            processes: Some(PROCESSES[scope as usize]),
+            leased: PROCESSES[(retry_ms % 6) as usize],
+            store_time: match retry_ms % 4 {
+                0 => None,
+                1 => Some(0),
+                2 => Some(u64::MAX),
+                _ => Some(u64::from(retry_ms) * 1_000_000),
+            },
+        },
         2 => ReservationAnswer::Denied {
             retry_after: u64::from(retry_ms) * 1_000_000,
             scope: SCOPES[scope as usize],

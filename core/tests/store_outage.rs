@@ -186,7 +186,7 @@ fn fail_open_runs_on_its_share_of_a_bucket() {
     let first = l.enqueue(0, ch()).unwrap();
     assert_eq!(drain(&mut l).reserved, vec![first]);
     // The store grants it and says three processes are live.
-    l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(3), leased: 0 }).unwrap();
+    l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(3), leased: 0, store_time: None }).unwrap();
     assert_eq!(drain(&mut l).sent, vec![first]);
     let headers = [
         ("X-RateLimit-Limit", "6"),
@@ -250,7 +250,7 @@ fn fail_open_runs_on_its_share_of_a_bucket() {
     l.handle_timeout(t);
     let d = drain(&mut l);
     assert_eq!(d.reserved, vec![ids[3]], "{d:?}");
-    l.handle_reservation(t + 1 * MS, ids[3], ReservationAnswer::Granted { processes: Some(3), leased: 0 }).unwrap();
+    l.handle_reservation(t + 1 * MS, ids[3], ReservationAnswer::Granted { processes: Some(3), leased: 0, store_time: None }).unwrap();
     let d = drain(&mut l);
     assert_eq!(d.recovered, 1);
     assert_eq!(d.sent, vec![ids[3]]);
@@ -285,7 +285,7 @@ fn fail_open_waits_one_window_then_runs_on_its_share_of_the_global_limit() {
     let mut l = limiter(OnUnavailable::FailOpen);
     let first = l.enqueue(0, channel(0)).unwrap();
     drain(&mut l);
-    l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(3), leased: 0 }).unwrap();
+    l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(3), leased: 0, store_time: None }).unwrap();
     drain(&mut l);
     // Thirty channels, thirty pioneers: all reserved at once (31 of 50).
     let ids: Vec<RequestId> = (1..=30).map(|i| l.enqueue(100 * MS, channel(i)).unwrap()).collect();
@@ -313,7 +313,7 @@ fn fail_open_waits_one_window_then_runs_on_its_share_of_the_global_limit() {
     assert_eq!(probe.processes_since, Some(t2 - 110 * MS));
     assert_eq!(d.sent.len(), ids.len() - 16 - 1, "the rest of the thirty, within the share");
     // Granted, but the store counts only this process back: the share still holds.
-    l.handle_reservation(t2, probe.id, ReservationAnswer::Granted { processes: Some(1), leased: 0 }).unwrap();
+    l.handle_reservation(t2, probe.id, ReservationAnswer::Granted { processes: Some(1), leased: 0, store_time: None }).unwrap();
     let d = drain(&mut l);
     assert_eq!(d.recovered, 1);
     assert_eq!(d.sent, vec![probe.id]);
@@ -331,7 +331,7 @@ fn fail_open_waits_one_window_then_runs_on_its_share_of_the_global_limit() {
     assert_eq!(r.granted, vec![0], "the probe's send");
     assert!(r.reporting);
     assert_eq!(r.processes_since, Some(t2 - 110 * MS));
-    l.handle_reservation(t2, r.id, ReservationAnswer::Granted { processes: Some(3), leased: 0 }).unwrap();
+    l.handle_reservation(t2, r.id, ReservationAnswer::Granted { processes: Some(3), leased: 0, store_time: None }).unwrap();
     let d = drain(&mut l);
     assert_eq!(d.reserved.len(), more.len() - 2, "the rest, reserved under the whole limit: {d:?}");
 }
@@ -357,7 +357,7 @@ fn a_send_made_while_the_report_is_out_is_reported_again() {
     let mut l = limiter(OnUnavailable::FailOpen);
     let first = l.enqueue(0, channel(0)).unwrap();
     drain(&mut l);
-    l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(2), leased: 0 }).unwrap();
+    l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(2), leased: 0, store_time: None }).unwrap();
     drain(&mut l);
     let ids: Vec<RequestId> = (1..=3).map(|i| l.enqueue(100 * MS, channel(i)).unwrap()).collect();
     assert_eq!(drain(&mut l).reserved, ids);
@@ -382,7 +382,7 @@ fn a_send_made_while_the_report_is_out_is_reported_again() {
     let probe = probe.expect("a probe");
     assert_eq!(sent.len(), 2, "the others go without the store");
     assert!(probe.reporting && probe.unrecorded.is_empty(), "nothing sent without the store before it");
-    l.handle_reservation(t + MS, probe.id, ReservationAnswer::Granted { processes: Some(2), leased: 0 }).unwrap();
+    l.handle_reservation(t + MS, probe.id, ReservationAnswer::Granted { processes: Some(2), leased: 0, store_time: None }).unwrap();
     drain(&mut l);
     // The next reservation reports the two sends.
     let next = l.enqueue(t + 2 * MS, channel(9)).unwrap();
@@ -405,7 +405,7 @@ fn a_nonsense_process_count_is_tolerated() {
         let mut l = limiter(OnUnavailable::FailOpen);
         let first = l.enqueue(0, channel(0)).unwrap();
         drain(&mut l);
-        l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(count), leased: 0 }).unwrap();
+        l.handle_reservation(1 * MS, first, ReservationAnswer::Granted { processes: Some(count), leased: 0, store_time: None }).unwrap();
         drain(&mut l);
         let ids: Vec<RequestId> = (1..=5).map(|i| l.enqueue(100 * MS, channel(i)).unwrap()).collect();
         drain(&mut l);

@@ -127,7 +127,9 @@ test('redis store: reservations and updates become the script\'s ARGV, the prefi
   assert.deepEqual(parseAnswer(['denied', 1500, 'bucket', 2]), { answer: 'denied', retryAfterNs: 1500000, scope: 'bucket', processes: 2 })
   // The global tokens leased beyond the request's own.
   assert.deepEqual(parseAnswer(['granted', 3, 2]), { answer: 'granted', processes: 3, leased: 2 })
-  for (const bad of [[], ['granted', -1], ['granted', 1, -1], ['granted', 1, 1, 1], ['denied', 1, 'bucket', -1], ['denied', -1, 'bucket'], ['denied', 1.5, 'bucket'], 'granted', null]) {
+  // The script's clock (microseconds) when it granted.
+  assert.deepEqual(parseAnswer(['granted', 3, 2, 1795812403404294]), { answer: 'granted', processes: 3, leased: 2, storeTimeUs: 1795812403404294 })
+  for (const bad of [[], ['granted', -1], ['granted', 1, -1], ['granted', 1, 1, -1], ['granted', 1, 1, 1, 1], ['denied', 1, 'bucket', -1], ['denied', -1, 'bucket'], ['denied', 1.5, 'bucket'], 'granted', null]) {
     assert.throws(() => parseAnswer(bad), /unexpected reply/)
   }
 })

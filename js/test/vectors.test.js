@@ -133,6 +133,8 @@ function answer(step) {
     : { answer: step.answer }
   if (step.processes !== undefined) a.processes = step.processes
   if (step.leased !== undefined) a.leased = step.leased
+  // The store's clock in microseconds (a JS number holds them exactly; the vectors have ns).
+  if (step.store_time_ns !== undefined) a.storeTimeUs = step.store_time_ns / 1000
   return a
 }
 

@@ -42,11 +42,12 @@ ARGV, common part:
 Numbers are decimal integers; an optional number is "" when absent. An optional string (the
 bucket hash) is "" when absent and "=" followed by the value when present.
 
-Reply: reserve -> {"granted", processes, leased} or {"denied", retry_after_us, scope, processes};
+Reply: reserve -> {"granted", processes, leased, now_us} or {"denied", retry_after_us, scope, processes};
 record -> {"recorded"}; batch -> one reply per item, in order, an item refused for a bad argument
 answering {"error", "RATELANE_ARG <what>"} in its place (the others still run). processes: how many clients reserved within the last lease_ns (the key P "procs"),
 or with processes_since_ns how many within that long; a reservation `reporting` does not add
-its client.
+its client. now_us: the script's clock (microseconds) when it granted, the time the global token
+counts from; the process learns from it how unevenly its requests leave after their grants.
 Errors: "RATELANE_ARG <what>" for a bad argument (nothing written).
 
 Time. The script works in integer microseconds (Redis TIME's resolution). Durations given in
@@ -634,7 +635,7 @@ local function reserve()
       expire_at(lk, lease_end)
     end
   end
-  return {'granted', processes, leased}
+  return {'granted', processes, leased, now}
 end
 
 -- ------------------------------------------------------------------------------- record

@@ -473,11 +473,15 @@ mod tests {
         let s = |t: &str| Value::BulkString(t.as_bytes().to_vec());
         assert_eq!(
             parse_answer(&Value::Array(vec![s("granted"), Value::Int(2)])).unwrap(),
-            ReservationAnswer::Granted { processes: Some(2), leased: 0 }
+            ReservationAnswer::Granted { processes: Some(2), leased: 0, store_time: None }
         );
         assert_eq!(
             parse_answer(&Value::Array(vec![s("granted"), Value::Int(2), Value::Int(4)])).unwrap(),
-            ReservationAnswer::Granted { processes: Some(2), leased: 4 }
+            ReservationAnswer::Granted { processes: Some(2), leased: 4, store_time: None }
+        );
+        assert_eq!(
+            parse_answer(&Value::Array(vec![s("granted"), Value::Int(2), Value::Int(4), Value::Int(1_500)])).unwrap(),
+            ReservationAnswer::Granted { processes: Some(2), leased: 4, store_time: Some(1_500_000) }
         );
         assert_eq!(
             parse_answer(&Value::Array(vec![s("denied"), Value::Int(50_000), s("pioneer"), Value::Int(1)])).unwrap(),
@@ -490,7 +494,8 @@ mod tests {
             Value::Array(vec![s("denied"), Value::Int(1), s("nope")]),
             Value::Array(vec![s("granted"), Value::Int(-1)]),
             Value::Array(vec![s("granted"), Value::Int(1), Value::Int(-1)]),
-            Value::Array(vec![s("granted"), Value::Int(1), Value::Int(1), Value::Int(1)]),
+            Value::Array(vec![s("granted"), Value::Int(1), Value::Int(1), Value::Int(-1)]),
+            Value::Array(vec![s("granted"), Value::Int(1), Value::Int(1), Value::Int(1), Value::Int(1)]),
         ] {
             assert_eq!(parse_answer(&bad).unwrap_err().code(), "redis_bad_reply", "{bad:?}");
         }

@@ -563,7 +563,7 @@ fn with_redis_clock_every_key_has_a_ttl_and_one_call_is_one_round_trip() {
     let store = RedisStore::new(prefix.clone(), &SharedConfig::default()).expect("store");
     let mut counted = support::counting::CountingConnection::new(support::connection());
     // A pioneer, its report, a second grant, a hold, an invalid response: every key kind.
-    assert_eq!(store.reserve(&mut counted, "a", &reservation_for(1, None)).unwrap(), ReservationAnswer::Granted { processes: Some(1), leased: 0 });
+    assert_granted_by_redis_clock(store.reserve(&mut counted, "a", &reservation_for(1, None)).unwrap(), 1);
     let report = SharedUpdate::Bucket {
         id: 1,
         identity: "bot".into(),
@@ -577,7 +577,7 @@ fn with_redis_clock_every_key_has_a_ttl_and_one_call_is_one_round_trip() {
         window: Some(2 * SECOND),
     };
     store.record(&mut counted, "a", &report).unwrap();
-    assert_eq!(store.reserve(&mut counted, "b", &reservation_for(1, None)).unwrap(), ReservationAnswer::Granted { processes: Some(2), leased: 0 });
+    assert_granted_by_redis_clock(store.reserve(&mut counted, "b", &reservation_for(1, None)).unwrap(), 2);
     let hold = SharedUpdate::Hold {
         scope: SharedScope::Route,
         identity: "bot".into(),
@@ -612,7 +612,7 @@ fn with_redis_clock_short_lived_keys_expire_by_themselves() {
     let store = RedisStore::new(prefix.clone(), &config).expect("store");
     let mut r = reservation_for(1, None);
     r.global_window = 50 * MS;
-    assert_eq!(store.reserve(&mut con, "a", &r).unwrap(), ReservationAnswer::Granted { processes: Some(1), leased: 0 });
+    assert_granted_by_redis_clock(store.reserve(&mut con, "a", &r).unwrap(), 1);
     let count = |con: &mut redis::Connection| -> usize {
         let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{}*", glob_escape(&prefix))).query(con).unwrap();
         keys.len()
@@ -688,3 +688,15 @@ fn bad_arguments_are_server_errors_and_change_nothing() {
 }
 
 type Value2 = redis::Value;
+
+/// A grant with the script's clock being Redis's (`TIME`): `processes` live processes, no
+/// lease, and the store's time at most a minute before Redis's `TIME` now.
+fn assert_granted_by_redis_clock(answer: ReservationAnswer, processes: u32) {
+    let ReservationAnswer::Granted { processes: Some(p), leased: 0, store_time: Some(t) } = answer else {
+        panic!("not a grant with the store's clock: {answer:?}");
+    };
+    assert_eq!(p, processes);
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(&mut support::connection()).unwrap();
+    let redis_now = (s * 1_000_000 + us) * 1_000;
+    assert!(t <= redis_now && redis_now - t < 60 * SECOND, "the store's clock {t} ns, Redis's TIME now {redis_now} ns");
+}

@@ -367,12 +367,15 @@ class Limiter:
         scope: Optional[str] = None,
         processes: Optional[int] = None,
         leased: Optional[int] = None,
+        store_time_ns: Optional[int] = None,
     ) -> None:
         """Shared mode: the store's answer to ``Reserve`` ``id``: "granted", "unavailable", or
         "denied" with ``retry_after_ns`` and ``scope`` (edge, invalid, global, route, bucket,
         pioneer); ``processes``: the live processes the store counted (with "granted" or
         "denied"; a fail-open limiter runs on its share of the limits while the store is down);
-        ``leased``: global tokens the store leased beyond this request's own (with "granted").
+        ``leased``: global tokens the store leased beyond this request's own (with "granted");
+        ``store_time_ns``: the store's clock when it granted (with "granted"; only differences
+        are used, for the margin the limiter passes).
         Raises UnknownRequestError, InvalidStateError, InvalidArgumentError."""
     def close(self, now_ns: int) -> None:
         """Fails every queued request with ``closed``; refuses new ones."""

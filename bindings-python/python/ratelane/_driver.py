@@ -631,19 +631,21 @@ class RateLimiter:
             return  # answered already (the timeout, then the late reply, or the other way)
         future, timer = entry
         timer.cancel()
-        answer: "Answer" = ("unavailable", None, None, None, None)
+        answer: "Answer" = ("unavailable", None, None, None, None, None)
         if future.done() and not future.cancelled() and future.exception() is None:
             answer = future.result()
         elif not future.done():
             future.cancel()  # too late: the store's queue drops it if it was not sent yet
-        kind, retry_after_ns, scope, processes, leased = answer
+        kind, retry_after_ns, scope, processes, leased, store_time_ns = answer
         try:
             if kind == "denied":
                 self._core.handle_reservation(
                     self._now(), rid, "denied", retry_after_ns=retry_after_ns, scope=scope, processes=processes
                 )
             elif kind == "granted":
-                self._core.handle_reservation(self._now(), rid, kind, processes=processes, leased=leased)
+                self._core.handle_reservation(
+                    self._now(), rid, kind, processes=processes, leased=leased, store_time_ns=store_time_ns
+                )
             else:
                 self._core.handle_reservation(self._now(), rid, kind)
         except RatelaneError:

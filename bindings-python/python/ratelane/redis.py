@@ -141,9 +141,10 @@ _SETTINGS = ("lease", "pioneer_poll", "state_ttl", "retry_base", "retry_max")
 _MAX_QUEUED = 10_000  # updates waiting while Redis is away; the oldest go first beyond this
 _BATCH = 256
 
-Answer = Tuple[str, Optional[int], Optional[str], Optional[int], Optional[int]]
-"""``(answer, retry_after_ns, scope, processes, leased)`` for ``Limiter.handle_reservation``."""
-UNAVAILABLE: Answer = ("unavailable", None, None, None, None)
+Answer = Tuple[str, Optional[int], Optional[str], Optional[int], Optional[int], Optional[int]]
+"""``(answer, retry_after_ns, scope, processes, leased, store_time_ns)`` for
+``Limiter.handle_reservation``."""
+UNAVAILABLE: Answer = ("unavailable", None, None, None, None, None)
 
 
 def _opt_str(value: Optional[str]) -> str:
@@ -216,7 +217,8 @@ def _text(value: Any) -> str:
 
 
 def _counts(rest: List[Any], most: int) -> Tuple[bool, List[Optional[int]]]:
-    """The optional trailing counts of a reply (``processes``, and ``leased`` after a grant):
+    """The optional trailing integers of a reply (``processes``; after a grant ``leased`` and the
+    script's clock in microseconds):
     (well formed, ``most`` values, None where absent)."""
     ok = len(rest) <= most and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in rest)
     return ok, list(rest) + [None] * (most - len(rest))
@@ -224,18 +226,18 @@ def _counts(rest: List[Any], most: int) -> Tuple[bool, List[Optional[int]]]:
 
 def parse_answer(reply: Any) -> Answer:
     """The script's reply to a reservation as ``(answer, retry_after_ns, scope, processes,
-    leased)`` (``processes`` and ``leased`` are None for a reply without them, as from a
-    script of an earlier version)."""
+    leased, store_time_ns)`` (``processes``, ``leased`` and ``store_time_ns`` are None for a
+    reply without them, as from a script of an earlier version)."""
     if isinstance(reply, list) and reply:
         tag = _text(reply[0])
         if tag == "granted":
-            ok, (processes, leased) = _counts(reply[1:], 2)
+            ok, (processes, leased, store_us) = _counts(reply[1:], 3)
             if ok:
-                return ("granted", None, None, processes, leased)
+                return ("granted", None, None, processes, leased, None if store_us is None else store_us * 1000)
         if tag == "denied" and len(reply) >= 3 and isinstance(reply[1], int) and reply[1] >= 0:
             ok, (processes,) = _counts(reply[3:], 1)
             if ok:
-                return ("denied", reply[1] * 1000, _text(reply[2]), processes, None)
+                return ("denied", reply[1] * 1000, _text(reply[2]), processes, None, None)
     raise ValueError(f"unexpected reply from the shared store script: {reply!r}")
 
 

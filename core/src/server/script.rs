@@ -482,13 +482,21 @@ pub fn parse_reserve_answer(items: &[ReplyItem<'_>]) -> Result<ReservationAnswer
         }
     };
     match items {
-        [tag, rest @ ..] if is_tag(tag, "granted") && rest.len() <= 2 => Ok(ReservationAnswer::Granted {
+        [tag, rest @ ..] if is_tag(tag, "granted") && rest.len() <= 3 => Ok(ReservationAnswer::Granted {
             processes: count(rest.first())?,
             leased: match rest.get(1) {
                 None => 0,
                 Some(ReplyItem::Int(n)) if *n >= 0 => u32::try_from(*n).unwrap_or(u32::MAX),
                 Some(other) => {
                     return Err(ReplyError::new(format!("reserve: leased must be an integer >= 0, got {other}")));
+                }
+            },
+            // The script's clock in microseconds (Redis's `TIME`, or the replay's).
+            store_time: match rest.get(2) {
+                None => None,
+                Some(ReplyItem::Int(us)) if *us >= 0 => u64::try_from(*us).ok().and_then(|us| us.checked_mul(1_000)),
+                Some(other) => {
+                    return Err(ReplyError::new(format!("reserve: the store's time must be an integer >= 0, got {other}")));
                 }
             },
         }),
@@ -693,15 +701,20 @@ mod tests {
         assert_eq!(parse_reserve_answer(&[text("granted")]).unwrap(), ReservationAnswer::GRANTED);
         assert_eq!(
             parse_reserve_answer(&[text("granted"), ReplyItem::Int(3)]).unwrap(),
-            ReservationAnswer::Granted { processes: Some(3), leased: 0 }
+            ReservationAnswer::Granted { processes: Some(3), leased: 0, store_time: None }
         );
         assert_eq!(
             parse_reserve_answer(&[text("granted"), ReplyItem::Int(3), ReplyItem::Int(7)]).unwrap(),
-            ReservationAnswer::Granted { processes: Some(3), leased: 7 }
+            ReservationAnswer::Granted { processes: Some(3), leased: 7, store_time: None }
+        );
+        assert_eq!(
+            parse_reserve_answer(&[text("granted"), ReplyItem::Int(3), ReplyItem::Int(7), ReplyItem::Int(1_795_812_403_404_294)])
+                .unwrap(),
+            ReservationAnswer::Granted { processes: Some(3), leased: 7, store_time: Some(1_795_812_403_404_294_000) }
         );
         assert_eq!(
             parse_reserve_answer(&[text("granted"), ReplyItem::Int(1 << 40)]).unwrap(),
-            ReservationAnswer::Granted { processes: Some(u32::MAX), leased: 0 }
+            ReservationAnswer::Granted { processes: Some(u32::MAX), leased: 0, store_time: None }
         );
         assert_eq!(
             parse_reserve_answer(&[text("denied"), ReplyItem::Int(50_000), text("pioneer")])
@@ -712,7 +725,7 @@ mod tests {
             parse_reserve_answer(&[text("denied"), ReplyItem::Int(1), text("edge"), ReplyItem::Int(0)]).unwrap(),
             ReservationAnswer::Denied { retry_after: 1000, scope: SharedScope::Edge, processes: Some(0) }
         );
-        let bad: [&[ReplyItem<'_>]; 10] = [
+        let bad: [&[ReplyItem<'_>]; 12] = [
             &[],
             &[ReplyItem::Nil],
             &[text("denied"), ReplyItem::Int(-1), text("bucket")],
@@ -721,17 +734,19 @@ mod tests {
             &[text("granted"), text("1")],
             &[text("granted"), ReplyItem::Int(-1)],
             &[text("granted"), ReplyItem::Int(1), ReplyItem::Int(-1)],
-            &[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(1)],
+            &[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(-1)],
+            &[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1), text("1")],
+            &[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(1)],
             &[text("denied"), ReplyItem::Int(1), text("edge"), ReplyItem::Nil],
         ];
         for items in bad {
             assert!(parse_reserve_answer(items).is_err(), "{items:?} was accepted");
         }
         assert_eq!(
-            parse_reserve_answer(&[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(1)])
+            parse_reserve_answer(&[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(1)])
                 .unwrap_err()
                 .message(),
-            "reserve: unexpected reply [\"granted\", 1, 1, 1]"
+            "reserve: unexpected reply [\"granted\", 1, 1, 1, 1]"
         );
         assert_eq!(
             parse_reserve_answer(&[text("granted"), ReplyItem::Int(-2)]).unwrap_err().message(),

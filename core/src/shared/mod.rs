@@ -123,11 +123,16 @@
 //! on its own clock and every process passes durations only); beyond that spread, the
 //! overshoot in a window is at most the number of tokens counted within `d_max - d_min - m`
 //! before its start. The margin a process passes covers the spread of its HTTP round trips
-//! (timed from the transport's report that a request left) and of its reservation round trips,
-//! not the runtime's delay between a `Send` and that report, which is part of `d`: where the
-//! runtime writes unevenly, `d_max - d_min` can exceed `m` (in the simulator, with writes
-//! delayed by 0-100 ms and the store 0-20 ms away, 1 global 429 in 40 runs of 4 processes on
-//! 100 channels; see `BENCHMARKS.md`). The Discord global limit is tested at 0 overshoot
+//! (timed from the transport's report that a request left) and the spread of the delay from
+//! the store's count to the process's handling of the grant: the store says its clock in each
+//! grant ([`ReservationAnswer::Granted::store_time`]), and the difference to the process's
+//! clock is that delay up to a constant (a store that does not say: the spread of the
+//! reservations' round trips, which also holds the wait before the store counted, and is
+//! larger). Not covered: the runtime's delay between a `Send` and the transport's report,
+//! which is part of `d`: where the runtime writes unevenly, `d_max - d_min` can exceed `m` (in
+//! the simulator, with writes delayed by 0-100 ms and the store 0-20 ms away, 1 global 429 in
+//! 40 runs of 4 processes on 100 channels before the store said its clock, 0 after; see
+//! `BENCHMARKS.md`). The Discord global limit is tested at 0 overshoot
 //! (`random_workloads_of_up_to_eight_processes_keep_every_invariant`: up to 8 processes, store
 //! round trips up to 90 ms, with leases on, writes without delay).
 //!
@@ -300,7 +305,8 @@
 //! stamps err later). Then the checks run in this order; the first that
 //! fails answers `Denied { retry_after, scope, processes }` **and changes nothing** but a
 //! bucket roll (a pure function of time, kept) and `procs`. If none fails, the grant is
-//! committed (step 7) and the answer is `Granted { processes, leased }`.
+//! committed (step 7) and the answer is `Granted { processes, leased, store_time }` (`store_time`:
+//! the store's `now`).
 //!
 //! 1. **edge**: `edge` > now: denied until then, scope `edge`.
 //! 2. **invalid** (if `invalid_limit > 0`): drop `inv` members with score <= now -
@@ -431,7 +437,7 @@
 //! let Output::Reserve(rb) = b.poll_output() else { panic!() };
 //! // The store lets one pioneer through and holds the other.
 //! let granted = store.reserve(0, "process-a", &ra);
-//! assert_eq!(granted, ReservationAnswer::Granted { processes: Some(1), leased: 0 });
+//! assert_eq!(granted, ReservationAnswer::Granted { processes: Some(1), leased: 0, store_time: Some(0) });
 //! let denied = store.reserve(0, "process-b", &rb);
 //! // Two processes have asked the store within the lease: each answer says so.
 //! assert!(matches!(denied, ReservationAnswer::Denied { processes: Some(2), .. }));
@@ -704,6 +710,14 @@ pub enum ReservationAnswer {
         /// spend them (`global_want: 0`). `0` from a store that does not lease.
         #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "is_zero"))]
         leased: u32,
+        /// The store's clock when it counted this request's global token (ns, on any epoch:
+        /// only differences between its answers are used), or `None` when it did not say.
+        /// With it the process learns how unevenly its grants reach it after the store counts
+        /// them, and passes that spread in its margin (see "Leases"); without it, the spread
+        /// of its reservations' round trips, which also holds the time a reservation waited
+        /// before the store saw it.
+        #[cfg_attr(feature = "serde", serde(default, rename = "store_time_ns", skip_serializing_if = "Option::is_none"))]
+        store_time: Option<Nanos>,
     },
     /// Not now: `scope` is exhausted for `retry_after`.
     Denied {
@@ -722,7 +736,7 @@ pub enum ReservationAnswer {
 
 impl ReservationAnswer {
     /// `Granted` without a process count (a store that does not count processes).
-    pub const GRANTED: ReservationAnswer = ReservationAnswer::Granted { processes: None, leased: 0 };
+    pub const GRANTED: ReservationAnswer = ReservationAnswer::Granted { processes: None, leased: 0, store_time: None };
 
     /// The live-process count the store gave with this answer, if any.
     pub fn processes(&self) -> Option<u32> {
@@ -921,10 +935,14 @@ mod tests {
             json!({"answer": "denied", "retry_after_ns": 5, "scope": "pioneer", "processes": 3})
         );
         assert_eq!(serde_json::to_value(ReservationAnswer::GRANTED).unwrap(), json!({"answer": "granted"}));
-        let granted = ReservationAnswer::Granted { processes: Some(2), leased: 0 };
+        let granted = ReservationAnswer::Granted { processes: Some(2), leased: 0, store_time: None };
         assert_eq!(serde_json::to_value(granted).unwrap(), json!({"answer": "granted", "processes": 2}));
-        let granted = ReservationAnswer::Granted { processes: Some(2), leased: 4 };
+        let granted = ReservationAnswer::Granted { processes: Some(2), leased: 4, store_time: None };
         assert_eq!(serde_json::to_value(granted).unwrap(), json!({"answer": "granted", "processes": 2, "leased": 4}));
+        let granted = ReservationAnswer::Granted { processes: Some(2), leased: 4, store_time: Some(7_000) };
+        let form = json!({"answer": "granted", "processes": 2, "leased": 4, "store_time_ns": 7_000});
+        assert_eq!(serde_json::to_value(granted).unwrap(), form);
+        assert_eq!(serde_json::from_value::<ReservationAnswer>(form).unwrap(), granted);
         let mut old = serde_json::to_value(&r).unwrap();
         old.as_object_mut().unwrap().remove("global_want");
         assert_eq!(serde_json::from_value::<Reservation>(old).unwrap().global_want, 1, "absent: one token");

@@ -139,7 +139,7 @@ enum Take {
 ///     ..Reservation::default()
 /// };
 /// // The first request of an unknown route takes the pioneer lock ...
-/// assert_eq!(store.reserve(0, "a", &reservation(1)), ReservationAnswer::Granted { processes: Some(1), leased: 0 });
+/// assert_eq!(store.reserve(0, "a", &reservation(1)), ReservationAnswer::Granted { processes: Some(1), leased: 0, store_time: Some(0) });
 /// // ... so another process's request for it waits for the pioneer's answer.
 /// assert!(matches!(
 ///     store.reserve(0, "b", &reservation(1)),
@@ -581,7 +581,7 @@ impl MemoryStore {
                 self.bucket_locks.set(key, member, lease_end);
             }
         }
-        ReservationAnswer::Granted { processes, leased: leased as u32 }
+        ReservationAnswer::Granted { processes, leased: leased as u32, store_time: Some(now) }
     }
 
     fn record_inner(&mut self, now: Nanos, client: &str, update: &SharedUpdate) {

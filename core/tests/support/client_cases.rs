@@ -826,6 +826,31 @@
             .timeout(18 * MS)
             .granted(20 * MS, 3),
     });
+    // The store's clock in its grants: 18 reservations out at once (leases off), answered one
+    // every 10 ms (round trips 10-180 ms: they waited in the store's queue), each counted by
+    // the store 1 ms before the grant reached the core (its clock is another epoch's).
+    let mut script = Script::new();
+    for c in 10..28 {
+        script = script.enqueue(0, "POST", &format!("/channels/1000000000000000{c}/messages"));
+    }
+    for i in 1..=18u64 {
+        script = script.granted_at_store(i * 10 * MS, i, 1_700_000_000_000_000_000 + i * 10 * MS - MS);
+    }
+    let mut no_lease = shared(OnUnavailable::FailOpen);
+    if let Some(sh) = no_lease.shared.as_mut() {
+        sh.global_lease = false;
+    }
+    v.push(Case {
+        file: "shared_mode_store_time",
+        comment: "Shared mode: grants that say the store's clock. 18 reservations go out at once and are granted 10 to \
+                  180 ms later, each 1 ms after the store counted it (the rest of each round trip was the wait before \
+                  the store saw it, which moves the count and does not bunch arrivals). The margin passed with the \
+                  19th reservation is the global margin (125 ms, half the cap, before 16 answers) plus 1.5x the \
+                  spread of the store-to-core delays (0), not plus 1.5x the spread of the round trips (255 ms, \
+                  capped at 250 ms in all), which is what grants without the store's clock give.",
+        config: no_lease,
+        script: script.enqueue(200 * MS, "POST", "/channels/100000000000000028/messages"),
+    });
     v.push(Case {
         file: "shared_mode_pioneer",
         comment: "Shared mode: another process's pioneer is learning the bucket (denied, scope pioneer, for the poll \

@@ -139,10 +139,13 @@ pub fn answer_json(a: &ReservationAnswer) -> Value {
     if let Some(n) = a.processes() {
         v["processes"] = json!(n);
     }
-    if let ReservationAnswer::Granted { leased, .. } = a
-        && *leased > 0
-    {
-        v["leased"] = json!(leased);
+    if let ReservationAnswer::Granted { leased, store_time, .. } = a {
+        if *leased > 0 {
+            v["leased"] = json!(leased);
+        }
+        if let Some(t) = store_time {
+            v["store_time_ns"] = json!(t);
+        }
     }
     v
 }
@@ -154,7 +157,11 @@ pub fn answer_json(a: &ReservationAnswer) -> Value {
 pub fn answer_from(v: &Value) -> ReservationAnswer {
     let processes = v["processes"].as_u64().map(|n| n as u32);
     match v["answer"].as_str().expect("answer") {
-        "granted" => ReservationAnswer::Granted { processes, leased: v["leased"].as_u64().map_or(0, |n| n as u32) },
+        "granted" => ReservationAnswer::Granted {
+            processes,
+            leased: v["leased"].as_u64().map_or(0, |n| n as u32),
+            store_time: v["store_time_ns"].as_u64(),
+        },
         "unavailable" => ReservationAnswer::Unavailable,
         "denied" => ReservationAnswer::Denied {
             retry_after: u(v, "retry_after_ns"),
