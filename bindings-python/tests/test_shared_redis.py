@@ -84,6 +84,18 @@ def live_keys(client: Any, prefix: str, now_ns: int) -> int:
     return count
 
 
+def test_script_replies_read_back_as_the_core_reads_them() -> None:
+    parse = ratelane.redis.parse_answer
+    assert parse([b"granted", 3, 2, 1_795_812_403_404_294]) == ("granted", None, None, 3, 2, 1_795_812_403_404_294_000)
+    assert parse([b"granted", 3]) == ("granted", None, None, 3, None, None)
+    # A clock past 2^64 - 1 ns is no clock; a retry past it is the longest one (as in Rust).
+    assert parse([b"granted", 1, 0, 2**60]) == ("granted", None, None, 1, 0, None)
+    assert parse([b"denied", 2**60, b"bucket", 1]) == ("denied", 2**64 - 1, "bucket", 1, None, None)
+    for bad in ([b"granted", 1, 1, -1], [b"granted", 1, 1, 1, 1], [b"granted", 1, 1, b"1"]):
+        with pytest.raises(ValueError):
+            parse(bad)
+
+
 @needs_redis
 @pytest.mark.parametrize("path", sorted(VECTORS.glob("store_*.json")), ids=lambda p: p.stem)
 def test_store_vectors_through_the_python_encoding(path: pathlib.Path) -> None:

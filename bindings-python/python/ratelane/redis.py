@@ -140,6 +140,7 @@ _POLICIES = ("fail_open", "fail_closed")
 _SETTINGS = ("lease", "pioneer_poll", "state_ttl", "retry_base", "retry_max")
 _MAX_QUEUED = 10_000  # updates waiting while Redis is away; the oldest go first beyond this
 _BATCH = 256
+_U64_MAX = 2**64 - 1
 
 Answer = Tuple[str, Optional[int], Optional[str], Optional[int], Optional[int], Optional[int]]
 """``(answer, retry_after_ns, scope, processes, leased, store_time_ns)`` for
@@ -233,11 +234,13 @@ def parse_answer(reply: Any) -> Answer:
         if tag == "granted":
             ok, (processes, leased, store_us) = _counts(reply[1:], 3)
             if ok:
-                return ("granted", None, None, processes, leased, None if store_us is None else store_us * 1000)
+                # As the core reads it: a clock past 2^64 - 1 ns is no clock.
+                store_ns = None if store_us is None or store_us * 1000 > _U64_MAX else store_us * 1000
+                return ("granted", None, None, processes, leased, store_ns)
         if tag == "denied" and len(reply) >= 3 and isinstance(reply[1], int) and reply[1] >= 0:
             ok, (processes,) = _counts(reply[3:], 1)
             if ok:
-                return ("denied", reply[1] * 1000, _text(reply[2]), processes, None, None)
+                return ("denied", min(reply[1] * 1000, _U64_MAX), _text(reply[2]), processes, None, None)
     raise ValueError(f"unexpected reply from the shared store script: {reply!r}")
 
 
