@@ -47,7 +47,7 @@ record -> {"recorded"}; batch -> one reply per item, in order, an item refused f
 answering {"error", "RATELANE_ARG <what>"} in its place (the others still run). processes: how many clients reserved within the last lease_ns (the key P "procs"),
 or with processes_since_ns how many within that long; a reservation `reporting` does not add
 its client. now_us: the script's clock (microseconds) when it granted, the time the global token
-counts from; the process learns from it how unevenly its requests leave after their grants.
+counts from; the process learns from it how unevenly its grants reach it (for its margin).
 Errors: "RATELANE_ARG <what>" for a bad argument (nothing written).
 
 Time. The script works in integer microseconds (Redis TIME's resolution). Durations given in

@@ -131,8 +131,8 @@
 //! larger). Not covered: the runtime's delay between a `Send` and the transport's report,
 //! which is part of `d`: where the runtime writes unevenly, `d_max - d_min` can exceed `m` (in
 //! the simulator, with writes delayed by 0-100 ms and the store 0-20 ms away, 1 global 429 in
-//! 40 runs of 4 processes on 100 channels before the store said its clock, 0 after; see
-//! `BENCHMARKS.md`). The Discord global limit is tested at 0 overshoot
+//! 40 runs of 4 processes on 100 channels before the store said its clock, and 0 after only
+//! because the changed margins moved that run; see `BENCHMARKS.md`). The Discord global limit is tested at 0 overshoot
 //! (`random_workloads_of_up_to_eight_processes_keep_every_invariant`: up to 8 processes, store
 //! round trips up to 90 ms, with leases on, writes without delay).
 //!
@@ -710,8 +710,9 @@ pub enum ReservationAnswer {
         /// spend them (`global_want: 0`). `0` from a store that does not lease.
         #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "is_zero"))]
         leased: u32,
-        /// The store's clock when it counted this request's global token (ns, on any epoch:
-        /// only differences between its answers are used), or `None` when it did not say.
+        /// The store's clock when it granted, the time it counted the request's global token
+        /// from (ns, on any epoch: only differences between its answers are used), or `None`
+        /// when it did not say.
         /// With it the process learns how unevenly its grants reach it after the store counts
         /// them, and passes that spread in its margin (see "Leases"); without it, the spread
         /// of its reservations' round trips, which also holds the time a reservation waited
