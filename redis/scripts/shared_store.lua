@@ -439,6 +439,10 @@ local function count_report(g, tag, ages, gw)
   expire_at(g, t)
 end
 
+-- Whether a reservation of this call has put its client in `procs` at `now` (see step 0), and
+-- the live-process counts it has read since, by `processes_since` ("all" for none).
+local procs_stamped, procs_counts = false, {}
+
 local function reserve()
   local id = need_str(7, 'id')
   local identity = need_str(8, 'identity')
@@ -470,18 +474,32 @@ local function reserve()
   -- 0. live processes, reported with every answer (a process still reporting what it sent
   -- during an outage is not counted back yet); then what it reports, whatever the answer
   local procs = K.procs()
-  local seen = redis.call('ZSCORE', procs, client)
-  local known_client = seen ~= false and seen ~= nil and tonumber(seen) > now - lease
-  redis.call('ZREMRANGEBYSCORE', procs, '-inf', fmt(now - lease))
-  if not reporting then
-    redis.call('ZADD', procs, fmt(now), client)
-    expire_at(procs, now + lease)
-  end
-  local processes
-  if since then
-    processes = redis.call('ZCOUNT', procs, fmt(now - since), '+inf')
+  local known_client, processes
+  local count_key = since or 'all'
+  if procs_stamped and not reporting then
+    -- An earlier reservation of this call (one client, one `now`) did all of this already:
+    -- the client is in `procs` at now, nothing older than the lease is left, and nothing in
+    -- this call changes `procs` again. Only the count for this `since` may be new.
+    known_client = true
+    processes = procs_counts[count_key]
   else
-    processes = redis.call('ZCARD', procs)
+    local seen = redis.call('ZSCORE', procs, client)
+    known_client = seen ~= false and seen ~= nil and tonumber(seen) > now - lease
+    redis.call('ZREMRANGEBYSCORE', procs, '-inf', fmt(now - lease))
+    if not reporting then
+      redis.call('ZADD', procs, fmt(now), client)
+      expire_at(procs, now + lease)
+      procs_stamped = true
+      procs_counts = {}
+    end
+  end
+  if processes == nil then
+    if since then
+      processes = redis.call('ZCOUNT', procs, fmt(now - since), '+inf')
+    else
+      processes = redis.call('ZCARD', procs)
+    end
+    if procs_stamped then procs_counts[count_key] = processes end
   end
   if global_limit > 0 then
     count_report(K.g(identity), 'u', unrecorded, gw)
@@ -540,7 +558,7 @@ local function reserve()
   t = until_of(K.hr(identity, route, major))
   if t then return deny(t, 'route') end
   -- 5. bucket, 6. pioneer lock
-  local take, key, locks = nil, nil, nil
+  local take, key, locks, slot_state = nil, nil, nil, nil
   local h = hash_for(identity, route, known)
   if h == '' then
     take = 'nothing'
@@ -550,11 +568,14 @@ local function reserve()
     local b = K.b(identity, h, major)
     local s = bucket_state(b)
     if s then
-      if now >= s.reset_at then redis.call('HSET', b, 'margin', fmt(margin)) end
       local bp = K.bp(identity, h, major)
-      roll_if_due(b, bp)
+      if now >= s.reset_at then
+        -- (before its end nothing below changes the bucket's state: no second read)
+        redis.call('HSET', b, 'margin', fmt(margin))
+        roll_if_due(b, bp)
+        s = bucket_state(b)
+      end
       local unanswered = live_pending(bp)
-      s = bucket_state(b)
       local available = s.remaining
       if s.reported then
         available = s.reported - unanswered
@@ -565,7 +586,7 @@ local function reserve()
         if until_t < now + 1 then until_t = now + 1 end
         return deny(until_t, 'bucket')
       end
-      take, key = 'slot', h
+      take, key, slot_state = 'slot', h, s
     else
       -- one pioneer per bucket and major, and per route and major: another process may be
       -- probing this route without knowing its bucket
@@ -617,8 +638,9 @@ local function reserve()
   end
   local lease_end = now + lease
   if take == 'slot' then
+    -- The state read at step 5: steps 6 and 7 do not touch the bucket.
     local b = K.b(identity, key, major)
-    local s = bucket_state(b)
+    local s = slot_state
     local r = s.remaining - 1
     if r < 0 then r = 0 end
     redis.call('HSET', b, 'remaining', fmt(r))
