@@ -1873,10 +1873,7 @@ impl Limiter {
     /// samples are in (the floor is already in the global margin).
     fn learn_reservation_latency(&mut self, latency: Nanos) {
         if self.reservation_latencies.push(latency, latency, false) {
-            let min = self.reservation_latencies.iter().copied().min().unwrap_or(0);
-            let max = self.reservation_latencies.iter().copied().max().unwrap_or(0);
-            let spread = max - min;
-            self.reservation_margin = spread.saturating_add(spread / 2);
+            self.reservation_margin = self.reservation_latencies.spread_margin();
         }
     }
 
@@ -1896,10 +1893,7 @@ impl Limiter {
         };
         let widens = widen(&mut self.store_delay_extremes, delay);
         if self.store_delays.push(delay, 0, widens) {
-            let min = self.store_delays.iter().copied().min().unwrap_or(0);
-            let max = self.store_delays.iter().copied().max().unwrap_or(0);
-            let spread = max.abs_diff(min);
-            self.store_margin = Some(spread.saturating_add(spread / 2));
+            self.store_margin = Some(self.store_delays.spread_margin());
         }
     }
 
@@ -4111,6 +4105,19 @@ impl<T> Recent<T> {
 
     fn iter(&self) -> std::collections::vec_deque::Iter<'_, T> {
         self.items.iter()
+    }
+}
+
+impl<T: Copy + Into<i128>> Recent<T> {
+    /// 1.5x the spread of the items (a sample's range underestimates the true range), for a
+    /// margin passed to the store.
+    fn spread_margin(&self) -> Nanos {
+        let (lo, hi) = self.items.iter().fold((i128::MAX, i128::MIN), |(lo, hi), &t| {
+            let t: i128 = t.into();
+            (lo.min(t), hi.max(t))
+        });
+        let spread = if lo <= hi { u64::try_from(hi - lo).unwrap_or(u64::MAX) } else { 0 };
+        spread.saturating_add(spread / 2)
     }
 }
 

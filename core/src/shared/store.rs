@@ -794,10 +794,8 @@ impl MemoryStore {
         if b.provisional || b.untimed {
             return false;
         }
-        let granted = self.pending.get(now, key).and_then(|p| {
-            p.iter().find(|&&(ref m, until)| m == member && until > now).map(|&(_, until)| until.saturating_sub(self.lease))
-        });
-        granted.is_some_and(|g| g.saturating_add(reset_after) > b.reset_at.saturating_add(REPORT_ROUNDING))
+        let granted = self.pending.get(now, key).and_then(|p| live_grant(p, member, now));
+        granted.map(|(_, until)| until.saturating_sub(self.lease)).is_some_and(|g| g.saturating_add(reset_after) > b.reset_at.saturating_add(REPORT_ROUNDING))
     }
 
     /// Starts a new window for bucket `key` now, counting the live unanswered grants as
@@ -821,10 +819,9 @@ impl MemoryStore {
         };
         let lease = self.lease;
         let Some(p) = self.pending.get_mut(now, &key) else { return };
-        let Some(pos) = p.iter().position(|&(ref m, until)| m == member && until > now) else {
-            return;
-        };
-        let granted = p.remove(pos).1.saturating_sub(lease);
+        let Some((pos, until)) = live_grant(p, member, now) else { return };
+        p.remove(pos);
+        let granted = until.saturating_sub(lease);
         let until = granted.saturating_add(span);
         if until > now {
             p.push((format!("{member}~{granted}"), until));
@@ -951,7 +948,14 @@ impl MemoryStore {
         }
         let lease = self.lease;
         let p = self.pending.get_mut(now, &key)?;
-        let pos = p.iter().position(|&(ref m, until)| m == member && until > now)?;
-        Some(p.remove(pos).1.saturating_sub(lease))
+        let (pos, until) = live_grant(p, member, now)?;
+        p.remove(pos);
+        Some(until.saturating_sub(lease))
     }
+}
+
+/// `member`'s live unanswered grant in a bucket's pending list: where it is, and until when it
+/// counts (its grant time plus the lease).
+fn live_grant(pending: &[(String, Nanos)], member: &str, now: Nanos) -> Option<(usize, Nanos)> {
+    pending.iter().position(|(m, until)| m == member && *until > now).map(|pos| (pos, pending[pos].1))
 }
