@@ -163,6 +163,7 @@ if poll < 1 then poll = 1 end
 if ttl < 1 then ttl = 1 end
 
 local function fmt(n) return string.format('%.0f', n) end
+local NOW = fmt(now)
 
 -- ------------------------------------------------------------------------------- expiry
 
@@ -170,9 +171,32 @@ local IDX = P .. '~expiry'
 
 if virtual then
   -- Keys whose virtual time has come are gone, as Redis would have expired them.
-  local dead = redis.call('ZRANGEBYSCORE', IDX, '-inf', fmt(now))
+  local dead = redis.call('ZRANGEBYSCORE', IDX, '-inf', NOW)
   for _, k in ipairs(dead) do redis.call('DEL', k) end
-  if #dead > 0 then redis.call('ZREMRANGEBYSCORE', IDX, '-inf', fmt(now)) end
+  if #dead > 0 then redis.call('ZREMRANGEBYSCORE', IDX, '-inf', NOW) end
+end
+
+-- What this call has read or written, by key. A call is atomic and `now` stands still in it
+-- (Redis freezes key expiry during a script), so these stay true until the call itself writes
+-- the key; every write below goes through the helpers that keep them true. They spare the
+-- script's own commands, each of which costs about as much as the Lua around it:
+--   strings[key]   the value of a string key (false: absent)
+--   states[key]    a bucket's state table (`bucket_state`; false: absent)
+--   expiries[key]  the expiry this call set (us); cleared by anything that may delete the key
+local strings, states, expiries = {}, {}, {}
+
+local function forget(key)
+  strings[key], states[key], expiries[key] = nil, nil, nil
+end
+
+-- Writes that may empty (and so delete) a key: what this call knows of it goes.
+local function zrem(key, ...)
+  expiries[key] = nil
+  return redis.call('ZREM', key, ...)
+end
+local function zremrange(key, lo, hi)
+  expiries[key] = nil
+  return redis.call('ZREMRANGEBYSCORE', key, lo, hi)
 end
 
 -- When `key` expires (us), or nil when it does not exist.
@@ -191,16 +215,46 @@ end
 local function del(key)
   redis.call('DEL', key)
   if virtual then redis.call('ZREM', IDX, key) end
+  forget(key)
+  strings[key], states[key] = false, false
 end
+
+-- Redis's expiry time (ms) of a key that expires at `t` (us).
+local function ms_of(t) return fmt(floor_div(t + 999, 1000)) end
 
 -- `key` expires at `t` (us); at or before now it is deleted.
 local function expire_at(key, t)
   if t <= now then del(key) return end
+  if expiries[key] == t then return end
   if virtual then
     redis.call('ZADD', IDX, fmt(t), key)
-  else
-    redis.call('PEXPIREAT', key, fmt(floor_div(t + 999, 1000)))
+    expiries[key] = t
+  elseif redis.call('PEXPIREAT', key, ms_of(t)) == 1 then
+    expiries[key] = t
   end
+end
+
+-- The string key `key` holds `value` until `t` (us): one command where SET and expire_at
+-- would be two; at or before now it is deleted.
+local function set_until(key, value, t)
+  if t <= now then del(key) return end
+  if virtual then
+    redis.call('SET', key, value)
+    redis.call('ZADD', IDX, fmt(t), key)
+  else
+    redis.call('SET', key, value, 'PXAT', ms_of(t))
+  end
+  strings[key], expiries[key] = value, t
+end
+
+-- The value of the string key `key`, or nil.
+local function get(key)
+  local v = strings[key]
+  if v == nil then
+    v = redis.call('GET', key)
+    strings[key] = v
+  end
+  return v or nil
 end
 
 -- `base`, or `base "#" n` if a member of that name is already in the sorted set `key` (the
@@ -235,7 +289,7 @@ function K.hb(id, h, major) return P .. 'hb|' .. enc(id) .. enc(h) .. enc(major)
 
 -- The time stored in a hold-like key (value = until = its expiry), if it is still ahead.
 local function until_of(key)
-  local v = redis.call('GET', key)
+  local v = get(key)
   if not v then return nil end
   local t = tonumber(v)
   if t and t > now then return t end
@@ -244,34 +298,88 @@ end
 
 -- The bucket hash of a route: the learned mapping ("" = no bucket), else `known`.
 local function hash_for(identity, route, known)
-  local v = redis.call('GET', K.r(identity, route))
+  local v = get(K.r(identity, route))
   if v then return v end
   return known
 end
 
 -- A learned, non-empty hash (what updates use when they name none).
 local function learned_hash(identity, route)
-  local v = redis.call('GET', K.r(identity, route))
+  local v = get(K.r(identity, route))
   if v and v ~= '' then return v end
   return nil
 end
 
 -- ------------------------------------------------------------------------------- buckets
 
+-- A bucket's state, read once per call: the table is the one `states` keeps, and whoever
+-- writes the bucket's hash writes the same change into it (`write_state`).
 local function bucket_state(key)
+  local s = states[key]
+  if s ~= nil then return s or nil end
   local v = redis.call('HMGET', key, 'limit', 'remaining', 'reported', 'reset_at', 'window',
     'window_start', 'provisional', 'margin', 'untimed')
-  if not v[1] then return nil end
-  return {
+  if not v[1] then
+    states[key] = false
+    return nil
+  end
+  s = {
     limit = tonumber(v[1]), remaining = tonumber(v[2]), reported = v[3] and tonumber(v[3]) or nil,
     reset_at = tonumber(v[4]), window = tonumber(v[5]), window_start = tonumber(v[6]),
     provisional = v[7] == '1', margin = tonumber(v[8]), untimed = v[9] == '1',
   }
+  states[key] = s
+  return s
+end
+
+local STATE_FIELDS = {'limit', 'remaining', 'reported', 'reset_at', 'window', 'window_start',
+  'provisional', 'margin', 'untimed'}
+
+-- Writes the fields of `changes` (name -> number, boolean, or false for none) into the bucket
+-- `key`'s hash, in one HSET (and one HDEL for the fields that go), and into its state table
+-- when this call knows it (or `changes` is a whole new state: every field but `reported` and
+-- `untimed`).
+local function write_state(key, changes)
+  local s = states[key]
+  if not s then
+    s = {}
+    states[key] = changes.limit and changes.margin and s or nil
+  end
+  local set, gone = {'HSET', key}, {'HDEL', key}
+  for _, f in ipairs(STATE_FIELDS) do
+    local v = changes[f]
+    if v ~= nil then
+      if f == 'provisional' or f == 'untimed' then
+        if v then
+          set[#set + 1] = f
+          set[#set + 1] = '1'
+        elseif f == 'provisional' then
+          set[#set + 1] = f
+          set[#set + 1] = '0'
+        else
+          gone[#gone + 1] = f
+        end
+        s[f] = v
+      elseif v == false then
+        gone[#gone + 1] = f
+        s[f] = nil
+      else
+        set[#set + 1] = f
+        set[#set + 1] = fmt(v)
+        s[f] = v
+      end
+    end
+  end
+  if #set > 2 then redis.call(unpack(set)) end
+  if #gone > 2 then
+    expiries[key] = nil
+    redis.call(unpack(gone))
+  end
 end
 
 -- Unanswered grants of a bucket after dropping those that stopped counting.
 local function live_pending(bp)
-  redis.call('ZREMRANGEBYSCORE', bp, '-inf', fmt(now))
+  zremrange(bp, '-inf', NOW)
   return redis.call('ZCARD', bp)
 end
 
@@ -284,9 +392,8 @@ local function roll_if_due(b, bp, force)
   local remaining = s.limit - carried
   if remaining < 0 then remaining = 0 end
   local reset_at = now + s.window + s.margin
-  redis.call('HSET', b, 'window_start', fmt(now), 'remaining', fmt(remaining),
-    'reset_at', fmt(reset_at), 'provisional', '1')
-  redis.call('HDEL', b, 'reported', 'untimed')
+  write_state(b, {window_start = now, remaining = remaining, reset_at = reset_at,
+    provisional = true, reported = false, untimed = false})
   expire_at(b, reset_at + ttl)
 end
 
@@ -308,7 +415,7 @@ local function ghost(member, identity, major, h)
   local score = live_entry(bp, member)
   if not score then return end
   local old = expiry_of(bp)
-  redis.call('ZREM', bp, member)
+  zrem(bp, member)
   local granted = score - lease
   local until_t = granted + s.window + s.margin
   if until_t > now then redis.call('ZADD', bp, fmt(until_t), member .. '~' .. fmt(granted)) end
@@ -326,7 +433,7 @@ local function extend_ghosts(identity, h, major)
   local s = bucket_state(K.b(identity, h, major))
   if not s then return end
   local bp = K.bp(identity, h, major)
-  local entries = redis.call('ZRANGEBYSCORE', bp, '(' .. fmt(now), '+inf', 'WITHSCORES')
+  local entries = redis.call('ZRANGEBYSCORE', bp, '(' .. NOW, '+inf', 'WITHSCORES')
   local latest = nil
   for i = 1, #entries, 2 do
     local m, score = entries[i], tonumber(entries[i + 1])
@@ -349,18 +456,20 @@ local function extend_ghosts(identity, h, major)
 end
 
 -- Deletes the pioneer locks `member` holds and, unless `reached`, its unanswered grant; returns
--- that grant's time, if there was one.
-local function release(member, identity, route, major, h, reached, window)
+-- that grant's time, if there was one. `known`: the grant's live score if the caller has read
+-- it in this call (false: none), else nil.
+local function release(member, identity, route, major, h, reached, window, known)
   local lr = K.lr(identity, route, major)
-  if redis.call('GET', lr) == member then del(lr) end
+  if get(lr) == member then del(lr) end
   if not h then return nil end
   local lb = K.lb(identity, h, major)
-  if redis.call('GET', lb) == member then
+  if get(lb) == member then
     if reached and window and redis.call('EXISTS', K.b(identity, h, major)) == 0 then
       -- The pioneer of a known bucket without state may have been counted: the lock stays as
       -- a ghost no grant matches, for up to two windows, within the lease.
       local old = expiry_of(lb)
       redis.call('SET', lb, member .. '~', 'KEEPTTL')
+      strings[lb] = member .. '~'
       local t = now + 2 * window
       if old and old < t then t = old end
       expire_at(lb, t)
@@ -370,9 +479,10 @@ local function release(member, identity, route, major, h, reached, window)
   end
   if reached then return nil end
   local bp = K.bp(identity, h, major)
-  local score = live_entry(bp, member)
+  local score = known
+  if score == nil then score = live_entry(bp, member) end
   if not score then return nil end
-  redis.call('ZREM', bp, member)
+  zrem(bp, member)
   return score - lease
 end
 
@@ -385,7 +495,7 @@ local function give_back(member, identity, major, h, granted_at)
   for _, m in ipairs(entries) do
     local rest = m:sub(#head + 1)
     if m:sub(1, #head) == head and (rest:match('^%d+$') or rest:match('^%d+#%d+$')) then
-      redis.call('ZREM', g, m)
+      zrem(g, m)
       break
     end
   end
@@ -395,7 +505,7 @@ local function give_back(member, identity, major, h, granted_at)
     if s and granted_at >= s.window_start and now < s.reset_at then
       local r = s.remaining + 1
       if r > s.limit then r = s.limit end
-      redis.call('HSET', b, 'remaining', fmt(r))
+      write_state(b, {remaining = r})
     end
   end
 end
@@ -424,7 +534,7 @@ local function count_report(g, tag, ages, gw)
   local head = client .. '!' .. tag
   local old = expiry_of(g)
   for _, m in ipairs(redis.call('ZRANGE', g, 0, -1)) do
-    if m:sub(1, #head) == head and m:sub(#head + 1):match('^%d+$') then redis.call('ZREM', g, m) end
+    if m:sub(1, #head) == head and m:sub(#head + 1):match('^%d+$') then zrem(g, m) end
   end
   local add = {'ZADD', g}
   for k, age in ipairs(ages) do
@@ -485,9 +595,9 @@ local function reserve()
   else
     local seen = redis.call('ZSCORE', procs, client)
     known_client = seen ~= false and seen ~= nil and tonumber(seen) > now - lease
-    redis.call('ZREMRANGEBYSCORE', procs, '-inf', fmt(now - lease))
+    zremrange(procs, '-inf', fmt(now - lease))
     if not reporting then
-      redis.call('ZADD', procs, fmt(now), client)
+      redis.call('ZADD', procs, NOW, client)
       expire_at(procs, now + lease)
       procs_stamped = true
       procs_counts = {}
@@ -514,7 +624,7 @@ local function reserve()
   if invalid_limit > 0 then
     local inv = K.inv()
     if redis.call('EXISTS', inv) == 1 then
-      redis.call('ZREMRANGEBYSCORE', inv, '-inf', fmt(now - iw))
+      zremrange(inv, '-inf', fmt(now - iw))
       local n = redis.call('ZCARD', inv)
       if n >= invalid_limit then
         local e = redis.call('ZRANGE', inv, n - invalid_limit, n - invalid_limit, 'WITHSCORES')
@@ -540,11 +650,11 @@ local function reserve()
           spend = first
           break
         end
-        redis.call('ZREM', gl, first)
+        zrem(gl, first)
       end
     end
     if global_limit > 0 and spend == nil and redis.call('EXISTS', g) == 1 then
-      redis.call('ZREMRANGEBYSCORE', g, '-inf', fmt(now - 2 * gw))
+      zremrange(g, '-inf', fmt(now - 2 * gw))
       local card = redis.call('ZCARD', g)
       local old = redis.call('ZCOUNT', g, '-inf', fmt(now - gw))
       if card - old >= global_limit then
@@ -571,9 +681,8 @@ local function reserve()
       local bp = K.bp(identity, h, major)
       if now >= s.reset_at then
         -- (before its end nothing below changes the bucket's state: no second read)
-        redis.call('HSET', b, 'margin', fmt(margin))
+        write_state(b, {margin = margin})
         roll_if_due(b, bp)
-        s = bucket_state(b)
       end
       local unanswered = live_pending(bp)
       local available = s.remaining
@@ -599,7 +708,7 @@ local function reserve()
   end
   if take == 'lock' then
     for _, lk in ipairs(locks) do
-      local holder = redis.call('GET', lk)
+      local holder = get(lk)
       if holder and holder ~= member then
         local until_t = now + poll
         local e = expiry_of(lk)
@@ -612,22 +721,28 @@ local function reserve()
   local leased = 0
   if spend then
     -- A leased token is spent: it counts from now, like a grant of this moment.
-    redis.call('ZREM', gl, spend)
-    redis.call('ZADD', g, fmt(now), spend)
+    zrem(gl, spend)
+    redis.call('ZADD', g, NOW, spend)
     expire_at(g, now + gw)
   elseif counts_global and global_limit > 0 then
     -- This request's token, and the lease: as many more as it asks for and the window has
     -- room for, each its own member (member "+" i ":" now, never matched by a release).
     leased = math.min(want, room) - 1
     if leased < 0 then leased = 0 end
-    local add = {'ZADD', g, fmt(now), unique_member(g, member .. ':' .. fmt(now))}
+    local names = {member .. ':' .. NOW}
+    for i = 1, leased do names[i + 1] = member .. '+' .. i .. ':' .. NOW end
+    -- one ZMSCORE for all of them; a name already taken is made unique one at a time
+    local taken = redis.call('ZMSCORE', g, unpack(names))
+    local add = {'ZADD', g}
     local lease_add = {'ZADD', gl}
-    for i = 1, leased do
-      local m = unique_member(g, member .. '+' .. i .. ':' .. fmt(now))
-      add[#add + 1] = fmt(now)
+    for i, m in ipairs(names) do
+      if taken[i] then m = unique_member(g, m) end
+      add[#add + 1] = NOW
       add[#add + 1] = m
-      lease_add[#lease_add + 1] = fmt(now)
-      lease_add[#lease_add + 1] = m
+      if i > 1 then
+        lease_add[#lease_add + 1] = NOW
+        lease_add[#lease_add + 1] = m
+      end
     end
     redis.call(unpack(add))
     expire_at(g, now + gw)
@@ -643,7 +758,7 @@ local function reserve()
     local s = slot_state
     local r = s.remaining - 1
     if r < 0 then r = 0 end
-    redis.call('HSET', b, 'remaining', fmt(r))
+    write_state(b, {remaining = r})
     expire_at(b, s.reset_at + ttl)
     local bp = K.bp(identity, key, major)
     local old = expiry_of(bp)
@@ -652,10 +767,7 @@ local function reserve()
     if old and old > e then e = old end
     expire_at(bp, e)
   elseif take == 'lock' then
-    for _, lk in ipairs(locks) do
-      redis.call('SET', lk, member)
-      expire_at(lk, lease_end)
-    end
+    for _, lk in ipairs(locks) do set_until(lk, member, lease_end) end
   end
   return {'granted', processes, leased, now}
 end
@@ -679,14 +791,13 @@ local function record_bucket()
   -- 1. the route's mapping
   local r = K.r(identity, route)
   if bucket then
-    redis.call('SET', r, bucket)
-    expire_at(r, now + ttl)
+    set_until(r, bucket, now + ttl)
   elseif unlimited then
-    redis.call('SET', r, '')
-    expire_at(r, now + ttl)
+    set_until(r, '', now + ttl)
   end
   local b, bp
   local later = false
+  local score = nil
   if h then
     b, bp = K.b(identity, h, major), K.bp(identity, h, major)
     -- 2. a window that has ended rolls first, counting this request as still unanswered; so
@@ -695,7 +806,7 @@ local function record_bucket()
     -- every end this window was told, it reached the server after all their requests
     if remaining and reset_after then
       local s = bucket_state(b)
-      local score = live_entry(bp, member)
+      score = live_entry(bp, member) or false
       if s and score and not s.provisional and not s.untimed
           and score - lease + reset_after > s.reset_at + report_rounding then
         later = true
@@ -705,15 +816,16 @@ local function record_bucket()
   end
   -- 3. locks and the unanswered grant
   local informative = limit ~= nil or remaining ~= nil or reset_after ~= nil
-  local granted_at = release(member, identity, route, major, h, not informative, window)
+  -- (the live grant read at step 2, if it was: rolling only drops grants that stopped counting)
+  local granted_at = release(member, identity, route, major, h, not informative, window, score)
   if not h then return {'recorded'} end
   -- the longest window any major of this hash reported: one hash, one window
   local bw = K.bw(identity, h)
-  local hash_window = tonumber(redis.call('GET', bw) or '0')
+  local hash_window = tonumber(get(bw) or '0')
   if not informative then
     -- 4. the hash's window first: the ghost counts for as long
-    local w = redis.call('HGET', b, 'window')
-    if w and tonumber(w) < hash_window then redis.call('HSET', b, 'window', fmt(hash_window)) end
+    local st = bucket_state(b)
+    if st and st.window < hash_window then write_state(b, {window = hash_window}) end
     ghost(member, identity, major, h)
     extend_ghosts(identity, h, major)
     return {'recorded'}
@@ -738,39 +850,38 @@ local function record_bucket()
     if hash_window > w then w = hash_window end
     if w == 0 then w = 1000000 end
     local reset_at = t_r or (now + w)
-    redis.call('HSET', b, 'limit', fmt(l), 'remaining', fmt(rem), 'reset_at', fmt(reset_at),
-      'window', fmt(w), 'window_start', fmt(now), 'provisional', t_r and '0' or '1', 'margin', '0')
-    if remaining then redis.call('HSET', b, 'reported', fmt(remaining)) end
-    if remaining and not t_r then redis.call('HSET', b, 'untimed', '1') end
+    write_state(b, {limit = l, remaining = rem, reset_at = reset_at, window = w,
+      window_start = now, provisional = not t_r, margin = 0, reported = remaining,
+      untimed = (remaining and not t_r) or nil})
     expire_at(b, reset_at + ttl)
     final_window = w
   else
-    -- merge into the current window (rolled in step 2)
+    -- merge into the current window (rolled in step 2), written in one HSET
+    local m = {limit = s.limit, window = s.window, reset_at = s.reset_at,
+      provisional = s.provisional, reported = s.reported}
     if limit then
       local l = limit
       if l < 1 then l = 1 end
-      s.limit = l
+      m.limit = l
     end
-    if window and window > s.window then s.window = window end
-    if hash_window > s.window then s.window = hash_window end
+    if window and window > m.window then m.window = window end
+    if hash_window > m.window then m.window = hash_window end
     -- (the answer that rolled the window in step 2 is its first)
     local carried = nil
     if granted_at ~= nil and granted_at < s.window_start and not later then carried = granted_at end
     local stale = carried ~= nil or (t_r ~= nil and t_r <= s.window_start)
     if not stale then
       if remaining then
-        if s.reported == nil or remaining < s.reported then s.reported = remaining end
-        if not t_r then redis.call('HSET', b, 'untimed', '1') end
+        if m.reported == nil or remaining < m.reported then m.reported = remaining end
+        if not t_r then m.untimed = true end
       end
       if t_r then
-        if reset_after > s.window then s.window = reset_after end
-        if s.provisional or t_r > s.reset_at then s.reset_at = t_r end
-        s.provisional = false
+        if reset_after > m.window then m.window = reset_after end
+        if m.provisional or t_r > m.reset_at then m.reset_at = t_r end
+        m.provisional = false
       end
     end
-    redis.call('HSET', b, 'limit', fmt(s.limit), 'window', fmt(s.window), 'reset_at', fmt(s.reset_at),
-      'provisional', s.provisional and '1' or '0')
-    if s.reported then redis.call('HSET', b, 'reported', fmt(s.reported)) end
+    write_state(b, m)
     expire_at(b, s.reset_at + ttl)
     final_window = s.window
     -- a grant carried over from the previous window may have been counted in this one (after
@@ -789,8 +900,7 @@ local function record_bucket()
   end
   -- the hash's window is the longest of its majors'
   if hash_window > final_window then final_window = hash_window end
-  redis.call('SET', bw, fmt(final_window))
-  expire_at(bw, now + ttl)
+  set_until(bw, fmt(final_window), now + ttl)
   extend_ghosts(identity, h, major)
   return {'recorded'}
 end
@@ -841,10 +951,7 @@ local function record_hold()
   local t = now + retry_after
   local old = until_of(key)
   if old and old > t then t = old end
-  if t > now then
-    redis.call('SET', key, fmt(t))
-    expire_at(key, t)
-  end
+  if t > now then set_until(key, fmt(t), t) end
   return {'recorded'}
 end
 
@@ -854,7 +961,7 @@ local function record_invalid()
   if bad then return arg_error(bad) end
   local inv = K.inv()
   -- One member per invalid response: its time, client and id (made unique if repeated).
-  redis.call('ZADD', inv, fmt(now), unique_member(inv, fmt(now) .. ':' .. client .. ':' .. id))
+  redis.call('ZADD', inv, NOW, unique_member(inv, NOW .. ':' .. client .. ':' .. id))
   expire_at(inv, now + window)
   return {'recorded'}
 end

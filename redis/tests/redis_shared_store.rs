@@ -355,6 +355,44 @@ fn redis_batches_equal_memory_store_one_operation_at_a_time() {
         .unwrap();
 }
 
+/// With Redis's clock the script sets real TTLs, and within one call it skips an expiry it has
+/// already set: on random batches (every kind of operation, keys emptied and made again within
+/// one call) no key is ever left without a TTL, which would live for ever.
+#[test]
+#[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+fn with_redis_clock_random_batches_leave_no_key_without_a_ttl() {
+    let con = RefCell::new(support::connection());
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(CASES);
+    let mut runner = TestRunner::new(PropConfig { cases, ..PropConfig::default() });
+    let batch = prop::collection::vec(prop_oneof![3 => reservation().prop_map(Op::Reserve), 2 => update().prop_map(Op::Record)], 1..16);
+    let calls = prop::collection::vec((0..CLIENTS.len(), batch), 1..12);
+    runner
+        .run(&(store_config(), calls), |(config, calls)| {
+            let mut con = con.borrow_mut();
+            let prefix = format!("{{{}}}", support::unique_prefix(&mut con, "store-ttl-props"));
+            let redis_store = RedisStore::new(prefix.clone(), &config).expect("store");
+            for (i, (client, ops)) in calls.iter().enumerate() {
+                let items: Vec<StoreOp<'_>> = ops
+                    .iter()
+                    .map(|op| match op {
+                        Op::Reserve(r) => StoreOp::Reserve(r),
+                        Op::Record(u) => StoreOp::Record(u),
+                    })
+                    .collect();
+                let got = redis_store.batch(&mut *con, CLIENTS[*client], &items).expect("batch");
+                prop_assert_eq!(got.len(), ops.len());
+                let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{}*", glob_escape(&prefix))).query(&mut *con).unwrap();
+                for key in &keys {
+                    // -2: expired between KEYS and PTTL; -1: no TTL.
+                    let ttl = support::pttl(&mut con, key);
+                    prop_assert!(ttl != -1, "after call {}: {} has no TTL", i, key);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
 // ---------------------------------------------------------------------------------------------
 // The multi-process simulation against Redis
 // ---------------------------------------------------------------------------------------------
