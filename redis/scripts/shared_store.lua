@@ -270,7 +270,17 @@ end
 
 -- ------------------------------------------------------------------------------- keys
 
-local function enc(s) return #s .. ':' .. s end
+-- A key part as its length, ":" and itself; memoized for the call (one identity, a few
+-- routes and hashes are encoded over and over, and each Lua string made costs).
+local encoded = {}
+local function enc(s)
+  local e = encoded[s]
+  if not e then
+    e = #s .. ':' .. s
+    encoded[s] = e
+  end
+  return e
+end
 local K = {}
 function K.procs() return P .. 'procs' end
 function K.edge() return P .. 'edge' end
