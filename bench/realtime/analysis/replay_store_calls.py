@@ -21,8 +21,8 @@ def unquote(s: str) -> bytes:
     return bytes(s, "utf-8").decode("unicode_escape").encode("latin-1")
 
 
-def main() -> None:
-    capture, script, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def load_calls(capture: str) -> list:
+    """The store's script calls of a MONITOR capture: (time, [numkeys, key, ARGV...])."""
     calls = []
     with open(capture, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -30,17 +30,28 @@ def main() -> None:
                 continue  # the script's own commands, and everything else
             args = [unquote(x) for x in QUOTED.findall(line)]
             calls.append((float(line.split()[0]), args[2:]))  # numkeys, key, ARGV...
+    return calls
+
+
+def replay(calls: list, script: bytes, port: int) -> redis.Redis:
+    """Flushes the Redis at `port`, loads `script` and makes `calls` with it at their pace."""
     r = redis.Redis(port=port)
     r.flushall()
     r.config_resetstat()
-    with open(script, "rb") as f:
-        sha = r.script_load(f.read())
+    sha = r.script_load(script)
     t0, start = calls[0][0], time.monotonic()
     for at, args in calls:
         delay = (at - t0) - (time.monotonic() - start)
         if delay > 0:
             time.sleep(delay)
         r.evalsha(sha, *args)
+    return r
+
+
+def main() -> None:
+    capture, script, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with open(script, "rb") as f:
+        r = replay(load_calls(capture), f.read(), port)
     stats = r.info("commandstats").get("cmdstat_evalsha", {})
     print(f"calls {stats.get('calls')} usec {stats.get('usec')} per call {stats.get('usec_per_call')}")
 
