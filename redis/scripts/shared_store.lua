@@ -238,6 +238,8 @@ end
 -- would be two; at or before now it is deleted.
 local function set_until(key, value, t)
   if t <= now then del(key) return end
+  -- (already so in this call: many reports of one batch refresh the same route's mapping)
+  if strings[key] == value and expiries[key] == t then return end
   if virtual then
     redis.call('SET', key, value)
     redis.call('ZADD', IDX, fmt(t), key)
@@ -351,11 +353,16 @@ local STATE_FIELDS = {'limit', 'remaining', 'reported', 'reset_at', 'window', 'w
 -- `untimed`).
 local function write_state(key, changes)
   local s = states[key]
+  local known = s
   if not s then
     s = {}
     states[key] = changes.limit and changes.margin and s or nil
   end
   local set, gone = {'HSET', key}, {'HDEL', key}
+  -- a field to remove that this call knows is absent needs no HDEL
+  local function drop(f)
+    if not known or known[f] then gone[#gone + 1] = f end
+  end
   for _, f in ipairs(STATE_FIELDS) do
     local v = changes[f]
     if v ~= nil then
@@ -367,11 +374,11 @@ local function write_state(key, changes)
           set[#set + 1] = f
           set[#set + 1] = '0'
         else
-          gone[#gone + 1] = f
+          drop(f)
         end
         s[f] = v
       elseif v == false then
-        gone[#gone + 1] = f
+        drop(f)
         s[f] = nil
       else
         set[#set + 1] = f
@@ -387,23 +394,28 @@ local function write_state(key, changes)
   end
 end
 
--- Unanswered grants of a bucket after dropping those that stopped counting.
+-- Unanswered grants of a bucket after dropping those that stopped counting. Once per call is
+-- enough: every entry the script adds to a bucket's set counts past now, and now stands still.
+local swept = {}
 local function live_pending(bp)
-  zremrange(bp, '-inf', NOW)
+  if not swept[bp] then
+    zremrange(bp, '-inf', NOW)
+    swept[bp] = true
+  end
   return redis.call('ZCARD', bp)
 end
 
 -- Starts a new window if the bucket's has ended (or `force`), counting live unanswered grants
--- as carried.
-local function roll_if_due(b, bp, force)
+-- as carried; with `margin`, the bucket's margin is that from now on (written with the roll).
+local function roll_if_due(b, bp, force, margin)
   local s = bucket_state(b)
   if not s or (now < s.reset_at and not force) then return end
   local carried = live_pending(bp)
   local remaining = s.limit - carried
   if remaining < 0 then remaining = 0 end
-  local reset_at = now + s.window + s.margin
+  local reset_at = now + s.window + (margin or s.margin)
   write_state(b, {window_start = now, remaining = remaining, reset_at = reset_at,
-    provisional = true, reported = false, untimed = false})
+    provisional = true, reported = false, untimed = false, margin = margin})
   expire_at(b, reset_at + ttl)
 end
 
@@ -691,8 +703,7 @@ local function reserve()
       local bp = K.bp(identity, h, major)
       if now >= s.reset_at then
         -- (before its end nothing below changes the bucket's state: no second read)
-        write_state(b, {margin = margin})
-        roll_if_due(b, bp)
+        roll_if_due(b, bp, false, margin)
       end
       local unanswered = live_pending(bp)
       local available = s.remaining
