@@ -95,15 +95,26 @@ local function arg(i)
   if last ~= nil and i > last then return nil end
   return ARGV[i + shift]
 end
+-- Numbers read, by their text: the items of a batch repeat the same limits and windows, and
+-- checking and converting a text costs more than looking it up.
+local ints, uss = {}, {}
 local function need_int(i, what)
   local s = arg(i)
+  local n = ints[s]
+  if n then return n end
   if not digits(s) then bad = bad or (what .. ' must be a decimal integer') return 0 end
-  return tonumber(s)
+  n = tonumber(s)
+  ints[s] = n
+  return n
 end
 local function need_us(i, what)
   local s = arg(i)
+  local n = uss[s]
+  if n then return n end
   if not digits(s) then bad = bad or (what .. ' must be a decimal integer of nanoseconds') return 0 end
-  return us_of(s)
+  n = us_of(s)
+  uss[s] = n
+  return n
 end
 local function opt_int(i, what)
   if arg(i) == '' then return nil end
@@ -916,13 +927,15 @@ local function record_bucket()
         local t = until_t
         if old and old > t then t = old end
         expire_at(bp, t)
+        pending = pending + 1
       end
     end
   end
   -- the hash's window is the longest of its majors'
   if hash_window > final_window then final_window = hash_window end
   set_until(bw, fmt(final_window), now + ttl)
-  extend_ghosts(identity, h, major)
+  -- (a bucket without unanswered grants has no ghosts to extend)
+  if pending > 0 then extend_ghosts(identity, h, major) end
   return {'recorded'}
 end
 
