@@ -1476,6 +1476,59 @@
         script,
     });
 
+    // 35b. A slow cluster at the top of a burst's uplinks does not keep the lead away when
+    // enough uplinks below it are steady.
+    let mut script = Script::new();
+    for i in 0..42u64 {
+        script = script.enqueue(0, "GET", &format!("/channels/1000000000000002{i:02}/messages"));
+    }
+    for _ in 0..5 {
+        script = script.enqueue(0, "PUT", reaction);
+    }
+    // A client busy starting writes them 0 to 6 ms after the sends (so the round trips from
+    // the sends are unsteady and give no lead of their own); 36 take 10 to 11.1 ms up, the 6
+    // written last 16 to 17 ms (a server still busy with the others). Each answer is read 10 ms
+    // after its stamp. The reaction pioneer (id 43) leaves at once, uplink 10 ms. (47
+    // requests: within Discord's global 50 per second.)
+    let left_ms = |i: u64| if i <= 36 { i % 6 } else { 6 };
+    let mut writes: Vec<u64> = (1..=42u64).filter(|&id| left_ms(id) > 0).collect();
+    writes.sort_by_key(|&id| (left_ms(id), id));
+    for id in writes {
+        script = script.written(left_ms(id) * MS, id);
+    }
+    let mut answers: Vec<_> = (1..=42u64)
+        .map(|i| {
+            let up_us = if i <= 36 { 10_000 + (i - 1) * 30 } else { 16_000 + (i - 37) * 200 };
+            let at_ms = (left_ms(i) * 1000 + up_us).div_ceil(1000);
+            (at_ms + 10, i, stamped(5, at_ms, 5_000, &format!("dense{i}")))
+        })
+        .collect();
+    answers.push((20, 43, stamped(1, 10, 40, "react")));
+    answers.sort_by_key(|&(at, id, _)| (at, id));
+    for (at, id, headers) in &answers {
+        script = script.respond(at * MS, *id, 200, &refs(headers));
+    }
+    let mut sent = 0;
+    for id in 44..=47u64 {
+        sent += 100;
+        script = script.timeout(sent * MS).respond((sent + 20) * MS, id, 200, &refs(&stamped(1, sent + 10, 40, "react")));
+    }
+    v.push(Case {
+        file: "answer_lead_dense",
+        comment: "The answer lead where the first burst's uplinks have a slow top: 42 GETs and a reaction go at \
+                  once, written 0 to 6 ms after the sends (so the round trips from the sends give no lead); 36 \
+                  uplinks lie within 1.1 ms of the fastest (10 ms, by the millisecond-rounded headers 10 to 12 ms), \
+                  the 6 written last are 6-7 ms slower (a server still busy with the others); each answer is read 10 \
+                  ms after its stamp. Then reactions go alone, 1 per 50 ms window, uplink 10 ms. The fastest nine \
+                  tenths look unsteady, the fastest three quarters (33 of 44 samples, at least 32) do not: from the 2nd \
+                  sample of a request sent alone (id 44; the burst's first was alone), each next reaction waits \
+                  13.6 ms less than the reported reset: its round trip (20 ms) less the reading allowance (2 ms) and \
+                  the nine tenths' spread weighted by the samples (6 ms x 32 / 44). Before, every reaction waited \
+                  for the reported reset until 8 samples of requests sent alone were in.",
+        config: discord_config(),
+        script,
+    });
+
     // 35. Costs in several dimensions (issue 17 item 1).
     let tokens = |rem_req: &'static str, rem_tok: &'static str, reset_tok: &'static str| {
         vec![
