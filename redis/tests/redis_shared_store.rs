@@ -267,12 +267,32 @@ fn store_config() -> impl Strategy<Value = SharedConfig> {
     })
 }
 
+/// A property runner of `PROPTEST_CASES` cases (default [`CASES`]).
+fn runner() -> TestRunner {
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(CASES);
+    TestRunner::new(PropConfig { cases, ..PropConfig::default() })
+}
+
+/// A batch's items as the store takes them.
+fn store_ops(ops: &[Op]) -> Vec<StoreOp<'_>> {
+    ops.iter()
+        .map(|op| match op {
+            Op::Reserve(r) => StoreOp::Reserve(r),
+            Op::Record(u) => StoreOp::Record(u),
+        })
+        .collect()
+}
+
+/// Random batches of up to `max - 1` operations, three reservations to two records.
+fn batch(max: usize) -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(prop_oneof![3 => reservation().prop_map(Op::Reserve), 2 => update().prop_map(Op::Record)], 1..max)
+}
+
 #[test]
 #[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
 fn redis_store_equals_memory_store_on_random_sequences() {
     let con = RefCell::new(support::connection());
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(CASES);
-    let mut runner = TestRunner::new(PropConfig { cases, ..PropConfig::default() });
+    let mut runner = runner();
     let epochs = [0u64, 1_732_364_823_000_000_000];
     runner
         .run(
@@ -312,10 +332,8 @@ fn redis_store_equals_memory_store_on_random_sequences() {
 #[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
 fn redis_batches_equal_memory_store_one_operation_at_a_time() {
     let con = RefCell::new(support::connection());
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(CASES);
-    let mut runner = TestRunner::new(PropConfig { cases, ..PropConfig::default() });
-    let batch = prop::collection::vec(prop_oneof![3 => reservation().prop_map(Op::Reserve), 2 => update().prop_map(Op::Record)], 1..12);
-    let calls = prop::collection::vec((prop_oneof![Just(0u64), us(0..300_000), us(0..3_000_000)], 0..CLIENTS.len(), batch), 1..20);
+    let mut runner = runner();
+    let calls = prop::collection::vec((prop_oneof![Just(0u64), us(0..300_000), us(0..3_000_000)], 0..CLIENTS.len(), batch(12)), 1..20);
     runner
         .run(&(store_config(), calls), |(config, calls)| {
             let mut con = con.borrow_mut();
@@ -326,13 +344,7 @@ fn redis_batches_equal_memory_store_one_operation_at_a_time() {
             for (i, (advance, client, ops)) in calls.iter().enumerate() {
                 now += advance;
                 let client = CLIENTS[*client];
-                let items: Vec<StoreOp<'_>> = ops
-                    .iter()
-                    .map(|op| match op {
-                        Op::Reserve(r) => StoreOp::Reserve(r),
-                        Op::Record(u) => StoreOp::Record(u),
-                    })
-                    .collect();
+                let items = store_ops(ops);
                 let got = redis_store.batch_at(&mut con, now, client, &items).expect("batch");
                 prop_assert_eq!(got.len(), ops.len());
                 for (j, (op, got)) in ops.iter().zip(got).enumerate() {
@@ -362,23 +374,15 @@ fn redis_batches_equal_memory_store_one_operation_at_a_time() {
 #[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
 fn with_redis_clock_random_batches_leave_no_key_without_a_ttl() {
     let con = RefCell::new(support::connection());
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(CASES);
-    let mut runner = TestRunner::new(PropConfig { cases, ..PropConfig::default() });
-    let batch = prop::collection::vec(prop_oneof![3 => reservation().prop_map(Op::Reserve), 2 => update().prop_map(Op::Record)], 1..16);
-    let calls = prop::collection::vec((0..CLIENTS.len(), batch), 1..12);
+    let mut runner = runner();
+    let calls = prop::collection::vec((0..CLIENTS.len(), batch(16)), 1..12);
     runner
         .run(&(store_config(), calls), |(config, calls)| {
             let mut con = con.borrow_mut();
             let prefix = format!("{{{}}}", support::unique_prefix(&mut con, "store-ttl-props"));
             let redis_store = RedisStore::new(prefix.clone(), &config).expect("store");
             for (i, (client, ops)) in calls.iter().enumerate() {
-                let items: Vec<StoreOp<'_>> = ops
-                    .iter()
-                    .map(|op| match op {
-                        Op::Reserve(r) => StoreOp::Reserve(r),
-                        Op::Record(u) => StoreOp::Record(u),
-                    })
-                    .collect();
+                let items = store_ops(ops);
                 let got = redis_store.batch(&mut *con, CLIENTS[*client], &items).expect("batch");
                 prop_assert_eq!(got.len(), ops.len());
                 let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{}*", glob_escape(&prefix))).query(&mut *con).unwrap();
