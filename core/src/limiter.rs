@@ -4015,6 +4015,7 @@ impl Uplinks {
                 self.bound = None;
                 return;
             }
+            spread = self.spread_above(lo, false);
         }
         let (spread, counted) = spread;
         self.bound_samples = counted;
