@@ -3993,7 +3993,9 @@ impl Uplinks {
         // regression file) say nothing of the uplinks far below them, and a request timed from
         // them arrives early.
         let steady = |(spread, _): (Nanos, usize)| spread.saturating_mul(10) <= fastest_trip;
-        let mut spread = self.spread_above(lo, false);
+        let all = self.sorted_offsets(false);
+        let nine_tenths = spread_at(&all, lo, 9, 10);
+        let mut spread = nine_tenths;
         // The request a lead times is sent after a wait, alone: where all samples look
         // unsteady, the samples of requests sent alone may still show a steady uplink once
         // there are enough of them, and then they decide (a burst's uplinks are spread by the
@@ -4001,7 +4003,7 @@ impl Uplinks {
         // lead for the whole of the Scoreboard's `mixed`). The fastest of all samples stays
         // the reference, the more cautious one.
         if !steady(spread) && self.alone as usize >= Self::LEAD_MIN {
-            spread = self.spread_above(lo, true);
+            spread = spread_at(&self.sorted_offsets(true), lo, 9, 10);
         }
         // A slow cluster at the top (the first burst, queued at a server or a client still
         // busy starting: 6 of the Node driver's first 46 samples on the Scoreboard's `mixed`,
@@ -4010,12 +4012,12 @@ impl Uplinks {
         // decide, if they are at least [`Uplinks::DENSE`] samples and steady; the allowance
         // still takes the nine tenths' spread, the cautious one.
         if !steady(spread) {
-            let (dense, counted) = self.spread_at(lo, false, 3, 4);
+            let (dense, counted) = spread_at(&all, lo, 3, 4);
             if counted * 3 / 4 < Self::DENSE || !steady((dense, counted)) {
                 self.bound = None;
                 return;
             }
-            spread = self.spread_above(lo, false);
+            spread = nine_tenths;
         }
         let (spread, counted) = spread;
         self.bound_samples = counted;
@@ -4027,15 +4029,8 @@ impl Uplinks {
         self.bound = Some((lo, Self::READING.saturating_add(weighted)));
     }
 
-    /// How far the fastest nine tenths of the samples (only those of requests sent alone, if
-    /// `alone`) reach above `lo`, and how many samples that counted.
-    fn spread_above(&self, lo: i64, alone: bool) -> (Nanos, usize) {
-        self.spread_at(lo, alone, 9, 10)
-    }
-
-    /// How far the fastest `num / den` of the samples (only those of requests sent alone, if
-    /// `alone`) reach above `lo`, and how many samples that counted.
-    fn spread_at(&self, lo: i64, alone: bool, num: usize, den: usize) -> (Nanos, usize) {
+    /// The samples' offsets (only those of requests sent alone, if `alone`), fastest first.
+    fn sorted_offsets(&self, alone: bool) -> Vec<i64> {
         let mut sorted: Vec<i64> = self
             .samples
             .iter()
@@ -4044,8 +4039,7 @@ impl Uplinks {
             .map(|(&(offset, _), _)| offset)
             .collect();
         sorted.sort_unstable();
-        let n = sorted.len();
-        (sorted.get(n.saturating_sub(1) * num / den).map_or(0, |q| q.abs_diff(lo)), n)
+        sorted
     }
 
     /// The fastest and the slowest sample, once 16 are in (for the global margin).
@@ -4074,6 +4068,13 @@ impl Uplinks {
             None => 0,
         }
     }
+}
+
+/// How far the fastest `num / den` of `sorted` (offsets, fastest first) reach above `lo`, and
+/// how many offsets that counted.
+fn spread_at(sorted: &[i64], lo: i64, num: usize, den: usize) -> (Nanos, usize) {
+    let n = sorted.len();
+    (sorted.get(n.saturating_sub(1) * num / den).map_or(0, |q| q.abs_diff(lo)), n)
 }
 
 /// The first global window, for [`Limiter::global_margin_at`]: when the first answered request
