@@ -3984,7 +3984,8 @@ impl Uplinks {
             }
             return;
         }
-        let lo = self.samples.iter().map(|&(offset, _)| offset).min().unwrap_or(0);
+        let all = self.sorted_offsets(false);
+        let lo = all.first().copied().unwrap_or(0);
         let fastest_trip = self.samples.iter().map(|&(_, trip)| trip).min().unwrap_or(0);
         // Only on a steady uplink: the spread of the fastest nine tenths within a tenth of the
         // fastest round trip. The fastest sample bounds the next uplink only as well as the
@@ -3993,7 +3994,6 @@ impl Uplinks {
         // regression file) say nothing of the uplinks far below them, and a request timed from
         // them arrives early.
         let steady = |(spread, _): (Nanos, usize)| spread.saturating_mul(10) <= fastest_trip;
-        let all = self.sorted_offsets(false);
         let nine_tenths = spread_at(&all, lo, 9, 10);
         let mut spread = nine_tenths;
         // The request a lead times is sent after a wait, alone: where all samples look

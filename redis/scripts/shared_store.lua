@@ -196,10 +196,6 @@ end
 --   expiries[key]  the expiry this call set (us); cleared by anything that may delete the key
 local strings, states, expiries = {}, {}, {}
 
-local function forget(key)
-  strings[key], states[key], expiries[key] = nil, nil, nil
-end
-
 -- Writes that may empty (and so delete) a key: what this call knows of it goes.
 local function zrem(key, ...)
   expiries[key] = nil
@@ -226,8 +222,7 @@ end
 local function del(key)
   redis.call('DEL', key)
   if virtual then redis.call('ZREM', IDX, key) end
-  forget(key)
-  strings[key], states[key] = false, false
+  strings[key], states[key], expiries[key] = false, false, nil
 end
 
 -- Redis's expiry time (ms) of a key that expires at `t` (us).
@@ -701,7 +696,7 @@ local function reserve()
   t = until_of(K.hr(identity, route, major))
   if t then return deny(t, 'route') end
   -- 5. bucket, 6. pioneer lock
-  local take, key, locks, slot_state = nil, nil, nil, nil
+  local take, key, locks = nil, nil, nil
   local h = hash_for(identity, route, known)
   if h == '' then
     take = 'nothing'
@@ -727,7 +722,7 @@ local function reserve()
         if until_t < now + 1 then until_t = now + 1 end
         return deny(until_t, 'bucket')
       end
-      take, key, slot_state = 'slot', h, s
+      take, key = 'slot', h
     else
       -- one pioneer per bucket and major, and per route and major: another process may be
       -- probing this route without knowing its bucket
@@ -785,9 +780,9 @@ local function reserve()
   end
   local lease_end = now + lease
   if take == 'slot' then
-    -- The state read at step 5: steps 6 and 7 do not touch the bucket.
+    -- (the state read at step 5, kept for the call: steps 6 and 7 do not touch the bucket)
     local b = K.b(identity, key, major)
-    local s = slot_state
+    local s = bucket_state(b)
     local r = s.remaining - 1
     if r < 0 then r = 0 end
     write_state(b, {remaining = r})

@@ -794,8 +794,11 @@ impl MemoryStore {
         if b.provisional || b.untimed {
             return false;
         }
-        let granted = self.pending.get(now, key).and_then(|p| live_grant(p, member, now));
-        granted.map(|(_, until)| until.saturating_sub(self.lease)).is_some_and(|g| g.saturating_add(reset_after) > b.reset_at.saturating_add(REPORT_ROUNDING))
+        let Some((_, until)) = self.pending.get(now, key).and_then(|p| live_grant(p, member, now)) else {
+            return false;
+        };
+        let granted = until.saturating_sub(self.lease);
+        granted.saturating_add(reset_after) > b.reset_at.saturating_add(REPORT_ROUNDING)
     }
 
     /// Starts a new window for bucket `key` now, counting the live unanswered grants as
