@@ -90,7 +90,8 @@
 //!   ([`Limiter::snapshot`], [`Limiter::restore`]).
 //! * [`server`] — server-side limiters (GCRA, leaky bucket, fixed window) and their headers.
 //! * [`shared`] — shared mode: several processes share one token's limits through a store
-//!   (Redis), with the store's reference model [`shared::MemoryStore`].
+//!   (Redis), with the store's reference model [`shared::MemoryStore`] and its Redis script's
+//!   wire format ([`shared::wire`]).
 //! * [`sim`] — a Discord simulator to test your own code in virtual time.
 //!
 //! Errors: caller misuse is an [`Error`] with a stable [`Error::code`]; a request that cannot

@@ -579,9 +579,9 @@ pub enum Output {
     Observe(Observation),
     /// Shared mode ([`crate::shared`]): ask the store whether this request may be sent, then
     /// answer with [`crate::Limiter::handle_reservation`].
-    Reserve(crate::shared::Reservation),
+    Reserve(Reservation),
     /// Shared mode ([`crate::shared`]): write this to the store, fire-and-forget, in order.
-    Share(crate::shared::SharedUpdate),
+    Share(SharedUpdate),
     /// Drained. Call [`crate::Limiter::handle_timeout`] at this monotonic time (or earlier:
     /// an early call is harmless).
     WaitUntil(Nanos),
@@ -726,4 +726,293 @@ impl Request {
         self.body_keys = keys.into_iter().map(Into::into).collect();
         self
     }
+}
+
+// The boundary values of shared mode ([`crate::shared`]): what the core asks of the store and
+// what the store answers, as every binding passes them.
+
+/// What the store must decide before request `id` may be sent (emitted as
+/// [`Output::Reserve`]). Every duration is relative; the store uses
+/// its own clock. See the [module documentation](crate::shared) for what the store does with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Reservation {
+    /// The request. Answer with [`Limiter::handle_reservation`](crate::Limiter::handle_reservation).
+    pub id: RequestId,
+    /// The request's identity (a key for the token).
+    pub identity: String,
+    /// The route key, `METHOD /template`.
+    pub route: String,
+    /// The major parameter (channel, guild, webhook id + token), or `""`.
+    pub major: String,
+    /// The bucket hash this process has learned for the route, if any.
+    pub bucket: Option<String>,
+    /// Whether the request counts against the identity's global limit (not exempt).
+    pub counts_global: bool,
+    /// Global grants allowed per `global_window` (`0`: no global limit).
+    pub global_limit: u32,
+    /// How many global tokens this process asks for with this reservation, its own included:
+    /// the store grants as many as the window has room for, and leases the ones beyond this
+    /// request's to the process ([`ReservationAnswer::Granted::leased`]). `1`: no lease. `0`:
+    /// spend a token leased to this process earlier (moved to now; without one still counted,
+    /// a token of its own like `1`). Only meaningful with `counts_global`.
+    #[cfg_attr(feature = "serde", serde(default = "one"))]
+    pub global_want: u32,
+    /// The global window, already widened by this process's latency margin.
+    #[cfg_attr(feature = "serde", serde(rename = "global_window_ns"))]
+    pub global_window: Nanos,
+    /// This process's latency margin, added to a bucket window the store starts on its own.
+    #[cfg_attr(feature = "serde", serde(rename = "margin_ns"))]
+    pub margin: Nanos,
+    /// Stop granting when this many invalid responses were recorded within `invalid_window`
+    /// (`0`: no budget).
+    pub invalid_limit: u32,
+    /// The invalid-request window.
+    #[cfg_attr(feature = "serde", serde(rename = "invalid_window_ns"))]
+    pub invalid_window: Nanos,
+    /// Only while this process recovers from a store outage: count in the answer's
+    /// `processes` only the processes that reserved within this long (the time since this
+    /// process's outage began), so that it knows when every process is back (see "After an
+    /// outage"). `None`: the live processes, as usual.
+    #[cfg_attr(feature = "serde", serde(rename = "processes_since_ns", default, skip_serializing_if = "Option::is_none"))]
+    pub processes_since: Option<Nanos>,
+    /// Only after a store outage: this process still has sends the store may not count (of
+    /// this identity or another), so it is not *back* yet: the store does not refresh its
+    /// entry among the live processes (`procs`), and other processes' `processes_since` counts
+    /// do not count it until it reserves without this flag.
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "std::ops::Not::not"))]
+    pub reporting: bool,
+    /// Only after a store outage, until the store has answered one reservation that carried
+    /// them: how long ago (at this reservation) this process made the identity's sends that
+    /// counted against its global limit **without** a reservation (fail-open while the store
+    /// was down), within the longest global window. The store never counted them; it counts
+    /// them now, as of those times on its own clock (see "Through an outage").
+    #[cfg_attr(feature = "serde", serde(rename = "unrecorded_ns", default, skip_serializing_if = "Vec::is_empty"))]
+    pub unrecorded: Vec<Nanos>,
+    /// Like `unrecorded`, for the sends the store granted: a store that does not know this
+    /// process (it lost its state: a restart without persistence) counts them; one that knows
+    /// it has them already and ignores these.
+    #[cfg_attr(feature = "serde", serde(rename = "granted_ns", default, skip_serializing_if = "Vec::is_empty"))]
+    pub granted: Vec<Nanos>,
+}
+
+/// Empty strings, no global limit, one token asked for, no report: a base for
+/// `Reservation { .., ..Reservation::default() }`.
+impl Default for Reservation {
+    fn default() -> Self {
+        Reservation {
+            id: 0,
+            identity: String::new(),
+            route: String::new(),
+            major: String::new(),
+            bucket: None,
+            counts_global: false,
+            global_limit: 0,
+            global_want: 1,
+            global_window: 0,
+            margin: 0,
+            invalid_limit: 0,
+            invalid_window: 0,
+            processes_since: None,
+            reporting: false,
+            unrecorded: Vec::new(),
+            granted: Vec::new(),
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+fn one() -> u32 {
+    1
+}
+
+#[cfg(feature = "serde")]
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The store's answer to a [`Reservation`], passed to
+/// [`Limiter::handle_reservation`](crate::Limiter::handle_reservation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "answer", rename_all = "snake_case"))]
+pub enum ReservationAnswer {
+    /// Send it now.
+    Granted {
+        /// How many processes the store counts as live, this one included (see the store
+        /// contract's `procs` key; with [`Reservation::processes_since`], those that reserved
+        /// within that time); `None` when the store did not say. A fail-open process runs on
+        /// its share of the limits (divided by the last count it saw) while the store is down.
+        #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+        processes: Option<u32>,
+        /// Global tokens leased to this process beyond this request's own (the reservation's
+        /// `global_want` less one, or fewer when the window had less room): the store has
+        /// counted them already, and the process's next `leased` reservations of this identity
+        /// spend them (`global_want: 0`). `0` from a store that does not lease.
+        #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "is_zero"))]
+        leased: u32,
+        /// The store's clock when it granted, the time it counted the request's global token
+        /// from (ns, on any epoch: only differences between its answers are used), or `None`
+        /// when it did not say.
+        /// With it the process learns how unevenly its grants reach it after the store counts
+        /// them, and passes that spread in its margin (see "Leases"); without it, the spread
+        /// of its reservations' round trips, which also holds the time a reservation waited
+        /// before the store saw it.
+        #[cfg_attr(feature = "serde", serde(default, rename = "store_time_ns", skip_serializing_if = "Option::is_none"))]
+        store_time: Option<Nanos>,
+    },
+    /// Not now: `scope` is exhausted for `retry_after`.
+    Denied {
+        /// How long to hold what `scope` names (at least 1 ms is applied).
+        #[cfg_attr(feature = "serde", serde(rename = "retry_after_ns"))]
+        retry_after: Nanos,
+        /// What is exhausted.
+        scope: SharedScope,
+        /// As for `Granted`.
+        #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+        processes: Option<u32>,
+    },
+    /// The store could not answer (down, or too slow): see [`OnUnavailable`](crate::shared::OnUnavailable).
+    Unavailable,
+}
+
+impl ReservationAnswer {
+    /// `Granted` without a process count (a store that does not count processes).
+    pub const GRANTED: ReservationAnswer = ReservationAnswer::Granted { processes: None, leased: 0, store_time: None };
+
+    /// The live-process count the store gave with this answer, if any.
+    pub fn processes(&self) -> Option<u32> {
+        match *self {
+            ReservationAnswer::Granted { processes, .. } | ReservationAnswer::Denied { processes, .. } => processes,
+            ReservationAnswer::Unavailable => None,
+        }
+    }
+}
+
+/// The part of the limits a denial or a hold concerns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum SharedScope {
+    /// Everything (a Cloudflare-style ban on the shared egress). Holds every request.
+    Edge,
+    /// The shared invalid-request budget is used up. Holds every request.
+    Invalid,
+    /// The identity's global limit (window full, or paused by a global 429). Holds the
+    /// identity's non-exempt requests.
+    Global,
+    /// A route and major parameter (a hidden sub-limit). Holds that route in its queue.
+    Route,
+    /// A bucket and major parameter (exhausted, or a shared-resource 429). Holds the queue.
+    Bucket,
+    /// Another process's pioneer is learning this bucket. Holds the queue.
+    Pioneer,
+}
+
+impl SharedScope {
+    /// The stable lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SharedScope::Edge => "edge",
+            SharedScope::Invalid => "invalid",
+            SharedScope::Global => "global",
+            SharedScope::Route => "route",
+            SharedScope::Bucket => "bucket",
+            SharedScope::Pioneer => "pioneer",
+        }
+    }
+
+    /// The scope named `name` ([`SharedScope::as_str`]).
+    pub fn from_name(name: &str) -> Option<SharedScope> {
+        Some(match name {
+            "edge" => SharedScope::Edge,
+            "invalid" => SharedScope::Invalid,
+            "global" => SharedScope::Global,
+            "route" => SharedScope::Route,
+            "bucket" => SharedScope::Bucket,
+            "pioneer" => SharedScope::Pioneer,
+            _ => return None,
+        })
+    }
+}
+
+/// What the store must record (emitted as [`Output::Share`]); the driver
+/// writes it fire-and-forget. See the [module documentation](crate::shared) for what the store does with
+/// each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "share", rename_all = "snake_case"))]
+pub enum SharedUpdate {
+    /// A response arrived for request `id`, sent in shared mode: what it says about its bucket
+    /// (every field optional). It also ends the request's grant (pioneer lock, unanswered grant).
+    Bucket {
+        /// The request.
+        id: RequestId,
+        /// Its identity.
+        identity: String,
+        /// Its route key.
+        route: String,
+        /// Its major parameter.
+        major: String,
+        /// The bucket hash, from the response or as this process knows it.
+        bucket: Option<String>,
+        /// The route turned out to have no rate-limit headers (only the global limit applies).
+        unlimited: bool,
+        /// The bucket's limit.
+        limit: Option<u32>,
+        /// What the server said remains in the current window (0 after a bucket 429).
+        remaining: Option<u32>,
+        /// Time from the response until the window resets (or the 429's wait, if longer).
+        #[cfg_attr(feature = "serde", serde(rename = "reset_after_ns"))]
+        reset_after: Option<Nanos>,
+        /// The window length as this process estimates it.
+        #[cfg_attr(feature = "serde", serde(rename = "window_ns"))]
+        window: Option<Nanos>,
+    },
+    /// Request `id` was granted but will not be answered: cancelled or failed before it was
+    /// sent (`reached: false`), or after it may have reached the server (`reached: true`).
+    Release {
+        /// The request.
+        id: RequestId,
+        /// Its identity.
+        identity: String,
+        /// Its route key.
+        route: String,
+        /// Its major parameter.
+        major: String,
+        /// The bucket hash as this process knows it.
+        bucket: Option<String>,
+        /// Whether it may have reached the server (its grant then keeps counting).
+        reached: bool,
+        /// The bucket's window length as this process estimates it (as in `Bucket`).
+        #[cfg_attr(feature = "serde", serde(rename = "window_ns"))]
+        window: Option<Nanos>,
+    },
+    /// Everyone must hold `scope` for `retry_after` (a 429 told so): `global` (a global 429),
+    /// `route` (a sub-limit), `bucket` (a shared-resource 429) or `edge` (a 429 without
+    /// rate-limit headers).
+    Hold {
+        /// What to hold.
+        scope: SharedScope,
+        /// The identity whose limit it is.
+        identity: String,
+        /// The route key of the request that got the 429.
+        route: String,
+        /// Its major parameter.
+        major: String,
+        /// The bucket hash as this process knows it.
+        bucket: Option<String>,
+        /// How long.
+        #[cfg_attr(feature = "serde", serde(rename = "retry_after_ns"))]
+        retry_after: Nanos,
+    },
+    /// Request `id` got an invalid response (401, 403 or a non-shared 429): it counts against
+    /// the shared invalid-request budget for `window`.
+    Invalid {
+        /// The request.
+        id: RequestId,
+        /// The invalid-request window.
+        #[cfg_attr(feature = "serde", serde(rename = "window_ns"))]
+        window: Nanos,
+    },
 }

@@ -1,7 +1,8 @@
 //! The store of the core's shared mode in Redis: [`RedisStore`].
 
 use ratelane::Nanos;
-use ratelane::server::script::{parse_record_answer, parse_reserve_answer};
+use ratelane::shared::wire::{self, StoreSettings, parse_record_answer, parse_reserve_answer};
+pub use ratelane::shared::wire::StoreOp;
 use ratelane::shared::{Reservation, ReservationAnswer, SharedConfig, SharedUpdate};
 use redis::{ConnectionLike, Value};
 
@@ -43,9 +44,7 @@ use crate::script::{Arg, Call, SHARED_STORE};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedisStore {
     prefix: String,
-    lease: Nanos,
-    pioneer_poll: Nanos,
-    state_ttl: Nanos,
+    settings: StoreSettings,
 }
 
 impl RedisStore {
@@ -60,12 +59,7 @@ impl RedisStore {
         if prefix.is_empty() {
             return Err(Error::InvalidConfig("the key prefix must not be empty".into()));
         }
-        Ok(RedisStore {
-            prefix,
-            lease: config.lease,
-            pioneer_poll: config.pioneer_poll,
-            state_ttl: config.state_ttl,
-        })
+        Ok(RedisStore { prefix, settings: StoreSettings::from(config) })
     }
 
     /// The key prefix.
@@ -130,82 +124,14 @@ impl RedisStore {
     }
 
     /// The `ARGV` of a `reserve` call (`now`: `None` for Redis's clock), as the script's header
-    /// and `redis/README.md` document them.
+    /// and `redis/README.md` document them ([`ratelane::shared::wire`] writes them).
     pub fn reserve_args(&self, now: Option<Nanos>, client: &str, r: &Reservation) -> Vec<String> {
-        let mut args = self.common("reserve", now, client);
-        args.extend([
-            r.id.to_string(),
-            r.identity.clone(),
-            r.route.clone(),
-            r.major.clone(),
-            opt_str(r.bucket.as_deref()),
-            flag(r.counts_global),
-            r.global_limit.to_string(),
-            r.global_window.to_string(),
-            r.margin.to_string(),
-            r.invalid_limit.to_string(),
-            r.invalid_window.to_string(),
-            r.global_want.to_string(),
-            opt_num(r.processes_since),
-            flag(r.reporting),
-            ages(&r.unrecorded),
-            ages(&r.granted),
-        ]);
-        args
+        wire::call_args(now, client, &self.settings, StoreOp::Reserve(r))
     }
 
     /// The `ARGV` of a `record` call.
     pub fn record_args(&self, now: Option<Nanos>, client: &str, update: &SharedUpdate) -> Vec<String> {
-        let mut args = self.common("record", now, client);
-        match update {
-            SharedUpdate::Bucket {
-                id,
-                identity,
-                route,
-                major,
-                bucket,
-                unlimited,
-                limit,
-                remaining,
-                reset_after,
-                window,
-            } => args.extend([
-                "bucket".to_string(),
-                id.to_string(),
-                identity.clone(),
-                route.clone(),
-                major.clone(),
-                opt_str(bucket.as_deref()),
-                flag(*unlimited),
-                opt_num(*limit),
-                opt_num(*remaining),
-                opt_num(*reset_after),
-                opt_num(*window),
-            ]),
-            SharedUpdate::Release { id, identity, route, major, bucket, reached, window } => args.extend([
-                "release".to_string(),
-                id.to_string(),
-                identity.clone(),
-                route.clone(),
-                major.clone(),
-                opt_str(bucket.as_deref()),
-                flag(*reached),
-                opt_num(*window),
-            ]),
-            SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after } => args.extend([
-                "hold".to_string(),
-                scope.as_str().to_string(),
-                identity.clone(),
-                route.clone(),
-                major.clone(),
-                opt_str(bucket.as_deref()),
-                retry_after.to_string(),
-            ]),
-            SharedUpdate::Invalid { id, window } => {
-                args.extend(["invalid".to_string(), id.to_string(), window.to_string()])
-            }
-        }
-        args
+        wire::call_args(now, client, &self.settings, StoreOp::Record(update))
     }
 
     /// Runs `ops` in order in **one** script call (one `EVALSHA`, one round trip), each as its
@@ -261,33 +187,9 @@ impl RedisStore {
     }
 
     /// The `ARGV` of a `batch` call: the common part, then per item its argument count (op
-    /// included), its op and its arguments as [`reserve_args`](Self::reserve_args) and
-    /// [`record_args`](Self::record_args) give them after their common part.
+    /// included), its op and its own arguments ([`wire::batch_args`]).
     pub fn batch_args(&self, now: Option<Nanos>, client: &str, ops: &[StoreOp<'_>]) -> Vec<String> {
-        let mut args = self.common("batch", now, client);
-        let common = args.len();
-        for op in ops {
-            let (name, item) = match op {
-                StoreOp::Reserve(r) => ("reserve", self.reserve_args(now, client, r)),
-                StoreOp::Record(u) => ("record", self.record_args(now, client, u)),
-            };
-            let rest = &item[common..];
-            args.push((rest.len() + 1).to_string());
-            args.push(name.to_string());
-            args.extend(rest.iter().cloned());
-        }
-        args
-    }
-
-    fn common(&self, op: &str, now: Option<Nanos>, client: &str) -> Vec<String> {
-        vec![
-            op.to_string(),
-            now.map_or_else(String::new, |n| n.to_string()),
-            client.to_string(),
-            self.lease.to_string(),
-            self.pioneer_poll.to_string(),
-            self.state_ttl.to_string(),
-        ]
+        wire::batch_args(now, client, &self.settings, ops)
     }
 
     /// [`reserve`](Self::reserve) on an async connection (feature `aio`).
@@ -382,15 +284,6 @@ impl RedisStore {
     }
 }
 
-/// One operation of a [`RedisStore::batch`].
-#[derive(Debug, Clone, Copy)]
-pub enum StoreOp<'a> {
-    /// The contract's `reserve`.
-    Reserve(&'a Reservation),
-    /// The contract's `record`.
-    Record(&'a SharedUpdate),
-}
-
 /// What one item of a [`RedisStore::batch`] answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreReply {
@@ -437,25 +330,6 @@ fn check_client(client: &str) -> Result<(), Error> {
     if client.is_empty() { Err(Error::InvalidConfig("the client name must not be empty".into())) } else { Ok(()) }
 }
 
-/// An optional string argument: `""` when absent, `"=" value` when present (so that an empty
-/// value stays distinct from none).
-fn opt_str(s: Option<&str>) -> String {
-    s.map_or_else(String::new, |s| format!("={s}"))
-}
-
-fn opt_num<T: ToString>(n: Option<T>) -> String {
-    n.map_or_else(String::new, |n| n.to_string())
-}
-
-/// Ages of a report after an outage: decimal nanoseconds separated by `,` (`""`: none).
-fn ages(ages: &[Nanos]) -> String {
-    ages.iter().map(Nanos::to_string).collect::<Vec<_>>().join(",")
-}
-
-fn flag(b: bool) -> String {
-    if b { "1" } else { "0" }.to_string()
-}
-
 /// `["granted", processes]` or `["denied", retry_after_us, scope, processes]` as the core's
 /// answer (read by the core).
 fn parse_answer(value: &Value) -> Result<ReservationAnswer, Error> {
@@ -499,12 +373,5 @@ mod tests {
         ] {
             assert_eq!(parse_answer(&bad).unwrap_err().code(), "redis_bad_reply", "{bad:?}");
         }
-    }
-
-    #[test]
-    fn optional_strings_keep_empty_apart_from_absent() {
-        assert_eq!(opt_str(None), "");
-        assert_eq!(opt_str(Some("")), "=");
-        assert_eq!(opt_str(Some("abc")), "=abc");
     }
 }

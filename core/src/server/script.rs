@@ -9,15 +9,14 @@
 //! the reply's array into [`ReplyItem`]s and reads them with [`parse_reply`]. Any other shape
 //! is a [`ReplyError`] saying what was wrong, never a panic.
 //!
-//! The answers of the shared mode's store script (`redis/scripts/shared_store.lua`) read over
-//! the same items: [`parse_reserve_answer`] and [`parse_record_answer`].
+//! The shared mode's store script (`redis/scripts/shared_store.lua`) has its wire format in
+//! [`crate::shared::wire`], over the same [`ReplyItem`]s.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use crate::error::Error;
 use crate::server::{Decision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, Scheduled};
-use crate::shared::{ReservationAnswer, SharedScope};
 use crate::types::Nanos;
 
 /// The longest window the scripts evaluate exactly: 2^52 ns (about 52 days). Lua numbers are
@@ -227,7 +226,7 @@ pub struct ReplyError {
 }
 
 impl ReplyError {
-    fn new(message: String) -> ReplyError {
+    pub(crate) fn new(message: String) -> ReplyError {
         ReplyError { message }
     }
 
@@ -444,7 +443,7 @@ pub fn parse_reply(items: &[ReplyItem<'_>]) -> Result<ScriptReply, ReplyError> {
 }
 
 /// Items as a message shows them: `["denied", 1, "nope"]`.
-struct Items<'r, 'a>(&'r [ReplyItem<'a>]);
+pub(crate) struct Items<'r, 'a>(pub(crate) &'r [ReplyItem<'a>]);
 
 impl fmt::Display for Items<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -459,72 +458,8 @@ impl fmt::Display for Items<'_, '_> {
     }
 }
 
-fn is_tag(item: &ReplyItem<'_>, tag: &str) -> bool {
+pub(crate) fn is_tag(item: &ReplyItem<'_>, tag: &str) -> bool {
     matches!(item, ReplyItem::Text(t) if t == tag)
-}
-
-/// `shared_store.lua`'s answer to `reserve`: `["granted", processes, leased]` or
-/// `["denied", retry_after_us, scope, processes]`, as the core's [`ReservationAnswer`].
-/// `processes` (the live processes the store counts) and `leased` may be absent, as from a
-/// script of an earlier version: the answer then has `processes: None` and `leased: 0`. A
-/// count above `u32::MAX` reads as `u32::MAX`.
-///
-/// # Errors
-///
-/// [`ReplyError`] for any other shape, a negative `retry_after_us` or `processes`, or an
-/// unknown scope.
-pub fn parse_reserve_answer(items: &[ReplyItem<'_>]) -> Result<ReservationAnswer, ReplyError> {
-    let count = |item: Option<&ReplyItem<'_>>| -> Result<Option<u32>, ReplyError> {
-        match item {
-            None => Ok(None),
-            Some(ReplyItem::Int(n)) if *n >= 0 => Ok(Some(u32::try_from(*n).unwrap_or(u32::MAX))),
-            Some(other) => Err(ReplyError::new(format!("reserve: processes must be an integer >= 0, got {other}"))),
-        }
-    };
-    match items {
-        [tag, rest @ ..] if is_tag(tag, "granted") && rest.len() <= 3 => Ok(ReservationAnswer::Granted {
-            processes: count(rest.first())?,
-            leased: match rest.get(1) {
-                None => 0,
-                Some(ReplyItem::Int(n)) if *n >= 0 => u32::try_from(*n).unwrap_or(u32::MAX),
-                Some(other) => {
-                    return Err(ReplyError::new(format!("reserve: leased must be an integer >= 0, got {other}")));
-                }
-            },
-            // The script's clock in microseconds (Redis's `TIME`, or the replay's).
-            store_time: match rest.get(2) {
-                None => None,
-                Some(ReplyItem::Int(us)) if *us >= 0 => u64::try_from(*us).ok().and_then(|us| us.checked_mul(1_000)),
-                Some(other) => {
-                    return Err(ReplyError::new(format!("reserve: the store's time must be an integer >= 0, got {other}")));
-                }
-            },
-        }),
-        [tag, ReplyItem::Int(us), scope, rest @ ..] if is_tag(tag, "denied") && rest.len() <= 1 => {
-            let processes = count(rest.first())?;
-            let scope = match scope {
-                ReplyItem::Text(name) => SharedScope::from_name(name),
-                _ => None,
-            }
-            .ok_or_else(|| ReplyError::new(format!("denied: unknown scope {scope}")))?;
-            let us = u64::try_from(*us)
-                .map_err(|_| ReplyError::new(format!("denied: retry_after {us} < 0")))?;
-            Ok(ReservationAnswer::Denied { retry_after: us.saturating_mul(1000), scope, processes })
-        }
-        _ => Err(ReplyError::new(format!("reserve: unexpected reply {}", Items(items)))),
-    }
-}
-
-/// `shared_store.lua`'s answer to `record`: `["recorded"]`.
-///
-/// # Errors
-///
-/// [`ReplyError`] for any other reply.
-pub fn parse_record_answer(items: &[ReplyItem<'_>]) -> Result<(), ReplyError> {
-    match items {
-        [tag] if is_tag(tag, "recorded") => Ok(()),
-        _ => Err(ReplyError::new(format!("record: expected [\"recorded\"], got {}", Items(items)))),
-    }
 }
 
 #[cfg(test)]
@@ -693,75 +628,5 @@ mod tests {
         assert!(check_leaky_bucket(&LeakyBucket::new(1, SECOND, 1).unwrap()).is_ok());
         let bucket = LeakyBucket::new(1, SECOND, 1).unwrap().with_min_interval(MAX_WINDOW + 1);
         assert!(check_leaky_bucket(&bucket.unwrap()).is_err());
-    }
-
-    #[test]
-    fn shared_store_answers_read_back_or_are_errors() {
-        // Without the process count (a script of an earlier version), and with it.
-        assert_eq!(parse_reserve_answer(&[text("granted")]).unwrap(), ReservationAnswer::GRANTED);
-        assert_eq!(
-            parse_reserve_answer(&[text("granted"), ReplyItem::Int(3)]).unwrap(),
-            ReservationAnswer::Granted { processes: Some(3), leased: 0, store_time: None }
-        );
-        assert_eq!(
-            parse_reserve_answer(&[text("granted"), ReplyItem::Int(3), ReplyItem::Int(7)]).unwrap(),
-            ReservationAnswer::Granted { processes: Some(3), leased: 7, store_time: None }
-        );
-        assert_eq!(
-            parse_reserve_answer(&[text("granted"), ReplyItem::Int(3), ReplyItem::Int(7), ReplyItem::Int(1_795_812_403_404_294)])
-                .unwrap(),
-            ReservationAnswer::Granted { processes: Some(3), leased: 7, store_time: Some(1_795_812_403_404_294_000) }
-        );
-        assert_eq!(
-            parse_reserve_answer(&[text("granted"), ReplyItem::Int(1 << 40)]).unwrap(),
-            ReservationAnswer::Granted { processes: Some(u32::MAX), leased: 0, store_time: None }
-        );
-        assert_eq!(
-            parse_reserve_answer(&[text("denied"), ReplyItem::Int(50_000), text("pioneer")])
-                .unwrap(),
-            ReservationAnswer::Denied { retry_after: 50_000_000, scope: SharedScope::Pioneer, processes: None }
-        );
-        assert_eq!(
-            parse_reserve_answer(&[text("denied"), ReplyItem::Int(1), text("edge"), ReplyItem::Int(0)]).unwrap(),
-            ReservationAnswer::Denied { retry_after: 1000, scope: SharedScope::Edge, processes: Some(0) }
-        );
-        let bad: [&[ReplyItem<'_>]; 12] = [
-            &[],
-            &[ReplyItem::Nil],
-            &[text("denied"), ReplyItem::Int(-1), text("bucket")],
-            &[text("denied"), ReplyItem::Int(1), text("nope")],
-            &[text("denied"), ReplyItem::Int(1), ReplyItem::Int(2)],
-            &[text("granted"), text("1")],
-            &[text("granted"), ReplyItem::Int(-1)],
-            &[text("granted"), ReplyItem::Int(1), ReplyItem::Int(-1)],
-            &[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(-1)],
-            &[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1), text("1")],
-            &[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(1)],
-            &[text("denied"), ReplyItem::Int(1), text("edge"), ReplyItem::Nil],
-        ];
-        for items in bad {
-            assert!(parse_reserve_answer(items).is_err(), "{items:?} was accepted");
-        }
-        assert_eq!(
-            parse_reserve_answer(&[text("granted"), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(1), ReplyItem::Int(1)])
-                .unwrap_err()
-                .message(),
-            "reserve: unexpected reply [\"granted\", 1, 1, 1, 1]"
-        );
-        assert_eq!(
-            parse_reserve_answer(&[text("granted"), ReplyItem::Int(-2)]).unwrap_err().message(),
-            "reserve: processes must be an integer >= 0, got -2"
-        );
-        assert_eq!(
-            parse_reserve_answer(&[text("denied"), ReplyItem::Int(1), text("nope")])
-                .unwrap_err()
-                .message(),
-            "denied: unknown scope \"nope\""
-        );
-        parse_record_answer(&[text("recorded")]).unwrap();
-        assert_eq!(
-            parse_record_answer(&[text("granted")]).unwrap_err().message(),
-            "record: expected [\"recorded\"], got [\"granted\"]"
-        );
     }
 }
