@@ -27,6 +27,7 @@ use ratelane::shared::{Reservation, ReservationAnswer, SharedScope, SharedUpdate
 use crate::{error_class_name, fail_class_name, observation_class_name, update_class_name};
 
 mod scripts;
+mod store;
 
 // ------------------------------------------------------------------------------ errors
 
@@ -1948,6 +1949,8 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SHARED_STORE_LUA", include_str!("../shared_store.lua"))?;
     // The server-side limiters' scripts, the same way (`scripts.rs`).
     scripts::register(m)?;
+    // The shared store's arguments and answers, the core's wire format (`store.rs`).
+    store::register(m)?;
     if m.py().version_info() < (3, 9) {
         return Err(PyRuntimeError::new_err("ratelane needs CPython 3.9 or newer"));
     }

@@ -91,9 +91,39 @@ def test_script_replies_read_back_as_the_core_reads_them() -> None:
     # A clock past 2^64 - 1 ns is no clock; a retry past it is the longest one (as in Rust).
     assert parse([b"granted", 1, 0, 2**60]) == ("granted", None, None, 1, 0, None)
     assert parse([b"denied", 2**60, b"bucket", 1]) == ("denied", 2**64 - 1, "bucket", 1, None, None)
-    for bad in ([b"granted", 1, 1, -1], [b"granted", 1, 1, 1, 1], [b"granted", 1, 1, b"1"]):
-        with pytest.raises(ValueError):
+    for bad in ([b"granted", 1, 1, -1], [b"granted", 1, 1, 1, 1], [b"granted", 1, 1, b"1"], b"granted", None):
+        with pytest.raises(ratelane.RedisBadReplyError) as raised:
             parse(bad)
+        assert raised.value.code == "redis_bad_reply"
+    # The core's message says what was wrong.
+    with pytest.raises(ratelane.RedisBadReplyError, match="unknown scope"):
+        parse([b"denied", 1, b"nope"])
+
+
+def test_the_store_arguments_are_the_cores() -> None:
+    """The ARGV is written by the core (``ratelane::shared::wire``): an op read from an object
+    with the outputs' attributes, one call's arguments or a batch's."""
+    r = types.SimpleNamespace(id=3, identity="bot", route="GET /x", major="", bucket="", counts_global=True,
+                              global_limit=50, global_window_ns=10**9, margin_ns=2 * 10**7, invalid_limit=0,
+                              invalid_window_ns=0, unrecorded_ns=[1, 2])
+    # The empty bucket hash stays apart from none; optional attributes of an earlier version
+    # take their defaults (one token, no outage report).
+    assert ratelane.redis.reserve_args(r) == [
+        "3", "bot", "GET /x", "", "=", "1", "50", "1000000000", "20000000", "0", "0", "1", "", "0", "1,2", ""]
+    hold = ShareHold(scope="route", identity="bot", route="r", major="m", bucket=None, retry_after_ns=5)
+    assert ratelane.redis.record_args(hold) == ["hold", "route", "bot", "r", "m", "", "5"]
+    ops = [ratelane._core.store_op(r), ratelane._core.store_op(ShareInvalid(id=4, window_ns=10))]
+    assert [op.name for op in ops] == ["reserve", "record"]
+    assert ratelane._core.store_argv("p", 5, 6, 7, ops[1:]) == ["record", "", "p", "5", "6", "7", "invalid", "4", "10"]
+    batch = ratelane._core.store_argv("p", 5, 6, 7, ops)
+    assert batch[:8] == ["batch", "", "p", "5", "6", "7", "17", "reserve"]
+    assert batch[24:] == ["4", "record", "invalid", "4", "10"]
+    with pytest.raises(TypeError):
+        ratelane._core.store_op(object())
+    with pytest.raises(TypeError):
+        ratelane.redis.record_args(r)
+    with pytest.raises(ratelane.InvalidArgumentError, match="global_limit"):
+        ratelane.redis.reserve_args(types.SimpleNamespace(**{**vars(r), "global_limit": -1}))
 
 
 @needs_redis

@@ -42,6 +42,10 @@ __all__ = [
     "script_decision",
     "script_scheduled",
     "script_released",
+    "StoreOp",
+    "store_op",
+    "store_argv",
+    "store_answer",
 ]
 
 _Headers: TypeAlias = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
@@ -651,3 +655,27 @@ def script_scheduled(reply: Any) -> tuple[Scheduled, int]:
 
 def script_released(reply: Any) -> bool:
     """``fixed_window.lua release``'s reply (RedisBadReplyError)."""
+
+@final
+class StoreOp:
+    """One operation of the shared store contract, read from a ``Reserve`` or ``Share*``
+    output (or any object with its attributes) by ``store_op``."""
+
+    @property
+    def name(self) -> Literal["reserve", "record"]: ...
+    @property
+    def args(self) -> list[str]:
+        """The operation's own arguments (a single call's ``ARGV[7]`` and on)."""
+
+def store_op(obj: Any) -> StoreOp:
+    """The store operation of a ``Reserve`` or ``Share*`` (TypeError for anything else,
+    InvalidArgumentError for an attribute of the wrong type)."""
+
+def store_argv(client: str, lease_ns: int, pioneer_poll_ns: int, state_ttl_ns: int, ops: list[StoreOp]) -> list[str]:
+    """The ARGV of one script call for ``ops`` (a ``batch`` call for several), by the core."""
+
+def store_answer(
+    reply: Any,
+) -> tuple[str, Optional[int], Optional[str], Optional[int], Optional[int], Optional[int]]:
+    """A reservation's reply as ``(answer, retry_after_ns, scope, processes, leased,
+    store_time_ns)``, read by the core (RedisBadReplyError)."""

@@ -140,7 +140,6 @@ _POLICIES = ("fail_open", "fail_closed")
 _SETTINGS = ("lease", "pioneer_poll", "state_ttl", "retry_base", "retry_max")
 _MAX_QUEUED = 10_000  # updates waiting while Redis is away; the oldest go first beyond this
 _BATCH = 256
-_U64_MAX = 2**64 - 1
 
 Answer = Tuple[str, Optional[int], Optional[str], Optional[int], Optional[int], Optional[int]]
 """``(answer, retry_after_ns, scope, processes, leased, store_time_ns)`` for
@@ -148,100 +147,31 @@ Answer = Tuple[str, Optional[int], Optional[str], Optional[int], Optional[int], 
 UNAVAILABLE: Answer = ("unavailable", None, None, None, None, None)
 
 
-def _opt_str(value: Optional[str]) -> str:
-    return "" if value is None else "=" + value
-
-
-def _opt_num(value: Optional[int]) -> str:
-    return "" if value is None else str(value)
-
-
-def _flag(value: bool) -> str:
-    return "1" if value else "0"
-
-
 def reserve_args(r: Any) -> List[str]:
-    """The script's ARGV after the common part for a ``Reserve`` (see the script's header)."""
-    return [
-        str(r.id),
-        r.identity,
-        r.route,
-        r.major,
-        _opt_str(r.bucket),
-        _flag(r.counts_global),
-        str(r.global_limit),
-        str(r.global_window_ns),
-        str(r.margin_ns),
-        str(r.invalid_limit),
-        str(r.invalid_window_ns),
-        # A reservation object of an earlier version has no global_want: one token.
-        str(getattr(r, "global_want", 1)),
-        # After a store outage; absent from a reservation object of an earlier version.
-        _opt_num(getattr(r, "processes_since_ns", None)),
-        _flag(getattr(r, "reporting", False)),
-        ",".join(str(a) for a in getattr(r, "unrecorded_ns", ())),
-        ",".join(str(a) for a in getattr(r, "granted_ns", ())),
-    ]
+    """The script's ARGV after the common part for a ``Reserve`` (or any object with its
+    attributes), as the core's ``ratelane::shared::wire`` writes them."""
+    op = _core.store_op(r)
+    if op.name != "reserve":
+        raise TypeError(f"not a reservation: {r!r}")
+    return op.args
 
 
 def record_args(u: Any) -> List[str]:
     """The script's ARGV after the common part for a ``ShareBucket``, ``ShareRelease``,
     ``ShareHold`` or ``ShareInvalid`` (by class name, so any object with those attributes
-    works)."""
-    kind = type(u).__name__
-    if kind == "ShareBucket":
-        return [
-            "bucket",
-            str(u.id),
-            u.identity,
-            u.route,
-            u.major,
-            _opt_str(u.bucket),
-            _flag(u.unlimited),
-            _opt_num(u.limit),
-            _opt_num(u.remaining),
-            _opt_num(u.reset_after_ns),
-            _opt_num(u.window_ns),
-        ]
-    if kind == "ShareRelease":
-        return ["release", str(u.id), u.identity, u.route, u.major, _opt_str(u.bucket), _flag(u.reached),
-                _opt_num(u.window_ns)]
-    if kind == "ShareHold":
-        return ["hold", u.scope, u.identity, u.route, u.major, _opt_str(u.bucket), str(u.retry_after_ns)]
-    if kind == "ShareInvalid":
-        return ["invalid", str(u.id), str(u.window_ns)]
-    raise TypeError(f"not a shared-mode update: {u!r}")
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _counts(rest: List[Any], most: int) -> Tuple[bool, List[Optional[int]]]:
-    """The optional trailing integers of a reply (``processes``; after a grant ``leased`` and the
-    script's clock in microseconds):
-    (well formed, ``most`` values, None where absent)."""
-    ok = len(rest) <= most and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in rest)
-    return ok, list(rest) + [None] * (most - len(rest))
+    works), as the core writes them."""
+    op = _core.store_op(u)
+    if op.name != "record":
+        raise TypeError(f"not a shared-mode update: {u!r}")
+    return op.args
 
 
 def parse_answer(reply: Any) -> Answer:
     """The script's reply to a reservation as ``(answer, retry_after_ns, scope, processes,
     leased, store_time_ns)`` (``processes``, ``leased`` and ``store_time_ns`` are None for a
-    reply without them, as from a script of an earlier version)."""
-    if isinstance(reply, list) and reply:
-        tag = _text(reply[0])
-        if tag == "granted":
-            ok, (processes, leased, store_us) = _counts(reply[1:], 3)
-            if ok:
-                # As the core reads it: a clock past 2^64 - 1 ns is no clock.
-                store_ns = None if store_us is None or store_us * 1000 > _U64_MAX else store_us * 1000
-                return ("granted", None, None, processes, leased, store_ns)
-        if tag == "denied" and len(reply) >= 3 and isinstance(reply[1], int) and reply[1] >= 0:
-            ok, (processes,) = _counts(reply[3:], 1)
-            if ok:
-                return ("denied", min(reply[1] * 1000, _U64_MAX), _text(reply[2]), processes, None, None)
-    raise ValueError(f"unexpected reply from the shared store script: {reply!r}")
+    reply without them, as from a script of an earlier version), read by the core. Raises
+    ``RedisBadReplyError`` for any other reply."""
+    return _core.store_answer(reply)
 
 
 def _item_reply(item: Any, error: Any) -> Any:
@@ -256,10 +186,10 @@ def _item_reply(item: Any, error: Any) -> Any:
 class _Op:
     """One script call waiting in the queue; ``future`` for a reservation's answer."""
 
-    __slots__ = ("args", "future")
+    __slots__ = ("op", "future")
 
-    def __init__(self, args: List[str], future: "Optional[asyncio.Future[Answer]]") -> None:
-        self.args = args
+    def __init__(self, op: Any, future: "Optional[asyncio.Future[Answer]]") -> None:
+        self.op = op  # the core's ``_core.StoreOp``, read from the output when it was queued
         self.future = future
 
 
@@ -338,7 +268,8 @@ class RedisStore:
         self.timeout = float(timeout)
         self.client_name = client_name or uuid.uuid4().hex
         self._sha: Optional[str] = None
-        self._common: List[str] = []
+        # The core's validated lease, pioneer_poll and state_ttl (ns), given by ``bind``.
+        self._durations: Optional[Tuple[int, int, int]] = None
         self._queue: Deque[_Op] = collections.deque()
         self._wakeup: Optional[asyncio.Event] = None
         self._worker: "Optional[asyncio.Task[None]]" = None
@@ -354,18 +285,16 @@ class RedisStore:
 
     def bind(self, shared_config: Dict[str, Any]) -> None:
         """Takes the store-wide settings the core validated (``config_json()["shared"]``)."""
-        self._common = [
-            "",  # now: Redis's clock
-            self.client_name,
-            str(shared_config["lease_ns"]),
-            str(shared_config["pioneer_poll_ns"]),
-            str(shared_config["state_ttl_ns"]),
-        ]
+        self._durations = (
+            shared_config["lease_ns"],
+            shared_config["pioneer_poll_ns"],
+            shared_config["state_ttl_ns"],
+        )
 
     def reserve(self, reservation: Any) -> "asyncio.Future[Answer]":
         """Queues a reservation; the future holds its answer (or an exception)."""
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        self._submit(_Op(["reserve", *self._common, *reserve_args(reservation)], future))
+        self._submit(_Op(_core.store_op(reservation), future))
         return future
 
     def record(self, update: Any) -> None:
@@ -379,7 +308,7 @@ class RedisStore:
                     del self._queue[i]
                     self.dropped += 1
                     break
-        self._submit(_Op(["record", *self._common, *record_args(update)], None))
+        self._submit(_Op(_core.store_op(update), None))
 
     async def flush(self, timeout: Optional[float] = None) -> None:
         """Waits (at most ``timeout`` seconds, default 4 x ``timeout``) until every queued
@@ -471,13 +400,10 @@ class RedisStore:
         """One reply per op. Several ops go as one ``batch`` call of the script (one
         ``EVALSHA``, each op run as its own call would); an op the script refused gets its
         error, and a failed call (``NOSCRIPT``, an error reply) is every op's reply."""
-        if len(batch) == 1:
-            args = batch[0].args
-        else:
-            args = ["batch", *self._common]
-            for op in batch:
-                # An op's own call is [op, now, client, lease, poll, ttl, *rest].
-                args += [str(len(op.args) - 5), op.args[0], *op.args[6:]]
+        if self._durations is None:
+            raise RuntimeError("RedisStore: bind() was not called (pass the store to RateLimiter(shared=...))")
+        # The core writes the ARGV: one op's own call, or a ``batch`` of them.
+        args = _core.store_argv(self.client_name, *self._durations, [op.op for op in batch])
         pipe = self._redis.pipeline(transaction=False)
         pipe.evalsha(self._sha, 1, self.prefix, *args)
         (reply,) = await pipe.execute(raise_on_error=False)
@@ -500,8 +426,8 @@ class RedisStore:
         if op.future is None or op.future.done():
             return
         try:
-            op.future.set_result(parse_answer(reply))
-        except ValueError as exc:
+            op.future.set_result(_core.store_answer(reply))
+        except RedisBadReplyError as exc:
             op.future.set_exception(exc)
 
 

@@ -262,13 +262,13 @@ impl FixedWindowScript {
 
 // ------------------------------------------------------------------------------ replies
 
-fn bad(py: Python<'_>, e: ReplyError) -> PyErr {
+pub(super) fn bad(py: Python<'_>, e: ReplyError) -> PyErr {
     exception(py, "RedisBadReplyError", e.into_message(), None)
 }
 
 /// One element of a reply as redis-py gives it, in the core's terms: `int` (not `bool`) is a
 /// Redis integer, `bytes` (or `str` with `decode_responses=True`) a string, `None` a nil.
-fn item<'a>(obj: &'a Bound<'_, PyAny>) -> ReplyItem<'a> {
+pub(super) fn item<'a>(obj: &'a Bound<'_, PyAny>) -> ReplyItem<'a> {
     if obj.is_none() {
         return ReplyItem::Nil;
     }
