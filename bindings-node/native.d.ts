@@ -439,3 +439,49 @@ export interface SimResponse {
   body: SimBody
   bodyText: string
 }
+
+/**
+ * The script's reply to a reservation, read by the core. Throws `redis_bad_reply` for any
+ * other reply.
+ */
+export declare function storeAnswer(reply: unknown): StoreAnswer
+
+/**
+ * A reservation's answer as the driver gives it to `handleReservation`: `answer`, and only
+ * the fields the reply had (`processes`, `leased`, `storeTimeUs` for a grant; `retryAfterNs`,
+ * `scope` and `processes` for a denial).
+ */
+export interface StoreAnswer {
+  /** `'granted'` or `'denied'`. */
+  answer: string
+  processes?: number
+  leased?: number
+  /** The store's clock when it granted, in microseconds (exact in a JS number). */
+  storeTimeUs?: number
+  retryAfterNs?: number
+  scope?: string
+}
+
+/**
+ * The `ARGV` of one script call for `ops` in order, written by the core: a single call's for
+ * one operation, a `batch` call's for several (one round trip; each runs as its own call
+ * would). `client` is this process's name in the store; the durations are the core's
+ * validated `SharedConfig` (`lease_ns`, `pioneer_poll_ns`, `state_ttl_ns`).
+ */
+export declare function storeArgv(client: string, leaseNs: number, pioneerPollNs: number, stateTtlNs: number, ops: Array<StoreOpText>): Array<string>
+
+/**
+ * Encodes one operation when it is queued: a reservation (a `reserve` output's
+ * `reservation`) or an update (a `share` output's `update`, which has a `kind`). Throws
+ * `invalid_argument` for an object of another shape.
+ */
+export declare function storeOp(op: JsReservation | JsSharedUpdate): StoreOpText
+
+/**
+ * One operation encoded by the core, as the store queues it: `name` (`'reserve'` or
+ * `'record'`) and its own arguments (a single call's `ARGV[7]` and on).
+ */
+export interface StoreOpText {
+  name: string
+  args: Array<string>
+}
