@@ -1,0 +1,812 @@
+//! What the limiter learns from answers: routes mapped to buckets and the queues that move
+//! with them, a bucket's window from its headers, 429s by scope, costs settled, the
+//! invalid-request budget, and the latencies the margins come from.
+
+use super::*;
+
+impl Limiter {
+    /// Maps the request's route to `bucket` and moves its queue when the mapping is new or
+    /// changed. Returns the queue the request now belongs to, and whether the answer's bucket
+    /// is older news than the route's (its headers then describe another bucket than the
+    /// queue's). `flight`: how the answered request was sent.
+    pub(super) fn learn_bucket(&mut self, id: RequestId, bucket: Option<&str>, flight: Flight) -> (Qid, bool) {
+        let qid = self.req(id).qid;
+        let Some(hash) = bucket else { return (qid, false) };
+        if matches!(&self.queue(qid).key.bucket, BucketId::Hash(h) if h == hash) {
+            return (qid, false); // the common case: nothing new, nothing to allocate
+        }
+        let (iid, route_key, major) = {
+            let r = self.req(id);
+            (r.identity, r.route_key.clone(), r.major.clone())
+        };
+        let target_bucket = BucketId::Hash(hash.to_string());
+        let target_key = QueueKey { identity: iid, bucket: target_bucket, major };
+        let previous = self.routes.get(&route_key).cloned();
+        if previous.as_deref().is_some_and(|old| old != hash)
+            && self.route_taught_at.get(&route_key).is_some_and(|&t| flight.sent_at <= t)
+        {
+            // A late answer to a request sent before (or with) the one that taught the route's
+            // current bucket (the server changed it meanwhile): it describes the bucket it was
+            // counted in, not the route's. The route keeps its mapping and the request its
+            // queue (a retry goes where the route goes now); its bucket headers are not taken.
+            return (qid, true);
+        }
+        if previous.is_none() {
+            self.remember_route(route_key.clone(), hash);
+        } else {
+            self.routes.insert(route_key.clone(), hash.to_string());
+        }
+        if previous.as_deref() != Some(hash) {
+            self.route_taught_at.insert(route_key.clone(), flight.sent_at);
+            self.outputs.push_back(Output::Observe(Observation::BucketLearned {
+                route: route_key.clone(),
+                bucket: hash.to_string(),
+            }));
+        }
+        if previous.is_none() {
+            self.adopt_for_group(&route_key, hash);
+        }
+        // An unknown route's queue becomes the bucket's queue, state and all. A learned
+        // bucket's queue whose route the server moved to another bucket stays where it is,
+        // with its state: it counts what the old bucket counted, for every route still in it
+        // (other routes of that hash, or requests that were counted there). Only this route's
+        // requests move.
+        let from_route_queue = matches!(self.queue(qid).key.bucket, BucketId::Route(_));
+        if let Some(old) = previous.filter(|old| old != hash) {
+            self.renamed.insert(route_key.clone(), old);
+        }
+        let target = match self.queue_index.get(&target_key).copied() {
+            None if from_route_queue => {
+                // Rename: the route's queue becomes the bucket's queue, state and all.
+                let old_key = self.queue(qid).key.clone();
+                self.queue_index.remove(&old_key);
+                self.forget_route_queue(&old_key);
+                self.queue_index.insert(target_key.clone(), qid);
+                self.queue_mut(qid).key = target_key;
+                qid
+            }
+            _ => {
+                let target = self.queue_for(target_key);
+                if !from_route_queue {
+                    self.forget_slot(qid, flight);
+                    // Until the new bucket shows its own window, the old one's length is the
+                    // best estimate there is (Discord keeps a route's limit when it renames its
+                    // bucket): far better than one guessed from a 429 or a 5xx.
+                    let old_period = self.queue(qid).bucket.period;
+                    let b = &mut self.queue_mut(target).bucket;
+                    if b.period.is_none() {
+                        b.period = old_period;
+                    }
+                }
+                self.move_route(qid, target, if from_route_queue { None } else { Some(&route_key) });
+                // The answered request is in neither list that moved; it follows its route.
+                self.req_mut(id).qid = target;
+                target
+            }
+        };
+        self.adopt_hash_period(target);
+        (target, false)
+    }
+
+    /// The answered request was counted in another bucket than the one of queue `qid`, where
+    /// it took a slot: that bucket did not count it, so the slot (and the window it opened, if
+    /// it was the window's only send) is given back. Its global token stays spent.
+    pub(super) fn forget_slot(&mut self, qid: Qid, flight: Flight) {
+        self.give_back_slot(qid, flight);
+        self.undo_window_start(qid, flight);
+    }
+
+    /// A queue that just took a learned bucket id (renamed from an unknown route's queue, or
+    /// given that queue's state) starts from the longest window learned for the hash, like a
+    /// queue created for it (see `hash_periods`).
+    pub(super) fn adopt_hash_period(&mut self, qid: Qid) {
+        let BucketId::Hash(hash) = &self.queue(qid).key.bucket else { return };
+        let Some(&period) = self.hash_periods.get(hash) else { return };
+        let b = &mut self.queue_mut(qid).bucket;
+        if b.period.is_none_or(|p| p < period) {
+            b.period = Some(period);
+        }
+    }
+
+    /// The first bucket learned for a route of a prior group is the group's: its routes not
+    /// learned yet map to it too, so the group keeps one queue (see [`crate::prior`]).
+    pub(super) fn adopt_for_group(&mut self, route_key: &str, hash: &str) {
+        let group = self.prior.group(route_key);
+        if group.is_empty() {
+            return;
+        }
+        let adopt: Vec<String> =
+            group.iter().filter(|r| *r != route_key && !self.routes.contains_key(*r)).cloned().collect();
+        for route in adopt {
+            self.remember_route(route.clone(), hash);
+            self.outputs.push_back(Output::Observe(Observation::BucketLearned { route, bucket: hash.to_string() }));
+        }
+    }
+
+    /// Maps a route with no mapping yet to `hash`, within the `max_routes` bound (the oldest
+    /// learned go first).
+    pub(crate) fn remember_route(&mut self, route: String, hash: &str) {
+        self.routes.insert(route.clone(), hash.to_string());
+        self.route_order.push_back(route);
+        while self.routes.len() > self.config.max_routes {
+            match self.route_order.pop_front() {
+                Some(old) => {
+                    self.routes.remove(&old);
+                    self.renamed.remove(&old);
+                    self.route_taught_at.remove(&old);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Moves the requests of `route` (all of them when `None`) from queue `from` to `to`,
+    /// merging the pending lists by enqueue order.
+    pub(super) fn move_route(&mut self, from: Qid, to: Qid, route: Option<&str>) {
+        if from == to {
+            return;
+        }
+        self.clear_slot(from);
+        self.clear_slot(to);
+        let moves = |r: &Req| route.is_none_or(|k| r.route_key == k);
+        let src = self.queue_mut(from);
+        let pending: Vec<RequestId> = src.pending.drain(..).collect();
+        let in_flight: Vec<RequestId> = src.in_flight.drain(..).collect();
+        let (mut moved_pending, mut kept_pending) = (Vec::new(), VecDeque::new());
+        for id in pending {
+            if moves(&self.requests[&id]) {
+                moved_pending.push(id);
+            } else {
+                kept_pending.push_back(id);
+            }
+        }
+        let (mut moved_flight, mut kept_flight) = (Vec::new(), Vec::new());
+        for id in in_flight {
+            if moves(&self.requests[&id]) {
+                moved_flight.push(id);
+            } else {
+                kept_flight.push(id);
+            }
+        }
+        let src = self.queue_mut(from);
+        src.pending = kept_pending;
+        src.in_flight = kept_flight;
+        // Ghosts follow their route: they may have been counted by the bucket it moves to.
+        let (moved_ghosts, kept_ghosts): (Vec<Ghost>, Vec<Ghost>) = std::mem::take(&mut src.bucket.ghosts)
+            .into_iter()
+            .partition(|g| route.is_none_or(|k| g.route == *k));
+        src.bucket.ghosts = kept_ghosts;
+        self.queue_mut(to).bucket.ghosts.extend(moved_ghosts);
+        for &id in moved_pending.iter().chain(moved_flight.iter()) {
+            self.req_mut(id).qid = to;
+        }
+        // Merge by enqueue order.
+        let mut merged: Vec<RequestId> = self.queue_mut(to).pending.drain(..).collect();
+        merged.extend(moved_pending);
+        merged.sort_unstable();
+        let dst = self.queue_mut(to);
+        dst.pending = merged.into();
+        dst.in_flight.extend(moved_flight);
+        if route.is_none() {
+            // The whole unknown-route queue joins a bucket that already has state: its
+            // sends count against that bucket.
+            let src_bucket = std::mem::take(&mut self.queue_mut(from).bucket);
+            let dst = self.queue_mut(to);
+            if !dst.bucket.known {
+                dst.bucket = src_bucket;
+            }
+        }
+        // Requests in flight now belong to the destination's current window (window epochs
+        // are per bucket, so the old numbers mean nothing there).
+        let epoch = self.queue(to).bucket.epoch;
+        for id in self.queue(to).in_flight.clone() {
+            if let ReqState::InFlight { window_epoch, .. } | ReqState::Reserving { window_epoch, .. } =
+                &mut self.req_mut(id).state
+            {
+                *window_epoch = epoch;
+            }
+        }
+        self.mark_dirty(from);
+        self.mark_dirty(to);
+        self.note_idle(from);
+    }
+
+    /// Applies an answer's bucket headers to the bucket of `qid`. `answer_lead`: how much
+    /// before the window end it reports the next request may go (see [`Uplinks::lead`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn apply_headers(
+        &mut self,
+        now: Nanos,
+        id: RequestId,
+        qid: Qid,
+        flight: Flight,
+        info: &RateLimitInfo,
+        status: u16,
+        answer_lead: Nanos,
+    ) {
+        let max_wait = self.config.max_server_wait;
+        let has_bucket_info =
+            info.limit.is_some() || info.remaining.is_some() || info.reset_after.is_some();
+        let mut detected_sliding = false;
+        let mut learned_period = None;
+        let b = &self.queue(qid).bucket;
+        if info.remaining.is_none() && b.known && !b.unlimited && flight.window_epoch == b.epoch {
+            // An answer that reports nothing (a 5xx, a header-less 429) may still have been
+            // counted by the server: it keeps its slot until the window resets.
+            self.add_ghost(qid, id, Some(now));
+            let b = &mut self.queue_mut(qid).bucket;
+            if info.reset_after.is_none() && b.reset_provisional {
+                // The window's end is only estimated (a window length after its first send),
+                // and this request may have opened it at the server when it arrived, which can
+                // be later than the trip that length was learned through allows: the window
+                // ends a window after its answer at most, not before.
+                let at = now.saturating_add(b.window_floor());
+                if b.reset_at.is_some_and(|r| r < at) {
+                    b.reset_at = Some(at);
+                }
+            }
+        }
+        let q = self.queue_mut(qid);
+        let b = &mut q.bucket;
+        if !has_bucket_info {
+            // 2xx without headers: the route has only the global limit (until headers appear).
+            if (200..300).contains(&status) && !b.known {
+                b.known = true;
+                b.unlimited = true;
+            }
+            return;
+        }
+        let fresh = !b.known || b.unlimited;
+        b.known = true;
+        b.unlimited = false;
+        if let Some(limit) = info.limit.filter(|&l| l > 0) {
+            b.limit = limit;
+        }
+        if b.limit == 0 {
+            // No limit given yet: assume what we can see.
+            b.limit = info.remaining.map_or(1, |r| r.saturating_add(1)).max(1);
+        }
+        if flight.window_epoch < b.epoch && !fresh {
+            // Sent before the last local reset: its count describes the old window, which says
+            // nothing about the current one. But a window end it reports still ahead says
+            // that the server window it was counted in (and where it keeps its slot, see
+            // `handle_response`) outlasts the local reset, which was premature (estimated from
+            // the window length, say): the bucket's window lasts until then at least.
+            if let Some(reset_after) = info.reset_after.filter(|&ra| ra > 0) {
+                let at = now.saturating_add(reset_after.min(max_wait));
+                if b.reset_at.is_none_or(|r| r < at) {
+                    b.reset_at = Some(at);
+                    b.reset_ready = at;
+                    b.reset_provisional = false;
+                } else if !b.reset_provisional {
+                    b.reset_ready = b.reset_ready.max(at);
+                }
+            }
+            return;
+        }
+        if let (200..=299, Some(reset_after)) = (status, info.reset_after)
+            && info.remaining.is_some_and(|r| r.saturating_add(1) >= b.limit)
+        {
+            // First request of a window: its reset is the window length (an upper bound).
+            let length = reset_after.saturating_add(now.saturating_sub(flight.sent_at));
+            let period = b.period.map_or(length, |p| p.max(length)).min(max_wait);
+            b.period = Some(period);
+            learned_period = Some(period);
+        }
+        let first_of_window = fresh || b.reported.is_none();
+        if let Some(rem) = info.remaining {
+            // Evidence of a sliding window: the server counts more requests in this window
+            // than were sent since the window was reset locally.
+            if !fresh
+                && !b.sliding
+                && b.epoch > 0
+                && flight.window_epoch == b.epoch
+                && rem.saturating_add(flight.window_seq).saturating_add(b.carried) < b.limit
+                && b.limit <= SLIDING_LOG_CAP
+            {
+                b.sliding = true;
+                detected_sliding = true;
+            }
+            b.reported = Some(match b.reported {
+                Some(old) if !fresh => old.min(rem),
+                _ => rem,
+            });
+            // A ghost answered before this request left reached the server first: this report
+            // counts it if they share a window (and the lowest report is at most this one), or
+            // its window is over. Counting it again held a window's last slot until the next
+            // reset (a bucket whose requests straddled a local reset, on the Scoreboard's
+            // `many_channels`: a whole window late). When it left: the transport's report
+            // where there is one (a burst is written well after its `Send`s), else the `Send`.
+            let left = flight.left_at;
+            b.ghosts.retain(|g| g.answered_at.is_none_or(|a| a > left));
+        }
+        if detected_sliding {
+            // Seed the send log with what is still out there and this request.
+            let mut log: Vec<Nanos> = self
+                .queue(qid)
+                .in_flight
+                .iter()
+                .filter_map(|id| match self.requests[id].state {
+                    ReqState::InFlight { sent_at, .. } => Some(sent_at),
+                    _ => None,
+                })
+                .collect();
+            log.push(flight.sent_at);
+            log.sort_unstable();
+            self.queue_mut(qid).bucket.send_log = log.into();
+        }
+        let b = &mut self.queue_mut(qid).bucket;
+        if let Some(reset_after) = info.reset_after {
+            let reset_after = reset_after.min(max_wait);
+            if (200..300).contains(&status) {
+                b.longest_reset = b.longest_reset.max(reset_after);
+            }
+            let at = now.saturating_add(reset_after);
+            if flight.window_epoch == b.epoch
+                && let Some(first) = b.window_first_send
+            {
+                b.window_upper = b.window_upper.max(at.saturating_sub(first).min(max_wait));
+            }
+            // Each answer's end is met `answer_lead` early; the window ends when the latest of
+            // them does (a later end reported through a faster trip back may still be the
+            // one to wait for).
+            let ready = at.saturating_sub(answer_lead);
+            (b.reset_at, b.reset_ready) = match b.reset_at {
+                Some(old) if !first_of_window && !b.reset_provisional => (Some(old.max(at)), b.reset_ready.max(ready)),
+                _ => (Some(at), ready),
+            };
+            b.reset_provisional = false;
+        }
+        if let (Some(period), BucketId::Hash(hash)) = (learned_period, &self.queue(qid).key.bucket)
+            && (self.hash_periods.len() < self.config.max_routes || self.hash_periods.contains_key(hash))
+            && self.hash_periods.get(hash).is_none_or(|&known| known < period)
+        {
+            // A longer window for this hash: every queue of it (other major parameters) that
+            // has not seen one of its own answered takes it, rather than an estimate that may
+            // have been drawn from a window another queue's request opened.
+            let id = BucketId::Hash(hash.clone());
+            self.hash_periods.insert(hash.clone(), period);
+            for q in self.queues.iter_mut().flatten() {
+                if q.key.bucket == id && q.bucket.period.is_none_or(|p| p < period) {
+                    q.bucket.period = Some(period);
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_rate_limited(
+        &mut self,
+        now: Nanos,
+        id: RequestId,
+        qid: Qid,
+        info: &RateLimitInfo,
+        response: &Response<'_>,
+        flight: Flight,
+    ) -> Disposition {
+        let scope = refusal_scope(info, response);
+        let hint = info.retry_after.or(if info.remaining == Some(0) { info.reset_after } else { None });
+        let clamp = |w: Nanos, c: &Config| w.clamp(c.min_rate_limit_wait, c.max_server_wait);
+        let wait = match scope {
+            RateLimitScope::Edge => {
+                self.edge_strikes = self.edge_strikes.saturating_add(1);
+                let backoff = self
+                    .config
+                    .edge_backoff_base
+                    .saturating_mul(1u64 << (self.edge_strikes - 1).min(20))
+                    .min(self.config.edge_backoff_max);
+                clamp(hint.unwrap_or(backoff), &self.config)
+            }
+            _ => clamp(hint.unwrap_or(self.config.backoff_base), &self.config),
+        };
+        let until = now.saturating_add(wait);
+        let (iid, hold_key) = {
+            let r = self.req(id);
+            (r.identity, r.shared_route().to_string())
+        };
+        match scope {
+            RateLimitScope::Global => {
+                let window = self.config.global_window;
+                let span = window.saturating_add(self.global_margin_at(now));
+                // A refusal whose hold spans many global windows (GitHub's minute) tells of a
+                // limit over a longer time than the sends of one window can measure.
+                let learn = self.config.global_limit == 0 && wait <= window.saturating_mul(2);
+                let ident = &mut self.identities[iid];
+                ident.paused_until = ident.paused_until.max(until);
+                if learn {
+                    // What the API admitted of the sends within one global window before
+                    // this refusal: those sends less the refusals among them.
+                    let l = &mut ident.learned;
+                    l.refused = match l.refused {
+                        (first, n) if first.saturating_add(span) > now => (first, n + 1),
+                        _ => (now, 1),
+                    };
+                    let sent = ident.sends.iter().filter(|&&t| t.saturating_add(span) > now).count();
+                    let admitted = (sent as u32).saturating_sub(l.refused.1).max(1);
+                    l.limit = if l.until > now { l.limit.min(admitted) } else { admitted };
+                    l.until = ident.paused_until.saturating_add(window.saturating_mul(10));
+                }
+                self.wake_identity_at(iid, until);
+                self.recheck_queues(Some(iid));
+            }
+            RateLimitScope::Shared => {
+                let q = self.queue_mut(qid);
+                q.shared_until = q.shared_until.max(until);
+                // The resource admitted what this window sent less what it refused: stay at
+                // that many per window, for ten windows after the hold (then probe again).
+                let b = &mut q.bucket;
+                if flight.window_epoch == b.epoch {
+                    b.shared_refused = match b.shared_refused {
+                        (epoch, n) if epoch == b.epoch => (epoch, n + 1),
+                        _ => (b.epoch, 1),
+                    };
+                    let admitted = b.sends_in_window.saturating_sub(b.shared_refused.1).max(1);
+                    let cap = b.shared_cap.map_or(admitted, |(c, _)| c.min(admitted));
+                    let remember = until.saturating_add(b.window_estimate().saturating_mul(10));
+                    b.shared_cap = Some((cap, remember));
+                }
+            }
+            RateLimitScope::Edge => {
+                self.edge_until = self.edge_until.max(until);
+                self.recheck_queues(None);
+            }
+            RateLimitScope::SubLimit => self.queue_mut(qid).hold_sub_limit(hold_key, until),
+            RateLimitScope::Bucket => {
+                let b = &mut self.queue_mut(qid).bucket;
+                b.known = true;
+                b.unlimited = false;
+                b.reported = Some(0);
+                b.reset_ready = match b.reset_at {
+                    Some(_) if !b.reset_provisional => b.reset_ready.max(until),
+                    other => other.map_or(until, |r| r.max(until)),
+                };
+                b.reset_provisional = false;
+                if b.limit == 0 {
+                    b.limit = 1;
+                }
+                b.reset_at = Some(b.reset_at.map_or(until, |r| r.max(until)));
+            }
+        }
+        if scope != RateLimitScope::Shared {
+            self.record_invalid(now, id);
+        }
+        if self.config.shared.is_some() {
+            // Every process must hold what this 429 says is exhausted.
+            let shared_scope = match scope {
+                RateLimitScope::Global => SharedScope::Global,
+                RateLimitScope::Shared | RateLimitScope::Bucket => SharedScope::Bucket,
+                RateLimitScope::SubLimit => SharedScope::Route,
+                RateLimitScope::Edge => SharedScope::Edge,
+            };
+            let update = self.hold_update(id, qid, shared_scope, wait);
+            self.outputs.push_back(Output::Share(update));
+        }
+        self.outputs.push_back(Output::Observe(Observation::RateLimited {
+            id,
+            scope,
+            retry_after: wait,
+        }));
+        let max_retries = self.config.max_rate_limit_retries;
+        let req = self.req_mut(id);
+        req.rate_limit_retries += 1;
+        if req.rate_limit_retries > max_retries {
+            let attempts = req.sends;
+            self.fail(id, FailReason::RetriesExhausted { attempts });
+            return Disposition::Failed;
+        }
+        self.requeue(id)
+    }
+
+    /// Puts a request that will be re-sent back at its place in its queue.
+    pub(super) fn requeue(&mut self, id: RequestId) -> Disposition {
+        if self.closed {
+            self.fail(id, FailReason::Closed);
+            return Disposition::Failed;
+        }
+        let (qid, exempt, iid) = {
+            let r = self.req(id);
+            (r.qid, r.exempt, r.identity)
+        };
+        // Pending lists are in enqueue (= id) order.
+        let pos = self.queue(qid).pending.partition_point(|&p| p < id);
+        self.queue_mut(qid).pending.insert(pos, id);
+        self.req_mut(id).state = ReqState::Queued;
+        if !exempt {
+            self.identities[iid].queued += 1;
+        }
+        if let Some(d) = self.req(id).deadline {
+            self.arm_deadline(id, d);
+        }
+        self.clear_slot(qid);
+        self.mark_dirty(qid);
+        Disposition::Retry
+    }
+
+    /// A 5xx (for an idempotent request) or a transport failure: back off and re-send, or give up.
+    pub(super) fn retry_after_error(&mut self, now: Nanos, id: RequestId, transport: bool) -> Disposition {
+        let max = self.config.max_error_retries;
+        let req = self.req_mut(id);
+        req.error_retries += 1;
+        if req.error_retries > max {
+            if transport {
+                // `network_error` promises the request never reached the server; an attempt
+                // that may have reached it makes the outcome `maybe_sent`.
+                let reason = if req.maybe_reached {
+                    FailReason::MaybeSent
+                } else {
+                    FailReason::NetworkError { attempts: req.sends }
+                };
+                self.fail(id, reason);
+                return Disposition::Failed;
+            }
+            return Disposition::Complete;
+        }
+        let n = req.error_retries;
+        let backoff = self
+            .config
+            .backoff_base
+            .saturating_mul(1u64 << (n - 1).min(30))
+            .min(self.config.backoff_max);
+        let jitter = self.next_random() % (backoff / 2 + 1);
+        let until = now.saturating_add(backoff / 2 + jitter);
+        self.req_mut(id).not_before = until;
+        self.requeue(id)
+    }
+
+    pub(super) fn next_random(&mut self) -> u64 {
+        // splitmix64: small, fast, and reproducible from the configured seed.
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Charges the costs of request `id`, about to leave queue `qid`, to the queue's budgets
+    /// (creating one per dimension it names). A request without costs in a queue that has
+    /// budgets charges them nothing, so that its answer's report still counts.
+    pub(super) fn charge_costs(&mut self, qid: Qid, id: RequestId) {
+        if self.req(id).cost.is_none() && self.queue(qid).budgets.get().is_empty() {
+            return;
+        }
+        let mut cost = self.req_mut(id).cost.take().unwrap_or_default();
+        let share = self.cost_share();
+        let margins: Vec<f64> = cost.estimates.iter().map(|(name, _)| self.margin(name)).collect();
+        let q = self.queues[qid].as_mut().expect("live queue");
+        let mut charges = Vec::new();
+        for ((name, estimate), margin) in cost.estimates.iter().zip(margins) {
+            charges.push(costs::budget_mut(q.budgets.vec_mut(), name, share).charge(*estimate, margin));
+        }
+        for b in q.budgets.get_mut().iter_mut().filter(|b| !cost.estimates.iter().any(|(n, _)| *n == b.name)) {
+            charges.push(b.charge(0, 1.0));
+        }
+        cost.charges = charges;
+        self.req_mut(id).cost = Some(cost);
+    }
+
+    /// Request `id` left flight: its charges go back to its queue's budgets. `answer`, when it
+    /// was answered: the time, the answer's reports (each budget takes its dimension's) and
+    /// body (the actual costs: [`headers::settled_cost`]). `refund`: it was never counted
+    /// (refused with a 429, or never sent).
+    /// Returns whether a budget's limit was learned or lowered.
+    pub(super) fn settle_costs(&mut self, id: RequestId, answer: Option<(Nanos, &RateLimitInfo, &BodyHints)>, refund: bool) -> bool {
+        let max_wait = self.config.max_server_wait;
+        let r = self.requests.get_mut(&id).expect("live request");
+        let qid = r.qid;
+        let Some(cost) = r.cost.as_mut().filter(|c| !c.charges.is_empty()) else {
+            return false;
+        };
+        let mut lowered = false;
+        let charges = std::mem::take(&mut cost.charges);
+        let share = self.cost_share();
+        let q = self.queues[qid].as_mut().expect("live queue");
+        for charge in &charges {
+            // Made anew when its route moved to another queue meanwhile: that queue keeps the
+            // budget now.
+            let budget = costs::budget_mut(q.budgets.vec_mut(), &charge.name, share);
+            let (report, actual) = match answer {
+                Some((_, info, body)) => {
+                    let report = info
+                        .dimensions
+                        .iter()
+                        .find(|d| *d.name == *charge.name)
+                        .map(|d| (d.limit, d.remaining, d.reset_after.map(|ra| ra.min(max_wait))));
+                    (report, if refund { None } else { headers::settled_cost(body, &charge.name) })
+                }
+                None => (None, None),
+            };
+            if let Some(actual) = actual {
+                let known = self.ratios.iter().position(|(n, _)| *n == charge.name);
+                let i = match known {
+                    Some(i) => Some(i),
+                    // Names come from the caller's costs, at most a few per request; a bound
+                    // all the same.
+                    None if self.ratios.len() < 64 => {
+                        self.ratios.push((charge.name.clone(), Ratio::default()));
+                        Some(self.ratios.len() - 1)
+                    }
+                    None => None,
+                };
+                if let Some(i) = i {
+                    self.ratios[i].1.learn(charge.estimate, actual);
+                }
+            }
+            let before = budget.limit;
+            budget.settle(answer.map_or(self.now, |(now, _, _)| now), charge, report, actual, refund);
+            lowered |= budget.limit.is_some_and(|l| before.is_none_or(|b| l < b));
+        }
+        lowered
+    }
+
+    /// Fails the requests queued in `qid` whose estimates a limit it learned now rules out.
+    pub(super) fn fail_never_fitting(&mut self, qid: Qid) {
+        let doomed: Vec<(RequestId, FailReason)> = self
+            .queue(qid)
+            .pending
+            .iter()
+            .filter(|id| !self.requests[id].costs().is_empty())
+            .filter_map(|id| costs::never_fits(self.queue(qid).budgets.get(), self.requests[id].costs()).map(|reason| (*id, reason)))
+            .collect();
+        for (id, reason) in doomed {
+            self.unqueue(id);
+            self.fail(id, reason);
+        }
+    }
+
+    /// Gives back the global token and bucket slot of a request that never left.
+    pub(super) fn refund(&mut self, qid: Qid, id: RequestId, flight: Flight) {
+        let _ = self.settle_costs(id, None, true);
+        let iid = self.req(id).identity;
+        if let Some(at) = flight.global_at {
+            self.drop_global_entry(iid, at);
+            self.mark_identity_ready(iid);
+        }
+        self.give_back_slot(qid, flight);
+    }
+
+    /// Gives back the bucket slot `flight` took in queue `qid`, if it was taken in the
+    /// bucket's current window.
+    pub(super) fn give_back_slot(&mut self, qid: Qid, flight: Flight) {
+        let b = &mut self.queue_mut(qid).bucket;
+        if flight.window_epoch == b.epoch && b.known && !b.unlimited {
+            b.sends_in_window = b.sends_in_window.saturating_sub(1);
+            if let Some(pos) = b.send_log.iter().rposition(|&t| t == flight.sent_at) {
+                b.send_log.remove(pos);
+            }
+        }
+    }
+
+    /// Counts request `id` (which left the in-flight set) against queue `qid`'s window until
+    /// the window resets or a report counts it (see [`Ghost`]): the server may have counted
+    /// it without the client knowing. `answered_at`: when its answer came back, `None` when
+    /// it may still be on its way.
+    pub(super) fn add_ghost(&mut self, qid: Qid, id: RequestId, answered_at: Option<Nanos>) {
+        let route = self.requests[&id].route_key.clone();
+        self.queue_mut(qid).bucket.ghosts.push(Ghost { route, answered_at });
+    }
+
+    pub(super) fn record_invalid(&mut self, now: Nanos, id: RequestId) {
+        if self.config.invalid_request_limit == 0 {
+            return;
+        }
+        if self.config.shared.is_some() {
+            let window = self.config.invalid_request_window;
+            self.outputs.push_back(Output::Share(SharedUpdate::Invalid { id, window }));
+        }
+        self.expire_invalid(now);
+        self.invalid_ends.push_back(now.saturating_add(self.config.invalid_request_window));
+        self.warn_invalid_budget();
+    }
+
+    /// Emits the invalid-request warning once the budget used reaches `invalid_request_warn_at`
+    /// (once, until the count falls below half of it again).
+    pub(crate) fn warn_invalid_budget(&mut self) {
+        let count = self.invalid_ends.len() as u32;
+        if count >= self.config.invalid_request_warn_at && !self.invalid_warned {
+            self.invalid_warned = true;
+            self.outputs.push_back(Output::Observe(Observation::InvalidRequestWarning {
+                count,
+                limit: self.config.invalid_request_limit,
+            }));
+        }
+    }
+
+    pub(super) fn expire_invalid(&mut self, now: Nanos) {
+        while self.invalid_ends.front().is_some_and(|&end| end <= now) {
+            self.invalid_ends.pop_front();
+        }
+        if (self.invalid_ends.len() as u32) < self.config.invalid_request_warn_at / 2 {
+            self.invalid_warned = false;
+        }
+    }
+
+    pub(super) fn mark_unauthorized(&mut self, iid: Iid) {
+        self.identities[iid].unauthorized = true;
+        self.fail_queued(|r| r.identity == iid, FailReason::Unauthorized);
+    }
+
+    /// Fails every queued (or reserving: never sent either) request that `which` selects, in
+    /// enqueue order.
+    pub(super) fn fail_queued(&mut self, which: impl Fn(&Req) -> bool, reason: FailReason) {
+        let mut queued: Vec<RequestId> = self
+            .requests
+            .iter()
+            .filter(|(_, r)| {
+                matches!(r.state, ReqState::Queued | ReqState::Reserving { .. }) && which(r)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        queued.sort_unstable();
+        for id in queued {
+            if matches!(self.req(id).state, ReqState::Reserving { .. }) {
+                self.abandon_reservation(id);
+            } else {
+                self.unqueue(id);
+            }
+            self.fail(id, reason.clone());
+        }
+    }
+
+    /// Widens the global window by the spread of observed round trips, counted from when each
+    /// request left (see [`Limiter::handle_written`]): arrivals at the server are at most that
+    /// much more bunched than the global log's entries. A sample's range underestimates the
+    /// true range, so the margin is 1.5x the observed spread plus a 5 ms floor, capped by
+    /// `global_margin_max`; until 16 samples are in, it stays at half the cap, and until they
+    /// span a global window it also covers the fastest round trip (and beyond the cap, for the
+    /// first window's entries: [`Limiter::global_margin_at`]).
+    ///
+    /// `from_send` counts from the [`Output::Send`] (the lead below), `from_left` from the
+    /// transport's report that the request left (the same when the driver does not report).
+    pub(super) fn learn_latency(&mut self, from_send: Nanos, from_left: Nanos, left_at: Nanos, uplink_widens: bool) {
+        let window = self.config.global_window;
+        let first = self.first_window.get_or_insert(FirstWindow { start: left_at, fastest: from_left });
+        let first_left = first.start;
+        if left_at < first_left.saturating_add(window) {
+            first.fastest = first.fastest.min(from_left);
+        }
+        // Recomputed at once also when an uplink falls outside all seen before (see [`Recent`]).
+        if self.latencies.push((from_send, from_left), from_left, uplink_widens) {
+            let mut sorted: Vec<Nanos> = self.latencies.iter().map(|&(_, left)| left).collect();
+            sorted.sort_unstable();
+            let (fastest, spread) = (sorted[0], sorted[sorted.len() - 1] - sorted[0]);
+            let mut margin = spread.saturating_add(spread / 2).saturating_add(5 * MILLISECOND);
+            // Where the server tells its clock, the uplinks' own spread: a round trip also
+            // holds the server's time to answer and the client's delay in reading the answer
+            // (on a busy event loop, most of it), which do not bunch arrivals. Each uplink
+            // sample is within about 2 ms (two headers, each to the millisecond). Never above
+            // the round trips' margin.
+            if let Some((lo, hi)) = self.uplinks.range() {
+                let spread = hi.abs_diff(lo);
+                let allowance = spread.saturating_add(spread / 2).saturating_add(8 * MILLISECOND);
+                margin = margin.min(allowance);
+            }
+            // Until the samples span a whole global window they may all come from one first
+            // burst: the margin also covers the fastest of them (see
+            // [`Limiter::global_margin_at`], which holds that uncapped for the first window's
+            // entries).
+            if left_at.saturating_sub(first_left) < window {
+                margin = margin.max(fastest.saturating_add(5 * MILLISECOND));
+            }
+            self.global_margin = margin.min(self.config.global_margin_max);
+            sorted.clear();
+            sorted.extend(self.latencies.iter().map(|&(send, _)| send));
+            sorted.sort_unstable();
+            let at = |q: usize| sorted[(sorted.len() - 1) * q / 100];
+            let (min, high) = (at(0), at(90));
+            // The answer that reported a window's end came back one trip after it, and a request
+            // sent now reaches the server one trip later: together at least the fastest round
+            // trip there is, which the fastest seen approaches only where round trips are
+            // steady. So the lead is the fastest seen less twice the spread of the fastest nine
+            // tenths, and only on a steady link (that spread within a tenth of the fastest);
+            // elsewhere 0, and the next window waits for the reset the answer reported.
+            // Less 3 ms more: the fastest round trip is not the sum of the fastest parts (one
+            // real-time run took a reaction 0.2 ms inside the window it waited for with a
+            // sub-millisecond spread).
+            let jitter = high - min;
+            self.send_lead = if jitter.saturating_mul(10) <= min {
+                min.saturating_sub(2 * jitter).saturating_sub(3 * MILLISECOND)
+            } else {
+                0
+            };
+        }
+    }
+}

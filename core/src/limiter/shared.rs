@@ -1,0 +1,685 @@
+//! Shared mode ([`crate::shared`]) in the limiter: reservations and their answers, global
+//! leases, store health per outage and the share of the limits while the store is down, and
+//! the reports the store is written.
+
+use super::*;
+
+impl Limiter {
+    /// Whether the next send goes through the store: always, unless the store is down; then
+    /// only one probe at a time once the pause has passed.
+    pub(super) fn should_reserve(&self, now: Nanos) -> bool {
+        !self.store_down || (now >= self.store_retry_at && self.reserving_total == 0)
+    }
+
+    /// Fail-closed while the store is down: nothing goes until the pause has passed, and then
+    /// only the probe until it is answered.
+    pub(super) fn store_gate(&self, now: Nanos) -> Gate {
+        let fail_closed = self
+            .config
+            .shared
+            .as_ref()
+            .is_some_and(|s| s.on_unavailable == OnUnavailable::FailClosed);
+        if !fail_closed || !self.store_down {
+            Gate::Open
+        } else if self.reserving_total > 0 {
+            Gate::UntilResponse
+        } else if now < self.store_retry_at {
+            Gate::Until(self.store_retry_at)
+        } else {
+            Gate::Open
+        }
+    }
+
+    /// No request of any identity goes before this (an edge ban, a shared hold, a fail-closed
+    /// store outage).
+    pub(super) fn host_hold(&self) -> Nanos {
+        let mut t = self.edge_until;
+        if self.store_down
+            && self
+                .config
+                .shared
+                .as_ref()
+                .is_some_and(|s| s.on_unavailable == OnUnavailable::FailClosed)
+        {
+            t = t.max(self.store_retry_at);
+        }
+        t
+    }
+
+    /// The bucket hash of queue `qid`, if learned.
+    pub(super) fn queue_hash(&self, qid: Qid) -> Option<String> {
+        match &self.queue(qid).key.bucket {
+            BucketId::Hash(h) => Some(h.clone()),
+            BucketId::Route(_) => None,
+        }
+    }
+
+    /// The margin the global window is widened by at `now`: the learned one
+    /// ([`Limiter::learn_latency`]), and while entries of the first global window may still be
+    /// in the log, at least the first window's floor. The requests of a first burst may all
+    /// have waited alike (connections opening, the server's accept queue, a runtime writing
+    /// them late and not reporting it): a delay common to all of them, which no spread shows
+    /// and which the next burst, on open connections, does not have. It is part of each of
+    /// their round trips, so the fastest round trip of a request that left within a window of
+    /// the first answered one, plus 5 ms, covers it. Not capped by `global_margin_max` (only by
+    /// the window): a first burst that took 300 ms to reach the server holds its window that
+    /// long, or the next burst meets it there. It holds while an entry of the first floor's
+    /// worth of the window may be in the log (until a window and twice the floor after the
+    /// first answered request left): the replacement of a later entry arrives after the first
+    /// server window ends anyway, the common delay being less than the floor.
+    pub(super) fn global_margin_at(&self, now: Nanos) -> Nanos {
+        let window = self.config.global_window;
+        match self.first_window {
+            Some(first) => {
+                let floor = first.fastest.saturating_add(5 * MILLISECOND).min(window);
+                let until = first.start.saturating_add(window).saturating_add(floor.saturating_mul(2));
+                if now < until { self.global_margin.max(floor) } else { self.global_margin }
+            }
+            None => self.global_margin,
+        }
+    }
+
+    /// The latency margin passed to the store: the global margin (the spread of HTTP round
+    /// trips, or of uplinks, from when each request left) plus the spread of the delays from
+    /// the store's count of a token to the core's handling of its grant
+    /// ([`Limiter::learn_store_delay`]; the spread of reservation round trips until 16 grants
+    /// told the store's clock), capped like the global margin. Not the runtime's delay between
+    /// a `Send` and the request leaving (see [`crate::shared`], "Leases").
+    pub(super) fn shared_margin(&self, now: Nanos) -> Nanos {
+        let store = self.store_margin.unwrap_or(self.reservation_margin);
+        self.global_margin_at(now).saturating_add(store).min(self.config.global_margin_max)
+    }
+
+    /// Whether global leases are on (shared mode, `SharedConfig::global_lease`, a global limit).
+    pub(super) fn lease_on(&self) -> bool {
+        self.config.global_limit > 0 && self.config.shared.as_ref().is_some_and(|s| s.global_lease)
+    }
+
+    /// Whether the identity's requests wait for its lease request's answer: leases on, the
+    /// store up, no token left, and a lease asked for.
+    pub(super) fn waits_for_lease(&self, now: Nanos, iid: Iid) -> bool {
+        let lease = &self.identities[iid].lease;
+        self.lease_on()
+            && !self.store_down
+            && lease.asking.is_some()
+            && !lease.has_tokens(now)
+    }
+
+    /// Shared mode: how the reservation of `id` (of identity `iid`) takes its global token.
+    /// Returns whether it counts globally at the store, how many tokens it asks for (`0`:
+    /// it spends one leased earlier), and whether it spends one.
+    pub(super) fn global_ask(&mut self, now: Nanos, iid: Iid, id: RequestId, counts_global: bool) -> (bool, u32, bool) {
+        if !counts_global {
+            return (false, 1, false);
+        }
+        if !self.lease_on() || self.store_down {
+            return (true, 1, false);
+        }
+        let lease = &mut self.identities[iid].lease;
+        if lease.has_tokens(now) {
+            lease.tokens -= 1;
+            return (true, 0, true);
+        }
+        lease.tokens = 0;
+        let want = self.lease_want(iid);
+        let lease = &mut self.identities[iid].lease;
+        lease.asking = Some(id);
+        lease.asked = want;
+        (true, want, false)
+    }
+
+    /// How many global tokens a lease request asks for: this request's, one per other head of
+    /// the identity that is ready or waits for the global budget, at most what the local
+    /// window has room for and this process's share of the limit (the limit divided by the
+    /// live processes the store counted).
+    pub(super) fn lease_want(&self, iid: Iid) -> u32 {
+        let ident = &self.identities[iid];
+        let heads = self
+            .ready
+            .iter()
+            .filter(|key| self.queues.get(key.2).and_then(Option::as_ref).is_some_and(|q| q.key.identity == iid))
+            .count()
+            + ident.blocked.len();
+        let limit = self.config.global_limit;
+        // The request asking is in the window already.
+        let room = (limit as usize).saturating_sub(ident.sends.len()) + 1;
+        let share = limit.div_ceil(self.store_processes.max(1)).max(1) as usize;
+        (1 + heads).min(room).min(share).max(1) as u32
+    }
+
+    /// The answer to request `id`'s reservation arrived (or it ended without one): if it asked
+    /// for the identity's lease, the lease is what the store granted (`leased`), kept for half
+    /// a global window, and the identity's waiting requests go again.
+    pub(super) fn lease_answered(&mut self, now: Nanos, iid: Iid, id: RequestId, leased: u32) {
+        let validity = self.config.global_window / 2;
+        let lease = &mut self.identities[iid].lease;
+        if lease.asking != Some(id) {
+            return;
+        }
+        lease.asking = None;
+        let leased = leased.min(lease.asked.saturating_sub(1));
+        if leased > 0 {
+            // The tokens left of a current lease join the new one: they are the store's as much
+            // as the new ones (it counts each a whole window; spending one a little later at
+            // worst meets the window check). Replacing them dropped the ones still out with
+            // reservations that came back denied for another reason, unspent but counted.
+            if !lease.has_tokens(now) {
+                lease.tokens = 0;
+            }
+            lease.tokens = lease.tokens.saturating_add(leased);
+            lease.until = now.saturating_add(validity);
+        }
+        self.mark_identity_ready(iid);
+    }
+
+    /// A reservation that spent a leased token was not sent: the token is still good while the
+    /// identity's lease is current (its own lease's, or a later one it joined).
+    pub(super) fn unspend_lease(&mut self, now: Nanos, iid: Iid, leased: bool) {
+        let ident = &mut self.identities[iid];
+        if leased && now < ident.lease.until {
+            ident.lease.tokens += 1;
+            if ident.full_until > now {
+                // Its requests held by the full window may spend it.
+                self.mark_identity_ready(iid);
+            }
+        }
+    }
+
+    pub(super) fn reservation(&self, now: Nanos, id: RequestId, counts_global: bool) -> Reservation {
+        let r = self.req(id);
+        let margin = self.shared_margin(now);
+        let c = &self.config;
+        Reservation {
+            id,
+            identity: self.identities[r.identity].name.clone(),
+            route: r.shared_route().to_string(),
+            major: r.major.clone(),
+            bucket: self.queue_hash(r.qid),
+            counts_global,
+            global_limit: c.global_limit,
+            global_want: 1,
+            global_window: c.global_window.saturating_add(margin),
+            margin,
+            invalid_limit: if c.invalid_request_limit > 0 { c.invalid_request_stop_at } else { 0 },
+            invalid_window: c.invalid_request_window,
+            processes_since: None,
+            reporting: false,
+            unrecorded: Vec::new(),
+            granted: Vec::new(),
+        }
+    }
+
+    /// Like [`Limiter::learn_latency`], for reservation round trips: 1.5x their spread once 16
+    /// samples are in (the floor is already in the global margin).
+    pub(super) fn learn_reservation_latency(&mut self, latency: Nanos) {
+        if self.reservation_latencies.push(latency, latency, false) {
+            self.reservation_margin = self.reservation_latencies.spread_margin();
+        }
+    }
+
+    /// A grant that told the store's clock (`store_at`) reached the core at `now`: the delay
+    /// from the store's count to the grant's handling (the answer's way back and the time it
+    /// waited for the process, on a busy event loop most of it), up to the clocks' offset.
+    /// Its spread is what the store must widen the global window by for this part of `d` in
+    /// the bound of [`crate::shared`] ("Leases"); unlike a reservation's round trip it leaves
+    /// out the wait before the store counted (the driver's queue, the store's other callers),
+    /// which moves the count itself and does not bunch arrivals. 1.5x the spread once 16 are
+    /// in, as for the global margin. The store's clock may be the wall clock: a step widens
+    /// the spread (a larger margin, never a smaller one) until the samples from before it have
+    /// left the last [`Recent::KEEP`].
+    pub(super) fn learn_store_delay(&mut self, now: Nanos, store_at: Nanos) {
+        let Ok(delay) = i64::try_from(i128::from(now) - i128::from(store_at)) else {
+            return;
+        };
+        let widens = widen(&mut self.store_delay_extremes, delay);
+        if self.store_delays.push(delay, 0, widens) {
+            self.store_margin = Some(self.store_delays.spread_margin());
+        }
+    }
+
+    /// The store granted reserving request `id`: send it now, as of now.
+    pub(super) fn grant(&mut self, now: Nanos, qid: Qid, id: RequestId, flight: Flight) {
+        let r = self.req(id);
+        if let Some(deadline) = r.deadline
+            && now > deadline
+        {
+            // Too late: the slot goes back, the store's grant is released. (A deferral's
+            // retry time is now: the store would have let it go.)
+            let reason = match r.limit {
+                Limit::MaxWait => FailReason::MaxWaitExceeded { predicted_wait: now - r.enqueued_at },
+                limit => limit_reason(limit, r.enqueued_at, deadline, None, now),
+            };
+            self.leave_in_flight_list(qid, id);
+            self.refund(qid, id, flight);
+            let update = self.release(id, false);
+            self.outputs.push_back(Output::Share(update));
+            self.fail(id, reason);
+            return;
+        }
+        if self.overtakes(now, qid, id) {
+            // An earlier request of this queue went back to wait (denied, or not yet reserved
+            // again): sending this one now would break FIFO. It goes back behind it, and the
+            // store takes its grant back.
+            let update = self.release(id, false);
+            self.outputs.push_back(Output::Share(update));
+            self.unreserve(qid, id, flight);
+            return;
+        }
+        let iid = r.identity;
+        // The send happens now, not when the reservation left: re-stamp the global token and
+        // the sliding log so the local windows count from the real send.
+        let global_at = flight.global_at.map(|old| {
+            self.restamp_global(iid, old, now);
+            now
+        });
+        if global_at.is_some() {
+            let keep = self.report_horizon();
+            self.identities[iid].send_log.granted(now, keep);
+        }
+        let q = self.queue_mut(qid);
+        q.last_active = now;
+        let b = &mut q.bucket;
+        b.last_send = now;
+        if b.window_first_send == Some(flight.sent_at) {
+            b.window_first_send = Some(now);
+        }
+        if b.sliding && flight.window_epoch == b.epoch {
+            if let Some(pos) = b.send_log.iter().rposition(|&t| t == flight.sent_at) {
+                b.send_log.remove(pos);
+            }
+            b.send_log.push_back(now);
+        }
+        let alone = self.in_flight_total == 0;
+        let r = self.req_mut(id);
+        r.state = ReqState::InFlight {
+            sent_at: now,
+            window_seq: flight.window_seq,
+            window_epoch: flight.window_epoch,
+            global_at,
+            left_at: now,
+            alone,
+        };
+        r.sends += 1;
+        self.in_flight_total += 1;
+        self.outputs.push_back(Output::Send(id));
+    }
+
+    /// Whether sending `id` now would overtake an earlier request of its queue that is waiting
+    /// only for its turn (not for its own backoff, nor for a sub-limit of another route), or
+    /// whose own reservation (made again after a denial) is still outstanding.
+    pub(super) fn overtakes(&self, now: Nanos, qid: Qid, id: RequestId) -> bool {
+        let q = self.queue(qid);
+        // An earlier request held by a sub-limit that does not hold `id` (another route, or
+        // another class of it) is not waiting for its turn.
+        let me = &self.requests[&id];
+        let waiting = q.pending.iter().take_while(|&&p| p < id).any(|p| {
+            let r = &self.requests[p];
+            let held_apart = q.sub_limits.iter().any(|(k, t)| *t > now && r.held_by(k) && !me.held_by(k));
+            r.not_before <= now && !held_apart
+        });
+        waiting
+            || q.in_flight.iter().any(|p| {
+                *p < id && matches!(self.requests[p].state, ReqState::Reserving { .. })
+            })
+    }
+
+    /// Removes `id` from its queue's in-flight list (which also holds reserving requests).
+    pub(super) fn leave_in_flight_list(&mut self, qid: Qid, id: RequestId) {
+        let q = self.queue_mut(qid);
+        if let Some(pos) = q.in_flight.iter().position(|&p| p == id) {
+            q.in_flight.swap_remove(pos);
+        }
+    }
+
+    /// A reservation that will not be sent now (denied, or the store is unavailable and the
+    /// policy is fail-closed): the slot and the global token go back, and the request goes back
+    /// to its place in its queue. It was never sent, so no retry is counted.
+    pub(super) fn unreserve(&mut self, qid: Qid, id: RequestId, flight: Flight) {
+        self.leave_in_flight_list(qid, id);
+        self.refund(qid, id, flight);
+        self.undo_window_start(qid, flight);
+        self.requeue(id);
+    }
+
+    /// A reservation that was not sent: if it opened the local window, the window's first send
+    /// is the earliest of the others still out in it, or none (with no other, its provisional
+    /// end goes too): a send that did not happen must not skew the window-length estimates.
+    pub(super) fn undo_window_start(&mut self, qid: Qid, flight: Flight) {
+        let q = self.queue(qid);
+        let epoch = q.bucket.epoch;
+        if flight.window_epoch != epoch || q.bucket.window_first_send != Some(flight.sent_at) {
+            return;
+        }
+        let first = q
+            .in_flight
+            .iter()
+            .filter_map(|id| match self.requests[id].state {
+                ReqState::InFlight { sent_at: t, window_epoch, .. }
+                | ReqState::Reserving { since: t, window_epoch, .. }
+                    if window_epoch == epoch =>
+                {
+                    Some(t)
+                }
+                _ => None,
+            })
+            .min();
+        let b = &mut self.queue_mut(qid).bucket;
+        b.window_first_send = first;
+        if first.is_none() && b.reset_provisional {
+            b.reset_at = None;
+            b.reset_provisional = false;
+        }
+    }
+
+    /// A reserving request ends before its answer (cancelled, closed, failed): the slot and the
+    /// global token go back, and the late answer will be ignored.
+    pub(super) fn abandon_reservation(&mut self, id: RequestId) {
+        let r = self.req(id);
+        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at, leased, asked_since, .. } = r.state
+        else {
+            return;
+        };
+        let (qid, iid) = (r.qid, r.identity);
+        let orphan = Orphan {
+            step,
+            asked_since,
+            identity: self.identities[r.identity].name.clone(),
+            route: r.shared_route().to_string(),
+            major: r.major.clone(),
+            bucket: self.queue_hash(qid),
+        };
+        self.reserving_total -= 1;
+        self.req_mut(id).state = ReqState::Answered;
+        self.leave_in_flight_list(qid, id);
+        let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false };
+        self.refund(qid, id, flight);
+        self.undo_window_start(qid, flight);
+        self.orphans.insert(id, orphan);
+        // A lease it asked for is not waited for any more (its tokens, if granted, lapse).
+        self.lease_answered(since, iid, id, 0);
+        // Its leased token goes back to its lease (spending checks the time, so a lapsed one
+        // is never used).
+        self.unspend_lease(since, iid, leased);
+        self.mark_dirty(qid);
+    }
+
+    /// Holds what a denial says is exhausted until `now + wait`. `leased`: the denied
+    /// reservation spent a leased token.
+    pub(super) fn hold(&mut self, now: Nanos, id: RequestId, qid: Qid, scope: SharedScope, wait: Nanos, leased: bool) {
+        let until = now.saturating_add(wait);
+        match scope {
+            SharedScope::Edge | SharedScope::Invalid => {
+                self.edge_until = self.edge_until.max(until);
+                self.recheck_queues(None);
+            }
+            SharedScope::Global => {
+                let iid = self.req(id).identity;
+                let ident = &mut self.identities[iid];
+                if !leased && ident.lease.until > now {
+                    // It asked the window for tokens and the window is full, but this process
+                    // holds a current lease (tokens in hand, or coming back from reservations
+                    // denied for other reasons): the requests that spend one still go.
+                    // (Pausing the identity here left a whole lease unspent, counted at the
+                    // store to the end of its window: with 4 processes on 100 new channels, a
+                    // window sent 133 of its 250.)
+                    ident.full_until = ident.full_until.max(until);
+                    let until = ident.full_until;
+                    self.wake_identity_at(iid, until);
+                } else {
+                    // The store's global hold (a spent token is denied only for that), or no
+                    // lease: the whole identity waits.
+                    ident.paused_until = ident.paused_until.max(until);
+                    self.wake_identity_at(iid, until);
+                    self.recheck_queues(Some(iid));
+                }
+            }
+            SharedScope::Route => {
+                let key = self.req(id).shared_route().to_string();
+                self.queue_mut(qid).hold_sub_limit(key, until);
+            }
+            SharedScope::Bucket | SharedScope::Pioneer => {
+                let q = self.queue_mut(qid);
+                q.shared_until = q.shared_until.max(until);
+            }
+        }
+    }
+
+    /// The store answered (granted or denied) a reservation: an outage ends, and a recovery
+    /// begins; `processes` is its count of processes, back since the outage began when the
+    /// reservation asked (`asked_since`).
+    pub(super) fn store_answered(&mut self, now: Nanos, processes: Option<u32>, asked_since: bool) {
+        if self.store_down {
+            self.store_down = false;
+            self.store_failures = 0;
+            self.outputs.push_back(Output::Observe(Observation::StoreRecovered));
+            self.begin_recovery(now);
+            // The share may change, and a fail-open hold ends: everything decides again.
+            self.share_changed();
+        }
+        self.store_last_answer = now;
+        match processes {
+            // Every process counted before the outage has reserved since it began, not
+            // reporting, so it told the store what it sent meanwhile: the store decides alone
+            // again.
+            Some(n) if asked_since && self.recovery.is_some_and(|r| n >= r.processes) => self.end_recovery(),
+            Some(_) if asked_since => {}
+            // Bad input (0) reads as this process alone; a huge count leaves at least one
+            // request per window (see `share_of`). The count before an outage is kept until its
+            // recovery ends.
+            Some(n) if self.recovery.is_none() => {
+                self.store_processes = n.max(1);
+                self.share_budgets();
+            }
+            _ => {}
+        }
+    }
+
+    /// Shared mode: each process keeps to its part of every cost budget, the store's live
+    /// process count (see the [`Limiter`] docs, "Costs").
+    pub(super) fn cost_share(&self) -> u64 {
+        if self.config.shared.is_some() { u64::from(self.store_processes.max(1)) } else { 1 }
+    }
+
+    /// The live process count changed: every budget takes the new share.
+    pub(super) fn share_budgets(&mut self) {
+        let share = self.cost_share();
+        let mut changed = Vec::new();
+        for (qid, q) in self.queues.iter_mut().enumerate() {
+            let Some(q) = q else { continue };
+            for b in q.budgets.get_mut() {
+                if b.share != share {
+                    b.share = share;
+                    changed.push(qid);
+                }
+            }
+        }
+        for qid in changed {
+            self.mark_dirty(qid);
+        }
+    }
+
+    /// The outage is over: until every process the store counted before it is back, or until
+    /// nothing it may not know of can still be in a server's global window, this process keeps
+    /// to its share of the limits (see [`crate::shared`], "Through an outage").
+    ///
+    /// Fail-open: another process may still be sending on its share without the store until
+    /// its next probe. Its probe pause doubles from `retry_base`, so it is at most the time
+    /// since its first failure plus `retry_base` (and at most `retry_max`); that failure came
+    /// after the store was last seen up (this process's last answer before the outage), and
+    /// each of its failed probes waited at most the driver's timeout (taken as the longest any
+    /// of this process's waited in this outage: one store, one setting). So it is back at the
+    /// latest `pause + 2 x wait` after now, and what it sent leaves the window one window later.
+    /// Fail-closed: nobody sent without the store, but a store that lost its state lacks the
+    /// grants made before the outage, for one global window after it began.
+    pub(super) fn begin_recovery(&mut self, now: Nanos) {
+        let Some(shared) = &self.config.shared else { return };
+        let span = self.report_horizon();
+        let until = match shared.on_unavailable {
+            OnUnavailable::FailOpen => {
+                let wait = self.outage_wait;
+                let down_for = now.saturating_sub(self.store_last_answer);
+                let pause = down_for.saturating_add(shared.retry_base).saturating_add(wait).min(shared.retry_max);
+                now.saturating_add(pause).saturating_add(wait.saturating_mul(2)).saturating_add(span)
+            }
+            OnUnavailable::FailClosed => self.store_down_since.saturating_add(span),
+        };
+        if self.store_processes <= 1 || until <= now {
+            self.recovery = None;
+            return;
+        }
+        self.recovery = Some(Recovery { processes: self.store_processes, until });
+        self.timers.push(Reverse((until, Timer::Recovery)));
+    }
+
+    /// The recovery after an outage ends: the whole limits apply again.
+    pub(super) fn end_recovery(&mut self) {
+        let share = self.outage_share();
+        self.recovery = None;
+        if self.outage_share() != share {
+            self.share_changed();
+        }
+    }
+
+    /// Fail-open, in the first global window of an outage: no send goes without a reservation
+    /// against the global limit until the store's last grants have left every window, that
+    /// is one global window (the longest a reservation passes) after the outage began. Before
+    /// that, this process's share is not its own to use: the store may have granted the whole
+    /// window, unevenly, to the other processes (one with 28 of 50, another with none, which
+    /// then sent its share of 25 at once: 53 in the server's window). A probe still goes when
+    /// the pause has passed (the store decides it); the hold ends with the outage. Returns
+    /// when to look again, or `None` when nothing holds.
+    pub(super) fn outage_global_hold(&self, now: Nanos) -> Option<Nanos> {
+        let fail_open = self
+            .config
+            .shared
+            .as_ref()
+            .is_some_and(|s| s.on_unavailable == OnUnavailable::FailOpen);
+        let end = self.store_down_since.saturating_add(self.report_horizon());
+        if !fail_open
+            || !self.store_down
+            || self.store_processes <= 1
+            || self.config.global_limit == 0
+            || now >= end
+            || self.should_reserve(now)
+        {
+            return None;
+        }
+        // The next probe (its answer wakes the identity again while one is out).
+        Some(if now < self.store_retry_at { self.store_retry_at.min(end) } else { end })
+    }
+
+    /// How far back a process reports its sends after an outage: the longest global window a
+    /// reservation passes (the window plus the largest margin).
+    pub(super) fn report_horizon(&self) -> Nanos {
+        self.config.global_window.saturating_add(self.config.global_margin_max)
+    }
+
+    /// The live processes the store last counted, whose limits this process shares while the
+    /// store is down and during the recovery after an outage (1 otherwise: the store decides).
+    /// Fail-open sends on it without the store; fail-closed sends only its probes while the
+    /// store is down, and a probe answered by a store that lost its state must not take the
+    /// room of another process's grants it lost (they are in that process's share).
+    pub(super) fn outage_share(&self) -> u32 {
+        if self.store_down || self.recovery.is_some() { self.store_processes } else { 1 }
+    }
+
+    /// The limits changed (a fail-open outage began or ended with several processes): every
+    /// queue decides again, and the ones waiting for a global budget recheck it.
+    pub(super) fn share_changed(&mut self) {
+        self.recheck_queues(None);
+        for iid in 0..self.identities.len() {
+            self.mark_identity_ready(iid);
+        }
+    }
+
+    /// The store did not answer the reservation of request `id`, emitted in outage step
+    /// `step`. One failure per outage step: the first such answer marks the store down (or,
+    /// for the probe, doubles the pause) and starts a new step; the answers to reservations
+    /// that were already outstanding then are the same failure and change nothing (with N
+    /// reservations out when the store goes away, the first pause is `retry_base`, not
+    /// `retry_base * 2^(N-1)`).
+    pub(super) fn store_unavailable(&mut self, now: Nanos, id: RequestId, step: u32) {
+        let Some(shared) = &self.config.shared else { return };
+        if step != self.store_step {
+            return;
+        }
+        self.store_step = self.store_step.wrapping_add(1);
+        self.store_failures = self.store_failures.saturating_add(1);
+        let pause = shared
+            .retry_base
+            .saturating_mul(1u64 << (self.store_failures - 1).min(30))
+            .min(shared.retry_max);
+        self.store_retry_at = now.saturating_add(pause);
+        let was_down = self.store_down;
+        let share = self.outage_share();
+        self.store_down = true;
+        if !was_down {
+            // The store may lose what it knew (a restart without persistence): each identity's
+            // next reservation tells it what this process sent.
+            self.store_down_since = now;
+            self.outage_wait = 0;
+            if self.config.global_limit > 0 {
+                for ident in &mut self.identities {
+                    ident.send_log.mark_pending();
+                }
+            }
+        }
+        if self.outage_share() != share {
+            self.share_changed();
+        }
+        self.outputs.push_back(Output::Observe(Observation::StoreUnavailable {
+            id,
+            retry_at: self.store_retry_at,
+        }));
+    }
+
+    /// What request `id`'s response says about its bucket, for the store.
+    pub(super) fn bucket_report(&self, id: RequestId, qid: Qid, info: &RateLimitInfo) -> SharedUpdate {
+        let r = self.req(id);
+        let b = &self.queue(qid).bucket;
+        // The engine's own estimate, an upper bound as far as it knows (the learned length,
+        // else the longest reset or first-send-to-reset span seen, else 1 s): the store uses it
+        // to start windows and to keep header-less answers counting, and must be no less
+        // cautious than one process.
+        let window = (b.known && !b.unlimited).then(|| b.window_estimate());
+        SharedUpdate::Bucket {
+            id,
+            identity: self.identities[r.identity].name.clone(),
+            route: r.shared_route().to_string(),
+            major: r.major.clone(),
+            bucket: info.bucket.clone().or_else(|| self.queue_hash(qid)),
+            unlimited: b.known && b.unlimited && info.bucket.is_none(),
+            limit: info.limit.filter(|&l| l > 0),
+            remaining: info.remaining,
+            reset_after: info.reset_after.map(|ra| ra.min(self.config.max_server_wait)),
+            window,
+        }
+    }
+
+    /// A granted request `id` will not be answered.
+    pub(super) fn release(&self, id: RequestId, reached: bool) -> SharedUpdate {
+        let r = self.req(id);
+        let b = &self.queue(r.qid).bucket;
+        SharedUpdate::Release {
+            id,
+            identity: self.identities[r.identity].name.clone(),
+            route: r.shared_route().to_string(),
+            major: r.major.clone(),
+            bucket: self.queue_hash(r.qid),
+            reached,
+            window: (b.known && !b.unlimited).then(|| b.window_estimate()),
+        }
+    }
+
+    pub(super) fn hold_update(&self, id: RequestId, qid: Qid, scope: SharedScope, wait: Nanos) -> SharedUpdate {
+        let r = self.req(id);
+        SharedUpdate::Hold {
+            scope,
+            identity: self.identities[r.identity].name.clone(),
+            route: r.shared_route().to_string(),
+            major: r.major.clone(),
+            bucket: self.queue_hash(qid),
+            retry_after: wait,
+        }
+    }
+}
