@@ -39,12 +39,9 @@ function connect(url, { connectTimeout }) {
   return client
 }
 
-const native = require('./ratelane.node')
 const store = createRedisStore({
   ratelane,
   script: SHARED_STORE_LUA,
-  // The script's arguments and the reading of its answers: the core's (ratelane::shared::wire).
-  wire: { storeOp: native.storeOp, storeArgv: native.storeArgv, storeAnswer: native.storeAnswer },
   sha: crypto.createHash('sha1').update(SHARED_STORE_LUA).digest('hex'),
   connect,
   randomId: () => crypto.randomUUID(),

@@ -3,33 +3,27 @@
 // `sendCommand`, `connect`, `isReady` and `destroy`/`disconnect` are used).
 //
 // Written once, like driver.js, as a factory with no `require`, `import` or `export` and no
-// Node-only API: `createRedisStore({ ratelane, script, wire, sha, connect, randomId })` returns
+// Node-only API: `createRedisStore({ ratelane, script, sha, connect, randomId })` returns
 // `{ RedisStore, reserveArgs, recordArgs, parseAnswer }`. Each package's build appends one
 // export line (bindings-node/build.js makes redis_store.cjs); the package passes
 //   ratelane   its driver module (for InvalidConfigError),
 //   script     the text of redis/scripts/shared_store.lua (THE store script, never a copy),
-//   wire       the core's wire format of that script (ratelane::shared::wire) from the
-//              package's native module: storeOp(reservation or update) -> { name, args },
-//              storeArgv(client, leaseNs, pioneerPollNs, stateTtlNs, ops) -> ARGV,
-//              storeAnswer(reply) -> the ReservationAnswer (throws on a bad reply),
 //   sha        optional: the SHA-1 of `script` in hex; without it SCRIPT LOAD asks Redis once,
 //   connect    optional: (url, { connectTimeout }) => a node-redis client, not yet connected,
 //              so that `new RedisStore('redis://...')` works,
 //   randomId   optional: () => a unique string (the default client name).
 //
-// What goes to Redis and what it means is the script's and the core's (the arguments and the
-// reading of the answers too); this file only queues, batches and times out. Redis
-// misbehaving never throws: a reservation then rejects (the driver answers `unavailable` to
-// the core) and an update is dropped.
+// What goes to Redis and what it means is the script's and the core's; this file only encodes
+// arguments, queues, batches and times out. Redis misbehaving never throws: a reservation
+// then rejects (the driver answers `unavailable` to the core) and an update is dropped.
 
 /* eslint-disable no-unused-vars */
 function createRedisStore(deps) {
   'use strict'
 
-  const { ratelane, script, wire } = deps
-  if (!ratelane || typeof ratelane.InvalidConfigError !== 'function' || typeof script !== 'string' || script === '' ||
-      !wire || ['storeOp', 'storeArgv', 'storeAnswer'].some((f) => typeof wire[f] !== 'function')) {
-    throw new Error('createRedisStore needs { ratelane, script, wire }')
+  const { ratelane, script } = deps
+  if (!ratelane || typeof ratelane.InvalidConfigError !== 'function' || typeof script !== 'string' || script === '') {
+    throw new Error('createRedisStore needs { ratelane, script }')
   }
   const { InvalidConfigError } = ratelane
 
@@ -56,36 +50,83 @@ function createRedisStore(deps) {
     ? () => performance.now()
     : () => Date.now()
 
-  // ------------------------------------------------------- the script's wire format (the core's)
+  // ---------------------------------------------------------------- the script's arguments
 
-  /** An operation's own arguments, written by the core (ratelane::shared::wire). */
-  function encoded(op, name) {
-    const text = wire.storeOp(op)
-    if (text.name !== name) {
-      throw new TypeError(name === 'reserve' ? 'not a reservation (it has a kind)' : 'not a shared-mode update (it has no kind)')
-    }
-    return text.args
-  }
+  const optStr = (v) => (v === null || v === undefined ? '' : '=' + v)
+  const optNum = (v) => (v === null || v === undefined ? '' : String(v))
+  const flag = (v) => (v ? '1' : '0')
 
   /** The script's ARGV after the common part for a reservation (the script's header). */
   function reserveArgs(r) {
-    return encoded(r, 'reserve')
+    return [
+      String(r.id), r.identity, r.route, r.major, optStr(r.bucket), flag(r.countsGlobal),
+      String(r.globalLimit), String(r.globalWindowNs), String(r.marginNs),
+      String(r.invalidLimit), String(r.invalidWindowNs),
+      // A reservation object of an earlier version has no globalWant: one token.
+      r.globalWant === undefined ? '1' : String(r.globalWant),
+      // After a store outage (absent from a reservation object of an earlier version).
+      r.processesSinceNs === undefined || r.processesSinceNs === null ? '' : String(r.processesSinceNs),
+      flag(r.reporting),
+      ages(r.unrecordedNs),
+      ages(r.grantedNs),
+    ]
+  }
+
+  /** A report's ages (ns) as the script takes them: decimal integers separated by ','. */
+  function ages(list) {
+    return Array.isArray(list) ? list.map((n) => BigInt(n).toString()).join(',') : ''
   }
 
   /** The script's ARGV after the common part for a shared update (by its `kind`). */
   function recordArgs(u) {
-    return encoded(u, 'record')
-  }
-
-  /** The script's reply to a reservation as a `ReservationAnswer`, read by the core; throws a
-   * `redis_bad_reply` error on anything else. The trailing live-process count becomes
-   * `processes`, a grant's lease count `leased` and the script's clock `storeTimeUs` (all
-   * absent from a script of an earlier version's reply). */
-  function parseAnswer(reply) {
-    return wire.storeAnswer(reply)
+    switch (u.kind) {
+      case 'bucket':
+        return ['bucket', String(u.id), u.identity, u.route, u.major, optStr(u.bucket), flag(u.unlimited),
+          optNum(u.limit), optNum(u.remaining), optNum(u.resetAfterNs), optNum(u.windowNs)]
+      case 'release':
+        return ['release', String(u.id), u.identity, u.route, u.major, optStr(u.bucket), flag(u.reached),
+          optNum(u.windowNs)]
+      case 'hold':
+        return ['hold', u.scope, u.identity, u.route, u.major, optStr(u.bucket), String(u.retryAfterNs)]
+      case 'invalid':
+        return ['invalid', String(u.id), String(u.windowNs)]
+      default:
+        throw new TypeError(`not a shared-mode update: ${JSON.stringify(u)}`)
+    }
   }
 
   const text = (v) => (typeof v === 'string' ? v : v && typeof v.toString === 'function' ? v.toString() : String(v))
+
+  const count = (v) => {
+    const n = typeof v === 'bigint' ? Number(v) : v
+    return typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : undefined
+  }
+
+  /** The script's reply to a reservation as a `ReservationAnswer`; throws on anything else.
+   * The trailing live-process count becomes `processes`, a grant's lease count `leased` and
+   * the script's clock `storeTimeUs` (all absent from a script of an earlier version's reply). */
+  function parseAnswer(reply) {
+    if (Array.isArray(reply) && reply.length > 0) {
+      const tag = text(reply[0])
+      if (tag === 'granted' && reply.length === 1) return { answer: 'granted' }
+      if (tag === 'granted' && reply.length <= 4 && reply.slice(1).every((n) => count(n) !== undefined)) {
+        const answer = { answer: 'granted', processes: count(reply[1]) }
+        if (reply.length >= 3) answer.leased = count(reply[2])
+        if (reply.length === 4) answer.storeTimeUs = count(reply[3])
+        return answer
+      }
+      if (tag === 'denied' && (reply.length === 3 || reply.length === 4)) {
+        const us = typeof reply[1] === 'bigint' ? Number(reply[1]) : reply[1]
+        const processes = reply.length === 4 ? count(reply[3]) : undefined
+        if (typeof us === 'number' && Number.isSafeInteger(us) && us >= 0 && (reply.length === 3 || processes !== undefined)) {
+          const answer = { answer: 'denied', retryAfterNs: us * 1000, scope: text(reply[2]) }
+          if (processes !== undefined) answer.processes = processes
+          return answer
+        }
+      }
+    }
+    throw new Error(`unexpected reply from the shared store script: ${JSON.stringify(reply)}`)
+  }
 
   function isNoScript(reply) {
     return reply instanceof Error && /^NOSCRIPT/.test(String(reply.message))
@@ -173,8 +214,7 @@ function createRedisStore(deps) {
       /** The last error the client or Redis reported, for logs. */
       this.lastError = null
       this._settings = settings
-      /** The core's validated lease, pioneer_poll and state_ttl (ns), given by `bind`. */
-      this._durations = null
+      this._common = null
       this._sha = typeof deps.sha === 'string' ? deps.sha : null
       this._queue = []
       this._running = false
@@ -191,20 +231,27 @@ function createRedisStore(deps) {
 
     /** Takes the settings the core validated (`limiter.config.shared`). */
     bind(sharedConfig) {
-      this._durations = [sharedConfig.lease_ns, sharedConfig.pioneer_poll_ns, sharedConfig.state_ttl_ns]
+      this._common = [
+        '', // now: Redis's clock
+        this.clientName,
+        String(sharedConfig.lease_ns),
+        String(sharedConfig.pioneer_poll_ns),
+        String(sharedConfig.state_ttl_ns),
+      ]
     }
 
     /** Queues a reservation; resolves with its answer, rejects when Redis gives none. */
     reserve(reservation) {
       return new Promise((resolve, reject) => {
-        if (this._durations === null) throw new Error('RedisStore.bind was not called (give the store to a RateLimiter)')
-        this._submit({ op: wire.storeOp(reservation), resolve, reject, at: clock() })
+        if (this._common === null) throw new Error('RedisStore.bind was not called (give the store to a RateLimiter)')
+        const args = ['reserve'].concat(this._common, reserveArgs(reservation))
+        this._submit({ args, resolve, reject, at: clock() })
       })
     }
 
     /** Queues an update, fire-and-forget. */
     record(update) {
-      if (this._closed || this._durations === null) {
+      if (this._closed || this._common === null) {
         this.dropped += 1
         return
       }
@@ -215,7 +262,7 @@ function createRedisStore(deps) {
           this.dropped += 1
         }
       }
-      this._submit({ op: wire.storeOp(update), resolve: null, reject: null, at: clock() })
+      this._submit({ args: ['record'].concat(this._common, recordArgs(update)), resolve: null, reject: null, at: clock() })
     }
 
     /**
@@ -336,8 +383,12 @@ function createRedisStore(deps) {
      * failed call (NOSCRIPT, an error reply, a lost connection) is every op's reply.
      */
     async _pipeline(client, ops, evalFirst) {
-      // The core writes the ARGV: one op's own call, or a `batch` of them.
-      const args = wire.storeArgv(this.clientName, ...this._durations, ops.map((op) => op.op))
+      let args = ops[0].args
+      if (ops.length > 1) {
+        // An op's own call is [op, now, client, lease, poll, ttl, ...rest].
+        args = ['batch'].concat(this._common)
+        for (const op of ops) args.push(String(op.args.length - 5), op.args[0], ...op.args.slice(6))
+      }
       const command = (evalFirst ? ['EVAL', script] : ['EVALSHA', this._sha]).concat(['1', this.prefix], args)
       let reply
       try {

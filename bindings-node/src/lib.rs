@@ -34,8 +34,6 @@ pub use redis_scripts::{
     FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, RedisScheduled, script_decision, script_released, script_scheduled,
 };
 mod shared;
-mod store;
-pub use store::{StoreAnswer, StoreOpText, store_answer, store_argv, store_op};
 
 use convert::{FailView, fail_view};
 

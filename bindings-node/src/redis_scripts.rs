@@ -283,13 +283,13 @@ impl FixedWindowScript {
 
 // ------------------------------------------------------------------------------ replies
 
-pub(crate) fn bad(e: ReplyError) -> JsError {
+fn bad(e: ReplyError) -> JsError {
     js_error("redis_bad_reply", e.into_message())
 }
 
 /// One item of a reply as node-redis gives it: a number (a Redis integer), a string (a bulk
 /// string; the JS module turns `Buffer`s into strings first), or anything else.
-pub(crate) type Item<'a> = Either3<f64, String, Unknown<'a>>;
+type Item<'a> = Either3<f64, String, Unknown<'a>>;
 
 /// The largest magnitude up to which every integer is a distinct `f64`, 2^53.
 const EXACT: f64 = 9_007_199_254_740_992.0;
@@ -297,7 +297,7 @@ const EXACT: f64 = 9_007_199_254_740_992.0;
 /// One item in the core's terms: a Redis integer is a JS number without a fractional part, at
 /// most 2^53 in magnitude (beyond, node-redis may have rounded it; the scripts never answer
 /// more than 2^53); `null` / `undefined` are nil.
-pub(crate) fn item<'r>(item: &'r Item<'_>) -> ReplyItem<'r> {
+fn item<'r>(item: &'r Item<'_>) -> ReplyItem<'r> {
     match item {
         Either3::A(n) if n.fract() == 0.0 && n.abs() <= EXACT => ReplyItem::Int(*n as i64),
         Either3::A(n) => ReplyItem::Other(Cow::Owned(n.to_string())),

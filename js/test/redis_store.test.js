@@ -2,12 +2,12 @@
 // script's arguments, pipelining, EVALSHA with EVAL after NOSCRIPT, reservations too old to
 // send, Redis errors, flush and close. The real Redis is in bindings-node/test/shared_redis.test.js.
 'use strict'
-const nodeTest = require('node:test')
+const test = require('node:test')
 const assert = require('node:assert/strict')
 const crypto = require('node:crypto')
 const fs = require('node:fs')
 const path = require('node:path')
-const { repo, ratelane, core } = require('./support.cjs')
+const { repo, ratelane } = require('./support.cjs')
 
 const { RateLimiter, InvalidConfigError } = ratelane
 
@@ -16,12 +16,6 @@ const source = fs.readFileSync(path.join(repo, 'js', 'redis_store.js'), 'utf8')
 const createRedisStore = new Function(`${source}\nreturn createRedisStore`)()
 const script = fs.readFileSync(path.join(repo, 'redis', 'scripts', 'shared_store.lua'), 'utf8')
 const sha = crypto.createHash('sha1').update(script).digest('hex')
-// The script's wire format is the core's (ratelane::shared::wire), from the native addon: the
-// store ships only in the Node package, so with the wasm core (which has no store) these
-// tests have nothing to test.
-const wire = { storeOp: core.storeOp, storeArgv: core.storeArgv, storeAnswer: core.storeAnswer }
-const noStore = typeof core.storeOp === 'function' ? false : 'the wasm package ships no Redis store'
-const test = (name, fn) => nodeTest(name, { skip: noStore }, fn)
 
 const SHARED = { lease_ns: 30e9, pioneer_poll_ns: 50e6, state_ttl_ns: 600e9 }
 const RESERVATION = {
@@ -84,7 +78,7 @@ class FakeClient {
 }
 
 function make(deps = {}) {
-  return createRedisStore({ ratelane, script, wire, sha, randomId: () => 'proc-1', ...deps })
+  return createRedisStore({ ratelane, script, sha, randomId: () => 'proc-1', ...deps })
 }
 
 function bound(client, options) {
@@ -126,9 +120,7 @@ test('redis store: reservations and updates become the script\'s ARGV, the prefi
   assert.deepEqual(recordArgs({ kind: 'release', id: 1, identity: 'b', route: 'r', major: 'm', bucket: 'x', reached: true, windowNs: 9 }),
     ['release', '1', 'b', 'r', 'm', '=x', '1', '9'])
   assert.deepEqual(recordArgs({ kind: 'invalid', id: 3, windowNs: 600 }), ['invalid', '3', '600'])
-  assert.throws(() => recordArgs({ kind: 'other' }), { code: 'invalid_argument', message: /kind must be/ })
-  assert.throws(() => recordArgs(RESERVATION), TypeError)
-  assert.throws(() => reserveArgs({ ...RESERVATION, globalLimit: 'many' }), { code: 'invalid_argument', message: /globalLimit/ })
+  assert.throws(() => recordArgs({ kind: 'other' }), TypeError)
   assert.deepEqual(parseAnswer(['denied', 1500, 'bucket']), { answer: 'denied', retryAfterNs: 1500000, scope: 'bucket' })
   // The live-process count the script adds (absent from a script of an earlier version).
   assert.deepEqual(parseAnswer(['granted', 3]), { answer: 'granted', processes: 3 })
@@ -138,9 +130,8 @@ test('redis store: reservations and updates become the script\'s ARGV, the prefi
   // The script's clock (microseconds) when it granted.
   assert.deepEqual(parseAnswer(['granted', 3, 2, 1795812403404294]), { answer: 'granted', processes: 3, leased: 2, storeTimeUs: 1795812403404294 })
   for (const bad of [[], ['granted', -1], ['granted', 1, -1], ['granted', 1, 1, -1], ['granted', 1, 1, 1, 1], ['denied', 1, 'bucket', -1], ['denied', -1, 'bucket'], ['denied', 1.5, 'bucket'], 'granted', null]) {
-    assert.throws(() => parseAnswer(bad), { code: 'redis_bad_reply' })
+    assert.throws(() => parseAnswer(bad), /unexpected reply/)
   }
-  assert.throws(() => parseAnswer(['denied', 1, 'nope']), { code: 'redis_bad_reply', message: /unknown scope/ })
 })
 
 test('redis store: what is queued in one turn goes as one script call, in order; NOSCRIPT is answered with EVAL once', async () => {
@@ -179,7 +170,7 @@ test('redis store: a batch item the script refused fails alone; a malformed batc
 
 test('redis store: without a sha it loads the script once; a denial carries ns and the scope', async () => {
   const client = new FakeClient({ reply: (op) => (op === 'reserve' ? ['denied', 250, 'pioneer'] : ['recorded']) })
-  const { RedisStore } = createRedisStore({ ratelane, script, wire })
+  const { RedisStore } = createRedisStore({ ratelane, script })
   const store = new RedisStore(client)
   store.bind(SHARED)
   assert.deepEqual(await store.reserve(RESERVATION), { answer: 'denied', retryAfterNs: 250000, scope: 'pioneer' })

@@ -30,7 +30,6 @@
 //! ```
 
 use super::SharedConfig;
-use crate::error::Error;
 use crate::server::script::{Items, ReplyError, ReplyItem, is_tag};
 use crate::types::{Nanos, Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 
@@ -100,46 +99,6 @@ pub fn batch_args(now: Option<Nanos>, client: &str, settings: &StoreSettings, op
         args.extend(own);
     }
     args
-}
-
-/// The `ARGV` of one script call for operations a host keeps encoded, each as its name and its
-/// own arguments (what [`StoreOp::name`] and [`StoreOp::args`] gave when it was queued): a
-/// single call's for one, a `batch` call's for several.
-///
-/// # Errors
-///
-/// [`Error::InvalidRequest`] when `ops` is empty or a name is not `"reserve"` or `"record"`.
-pub fn encoded_argv<S: AsRef<str>>(
-    now: Option<Nanos>,
-    client: &str,
-    settings: &StoreSettings,
-    ops: &[(S, Vec<String>)],
-) -> Result<Vec<String>, Error> {
-    for (name, _) in ops {
-        if !matches!(name.as_ref(), "reserve" | "record") {
-            return Err(Error::InvalidRequest(format!(
-                "a store operation is \"reserve\" or \"record\", got {:?}",
-                name.as_ref()
-            )));
-        }
-    }
-    match ops {
-        [] => Err(Error::InvalidRequest("a store call needs at least one operation".into())),
-        [(name, own)] => {
-            let mut args = common_args(name.as_ref(), now, client, settings);
-            args.extend(own.iter().cloned());
-            Ok(args)
-        }
-        _ => {
-            let mut args = common_args("batch", now, client, settings);
-            for (name, own) in ops {
-                args.push((own.len() + 1).to_string());
-                args.push(name.as_ref().to_string());
-                args.extend(own.iter().cloned());
-            }
-            Ok(args)
-        }
-    }
 }
 
 /// `ARGV[1..6]`: the op, the clock (`""` for Redis's), the calling process's name and the
@@ -359,21 +318,6 @@ mod tests {
         assert_eq!(args[6..8], ["17", "reserve"]);
         assert_eq!(args[8..24], reserve_args(&r)[..]);
         assert_eq!(args[24..], ["4", "record", "invalid", "4", "10"]);
-    }
-
-    #[test]
-    fn encoded_operations_make_the_same_calls() {
-        let r = Reservation { id: 9, ..Reservation::default() };
-        let u = SharedUpdate::Invalid { id: 4, window: 10 };
-        let (a, b) = (StoreOp::Reserve(&r), StoreOp::Record(&u));
-        let encoded = [(a.name(), a.args()), (b.name(), b.args())];
-        assert_eq!(encoded_argv(Some(1), "p", &SETTINGS, &encoded).unwrap(), batch_args(Some(1), "p", &SETTINGS, &[a, b]));
-        assert_eq!(encoded_argv(None, "p", &SETTINGS, &encoded[1..]).unwrap(), call_args(None, "p", &SETTINGS, b));
-        let empty: [(&str, Vec<String>); 0] = [];
-        assert_eq!(encoded_argv(None, "p", &SETTINGS, &empty).unwrap_err().code(), "invalid_request");
-        let bad = [("batch", Vec::new())];
-        let e = encoded_argv(None, "p", &SETTINGS, &bad).unwrap_err();
-        assert!(e.to_string().contains("\"batch\""), "{e}");
     }
 
     #[test]
