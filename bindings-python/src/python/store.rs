@@ -13,7 +13,7 @@ use ratelane::shared::wire::{self, StoreOp, StoreSettings};
 use ratelane::shared::{Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 
 use super::scripts::{bad, item};
-use super::{invalid_argument, repr};
+use super::{Reserve, ShareBucket, invalid_argument, repr};
 
 /// One operation of the store contract, read from its Python object once, when it is queued.
 #[pyclass(module = "ratelane._core", name = "StoreOp", frozen)]
@@ -66,7 +66,13 @@ fn attr<'py, T: FromPyObjectOwned<'py>>(obj: &Bound<'py, PyAny>, name: &str) -> 
 
 /// An attribute an object of an earlier version may lack: `default` then.
 fn attr_or<'py, T: FromPyObjectOwned<'py>>(obj: &Bound<'py, PyAny>, name: &str, default: T) -> PyResult<T> {
-    if obj.hasattr(name)? { attr(obj, name) } else { Ok(default) }
+    match obj.getattr(name) {
+        Ok(value) => value.extract::<T>().map_err(|_| {
+            invalid_argument(obj.py(), format!("{name} of a shared-mode operation cannot be {}", repr(&value)))
+        }),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(obj.py()) => Ok(default),
+        Err(e) => Err(e),
+    }
 }
 
 fn reservation(r: &Bound<'_, PyAny>) -> PyResult<Reservation> {
@@ -138,6 +144,47 @@ fn update(u: &Bound<'_, PyAny>, kind: &str) -> PyResult<Option<SharedUpdate>> {
 /// object with those attributes works). Raises `TypeError` for anything else.
 #[pyfunction]
 pub fn store_op(obj: &Bound<'_, PyAny>) -> PyResult<PyStoreOp> {
+    // The driver's own outputs, read without a lookup per attribute.
+    if let Ok(r) = obj.cast::<Reserve>() {
+        let r = r.get();
+        return Ok(PyStoreOp {
+            op: Op::Reserve(Reservation {
+                id: r.id,
+                identity: r.identity.clone(),
+                route: r.route.clone(),
+                major: r.major.clone(),
+                bucket: r.bucket.clone(),
+                counts_global: r.counts_global,
+                global_limit: r.global_limit,
+                global_want: r.global_want,
+                global_window: r.global_window_ns,
+                margin: r.margin_ns,
+                invalid_limit: r.invalid_limit,
+                invalid_window: r.invalid_window_ns,
+                processes_since: r.processes_since_ns,
+                reporting: r.reporting,
+                unrecorded: r.unrecorded_ns.clone(),
+                granted: r.granted_ns.clone(),
+            }),
+        });
+    }
+    if let Ok(u) = obj.cast::<ShareBucket>() {
+        let u = u.get();
+        return Ok(PyStoreOp {
+            op: Op::Record(SharedUpdate::Bucket {
+                id: u.id,
+                identity: u.identity.clone(),
+                route: u.route.clone(),
+                major: u.major.clone(),
+                bucket: u.bucket.clone(),
+                unlimited: u.unlimited,
+                limit: u.limit,
+                remaining: u.remaining,
+                reset_after: u.reset_after_ns,
+                window: u.window_ns,
+            }),
+        });
+    }
     let class = obj.get_type().name()?;
     let kind = class.to_cow()?;
     if let Some(u) = update(obj, &kind)? {
