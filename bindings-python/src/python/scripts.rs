@@ -289,18 +289,22 @@ pub(super) fn item<'a>(obj: &'a Bound<'_, PyAny>) -> ReplyItem<'a> {
     ReplyItem::Other(Cow::Owned(repr(obj)))
 }
 
+/// The elements of a reply (a list or tuple); `RedisBadReplyError` for anything else.
+pub(super) fn elements<'py>(reply: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    if let Ok(list) = reply.cast::<PyList>() {
+        Ok(list.iter().collect())
+    } else if let Ok(tuple) = reply.cast::<PyTuple>() {
+        Ok(tuple.iter().collect())
+    } else {
+        Err(bad(reply.py(), ReplyError::not_an_array(&repr(reply))))
+    }
+}
+
 /// Reads any of the scripts' replies (a list or tuple) with the core's grammar.
 fn parse(reply: &Bound<'_, PyAny>) -> PyResult<ScriptReply> {
-    let py = reply.py();
-    let objects: Vec<Bound<'_, PyAny>> = if let Ok(list) = reply.cast::<PyList>() {
-        list.iter().collect()
-    } else if let Ok(tuple) = reply.cast::<PyTuple>() {
-        tuple.iter().collect()
-    } else {
-        return Err(bad(py, ReplyError::not_an_array(&repr(reply))));
-    };
+    let objects = elements(reply)?;
     let items: Vec<ReplyItem<'_>> = objects.iter().map(item).collect();
-    script::parse_reply(&items).map_err(|e| bad(py, e))
+    script::parse_reply(&items).map_err(|e| bad(reply.py(), e))
 }
 
 /// A check's reply (`gcra.lua`, `leaky_bucket.lua`, `fixed_window.lua check`) as a `Decision`.

@@ -6,13 +6,12 @@
 //! pipeline, `NOSCRIPT`) is the Python module's.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
 
-use ratelane::server::script::{ReplyError, ReplyItem};
+use ratelane::server::script::ReplyItem;
 use ratelane::shared::wire::{self, StoreOp, StoreSettings};
 use ratelane::shared::{Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 
-use super::scripts::{bad, item};
+use super::scripts::{bad, elements, item};
 use super::{Reserve, ShareBucket, invalid_argument, repr};
 
 /// One operation of the store contract, read from its Python object once, when it is queued.
@@ -226,13 +225,7 @@ pub fn store_answer(
     reply: &Bound<'_, PyAny>,
 ) -> PyResult<(&'static str, Option<u64>, Option<&'static str>, Option<u32>, Option<u32>, Option<u64>)> {
     let py = reply.py();
-    let objects: Vec<Bound<'_, PyAny>> = if let Ok(list) = reply.cast::<PyList>() {
-        list.iter().collect()
-    } else if let Ok(tuple) = reply.cast::<PyTuple>() {
-        tuple.iter().collect()
-    } else {
-        return Err(bad(py, ReplyError::not_an_array(&repr(reply))));
-    };
+    let objects = elements(reply)?;
     let items: Vec<ReplyItem<'_>> = objects.iter().map(item).collect();
     let leased_given = objects.len() > 2;
     Ok(match wire::parse_reserve_answer(&items).map_err(|e| bad(py, e))? {
