@@ -1,8 +1,9 @@
 //! The wire format of the shared store's Redis script (`redis/scripts/shared_store.lua`; the
 //! contract is the script's header and `redis/README.md`), sans-IO: each call's `ARGV` and the
-//! reading of its reply, written once for every host (`ratelane-redis`; the Python and JS
-//! drivers through their bindings), as [`crate::server::script`] does for the server-side
-//! limiters' scripts.
+//! reading of its reply, written once (used by `ratelane-redis` and the Python binding; the
+//! Node package's store still encodes in JS, where reading an object through napi costs
+//! more than the encoding), as [`crate::server::script`] does for the server-side limiters'
+//! scripts.
 //!
 //! A host builds one call's `ARGV` with [`call_args`] (one operation) or [`batch_args`]
 //! (several, one round trip), runs the script with its namespace prefix as `KEYS[1]`, turns
