@@ -200,7 +200,7 @@ impl Limiter {
         // are per bucket, so the old numbers mean nothing there).
         let epoch = self.queue(to).bucket.epoch;
         for id in self.queue(to).in_flight.clone() {
-            if let ReqState::InFlight { window_epoch, .. } | ReqState::Reserving { window_epoch, .. } =
+            if let ReqState::InFlight(Flight { window_epoch, .. }) | ReqState::Reserving { window_epoch, .. } =
                 &mut self.req_mut(id).state
             {
                 *window_epoch = epoch;
@@ -327,7 +327,7 @@ impl Limiter {
                 .in_flight
                 .iter()
                 .filter_map(|id| match self.requests[id].state {
-                    ReqState::InFlight { sent_at, .. } => Some(sent_at),
+                    ReqState::InFlight(Flight { sent_at, .. }) => Some(sent_at),
                     _ => None,
                 })
                 .collect();

@@ -408,22 +408,8 @@ enum ReqState {
         /// It asked for the processes back since the outage (`processes_since`).
         asked_since: bool,
     },
-    InFlight {
-        sent_at: Nanos,
-        /// Sends of this bucket since its last local reset, this one included.
-        window_seq: u32,
-        /// Whether it was sent after the bucket's last local reset.
-        window_epoch: u64,
-        /// Its entry in the identity's global log, if it counts against the global limit: the
-        /// send, or the transport's later report that it left.
-        global_at: Option<Nanos>,
-        /// When it left: `sent_at`, or the transport's later report
-        /// ([`Limiter::handle_written`]).
-        left_at: Nanos,
-        /// Nothing else of this limiter was in flight when it was sent: its trip met no
-        /// queue of this process's own making (see [`Uplinks`]).
-        alone: bool,
-    },
+    /// Sent: how ([`Flight`]).
+    InFlight(Flight),
 }
 
 #[derive(Debug)]
@@ -848,7 +834,7 @@ impl Limiter {
         let Some(req) = self.requests.get(&id) else {
             return Ok(());
         };
-        let ReqState::InFlight { sent_at, global_at, left_at, .. } = req.state else {
+        let ReqState::InFlight(Flight { sent_at, global_at, left_at, .. }) = req.state else {
             return Ok(());
         };
         if left_at != sent_at || now <= sent_at {
@@ -859,7 +845,7 @@ impl Limiter {
             self.restamp_global(iid, old, now);
             self.identities[iid].send_log.restamp(old, now);
         }
-        if let ReqState::InFlight { global_at, left_at, .. } = &mut self.req_mut(id).state {
+        if let ReqState::InFlight(Flight { global_at, left_at, .. }) = &mut self.req_mut(id).state {
             *global_at = global_at.map(|_| now);
             *left_at = now;
         }
@@ -1044,7 +1030,7 @@ impl Limiter {
         let qid = req.qid;
         match req.state {
             ReqState::Queued => self.unqueue(id),
-            ReqState::InFlight { .. } => {
+            ReqState::InFlight(_) => {
                 self.take_in_flight(id)?;
                 // It may have reached the server: it keeps its slot until the window resets.
                 self.settle_costs(id, None, false);
@@ -1480,8 +1466,7 @@ impl Limiter {
     /// Takes `id` out of the in-flight set, returning how it was sent.
     fn take_in_flight(&mut self, id: RequestId) -> Result<Flight, Error> {
         let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
-        let ReqState::InFlight { sent_at, window_seq, window_epoch, global_at, left_at, alone } = req.state
-        else {
+        let ReqState::InFlight(flight) = req.state else {
             return Err(Error::InvalidState { id, expected: "in flight" });
         };
         let qid = req.qid;
@@ -1491,7 +1476,7 @@ impl Limiter {
         }
         self.in_flight_total -= 1;
         self.req_mut(id).state = ReqState::Answered;
-        Ok(Flight { sent_at, window_seq, window_epoch, global_at, left_at, alone })
+        Ok(flight)
     }
 
     /// Forgets a request that reached its outcome.
@@ -1918,14 +1903,12 @@ impl Limiter {
             let (iid, keep) = (self.req(id).identity, self.report_horizon());
             self.identities[iid].send_log.unrecorded(now, keep);
         }
-        let state = ReqState::InFlight {
+        let state = ReqState::InFlight(Flight {
             sent_at: now,
-            window_seq: flight.window_seq,
-            window_epoch: flight.window_epoch,
-            global_at: flight.global_at,
             left_at: now,
             alone: self.in_flight_total == 0,
-        };
+            ..flight
+        });
         let r = self.req_mut(id);
         r.state = state;
         r.sends += 1;
@@ -2267,17 +2250,23 @@ impl Limiter {
     }
 }
 
-/// How a request was sent, returned when it leaves the in-flight set.
-#[derive(Debug, Clone, Copy)]
+/// How an in-flight request was sent ([`ReqState::InFlight`]), returned when it leaves the
+/// in-flight set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Flight {
     sent_at: Nanos,
+    /// Sends of this bucket since its last local reset, this one included.
     window_seq: u32,
+    /// Whether it was sent after the bucket's last local reset.
     window_epoch: u64,
-    /// Its entry in the identity's global log, if it counts against the global limit.
+    /// Its entry in the identity's global log, if it counts against the global limit: the
+    /// send, or the transport's later report that it left.
     global_at: Option<Nanos>,
-    /// When it left (the send, or the transport's later report).
+    /// When it left: `sent_at`, or the transport's later report
+    /// ([`Limiter::handle_written`]).
     left_at: Nanos,
-    /// Sent while nothing else was in flight.
+    /// Nothing else of this limiter was in flight when it was sent: its trip met no
+    /// queue of this process's own making (see [`Uplinks`]).
     alone: bool,
 }
 

@@ -291,14 +291,7 @@ impl Limiter {
         }
         let alone = self.in_flight_total == 0;
         let r = self.req_mut(id);
-        r.state = ReqState::InFlight {
-            sent_at: now,
-            window_seq: flight.window_seq,
-            window_epoch: flight.window_epoch,
-            global_at,
-            left_at: now,
-            alone,
-        };
+        r.state = ReqState::InFlight(Flight { sent_at: now, global_at, left_at: now, alone, ..flight });
         r.sends += 1;
         self.in_flight_total += 1;
         self.outputs.push_back(Output::Send(id));
@@ -354,7 +347,7 @@ impl Limiter {
             .in_flight
             .iter()
             .filter_map(|id| match self.requests[id].state {
-                ReqState::InFlight { sent_at: t, window_epoch, .. }
+                ReqState::InFlight(Flight { sent_at: t, window_epoch, .. })
                 | ReqState::Reserving { since: t, window_epoch, .. }
                     if window_epoch == epoch =>
                 {
