@@ -128,52 +128,45 @@ mod utf8 {
 
 // ------------------------------------------------------------------------------ arguments
 
+/// What `obj.extract()` reads, else an `InvalidArgumentError` "`what`, got <repr>".
+fn extract_or<'py, T: FromPyObjectOwned<'py>>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<T> {
+    obj.extract::<T>().map_err(|_| invalid_argument(obj.py(), format!("{what}, got {}", repr(obj))))
+}
+
+/// `None`, or what `arg` reads.
+fn opt<'py, T>(obj: &Bound<'py, PyAny>, arg: fn(&Bound<'py, PyAny>) -> PyResult<T>) -> PyResult<Option<T>> {
+    if obj.is_none() { Ok(None) } else { arg(obj).map(Some) }
+}
+
 fn arg_ns(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    obj.extract::<u64>().map_err(|_| {
-        invalid_argument(
-            obj.py(),
-            format!("a time or duration must be an int of nanoseconds >= 0, got {}", repr(obj)),
-        )
-    })
+    extract_or(obj, "a time or duration must be an int of nanoseconds >= 0")
 }
 
 fn arg_opt_ns(obj: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-    if obj.is_none() { Ok(None) } else { arg_ns(obj).map(Some) }
+    opt(obj, arg_ns)
 }
 
-/// A count the store gave (`processes`): `None`, or an int >= 0; one above `u32::MAX` reads
-/// as `u32::MAX` (the core tolerates any count).
-fn arg_opt_count(obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    match obj.extract::<u64>() {
-        Ok(n) => Ok(Some(u32::try_from(n).unwrap_or(u32::MAX))),
-        Err(_) => Err(invalid_argument(obj.py(), format!("processes must be an int >= 0 or None, got {}", repr(obj)))),
-    }
+/// A count the store gave (`processes`, `leased`): `None`, or an int >= 0; one above
+/// `u32::MAX` reads as `u32::MAX` (the core tolerates any count).
+fn arg_opt_count(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<u32>> {
+    let n = if obj.is_none() { None } else { Some(extract_or::<u64>(obj, what)?) };
+    Ok(n.map(|n| u32::try_from(n).unwrap_or(u32::MAX)))
 }
 
-/// `leased` of an answer: `None`, or an int >= 0 (one above `u32::MAX` reads as `u32::MAX`).
+fn arg_opt_processes(obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
+    arg_opt_count(obj, "processes must be an int >= 0 or None")
+}
+
 fn arg_opt_leased(obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    match obj.extract::<u64>() {
-        Ok(n) => Ok(Some(u32::try_from(n).unwrap_or(u32::MAX))),
-        Err(_) => Err(invalid_argument(obj.py(), format!("leased must be an int >= 0 or None, got {}", repr(obj)))),
-    }
+    arg_opt_count(obj, "leased must be an int >= 0 or None")
 }
 
 fn arg_id(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    obj.extract::<u64>().map_err(|_| {
-        invalid_argument(obj.py(), format!("a request id must be an int >= 0, got {}", repr(obj)))
-    })
+    extract_or(obj, "a request id must be an int >= 0")
 }
 
 fn arg_ticket(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
-    obj.extract::<usize>().map_err(|_| {
-        invalid_argument(obj.py(), format!("a ticket must be an int >= 0, got {}", repr(obj)))
-    })
+    extract_or(obj, "a ticket must be an int >= 0")
 }
 
 fn arg_status(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
@@ -187,9 +180,7 @@ fn arg_status(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
 }
 
 fn arg_priority(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
-    obj.extract::<i32>().map_err(|_| {
-        invalid_argument(obj.py(), format!("priority must be a 32-bit int, got {}", repr(obj)))
-    })
+    extract_or(obj, "priority must be a 32-bit int")
 }
 
 fn arg_str(obj: &Bound<'_, PyAny>) -> PyResult<String> {
@@ -202,45 +193,39 @@ fn arg_str(obj: &Bound<'_, PyAny>) -> PyResult<String> {
 }
 
 fn arg_opt_str(obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
-    if obj.is_none() { Ok(None) } else { arg_str(obj).map(Some) }
+    opt(obj, arg_str)
+}
+
+/// `None`, or an iterable of `str` that is not a `str` itself; else "`what`, got <repr>".
+fn arg_strs(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Vec<String>>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    let wrong = || invalid_argument(obj.py(), format!("{what}, got {}", repr(obj)));
+    if obj.is_instance_of::<PyString>() {
+        return Err(wrong());
+    }
+    let items = obj.try_iter().map_err(|_| wrong())?;
+    items.map(|item| item?.extract::<String>().map_err(|_| wrong())).collect::<PyResult<_>>().map(Some)
 }
 
 /// `body_keys`: `None`, or an iterable of `str` (a dict gives its keys, so the JSON body itself
 /// may be passed).
 fn arg_body_keys(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    let wrong = || {
-        invalid_argument(obj.py(), format!("body_keys must be an iterable of str (or the JSON body's dict), got {}", repr(obj)))
-    };
-    if obj.is_instance_of::<PyString>() {
-        return Err(wrong());
-    }
-    let mut keys = Vec::new();
-    for key in obj.try_iter().map_err(|_| wrong())? {
-        let key = key?;
-        keys.push(key.extract::<String>().map_err(|_| wrong())?);
-    }
-    Ok(Some(keys))
+    arg_strs(obj, "body_keys must be an iterable of str (or the JSON body's dict)")
+}
+
+/// `errors`: `None`, or an iterable of `str` (not a `str` itself).
+fn arg_errors(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
+    arg_strs(obj, "errors must be an iterable of str")
 }
 
 fn arg_opt_bool(obj: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    obj.extract::<bool>().map(Some).map_err(|_| {
-        invalid_argument(obj.py(), format!("expected a bool or None, got {}", repr(obj)))
-    })
+    opt(obj, |obj| extract_or(obj, "expected a bool or None"))
 }
 
 fn arg_opt_f64(obj: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    obj.extract::<f64>().map(Some).map_err(|_| {
-        invalid_argument(obj.py(), format!("retry_after must be a number of seconds or None, got {}", repr(obj)))
-    })
+    opt(obj, |obj| extract_or(obj, "retry_after must be a number of seconds or None"))
 }
 
 /// `cost`: `None`, or a mapping of `requested`, `actual`, `maximum_available`,
@@ -375,31 +360,13 @@ fn arg_usage(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, f64)>>> {
     Ok(Some(usage))
 }
 
-/// `tokens` of the simulated server's `handle`: `None`, or an int >= 0.
+/// `tokens` of the simulated server's `handle`: `None`, or an int >= 0 (not a `bool`).
 fn arg_opt_tokens(obj: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-    if obj.is_none() {
-        return Ok(None);
+    const WHAT: &str = "tokens must be an int >= 0 or None";
+    if obj.is_instance_of::<PyBool>() {
+        return Err(invalid_argument(obj.py(), format!("{WHAT}, got {}", repr(obj))));
     }
-    match obj.extract::<u64>() {
-        Ok(n) if !obj.is_instance_of::<PyBool>() => Ok(Some(n)),
-        _ => Err(invalid_argument(obj.py(), format!("tokens must be an int >= 0 or None, got {}", repr(obj)))),
-    }
-}
-
-/// `errors`: `None`, or an iterable of `str` (not a `str` itself).
-fn arg_errors(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    let wrong = || invalid_argument(obj.py(), format!("errors must be an iterable of str, got {}", repr(obj)));
-    if obj.is_instance_of::<PyString>() {
-        return Err(wrong());
-    }
-    let mut out = Vec::new();
-    for item in obj.try_iter().map_err(|_| wrong())? {
-        out.push(item?.extract::<String>().map_err(|_| wrong())?);
-    }
-    Ok(Some(out))
+    opt(obj, |obj| extract_or(obj, WHAT))
 }
 
 fn header_text<'a>(s: &'a Bound<'_, PyString>) -> PyResult<&'a str> {
@@ -1005,7 +972,7 @@ impl Limiter {
         answer: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = arg_opt_ns)] retry_after_ns: Option<u64>,
         scope: Option<&Bound<'_, PyAny>>,
-        #[pyo3(from_py_with = arg_opt_count)] processes: Option<u32>,
+        #[pyo3(from_py_with = arg_opt_processes)] processes: Option<u32>,
         #[pyo3(from_py_with = arg_opt_leased)] leased: Option<u32>,
         #[pyo3(from_py_with = arg_opt_ns)] store_time_ns: Option<u64>,
     ) -> PyResult<()> {
