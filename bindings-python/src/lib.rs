@@ -11,8 +11,7 @@
 //! `match`es have no wildcard arm, so a new failure reason or error in the core breaks every
 //! build of this crate, with or without Python.
 
-use ratelane::shared::SharedUpdate;
-use ratelane::{Error, FailReason, Observation};
+use ratelane::{Error, FailReason};
 
 /// The Python exception class (in `ratelane._errors`) for a request that ended with `reason`.
 pub fn fail_class_name(reason: &FailReason) -> &'static str {
@@ -43,27 +42,6 @@ pub fn error_class_name(error: &Error) -> &'static str {
         Error::SnapshotForeign(_) => "SnapshotForeignError",
         Error::SnapshotVersion { .. } => "SnapshotVersionError",
         Error::SnapshotMalformed(_) => "SnapshotMalformedError",
-    }
-}
-
-/// The output class (in `ratelane._core`) an observation becomes.
-pub fn observation_class_name(observation: &Observation) -> &'static str {
-    match observation {
-        Observation::RateLimited { .. } => "RateLimited",
-        Observation::BucketLearned { .. } => "BucketLearned",
-        Observation::InvalidRequestWarning { .. } => "InvalidRequestWarning",
-        Observation::StoreUnavailable { .. } => "StoreUnavailable",
-        Observation::StoreRecovered => "StoreRecovered",
-    }
-}
-
-/// The output class (in `ratelane._core`) a shared-mode update becomes.
-pub fn update_class_name(update: &SharedUpdate) -> &'static str {
-    match update {
-        SharedUpdate::Bucket { .. } => "ShareBucket",
-        SharedUpdate::Release { .. } => "ShareRelease",
-        SharedUpdate::Hold { .. } => "ShareHold",
-        SharedUpdate::Invalid { .. } => "ShareInvalid",
     }
 }
 

@@ -6,11 +6,11 @@
 //! strings; headers are borrowed from the Python strings where the stable ABI allows it.
 
 
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyMapping, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyMapping, PyString, PyTuple, PyType};
 
 use ratelane::server::{
     Decision as CoreDecision, FixedWindow, FixedWindowStore as CoreFixedWindowStore, Gcra,
@@ -24,7 +24,7 @@ use ratelane::{
 
 use ratelane::shared::{Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 
-use crate::{error_class_name, fail_class_name, observation_class_name, update_class_name};
+use crate::error_class_name;
 
 mod scripts;
 mod store;
@@ -82,31 +82,6 @@ fn invalid_argument(py: Python<'_>, message: String) -> PyErr {
     exception(py, "InvalidArgumentError", message, None)
 }
 
-/// The exception a request that ended with `reason` raises in the driver.
-fn fail_exception<'py>(py: Python<'py>, id: u64, reason: &FailReason) -> PyResult<Bound<'py, PyAny>> {
-    let kwargs = PyDict::new(py);
-    kwargs.set_item("request_id", id)?;
-    match reason {
-        FailReason::DeadlineExceeded { predicted_send_at } => {
-            kwargs.set_item("predicted_send_at_ns", *predicted_send_at)?
-        }
-        FailReason::MaxWaitExceeded { predicted_wait } => {
-            kwargs.set_item("predicted_wait_ns", *predicted_wait)?
-        }
-        FailReason::Deferred { retry_at } => kwargs.set_item("retry_at_ns", *retry_at)?,
-        FailReason::RetriesExhausted { attempts } | FailReason::NetworkError { attempts } => {
-            kwargs.set_item("attempts", *attempts)?
-        }
-        FailReason::InsufficientCapacity { dimension, cost, limit } => {
-            kwargs.set_item("dimension", dimension)?;
-            kwargs.set_item("cost", *cost)?;
-            kwargs.set_item("limit", *limit)?;
-        }
-        FailReason::MaybeSent | FailReason::Unauthorized | FailReason::Closed => {}
-    }
-    exception_value(py, fail_class_name(reason), reason.to_string(), Some(&kwargs))
-}
-
 fn repr(obj: &Bound<'_, PyAny>) -> String {
     obj.repr().map(|r| r.to_string()).unwrap_or_else(|_| "<object>".to_string())
 }
@@ -153,52 +128,45 @@ mod utf8 {
 
 // ------------------------------------------------------------------------------ arguments
 
+/// What `obj.extract()` reads, else an `InvalidArgumentError` "`what`, got <repr>".
+fn extract_or<'py, T: FromPyObjectOwned<'py>>(obj: &Bound<'py, PyAny>, what: &str) -> PyResult<T> {
+    obj.extract::<T>().map_err(|_| invalid_argument(obj.py(), format!("{what}, got {}", repr(obj))))
+}
+
+/// `None`, or what `arg` reads.
+fn opt<'py, T>(obj: &Bound<'py, PyAny>, arg: fn(&Bound<'py, PyAny>) -> PyResult<T>) -> PyResult<Option<T>> {
+    if obj.is_none() { Ok(None) } else { arg(obj).map(Some) }
+}
+
 fn arg_ns(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    obj.extract::<u64>().map_err(|_| {
-        invalid_argument(
-            obj.py(),
-            format!("a time or duration must be an int of nanoseconds >= 0, got {}", repr(obj)),
-        )
-    })
+    extract_or(obj, "a time or duration must be an int of nanoseconds >= 0")
 }
 
 fn arg_opt_ns(obj: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-    if obj.is_none() { Ok(None) } else { arg_ns(obj).map(Some) }
+    opt(obj, arg_ns)
 }
 
-/// A count the store gave (`processes`): `None`, or an int >= 0; one above `u32::MAX` reads
-/// as `u32::MAX` (the core tolerates any count).
-fn arg_opt_count(obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    match obj.extract::<u64>() {
-        Ok(n) => Ok(Some(u32::try_from(n).unwrap_or(u32::MAX))),
-        Err(_) => Err(invalid_argument(obj.py(), format!("processes must be an int >= 0 or None, got {}", repr(obj)))),
-    }
+/// A count the store gave (`processes`, `leased`): `None`, or an int >= 0; one above
+/// `u32::MAX` reads as `u32::MAX` (the core tolerates any count).
+fn arg_opt_count(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<u32>> {
+    let n = if obj.is_none() { None } else { Some(extract_or::<u64>(obj, what)?) };
+    Ok(n.map(|n| u32::try_from(n).unwrap_or(u32::MAX)))
 }
 
-/// `leased` of an answer: `None`, or an int >= 0 (one above `u32::MAX` reads as `u32::MAX`).
+fn arg_opt_processes(obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
+    arg_opt_count(obj, "processes must be an int >= 0 or None")
+}
+
 fn arg_opt_leased(obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    match obj.extract::<u64>() {
-        Ok(n) => Ok(Some(u32::try_from(n).unwrap_or(u32::MAX))),
-        Err(_) => Err(invalid_argument(obj.py(), format!("leased must be an int >= 0 or None, got {}", repr(obj)))),
-    }
+    arg_opt_count(obj, "leased must be an int >= 0 or None")
 }
 
 fn arg_id(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    obj.extract::<u64>().map_err(|_| {
-        invalid_argument(obj.py(), format!("a request id must be an int >= 0, got {}", repr(obj)))
-    })
+    extract_or(obj, "a request id must be an int >= 0")
 }
 
 fn arg_ticket(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
-    obj.extract::<usize>().map_err(|_| {
-        invalid_argument(obj.py(), format!("a ticket must be an int >= 0, got {}", repr(obj)))
-    })
+    extract_or(obj, "a ticket must be an int >= 0")
 }
 
 fn arg_status(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
@@ -212,9 +180,7 @@ fn arg_status(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
 }
 
 fn arg_priority(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
-    obj.extract::<i32>().map_err(|_| {
-        invalid_argument(obj.py(), format!("priority must be a 32-bit int, got {}", repr(obj)))
-    })
+    extract_or(obj, "priority must be a 32-bit int")
 }
 
 fn arg_str(obj: &Bound<'_, PyAny>) -> PyResult<String> {
@@ -227,45 +193,39 @@ fn arg_str(obj: &Bound<'_, PyAny>) -> PyResult<String> {
 }
 
 fn arg_opt_str(obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
-    if obj.is_none() { Ok(None) } else { arg_str(obj).map(Some) }
+    opt(obj, arg_str)
+}
+
+/// `None`, or an iterable of `str` that is not a `str` itself; else "`what`, got <repr>".
+fn arg_strs(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Option<Vec<String>>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    let wrong = || invalid_argument(obj.py(), format!("{what}, got {}", repr(obj)));
+    if obj.is_instance_of::<PyString>() {
+        return Err(wrong());
+    }
+    let items = obj.try_iter().map_err(|_| wrong())?;
+    items.map(|item| item?.extract::<String>().map_err(|_| wrong())).collect::<PyResult<_>>().map(Some)
 }
 
 /// `body_keys`: `None`, or an iterable of `str` (a dict gives its keys, so the JSON body itself
 /// may be passed).
 fn arg_body_keys(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    let wrong = || {
-        invalid_argument(obj.py(), format!("body_keys must be an iterable of str (or the JSON body's dict), got {}", repr(obj)))
-    };
-    if obj.is_instance_of::<PyString>() {
-        return Err(wrong());
-    }
-    let mut keys = Vec::new();
-    for key in obj.try_iter().map_err(|_| wrong())? {
-        let key = key?;
-        keys.push(key.extract::<String>().map_err(|_| wrong())?);
-    }
-    Ok(Some(keys))
+    arg_strs(obj, "body_keys must be an iterable of str (or the JSON body's dict)")
+}
+
+/// `errors`: `None`, or an iterable of `str` (not a `str` itself).
+fn arg_errors(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
+    arg_strs(obj, "errors must be an iterable of str")
 }
 
 fn arg_opt_bool(obj: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    obj.extract::<bool>().map(Some).map_err(|_| {
-        invalid_argument(obj.py(), format!("expected a bool or None, got {}", repr(obj)))
-    })
+    opt(obj, |obj| extract_or(obj, "expected a bool or None"))
 }
 
 fn arg_opt_f64(obj: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    obj.extract::<f64>().map(Some).map_err(|_| {
-        invalid_argument(obj.py(), format!("retry_after must be a number of seconds or None, got {}", repr(obj)))
-    })
+    opt(obj, |obj| extract_or(obj, "retry_after must be a number of seconds or None"))
 }
 
 /// `cost`: `None`, or a mapping of `requested`, `actual`, `maximum_available`,
@@ -400,31 +360,13 @@ fn arg_usage(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, f64)>>> {
     Ok(Some(usage))
 }
 
-/// `tokens` of the simulated server's `handle`: `None`, or an int >= 0.
+/// `tokens` of the simulated server's `handle`: `None`, or an int >= 0 (not a `bool`).
 fn arg_opt_tokens(obj: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-    if obj.is_none() {
-        return Ok(None);
+    const WHAT: &str = "tokens must be an int >= 0 or None";
+    if obj.is_instance_of::<PyBool>() {
+        return Err(invalid_argument(obj.py(), format!("{WHAT}, got {}", repr(obj))));
     }
-    match obj.extract::<u64>() {
-        Ok(n) if !obj.is_instance_of::<PyBool>() => Ok(Some(n)),
-        _ => Err(invalid_argument(obj.py(), format!("tokens must be an int >= 0 or None, got {}", repr(obj)))),
-    }
-}
-
-/// `errors`: `None`, or an iterable of `str` (not a `str` itself).
-fn arg_errors(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    let wrong = || invalid_argument(obj.py(), format!("errors must be an iterable of str, got {}", repr(obj)));
-    if obj.is_instance_of::<PyString>() {
-        return Err(wrong());
-    }
-    let mut out = Vec::new();
-    for item in obj.try_iter().map_err(|_| wrong())? {
-        out.push(item?.extract::<String>().map_err(|_| wrong())?);
-    }
-    Ok(Some(out))
+    opt(obj, |obj| extract_or(obj, WHAT))
 }
 
 fn header_text<'a>(s: &'a Bound<'_, PyString>) -> PyResult<&'a str> {
@@ -525,207 +467,264 @@ fn request(
 
 // ------------------------------------------------------------------------------ outputs
 
-/// `Send(id)`: send request `id` now.
-#[pyclass(module = "ratelane", frozen, eq)]
+/// The outputs of `Limiter.poll_output` / `drain`, but `Idle`: one Python class per variant
+/// (`ratelane.Send` is `Output.Send`), each a subclass of `Output`. pyo3 derives every class's
+/// constructor, field getters, `__match_args__` (the fields in order: the first ones are what
+/// a `match` pattern reads) and `==`; `__repr__` below reads the same fields. Times and
+/// durations are nanoseconds, as everywhere in `ratelane._core`.
+#[pyclass(module = "ratelane", name = "Output", eq)]
 #[derive(Debug, PartialEq)]
-pub struct Send {
-    /// The request id.
-    #[pyo3(get)]
-    id: u64,
+pub enum PyOutput {
+    /// `Send(id)`: send request `id` now.
+    Send { id: u64 },
+    /// `Fail(id, code)`: request `id` ended without being answered; `exception()` builds its
+    /// `ratelane.RateLimitError`. The fields after `message` are the reason's (else `None`).
+    Fail {
+        id: u64,
+        /// The stable failure code (`deadline_exceeded`, `max_wait_exceeded`, ...).
+        code: String,
+        /// The core's description of the failure.
+        message: String,
+        /// `deadline_exceeded`: when the core predicted the request could be sent, if it could.
+        predicted_send_at_ns: Option<u64>,
+        /// `max_wait_exceeded`: the predicted wait.
+        predicted_wait_ns: Option<u64>,
+        /// `deferred`: the predicted send time (monotonic ns), when to enqueue the request again.
+        retry_at_ns: Option<u64>,
+        /// `retries_exhausted`, `network_error`: how many times the request was tried.
+        attempts: Option<u32>,
+        /// `insufficient_capacity`: the dimension whose whole limit the estimate exceeds.
+        dimension: Option<String>,
+        /// `insufficient_capacity`: the request's estimated cost in that dimension.
+        cost: Option<u64>,
+        /// `insufficient_capacity`: the dimension's limit, as the server reported it.
+        limit: Option<u64>,
+    },
+    /// `RateLimited(id, scope, retry_after_ns)`: a 429 was received (an observation).
+    RateLimited { id: u64, scope: String, retry_after_ns: u64 },
+    /// `BucketLearned(route, bucket)`: a route was mapped to a bucket (an observation).
+    BucketLearned { route: String, bucket: String },
+    /// `InvalidRequestWarning(count, limit)`: the invalid-request count crossed the warning level.
+    InvalidRequestWarning { count: u32, limit: u32 },
+    /// `WaitUntil(at_ns)`: drained; call `handle_timeout` at `at_ns` (earlier is harmless).
+    WaitUntil { at_ns: u64 },
+    /// `Reserve(id, ...)`: shared mode; ask the store whether request `id` may be sent, then
+    /// answer with `Limiter.handle_reservation` (`ratelane::shared::Reservation`).
+    Reserve {
+        id: u64,
+        identity: String,
+        route: String,
+        major: String,
+        bucket: Option<String>,
+        counts_global: bool,
+        global_limit: u32,
+        global_want: u32,
+        global_window_ns: u64,
+        margin_ns: u64,
+        invalid_limit: u32,
+        invalid_window_ns: u64,
+        /// After a store outage: count the processes back within this long (else None).
+        processes_since_ns: Option<u64>,
+        /// After a store outage: this process still has sends to report.
+        reporting: bool,
+        /// After a store outage: ages of the sends made without a reservation.
+        unrecorded_ns: Vec<u64>,
+        /// After a store outage: ages of the sends the store granted.
+        granted_ns: Vec<u64>,
+    },
+    /// `ShareBucket(id, ...)`: shared mode; a response's report on its bucket, for the store
+    /// (`SharedUpdate::Bucket`). Write it fire-and-forget, in order.
+    ShareBucket {
+        id: u64,
+        identity: String,
+        route: String,
+        major: String,
+        bucket: Option<String>,
+        unlimited: bool,
+        limit: Option<u32>,
+        remaining: Option<u32>,
+        reset_after_ns: Option<u64>,
+        window_ns: Option<u64>,
+    },
+    /// `ShareRelease(id, reached, ...)`: shared mode; a granted request will not be answered
+    /// (`SharedUpdate::Release`).
+    ShareRelease {
+        id: u64,
+        reached: bool,
+        identity: String,
+        route: String,
+        major: String,
+        bucket: Option<String>,
+        window_ns: Option<u64>,
+    },
+    /// `ShareHold(scope, retry_after_ns, ...)`: shared mode; everyone must hold `scope` for
+    /// `retry_after_ns` (`SharedUpdate::Hold`).
+    ShareHold {
+        scope: String,
+        retry_after_ns: u64,
+        identity: String,
+        route: String,
+        major: String,
+        bucket: Option<String>,
+    },
+    /// `ShareInvalid(id, window_ns)`: shared mode; request `id` got an invalid response
+    /// (`SharedUpdate::Invalid`).
+    ShareInvalid { id: u64, window_ns: u64 },
+    /// `StoreUnavailable(id, retry_at_ns)`: shared mode; the store could not answer request
+    /// `id`'s reservation; it is asked again from `retry_at_ns` (an observation).
+    StoreUnavailable { id: u64, retry_at_ns: u64 },
+    /// `StoreRecovered()`: shared mode; the store answers again (an observation).
+    StoreRecovered {},
 }
 
 #[pymethods]
-impl Send {
-    #[new]
-    fn new(id: u64) -> Self {
-        Send { id }
+impl PyOutput {
+    /// `Name(field=value, ...)` over the class's `__match_args__`: every field, in order.
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let slf = slf.as_any();
+        let class = slf.get_type();
+        let fields: Vec<String> = class.getattr(intern!(slf.py(), "__match_args__"))?.extract()?;
+        let fields = fields
+            .iter()
+            .map(|name| Ok(format!("{name}={}", slf.getattr(name)?.repr()?)))
+            .collect::<PyResult<Vec<String>>>()?;
+        Ok(format!("{}({})", class.name()?, fields.join(", ")))
     }
-    #[classattr]
-    fn __match_args__() -> (&'static str,) {
-        ("id",)
-    }
-    fn __repr__(&self) -> String {
-        format!("Send(id={})", self.id)
-    }
-}
 
-/// `Fail(id, ...)`: request `id` ended without being answered.
-#[pyclass(module = "ratelane", frozen, eq)]
-#[derive(Debug, PartialEq)]
-pub struct Fail {
-    #[pyo3(get)]
-    id: u64,
-    reason: FailReason,
-}
-
-#[pymethods]
-impl Fail {
-    #[classattr]
-    fn __match_args__() -> (&'static str, &'static str) {
-        ("id", "code")
-    }
-    /// The stable failure code (`deadline_exceeded`, `max_wait_exceeded`, ...).
-    #[getter]
-    fn code(&self) -> &'static str {
-        self.reason.code()
-    }
-    /// The core's description of the failure.
-    #[getter]
-    fn message(&self) -> String {
-        self.reason.to_string()
-    }
-    /// `deadline_exceeded`: when the core predicted the request could be sent, if it could.
-    #[getter]
-    fn predicted_send_at_ns(&self) -> Option<u64> {
-        match self.reason {
-            FailReason::DeadlineExceeded { predicted_send_at } => predicted_send_at,
-            _ => None,
-        }
-    }
-    /// `max_wait_exceeded`: the predicted wait.
-    #[getter]
-    fn predicted_wait_ns(&self) -> Option<u64> {
-        match self.reason {
-            FailReason::MaxWaitExceeded { predicted_wait } => Some(predicted_wait),
-            _ => None,
-        }
-    }
-    /// `deferred`: the predicted send time (monotonic ns), when to enqueue the request again.
-    #[getter]
-    fn retry_at_ns(&self) -> Option<u64> {
-        match self.reason {
-            FailReason::Deferred { retry_at } => Some(retry_at),
-            _ => None,
-        }
-    }
-    /// `insufficient_capacity`: the dimension whose whole limit the estimate exceeds.
-    #[getter]
-    fn dimension(&self) -> Option<&str> {
-        match &self.reason {
-            FailReason::InsufficientCapacity { dimension, .. } => Some(dimension),
-            _ => None,
-        }
-    }
-    /// `insufficient_capacity`: the request's estimated cost in that dimension.
-    #[getter]
-    fn cost(&self) -> Option<u64> {
-        match self.reason {
-            FailReason::InsufficientCapacity { cost, .. } => Some(cost),
-            _ => None,
-        }
-    }
-    /// `insufficient_capacity`: the dimension's limit, as the server reported it.
-    #[getter]
-    fn limit(&self) -> Option<u64> {
-        match self.reason {
-            FailReason::InsufficientCapacity { limit, .. } => Some(limit),
-            _ => None,
-        }
-    }
-    /// `retries_exhausted`, `network_error`: how many times the request was tried.
-    #[getter]
-    fn attempts(&self) -> Option<u32> {
-        match self.reason {
-            FailReason::RetriesExhausted { attempts } | FailReason::NetworkError { attempts } => {
-                Some(attempts)
+    /// `Fail`: the `ratelane.RateLimitError` subclass instance for this failure (not raised):
+    /// `FAIL_CLASSES[code]` with the reason's fields that are set.
+    fn exception<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let PyOutput::Fail { id, code, message, .. } = slf.get() else {
+            return Err(PyTypeError::new_err("only a Fail output has an exception"));
+        };
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("request_id", id)?;
+        let reason = ["predicted_send_at_ns", "predicted_wait_ns", "retry_at_ns", "attempts", "dimension", "cost", "limit"];
+        for name in reason {
+            let value = slf.as_any().getattr(name)?;
+            if !value.is_none() {
+                kwargs.set_item(name, value)?;
             }
-            _ => None,
+        }
+        let class = errors_module(py)?.getattr("FAIL_CLASSES")?.get_item(code)?;
+        class.call((message,), Some(&kwargs))
+    }
+}
+
+impl PyOutput {
+    fn fail(id: u64, reason: FailReason) -> Self {
+        let (mut send_at, mut wait, mut retry_at, mut attempts) = (None, None, None, None);
+        let (mut dimension, mut cost, mut limit) = (None, None, None);
+        match &reason {
+            FailReason::DeadlineExceeded { predicted_send_at } => send_at = *predicted_send_at,
+            FailReason::MaxWaitExceeded { predicted_wait } => wait = Some(*predicted_wait),
+            FailReason::Deferred { retry_at: at } => retry_at = Some(*at),
+            FailReason::RetriesExhausted { attempts: n } | FailReason::NetworkError { attempts: n } => attempts = Some(*n),
+            FailReason::InsufficientCapacity { dimension: d, cost: c, limit: l } => {
+                (dimension, cost, limit) = (Some(d.clone()), Some(*c), Some(*l));
+            }
+            FailReason::MaybeSent | FailReason::Unauthorized | FailReason::Closed => {}
+        }
+        PyOutput::Fail {
+            id,
+            code: reason.code().to_owned(),
+            message: reason.to_string(),
+            predicted_send_at_ns: send_at,
+            predicted_wait_ns: wait,
+            retry_at_ns: retry_at,
+            attempts,
+            dimension,
+            cost,
+            limit,
         }
     }
-    /// The `ratelane.RateLimitError` subclass instance for this failure (not raised).
-    fn exception<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        fail_exception(py, self.id, &self.reason)
+
+    fn observe(observation: Observation) -> Self {
+        match observation {
+            Observation::RateLimited { id, scope, retry_after } => {
+                PyOutput::RateLimited { id, scope: scope.as_str().to_owned(), retry_after_ns: retry_after }
+            }
+            Observation::BucketLearned { route, bucket } => PyOutput::BucketLearned { route, bucket },
+            Observation::InvalidRequestWarning { count, limit } => PyOutput::InvalidRequestWarning { count, limit },
+            Observation::StoreUnavailable { id, retry_at } => PyOutput::StoreUnavailable { id, retry_at_ns: retry_at },
+            Observation::StoreRecovered => PyOutput::StoreRecovered {},
+        }
     }
-    fn __repr__(&self) -> String {
-        format!("Fail(id={}, code={:?})", self.id, self.reason.code())
+
+    fn reserve(r: Reservation) -> Self {
+        let Reservation {
+            id,
+            identity,
+            route,
+            major,
+            bucket,
+            counts_global,
+            global_limit,
+            global_want,
+            global_window,
+            margin,
+            invalid_limit,
+            invalid_window,
+            processes_since,
+            reporting,
+            unrecorded,
+            granted,
+        } = r;
+        PyOutput::Reserve {
+            id,
+            identity,
+            route,
+            major,
+            bucket,
+            counts_global,
+            global_limit,
+            global_want,
+            global_window_ns: global_window,
+            margin_ns: margin,
+            invalid_limit,
+            invalid_window_ns: invalid_window,
+            processes_since_ns: processes_since,
+            reporting,
+            unrecorded_ns: unrecorded,
+            granted_ns: granted,
+        }
+    }
+
+    fn share(update: SharedUpdate) -> Self {
+        match update {
+            SharedUpdate::Bucket { id, identity, route, major, bucket, unlimited, limit, remaining, reset_after, window } => {
+                PyOutput::ShareBucket {
+                    id,
+                    identity,
+                    route,
+                    major,
+                    bucket,
+                    unlimited,
+                    limit,
+                    remaining,
+                    reset_after_ns: reset_after,
+                    window_ns: window,
+                }
+            }
+            SharedUpdate::Release { id, identity, route, major, bucket, reached, window } => {
+                PyOutput::ShareRelease { id, reached, identity, route, major, bucket, window_ns: window }
+            }
+            SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after } => PyOutput::ShareHold {
+                scope: scope.as_str().to_owned(),
+                retry_after_ns: retry_after,
+                identity,
+                route,
+                major,
+                bucket,
+            },
+            SharedUpdate::Invalid { id, window } => PyOutput::ShareInvalid { id, window_ns: window },
+        }
     }
 }
 
-/// `RateLimited(id, scope, retry_after_ns)`: a 429 was received (an observation).
-#[pyclass(module = "ratelane", frozen, eq, get_all)]
-#[derive(Debug, PartialEq)]
-pub struct RateLimited {
-    id: u64,
-    scope: &'static str,
-    retry_after_ns: u64,
-}
-
-#[pymethods]
-impl RateLimited {
-    #[classattr]
-    fn __match_args__() -> (&'static str, &'static str, &'static str) {
-        ("id", "scope", "retry_after_ns")
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "RateLimited(id={}, scope={:?}, retry_after_ns={})",
-            self.id, self.scope, self.retry_after_ns
-        )
-    }
-}
-
-/// `BucketLearned(route, bucket)`: a route was mapped to a bucket (an observation).
-#[pyclass(module = "ratelane", frozen, eq, get_all)]
-#[derive(Debug, PartialEq)]
-pub struct BucketLearned {
-    route: String,
-    bucket: String,
-}
-
-#[pymethods]
-impl BucketLearned {
-    #[classattr]
-    fn __match_args__() -> (&'static str, &'static str) {
-        ("route", "bucket")
-    }
-    fn __repr__(&self) -> String {
-        format!("BucketLearned(route={:?}, bucket={:?})", self.route, self.bucket)
-    }
-}
-
-/// `InvalidRequestWarning(count, limit)`: the invalid-request count crossed the warning level.
-#[pyclass(module = "ratelane", frozen, eq, get_all)]
-#[derive(Debug, PartialEq)]
-pub struct InvalidRequestWarning {
-    count: u32,
-    limit: u32,
-}
-
-#[pymethods]
-impl InvalidRequestWarning {
-    #[classattr]
-    fn __match_args__() -> (&'static str, &'static str) {
-        ("count", "limit")
-    }
-    fn __repr__(&self) -> String {
-        format!("InvalidRequestWarning(count={}, limit={})", self.count, self.limit)
-    }
-}
-
-/// `WaitUntil(at_ns)`: drained; call `handle_timeout` at `at_ns` (earlier is harmless).
-#[pyclass(module = "ratelane", frozen, eq)]
-#[derive(Debug, PartialEq)]
-pub struct WaitUntil {
-    #[pyo3(get)]
-    at_ns: u64,
-}
-
-#[pymethods]
-impl WaitUntil {
-    #[new]
-    fn new(at_ns: u64) -> Self {
-        WaitUntil { at_ns }
-    }
-    #[classattr]
-    fn __match_args__() -> (&'static str,) {
-        ("at_ns",)
-    }
-    fn __repr__(&self) -> String {
-        format!("WaitUntil(at_ns={})", self.at_ns)
-    }
-}
-
-/// `Idle()`: drained, and nothing waits on time. One shared instance.
+/// `Idle()`: drained, and nothing waits on time. One shared instance (which a complex enum's
+/// variant cannot be: pyo3 gives each call of its class a new object).
 #[pyclass(module = "ratelane", frozen, eq)]
 #[derive(Debug, PartialEq)]
 pub struct Idle;
@@ -745,295 +744,6 @@ static IDLE: PyOnceLock<Py<Idle>> = PyOnceLock::new();
 
 fn idle(py: Python<'_>) -> &Py<Idle> {
     IDLE.get_or_init(py, || Py::new(py, Idle).expect("allocating the Idle output"))
-}
-
-// ------------------------------------------------------------------------------ shared mode
-
-/// `Reserve(id, ...)`: shared mode; ask the store whether request `id` may be sent, then
-/// answer with `Limiter.handle_reservation` (`ratelane::shared::Reservation`).
-#[pyclass(module = "ratelane", frozen, eq, get_all)]
-#[derive(Debug, PartialEq)]
-pub struct Reserve {
-    id: u64,
-    identity: String,
-    route: String,
-    major: String,
-    bucket: Option<String>,
-    counts_global: bool,
-    global_limit: u32,
-    global_want: u32,
-    global_window_ns: u64,
-    margin_ns: u64,
-    invalid_limit: u32,
-    invalid_window_ns: u64,
-    /// After a store outage: count the processes back within this long (else None).
-    processes_since_ns: Option<u64>,
-    /// After a store outage: this process still has sends to report.
-    reporting: bool,
-    /// After a store outage: ages of the sends made without a reservation.
-    unrecorded_ns: Vec<u64>,
-    /// After a store outage: ages of the sends the store granted.
-    granted_ns: Vec<u64>,
-}
-
-#[pymethods]
-impl Reserve {
-    #[classattr]
-    fn __match_args__() -> (&'static str,) {
-        ("id",)
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "Reserve(id={}, identity={:?}, route={:?}, major={:?}, bucket={})",
-            self.id,
-            self.identity,
-            self.route,
-            self.major,
-            py_opt_str(self.bucket.as_deref())
-        )
-    }
-}
-
-fn py_opt_str(s: Option<&str>) -> String {
-    s.map_or_else(|| "None".to_string(), |s| format!("{s:?}"))
-}
-
-/// `ShareBucket(id, ...)`: shared mode; a response's report on its bucket, for the store
-/// (`SharedUpdate::Bucket`). Write it fire-and-forget, in order.
-#[pyclass(module = "ratelane", frozen, eq, get_all)]
-#[derive(Debug, PartialEq)]
-pub struct ShareBucket {
-    id: u64,
-    identity: String,
-    route: String,
-    major: String,
-    bucket: Option<String>,
-    unlimited: bool,
-    limit: Option<u32>,
-    remaining: Option<u32>,
-    reset_after_ns: Option<u64>,
-    window_ns: Option<u64>,
-}
-
-#[pymethods]
-impl ShareBucket {
-    #[classattr]
-    fn __match_args__() -> (&'static str,) {
-        ("id",)
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "ShareBucket(id={}, route={:?}, major={:?}, bucket={}, remaining={:?})",
-            self.id,
-            self.route,
-            self.major,
-            py_opt_str(self.bucket.as_deref()),
-            self.remaining
-        )
-    }
-}
-
-/// `ShareRelease(id, ...)`: shared mode; a granted request will not be answered
-/// (`SharedUpdate::Release`).
-#[pyclass(module = "ratelane", frozen, eq, get_all)]
-#[derive(Debug, PartialEq)]
-pub struct ShareRelease {
-    id: u64,
-    identity: String,
-    route: String,
-    major: String,
-    bucket: Option<String>,
-    reached: bool,
-    window_ns: Option<u64>,
-}
-
-#[pymethods]
-impl ShareRelease {
-    #[classattr]
-    fn __match_args__() -> (&'static str, &'static str) {
-        ("id", "reached")
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "ShareRelease(id={}, route={:?}, major={:?}, reached={})",
-            self.id,
-            self.route,
-            self.major,
-            if self.reached { "True" } else { "False" }
-        )
-    }
-}
-
-/// `ShareHold(scope, ...)`: shared mode; everyone must hold `scope` for `retry_after_ns`
-/// (`SharedUpdate::Hold`).
-#[pyclass(module = "ratelane", frozen, eq, get_all)]
-#[derive(Debug, PartialEq)]
-pub struct ShareHold {
-    scope: &'static str,
-    identity: String,
-    route: String,
-    major: String,
-    bucket: Option<String>,
-    retry_after_ns: u64,
-}
-
-#[pymethods]
-impl ShareHold {
-    #[classattr]
-    fn __match_args__() -> (&'static str, &'static str) {
-        ("scope", "retry_after_ns")
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "ShareHold(scope={:?}, route={:?}, major={:?}, retry_after_ns={})",
-            self.scope, self.route, self.major, self.retry_after_ns
-        )
-    }
-}
-
-/// `ShareInvalid(id, window_ns)`: shared mode; request `id` got an invalid response
-/// (`SharedUpdate::Invalid`).
-#[pyclass(module = "ratelane", frozen, eq, get_all)]
-#[derive(Debug, PartialEq)]
-pub struct ShareInvalid {
-    id: u64,
-    window_ns: u64,
-}
-
-#[pymethods]
-impl ShareInvalid {
-    #[classattr]
-    fn __match_args__() -> (&'static str, &'static str) {
-        ("id", "window_ns")
-    }
-    fn __repr__(&self) -> String {
-        format!("ShareInvalid(id={}, window_ns={})", self.id, self.window_ns)
-    }
-}
-
-/// `StoreUnavailable(id, retry_at_ns)`: shared mode; the store could not answer request
-/// `id`'s reservation; it is asked again from `retry_at_ns` (an observation).
-#[pyclass(module = "ratelane", frozen, eq, get_all)]
-#[derive(Debug, PartialEq)]
-pub struct StoreUnavailable {
-    id: u64,
-    retry_at_ns: u64,
-}
-
-#[pymethods]
-impl StoreUnavailable {
-    #[classattr]
-    fn __match_args__() -> (&'static str, &'static str) {
-        ("id", "retry_at_ns")
-    }
-    fn __repr__(&self) -> String {
-        format!("StoreUnavailable(id={}, retry_at_ns={})", self.id, self.retry_at_ns)
-    }
-}
-
-/// `StoreRecovered()`: shared mode; the store answers again (an observation).
-#[pyclass(module = "ratelane", frozen, eq)]
-#[derive(Debug, PartialEq)]
-pub struct StoreRecovered;
-
-#[pymethods]
-impl StoreRecovered {
-    #[new]
-    fn new() -> Self {
-        StoreRecovered
-    }
-    fn __repr__(&self) -> &'static str {
-        "StoreRecovered()"
-    }
-}
-
-fn reserve_object(py: Python<'_>, r: Reservation) -> PyResult<Py<PyAny>> {
-    let Reservation {
-        id,
-        identity,
-        route,
-        major,
-        bucket,
-        counts_global,
-        global_limit,
-        global_want,
-        global_window,
-        margin,
-        invalid_limit,
-        invalid_window,
-        processes_since,
-        reporting,
-        unrecorded,
-        granted,
-    } = r;
-    Ok(Py::new(
-        py,
-        Reserve {
-            id,
-            identity,
-            route,
-            major,
-            bucket,
-            counts_global,
-            global_limit,
-            global_want,
-            global_window_ns: global_window,
-            margin_ns: margin,
-            invalid_limit,
-            invalid_window_ns: invalid_window,
-            processes_since_ns: processes_since,
-            reporting,
-            unrecorded_ns: unrecorded,
-            granted_ns: granted,
-        },
-    )?
-    .into_any())
-}
-
-fn share_object(py: Python<'_>, update: SharedUpdate) -> PyResult<Py<PyAny>> {
-    debug_assert!(!update_class_name(&update).is_empty());
-    Ok(match update {
-        SharedUpdate::Bucket {
-            id,
-            identity,
-            route,
-            major,
-            bucket,
-            unlimited,
-            limit,
-            remaining,
-            reset_after,
-            window,
-        } => Py::new(
-            py,
-            ShareBucket {
-                id,
-                identity,
-                route,
-                major,
-                bucket,
-                unlimited,
-                limit,
-                remaining,
-                reset_after_ns: reset_after,
-                window_ns: window,
-            },
-        )?
-        .into_any(),
-        SharedUpdate::Release { id, identity, route, major, bucket, reached, window } => Py::new(
-            py,
-            ShareRelease { id, identity, route, major, bucket, reached, window_ns: window },
-        )?
-        .into_any(),
-        SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after } => Py::new(
-            py,
-            ShareHold { scope: scope.as_str(), identity, route, major, bucket, retry_after_ns: retry_after },
-        )?
-        .into_any(),
-        SharedUpdate::Invalid { id, window } => {
-            Py::new(py, ShareInvalid { id, window_ns: window })?.into_any()
-        }
-    })
 }
 
 /// `answer` of `Limiter.handle_reservation`: `"granted"`, `"unavailable"`, or `"denied"` with
@@ -1094,34 +804,16 @@ fn reservation_answer(
 }
 
 fn output_object(py: Python<'_>, output: Output) -> PyResult<Py<PyAny>> {
-    Ok(match output {
-        Output::Send(id) => Py::new(py, Send { id })?.into_any(),
-        Output::Fail(id, reason) => Py::new(py, Fail { id, reason })?.into_any(),
-        Output::Observe(observation) => {
-            debug_assert!(!observation_class_name(&observation).is_empty());
-            match observation {
-                Observation::RateLimited { id, scope, retry_after } => Py::new(
-                    py,
-                    RateLimited { id, scope: scope.as_str(), retry_after_ns: retry_after },
-                )?
-                .into_any(),
-                Observation::BucketLearned { route, bucket } => {
-                    Py::new(py, BucketLearned { route, bucket })?.into_any()
-                }
-                Observation::InvalidRequestWarning { count, limit } => {
-                    Py::new(py, InvalidRequestWarning { count, limit })?.into_any()
-                }
-                Observation::StoreUnavailable { id, retry_at } => {
-                    Py::new(py, StoreUnavailable { id, retry_at_ns: retry_at })?.into_any()
-                }
-                Observation::StoreRecovered => Py::new(py, StoreRecovered)?.into_any(),
-            }
-        }
-        Output::Reserve(reservation) => reserve_object(py, reservation)?,
-        Output::Share(update) => share_object(py, update)?,
-        Output::WaitUntil(at_ns) => Py::new(py, WaitUntil { at_ns })?.into_any(),
-        Output::Idle => idle(py).clone_ref(py).into_any(),
-    })
+    let output = match output {
+        Output::Send(id) => PyOutput::Send { id },
+        Output::Fail(id, reason) => PyOutput::fail(id, reason),
+        Output::Observe(observation) => PyOutput::observe(observation),
+        Output::Reserve(reservation) => PyOutput::reserve(reservation),
+        Output::Share(update) => PyOutput::share(update),
+        Output::WaitUntil(at_ns) => PyOutput::WaitUntil { at_ns },
+        Output::Idle => return Ok(idle(py).clone_ref(py).into_any()),
+    };
+    Ok(output.into_pyobject(py)?.into_any().unbind())
 }
 
 fn disposition<'py>(py: Python<'py>, d: Disposition) -> &'py Bound<'py, PyString> {
@@ -1280,7 +972,7 @@ impl Limiter {
         answer: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = arg_opt_ns)] retry_after_ns: Option<u64>,
         scope: Option<&Bound<'_, PyAny>>,
-        #[pyo3(from_py_with = arg_opt_count)] processes: Option<u32>,
+        #[pyo3(from_py_with = arg_opt_processes)] processes: Option<u32>,
         #[pyo3(from_py_with = arg_opt_leased)] leased: Option<u32>,
         #[pyo3(from_py_with = arg_opt_ns)] store_time_ns: Option<u64>,
     ) -> PyResult<()> {
@@ -1918,19 +1610,18 @@ impl PyFixedWindowStore {
 #[pymodule(name = "_core")]
 fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Limiter>()?;
-    m.add_class::<Send>()?;
-    m.add_class::<Fail>()?;
-    m.add_class::<RateLimited>()?;
-    m.add_class::<BucketLearned>()?;
-    m.add_class::<InvalidRequestWarning>()?;
-    m.add_class::<Reserve>()?;
-    m.add_class::<ShareBucket>()?;
-    m.add_class::<ShareRelease>()?;
-    m.add_class::<ShareHold>()?;
-    m.add_class::<ShareInvalid>()?;
-    m.add_class::<StoreUnavailable>()?;
-    m.add_class::<StoreRecovered>()?;
-    m.add_class::<WaitUntil>()?;
+    m.add_class::<PyOutput>()?;
+    // Each variant's class under its own name as well (`Send` is `Output.Send`).
+    let output = m.py().get_type::<PyOutput>();
+    for name in output.dir()? {
+        let value = output.getattr(name.cast::<PyString>()?)?;
+        if let Ok(class) = value.cast::<PyType>()
+            && class.is_subclass(&output)?
+            && !class.is(&output)
+        {
+            m.add(name.cast_into::<PyString>()?, class)?;
+        }
+    }
     m.add_class::<Idle>()?;
     m.add_class::<SimServer>()?;
     m.add_class::<Simulation>()?;

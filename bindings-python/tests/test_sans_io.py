@@ -128,6 +128,34 @@ def test_fail_outputs_carry_their_exception() -> None:
     assert exc.predicted_wait == pytest.approx(fail.predicted_wait_ns / 1e9)
 
 
+def test_outputs_are_data() -> None:
+    """Every output but Idle is a variant of one pyo3 enum: constructor, fields, ==,
+    __match_args__ (every field, in order) and repr all come from its fields."""
+    send = ratelane.Send(3)
+    assert type(send) is ratelane._core.Output.Send and isinstance(send, ratelane._core.Output)
+    assert type(send).__name__ == "Send"
+    assert repr(send) == "Send(id=3)" and repr(ratelane.StoreRecovered()) == "StoreRecovered()"
+    assert send == ratelane.Send(id=3) and send != ratelane.Send(4) and send != ratelane.WaitUntil(3)
+    assert ratelane.Fail.__match_args__[:2] == ("id", "code")
+    assert ratelane.ShareRelease.__match_args__[:2] == ("id", "reached")
+    assert ratelane.ShareHold.__match_args__[:2] == ("scope", "retry_after_ns")
+    hold = ratelane.ShareHold("global", 5, "", "POST /x", "", None)
+    assert repr(hold) == "ShareHold(scope='global', retry_after_ns=5, identity='', route='POST /x', major='', bucket=None)"
+    limiter = ratelane.Limiter(max_wait_ns=1)
+    first = limiter.enqueue(0, "POST", CHANNEL)
+    limiter.drain()
+    limiter.handle_response(0, first, 429, [("Retry-After", "5"), ("X-RateLimit-Scope", "user")] + HEADERS)
+    limiter.drain()
+    rid = limiter.enqueue(1, "POST", CHANNEL)
+    (fail,) = [o for o in limiter.drain() if isinstance(o, ratelane.Fail)]
+    fields = [getattr(fail, name) for name in ratelane.Fail.__match_args__]
+    assert fields[:2] == [rid, "max_wait_exceeded"] and ratelane.Fail(*fields) == fail
+    assert repr(fail) == "Fail(" + ", ".join(f"{n}={v!r}" for n, v in zip(ratelane.Fail.__match_args__, fields)) + ")"
+    assert type(ratelane.Fail(*fields).exception()) is ratelane.MaxWaitExceededError
+    with pytest.raises(TypeError):
+        send.exception()
+
+
 def test_deferred_fail_carries_retry_at_and_its_exception() -> None:
     import datetime
 

@@ -102,7 +102,7 @@ _SENDABLE = 1  # the core said Send: it may go now
 _FAILED = 2  # the core said Fail
 _DONE = 3  # answered, failed or cancelled: nothing left in the core
 
-_SHARE_TYPES = (ShareBucket, ShareRelease, ShareHold, ShareInvalid)
+_SHARE_TYPES: Tuple[type, ...] = (ShareBucket, ShareRelease, ShareHold, ShareInvalid)
 
 Observer = Callable[[Any], None]
 Headers = Union[Mapping[str, str], Iterable[Tuple[str, str]], None]

@@ -12,7 +12,7 @@ use ratelane::shared::wire::{self, StoreOp, StoreSettings};
 use ratelane::shared::{Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 
 use super::scripts::{bad, elements, item};
-use super::{Reserve, ShareBucket, invalid_argument, repr};
+use super::{PyOutput, invalid_argument, repr};
 
 /// One operation of the store contract, read from its Python object once, when it is queued.
 #[pyclass(module = "ratelane._core", name = "StoreOp", frozen)]
@@ -144,45 +144,75 @@ fn update(u: &Bound<'_, PyAny>, kind: &str) -> PyResult<Option<SharedUpdate>> {
 #[pyfunction]
 pub fn store_op(obj: &Bound<'_, PyAny>) -> PyResult<PyStoreOp> {
     // The driver's own outputs, read without a lookup per attribute.
-    if let Ok(r) = obj.cast::<Reserve>() {
-        let r = r.get();
-        return Ok(PyStoreOp {
-            op: Op::Reserve(Reservation {
-                id: r.id,
-                identity: r.identity.clone(),
-                route: r.route.clone(),
-                major: r.major.clone(),
-                bucket: r.bucket.clone(),
-                counts_global: r.counts_global,
-                global_limit: r.global_limit,
-                global_want: r.global_want,
-                global_window: r.global_window_ns,
-                margin: r.margin_ns,
-                invalid_limit: r.invalid_limit,
-                invalid_window: r.invalid_window_ns,
-                processes_since: r.processes_since_ns,
-                reporting: r.reporting,
-                unrecorded: r.unrecorded_ns.clone(),
-                granted: r.granted_ns.clone(),
-            }),
-        });
-    }
-    if let Ok(u) = obj.cast::<ShareBucket>() {
-        let u = u.get();
-        return Ok(PyStoreOp {
-            op: Op::Record(SharedUpdate::Bucket {
-                id: u.id,
-                identity: u.identity.clone(),
-                route: u.route.clone(),
-                major: u.major.clone(),
-                bucket: u.bucket.clone(),
-                unlimited: u.unlimited,
-                limit: u.limit,
-                remaining: u.remaining,
-                reset_after: u.reset_after_ns,
-                window: u.window_ns,
-            }),
-        });
+    if let Ok(output) = obj.cast::<PyOutput>() {
+        match output.get() {
+            PyOutput::Reserve {
+                id,
+                identity,
+                route,
+                major,
+                bucket,
+                counts_global,
+                global_limit,
+                global_want,
+                global_window_ns,
+                margin_ns,
+                invalid_limit,
+                invalid_window_ns,
+                processes_since_ns,
+                reporting,
+                unrecorded_ns,
+                granted_ns,
+            } => {
+                let op = Op::Reserve(Reservation {
+                    id: *id,
+                    identity: identity.clone(),
+                    route: route.clone(),
+                    major: major.clone(),
+                    bucket: bucket.clone(),
+                    counts_global: *counts_global,
+                    global_limit: *global_limit,
+                    global_want: *global_want,
+                    global_window: *global_window_ns,
+                    margin: *margin_ns,
+                    invalid_limit: *invalid_limit,
+                    invalid_window: *invalid_window_ns,
+                    processes_since: *processes_since_ns,
+                    reporting: *reporting,
+                    unrecorded: unrecorded_ns.clone(),
+                    granted: granted_ns.clone(),
+                });
+                return Ok(PyStoreOp { op });
+            }
+            PyOutput::ShareBucket {
+                id,
+                identity,
+                route,
+                major,
+                bucket,
+                unlimited,
+                limit,
+                remaining,
+                reset_after_ns,
+                window_ns,
+            } => {
+                let op = Op::Record(SharedUpdate::Bucket {
+                    id: *id,
+                    identity: identity.clone(),
+                    route: route.clone(),
+                    major: major.clone(),
+                    bucket: bucket.clone(),
+                    unlimited: *unlimited,
+                    limit: *limit,
+                    remaining: *remaining,
+                    reset_after: *reset_after_ns,
+                    window: *window_ns,
+                });
+                return Ok(PyStoreOp { op });
+            }
+            // The others by their attributes, as any object's.
+            _ => {}
+        }
     }
     let class = obj.get_type().name()?;
     let kind = class.to_cow()?;
