@@ -201,22 +201,36 @@ export declare class Limiter {
   /** Every output up to and including the `wait_until` or `idle` that ends the drain. */
   drain(): Output[]
   /**
-   * `enqueue(nowNs, { method, path, identity })` without an object to read: the fast path
-   * for a request with no other field. Throws `invalid_request` or `limiter_closed`.
+   * `enqueue` with the `RequestSpec`'s fields as arguments, in the contract's order (costs as
+   * names and amounts): the positional surface the driver uses. Throws `invalid_request`,
+   * `limiter_closed`, or `invalid_argument` for a value of the wrong type or range.
    */
-  enqueueSimple(nowNs: number, method: string, path: string, identity?: string | null): number
+  enqueueParts(nowNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null): number
   /**
-   * `handleResponse` with positional fields and the headers as one string, names and values
-   * on alternate lines, `""` for none: the fast path.
+   * `handleResponse` with the `ResponseSpec`'s fields as arguments: the headers as one
+   * string, names and values on alternate lines (`""` for none), or as a flat list `[name,
+   * value, ...]` when a name or value holds a line break; the body hints' `cost` as its five
+   * numbers in the contract's order, `usage` as names and numbers. The positional surface
+   * the driver uses.
    */
-  handleResponseFlat(nowNs: number, id: number, status: number, headerLines: string, wallClockMs?: number | null, retryAfter?: number | null, global?: boolean | null): 'complete' | 'retry' | 'failed'
+  respond(nowNs: number, id: number, status: number, headers: string | string[], wallClockMs?: number | null, retryAfter?: number | null, global?: boolean | null, cost?: Array<number | null> | null, errors?: string[] | null, usageNames?: string[] | null, usageValues?: number[] | null): 'complete' | 'retry' | 'failed'
+  /**
+   * `handleReservation` with the `ReservationAnswer`'s fields as arguments: the positional
+   * surface the driver uses.
+   */
+  answerReservation(nowNs: number, id: number, answer: 'granted' | 'denied' | 'unavailable', processes?: number | null, leased?: number | null, storeTimeUs?: number | null, retryAfterNs?: number | null, scope?: string | null): void
   /**
    * `drain()` as numbers, two per output: `[kind, value, ...]` with kind 0 `send` (value:
-   * the id), 1 `wait_until` (its time), 2 `idle` (0), or 3: the next output needs its
-   * object, so call `drain()` (or `pollOutput()`), which starts with it. Ends with a 1, 2
-   * or 3 pair. The fast path: no object is built for the common outputs.
+   * the id), 1 `wait_until` (its time), 2 `idle` (0), or 3: the next output is held, take it
+   * with `takeHeld()` (or `drain()` / `pollOutput()` start with it) and drain again. Ends
+   * with a 1, 2 or 3 pair. No object is built.
    */
   drainPacked(): number[]
+  /**
+   * The output `drainPacked` held, as JSON text: `{"output": <the core's serde form>,
+   * "message": <a failure's text>}`; `null` when none is held.
+   */
+  takeHeld(): string | null
   /**
    * When `request` would be sent if it were enqueued at `nowNs` (ns). Throws
    * `invalid_request`.

@@ -275,23 +275,62 @@ export interface CoreLimiter {
   pollOutput(): Output
   drain(): Output[]
   predict(nowNs: number, request: RequestSpec): number
-  /** `enqueue(nowNs, { method, path, identity })`, positional (js/CONTRACT.md, "Fast paths"). */
-  enqueueSimple(nowNs: number, method: string, path: string, identity?: string | null): number
-  /** `handleResponse` with the headers as `"name\nvalue\nname\nvalue"` (`""`: none). */
-  handleResponseFlat(
+  /**
+   * `enqueue` with the `RequestSpec`'s fields as arguments in its order, costs as names and
+   * amounts (js/CONTRACT.md, "The positional surface"): what the driver calls.
+   */
+  enqueueParts(
+    nowNs: number,
+    method: string,
+    path: string,
+    identity?: string | null,
+    major?: string | null,
+    deadlineNs?: number | null,
+    deferAfterNs?: number | null,
+    priority?: number | null,
+    idempotent?: boolean | null,
+    globalExempt?: boolean | null,
+    subLimit?: string | null,
+    bodyKeys?: string[] | null,
+    costNames?: string[] | null,
+    costAmounts?: number[] | null,
+  ): number
+  /**
+   * `handleResponse` with the headers as `"name\nvalue\nname\nvalue"` (`""`: none) or a flat
+   * `[name, value, ...]` list, the body hints as arguments (`cost`: its five numbers in order).
+   */
+  respond(
     nowNs: number,
     id: number,
     status: number,
-    headerLines: string,
+    headers: string | string[],
     wallClockMs?: number | null,
     retryAfter?: number | null,
     global?: boolean | null,
+    cost?: Array<number | null> | null,
+    errors?: string[] | null,
+    usageNames?: string[] | null,
+    usageValues?: number[] | null,
   ): Disposition
+  /** `handleReservation` with the answer's fields as arguments. */
+  answerReservation(
+    nowNs: number,
+    id: number,
+    answer: 'granted' | 'denied' | 'unavailable',
+    processes?: number | null,
+    leased?: number | null,
+    storeTimeUs?: number | null,
+    retryAfterNs?: number | null,
+    scope?: string | null,
+  ): void
   /**
-   * `drain()` as `[kind, value, ...]` pairs: 0 send (id), 1 wait_until (atNs), 2 idle, 3 the
-   * rest needs objects: call `drain()` next. An Array (napi) or a Float64Array (wasm).
+   * `drain()` as `[kind, value, ...]` pairs: 0 send (id), 1 wait_until (atNs), 2 idle, 3 an
+   * output is held: take it with `takeHeld()` and drain again. An Array (napi) or a
+   * Float64Array (wasm).
    */
   drainPacked(): ArrayLike<number>
+  /** The held output as JSON text: `{"output": <the core's serde form>, "message"?: string}`. */
+  takeHeld(): string | null | undefined
   readonly queued: number
   readonly inFlight: number
   /** Shared mode: requests waiting for their reservation's answer. */

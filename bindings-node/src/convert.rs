@@ -1,6 +1,6 @@
 //! Pure conversions of core values, kept apart from napi so `cargo test` checks them.
 
-use ratelane::{FailReason, Nanos, Output};
+use ratelane::{FailReason, Nanos};
 
 /// The fields of a [`FailReason`] that a `fail` output carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,34 +51,6 @@ pub fn fail_view(reason: &FailReason) -> FailView {
     view
 }
 
-/// `drainPacked`'s kind for an output only the object form carries.
-pub const PACKED_OBJECT: f64 = 3.0;
-
-/// An output as `drainPacked`'s `(kind, value)` pair, or `None` when it needs its object:
-/// `send` is 0 with the id, `wait_until` 1 with the time, `idle` 2 with 0.
-pub fn pack(output: &Output) -> Option<(f64, f64)> {
-    match output {
-        Output::Send(id) => Some((0.0, *id as f64)),
-        Output::WaitUntil(at) => Some((1.0, *at as f64)),
-        Output::Idle => Some((2.0, 0.0)),
-        Output::Fail(..) | Output::Observe(_) | Output::Reserve(_) | Output::Share(_) => None,
-    }
-}
-
-/// Header pairs from `handleResponseFlat`'s text: names and values on alternate lines, `""`
-/// for none. `None` when the lines do not pair up.
-pub fn header_lines(text: &str) -> Option<Vec<(&str, &str)>> {
-    if text.is_empty() {
-        return Some(Vec::new());
-    }
-    let mut lines = text.split('\n');
-    let mut pairs = Vec::with_capacity(8);
-    while let Some(name) = lines.next() {
-        pairs.push((name, lines.next()?));
-    }
-    Some(pairs)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,23 +77,6 @@ mod tests {
         let mut all = FailReason::ALL_CODES.to_vec();
         all.sort_unstable();
         assert_eq!(codes, all, "a new FailReason: add it to fail_view and to every_reason");
-    }
-
-    #[test]
-    fn header_lines_pair_up() {
-        assert_eq!(header_lines(""), Some(vec![]));
-        assert_eq!(header_lines("a\n1\nb\n"), Some(vec![("a", "1"), ("b", "")]));
-        assert_eq!(header_lines("\n"), Some(vec![("", "")]));
-        assert_eq!(header_lines("a\n1\nb"), None);
-        assert_eq!(header_lines("a"), None);
-    }
-
-    #[test]
-    fn packed_kinds() {
-        assert_eq!(pack(&Output::Send(7)), Some((0.0, 7.0)));
-        assert_eq!(pack(&Output::WaitUntil(9)), Some((1.0, 9.0)));
-        assert_eq!(pack(&Output::Idle), Some((2.0, 0.0)));
-        assert_eq!(pack(&Output::Fail(1, FailReason::Closed)), None);
     }
 
     #[test]

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use napi::bindgen_prelude::{Either, Null, Object, Unknown};
+use napi::bindgen_prelude::{Either, Either3, Null, Object, Unknown};
 use napi::{JsValue, ValueType};
 use napi_derive::napi;
 use ratelane::sim::{Server, SimError};
@@ -36,6 +36,7 @@ pub use redis_scripts::{
 mod shared;
 
 use convert::{FailView, fail_view};
+use ratelane_js_common::{self as common, RequestParts};
 
 /// A JS error with a stable `code`.
 type JsError = napi::Error<String>;
@@ -100,6 +101,32 @@ fn required<T: napi::bindgen_prelude::FromNapiValue>(obj: &Object, key: &str, wh
 
 /// A string argument that napi has not type-checked (so a wrong type maps to our code).
 type StrArg<'a> = Either<String, Unknown<'a>>;
+
+/// A boolean argument that napi has not type-checked.
+type BoolArg<'a> = Either<bool, Unknown<'a>>;
+
+/// An optional positional argument: `undefined` and `null` are `None`, a value of another type
+/// `invalid_argument` naming `what`.
+fn opt_arg<T>(value: Option<Either<T, Unknown<'_>>>, what: &str, kind: &str) -> Result<Option<T>> {
+    match value {
+        None => Ok(None),
+        Some(Either::A(v)) => Ok(Some(v)),
+        Some(Either::B(other)) if is_absent(&other) => Ok(None),
+        Some(Either::B(_)) => Err(invalid_argument(format!("{what} must be {kind}"))),
+    }
+}
+
+fn opt_number(value: Option<NumArg<'_>>, what: &str) -> Result<Option<f64>> {
+    opt_arg(value, what, "a number")
+}
+
+fn opt_string(value: Option<StrArg<'_>>, what: &str) -> Result<Option<String>> {
+    opt_arg(value, what, "a string")
+}
+
+fn opt_bool(value: Option<BoolArg<'_>>, what: &str) -> Result<Option<bool>> {
+    opt_arg(value, what, "a boolean")
+}
 
 fn string_arg(value: StrArg<'_>, what: &str) -> Result<String> {
     match value {
@@ -587,80 +614,134 @@ impl Limiter {
         }
     }
 
-    /// `enqueue(nowNs, { method, path, identity })` without an object to read: the fast path
-    /// for a request with no other field. Throws `invalid_request` or `limiter_closed`.
-    #[napi(ts_args_type = "nowNs: number, method: string, path: string, identity?: string | null")]
-    pub fn enqueue_simple(
+    /// `enqueue` with the `RequestSpec`'s fields as arguments, in the contract's order (costs as
+    /// names and amounts): the positional surface the driver uses. Throws `invalid_request`,
+    /// `limiter_closed`, or `invalid_argument` for a value of the wrong type or range.
+    #[napi(ts_args_type = "nowNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn enqueue_parts(
         &mut self,
         now_ns: NumArg<'_>,
         method: StrArg<'_>,
         path: StrArg<'_>,
         identity: Option<StrArg<'_>>,
+        major: Option<StrArg<'_>>,
+        deadline_ns: Option<NumArg<'_>>,
+        defer_after_ns: Option<NumArg<'_>>,
+        priority: Option<NumArg<'_>>,
+        idempotent: Option<BoolArg<'_>>,
+        global_exempt: Option<BoolArg<'_>>,
+        sub_limit: Option<StrArg<'_>>,
+        body_keys: Option<Vec<String>>,
+        cost_names: Option<Vec<String>>,
+        cost_amounts: Option<Vec<f64>>,
     ) -> Result<f64> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let mut request = Request::new(string_arg(method, "method")?, string_arg(path, "path")?);
-        if let Some(identity) = identity {
-            request.identity = string_arg(identity, "identity")?;
+        let request = RequestParts {
+            method: string_arg(method, "request.method")?,
+            path: string_arg(path, "request.path")?,
+            identity: opt_string(identity, "request.identity")?,
+            major: opt_string(major, "request.major")?,
+            deadline_ns: opt_number(deadline_ns, "request.deadlineNs")?,
+            defer_after_ns: opt_number(defer_after_ns, "request.deferAfterNs")?,
+            priority: opt_number(priority, "request.priority")?,
+            idempotent: opt_bool(idempotent, "request.idempotent")?,
+            global_exempt: opt_bool(global_exempt, "request.globalExempt")?,
+            sub_limit: opt_string(sub_limit, "request.subLimit")?,
+            body_keys,
+            cost_names,
+            cost_values: cost_amounts,
         }
+        .request()
+        .map_err(invalid_argument)?;
         let id = self.inner.enqueue(now, request).map_err(core_error)?;
         Ok(to_js_number(id))
     }
 
-    /// `handleResponse` with positional fields and the headers as one string, names and values
-    /// on alternate lines, `""` for none: the fast path.
+    /// `handleResponse` with the `ResponseSpec`'s fields as arguments: the headers as one
+    /// string, names and values on alternate lines (`""` for none), or as a flat list `[name,
+    /// value, ...]` when a name or value holds a line break; the body hints' `cost` as its five
+    /// numbers in the contract's order, `usage` as names and numbers. The positional surface
+    /// the driver uses.
     #[napi(
-        ts_args_type = "nowNs: number, id: number, status: number, headerLines: string, wallClockMs?: number | null, retryAfter?: number | null, global?: boolean | null",
+        ts_args_type = "nowNs: number, id: number, status: number, headers: string | string[], wallClockMs?: number | null, retryAfter?: number | null, global?: boolean | null, cost?: Array<number | null> | null, errors?: string[] | null, usageNames?: string[] | null, usageValues?: number[] | null",
         ts_return_type = "'complete' | 'retry' | 'failed'"
     )]
     #[allow(clippy::too_many_arguments)]
-    pub fn handle_response_flat(
+    pub fn respond(
         &mut self,
         now_ns: NumArg<'_>,
         id: NumArg<'_>,
         status: NumArg<'_>,
-        header_lines: StrArg<'_>,
+        headers: Either3<String, Vec<String>, Unknown<'_>>,
         wall_clock_ms: Option<NumArg<'_>>,
         retry_after: Option<NumArg<'_>>,
-        global: Option<Either<bool, Unknown<'_>>>,
+        global: Option<BoolArg<'_>>,
+        cost: Option<Vec<Option<f64>>>,
+        errors: Option<Vec<String>>,
+        usage_names: Option<Vec<String>>,
+        usage_values: Option<Vec<f64>>,
     ) -> Result<&'static str> {
         let now = whole_arg(now_ns, "nowNs")?;
         let id = whole_arg(id, "id")?;
         let status = status_arg(status)?;
-        let lines = string_arg(header_lines, "headerLines")?;
-        let pairs = convert::header_lines(&lines).ok_or_else(|| {
-            invalid_argument("headerLines must hold names and values on alternate lines")
-        })?;
-        let body = BodyHints {
-            retry_after: retry_after
-                .map(|v| match v {
-                    Either::A(v) => Ok(v),
-                    Either::B(_) => Err(invalid_argument("retryAfter must be a number")),
-                })
-                .transpose()?,
-            global: global
-                .map(|v| match v {
-                    Either::A(v) => Ok(v),
-                    Either::B(_) => Err(invalid_argument("global must be a boolean")),
-                })
-                .transpose()?,
-            ..BodyHints::default()
-        };
-        let wall_clock_ms = wall_clock_ms.map(|v| whole_arg(v, "wallClockMs")).transpose()?;
+        let pairs = match &headers {
+            Either3::A(lines) => common::header_lines(lines),
+            Either3::B(list) => common::header_list(list),
+            Either3::C(_) => None,
+        }
+        .ok_or_else(|| invalid_argument("headers must hold names and values on alternate lines"))?;
+        let retry_after = opt_number(retry_after, "response.body.retryAfter")?;
+        let global = opt_bool(global, "response.body.global")?;
+        let body = common::body(retry_after, global, cost.as_deref(), errors, usage_names, usage_values)
+            .map_err(invalid_argument)?;
+        let wall_clock_ms = opt_number(wall_clock_ms, "response.wallClockMs")?
+            .map(|ms| whole(ms, "response.wallClockMs"))
+            .transpose()?;
         let response = Response { status, headers: &pairs, body, wall_clock_ms };
         let disposition = self.inner.handle_response(now, id, &response).map_err(core_error)?;
-        Ok(disposition_name(disposition))
+        Ok(common::disposition_name(disposition))
+    }
+
+    /// `handleReservation` with the `ReservationAnswer`'s fields as arguments: the positional
+    /// surface the driver uses.
+    #[napi(ts_args_type = "nowNs: number, id: number, answer: 'granted' | 'denied' | 'unavailable', processes?: number | null, leased?: number | null, storeTimeUs?: number | null, retryAfterNs?: number | null, scope?: string | null")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn answer_reservation(
+        &mut self,
+        now_ns: NumArg<'_>,
+        id: NumArg<'_>,
+        answer: StrArg<'_>,
+        processes: Option<NumArg<'_>>,
+        leased: Option<NumArg<'_>>,
+        store_time_us: Option<NumArg<'_>>,
+        retry_after_ns: Option<NumArg<'_>>,
+        scope: Option<StrArg<'_>>,
+    ) -> Result<()> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let id = whole_arg(id, "id")?;
+        let answer = common::answer(
+            &string_arg(answer, "answer.answer")?,
+            opt_number(processes, "answer.processes")?,
+            opt_number(leased, "answer.leased")?,
+            opt_number(store_time_us, "answer.storeTimeUs")?,
+            opt_number(retry_after_ns, "answer.retryAfterNs")?,
+            opt_string(scope, "answer.scope")?.as_deref(),
+        )
+        .map_err(invalid_argument)?;
+        self.inner.handle_reservation(now, id, answer).map_err(core_error)
     }
 
     /// `drain()` as numbers, two per output: `[kind, value, ...]` with kind 0 `send` (value:
-    /// the id), 1 `wait_until` (its time), 2 `idle` (0), or 3: the next output needs its
-    /// object, so call `drain()` (or `pollOutput()`), which starts with it. Ends with a 1, 2
-    /// or 3 pair. The fast path: no object is built for the common outputs.
+    /// the id), 1 `wait_until` (its time), 2 `idle` (0), or 3: the next output is held, take it
+    /// with `takeHeld()` (or `drain()` / `pollOutput()` start with it) and drain again. Ends
+    /// with a 1, 2 or 3 pair. No object is built.
     #[napi(ts_return_type = "number[]")]
     pub fn drain_packed(&mut self) -> Vec<f64> {
         let mut packed = Vec::with_capacity(4);
         loop {
             let output = self.next_output();
-            match convert::pack(&output) {
+            match common::pack(&output) {
                 Some((kind, value)) => {
                     packed.push(kind);
                     packed.push(value);
@@ -670,12 +751,19 @@ impl Limiter {
                 }
                 None => {
                     self.held = Some(output);
-                    packed.push(convert::PACKED_OBJECT);
+                    packed.push(common::HELD);
                     packed.push(0.0);
                     return packed;
                 }
             }
         }
+    }
+
+    /// The output `drainPacked` held, as JSON text: `{"output": <the core's serde form>,
+    /// "message": <a failure's text>}`; `null` when none is held.
+    #[napi]
+    pub fn take_held(&mut self) -> Option<String> {
+        self.held.take().map(|output| common::held_json(&output))
     }
 
     /// When `request` would be sent if it were enqueued at `nowNs` (ns). Throws

@@ -19,6 +19,7 @@ use ratelane::sim::{Server, Ticket};
 use ratelane::{BodyHints, FailReason, Failure, Observation, Output, Request, Response, json};
 use serde::{Deserialize, Deserializer};
 use wasm_bindgen::prelude::*;
+use ratelane_js_common::{self as common, RequestParts};
 
 mod server;
 mod shared;
@@ -624,117 +625,161 @@ impl Limiter {
         }
     }
 
-    /// `enqueue(nowNs, { method, path, identity })` without an object to read: the fast path
-    /// for a request with no other field. Throws `invalid_request`, `limiter_closed`.
-    #[wasm_bindgen(js_name = enqueueSimple)]
-    pub fn enqueue_simple(
+    /// `enqueue` with the `RequestSpec`'s fields as arguments, in the contract's order (costs as
+    /// names and amounts): the positional surface the driver uses. Throws `invalid_request`,
+    /// `limiter_closed`, or `invalid_argument` for a value of the wrong type or range.
+    #[wasm_bindgen(js_name = enqueueParts)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn enqueue_parts(
         &mut self,
         #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] method: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] path: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "string | null")] identity: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] major: JsValue,
+        #[wasm_bindgen(js_name = deadlineNs, unchecked_optional_param_type = "number | null")] deadline_ns: JsValue,
+        #[wasm_bindgen(js_name = deferAfterNs, unchecked_optional_param_type = "number | null")] defer_after_ns: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] priority: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean | null")] idempotent: JsValue,
+        #[wasm_bindgen(js_name = globalExempt, unchecked_optional_param_type = "boolean | null")] global_exempt: JsValue,
+        #[wasm_bindgen(js_name = subLimit, unchecked_optional_param_type = "string | null")] sub_limit: JsValue,
+        #[wasm_bindgen(js_name = bodyKeys, unchecked_optional_param_type = "string[] | null")] body_keys: JsValue,
+        #[wasm_bindgen(js_name = costNames, unchecked_optional_param_type = "string[] | null")] cost_names: JsValue,
+        #[wasm_bindgen(js_name = costAmounts, unchecked_optional_param_type = "number[] | null")] cost_amounts: JsValue,
     ) -> Result<f64, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let mut request = Request::new(string_arg("method", &method)?, string_arg("path", &path)?);
-        if !identity.is_undefined() && !identity.is_null() {
-            request.identity = string_arg("identity", &identity)?;
+        let request = RequestParts {
+            method: string_arg("request.method", &method)?,
+            path: string_arg("request.path", &path)?,
+            identity: opt_string("request.identity", &identity)?,
+            major: opt_string("request.major", &major)?,
+            deadline_ns: opt_number("request.deadlineNs", &deadline_ns)?,
+            defer_after_ns: opt_number("request.deferAfterNs", &defer_after_ns)?,
+            priority: opt_number("request.priority", &priority)?,
+            idempotent: opt_bool("request.idempotent", &idempotent)?,
+            global_exempt: opt_bool("request.globalExempt", &global_exempt)?,
+            sub_limit: opt_string("request.subLimit", &sub_limit)?,
+            body_keys: opt_strings("request.bodyKeys", &body_keys)?,
+            cost_names: opt_strings("request.costs", &cost_names)?,
+            cost_values: opt_numbers("request.costs", &cost_amounts)?,
         }
+        .request()
+        .map_err(|m| invalid_argument(&m))?;
         let id = self.inner.enqueue(now, request).map_err(core_error)?;
         Ok(id as f64)
     }
 
-    /// `handleResponse` with positional fields and the headers as one string, names and values
-    /// on alternate lines, `""` for none: the fast path.
-    /// Throws `unknown_request`, `invalid_state`.
-    #[wasm_bindgen(js_name = handleResponseFlat, unchecked_return_type = "Disposition")]
+    /// `handleResponse` with the `ResponseSpec`'s fields as arguments: the headers as one
+    /// string, names and values on alternate lines (`""` for none), or as a flat list `[name,
+    /// value, ...]` when a name or value holds a line break; the body hints' `cost` as its five
+    /// numbers in the contract's order, `usage` as names and numbers. The positional surface
+    /// the driver uses. Throws `unknown_request`, `invalid_state`.
+    #[wasm_bindgen(unchecked_return_type = "Disposition")]
     #[allow(clippy::too_many_arguments)]
-    pub fn handle_response_flat(
+    pub fn respond(
         &mut self,
         #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number")] status: JsValue,
-        #[wasm_bindgen(js_name = headerLines, unchecked_param_type = "string")] header_lines: JsValue,
-        #[wasm_bindgen(js_name = wallClockMs, unchecked_optional_param_type = "number | null")]
-        wall_clock_ms: JsValue,
-        #[wasm_bindgen(js_name = retryAfter, unchecked_optional_param_type = "number | null")]
-        retry_after: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string | string[]")] headers: JsValue,
+        #[wasm_bindgen(js_name = wallClockMs, unchecked_optional_param_type = "number | null")] wall_clock_ms: JsValue,
+        #[wasm_bindgen(js_name = retryAfter, unchecked_optional_param_type = "number | null")] retry_after: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "boolean | null")] global: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "Array<number | null> | null")] cost: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "string[] | null")] errors: JsValue,
+        #[wasm_bindgen(js_name = usageNames, unchecked_optional_param_type = "string[] | null")] usage_names: JsValue,
+        #[wasm_bindgen(js_name = usageValues, unchecked_optional_param_type = "number[] | null")] usage_values: JsValue,
     ) -> Result<JsValue, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
         let id = number_arg("id", &id)?;
         let status = match status.as_f64() {
-            Some(v) if v.fract() == 0.0 && (100.0..=999.0).contains(&v) => v as u16,
-            _ => {
-                return Err(invalid_argument(&format!(
-                    "status must be an integer in 100..=999, got {}",
-                    status.as_f64().map_or_else(|| type_of(&status), |v| v.to_string())
-                )));
-            }
+            Some(v) => common::status(v).map_err(|m| invalid_argument(&m))?,
+            None => return Err(invalid_argument(&format!("status must be a number, got {}", type_of(&status)))),
         };
-        let lines = string_arg("headerLines", &header_lines)?;
-        let headers = header_lines_pairs(&lines).ok_or_else(|| {
-            invalid_argument("headerLines must hold names and values on alternate lines")
-        })?;
-        let absent = |v: &JsValue| v.is_undefined() || v.is_null();
-        let body = BodyHints {
-            retry_after: if absent(&retry_after) {
-                None
-            } else {
-                Some(retry_after.as_f64().ok_or_else(|| {
-                    invalid_argument(&format!("retryAfter must be a number, got {}", type_of(&retry_after)))
-                })?)
-            },
-            global: if absent(&global) {
-                None
-            } else {
-                Some(global.as_bool().ok_or_else(|| {
-                    invalid_argument(&format!("global must be a boolean, got {}", type_of(&global)))
-                })?)
-            },
-            ..BodyHints::default()
-        };
-        let wall_clock_ms = if absent(&wall_clock_ms) {
+        let lines = headers.as_string();
+        let list = if lines.is_none() { opt_strings("headers", &headers)? } else { None };
+        let pairs = match (&lines, &list) {
+            (Some(lines), _) => common::header_lines(lines),
+            (None, Some(list)) => common::header_list(list),
+            (None, None) => None,
+        }
+        .ok_or_else(|| invalid_argument("headers must hold names and values on alternate lines"))?;
+        let cost = if absent(&cost) {
             None
         } else {
-            Some(number_arg("wallClockMs", &wall_clock_ms)?)
+            let list = Array::try_from(cost).map_err(|_| invalid_argument("response.body.cost must be an array"))?;
+            Some(list.iter().map(|v| v.as_f64()).collect::<Vec<_>>())
         };
-        let response = Response {
-            status,
-            headers: &headers,
-            body,
-            wall_clock_ms,
-        };
-        let d = self
-            .inner
-            .handle_response(now, id, &response)
-            .map_err(core_error)?;
+        let body = common::body(
+            opt_number("response.body.retryAfter", &retry_after)?,
+            opt_bool("response.body.global", &global)?,
+            cost.as_deref(),
+            opt_strings("response.body.errors", &errors)?,
+            opt_strings("response.body.usage", &usage_names)?,
+            opt_numbers("response.body.usage", &usage_values)?,
+        )
+        .map_err(|m| invalid_argument(&m))?;
+        let wall_clock_ms = if absent(&wall_clock_ms) { None } else { Some(number_arg("wallClockMs", &wall_clock_ms)?) };
+        let response = Response { status, headers: &pairs, body, wall_clock_ms };
+        let d = self.inner.handle_response(now, id, &response).map_err(core_error)?;
         Ok(disposition(d))
     }
 
+    /// `handleReservation` with the `ReservationAnswer`'s fields as arguments: the positional
+    /// surface the driver uses.
+    #[wasm_bindgen(js_name = answerReservation)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn answer_reservation(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "'granted' | 'denied' | 'unavailable'")] answer: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] processes: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] leased: JsValue,
+        #[wasm_bindgen(js_name = storeTimeUs, unchecked_optional_param_type = "number | null")] store_time_us: JsValue,
+        #[wasm_bindgen(js_name = retryAfterNs, unchecked_optional_param_type = "number | null")] retry_after_ns: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] scope: JsValue,
+    ) -> Result<(), JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let id = number_arg("id", &id)?;
+        let answer = common::answer(
+            &string_arg("answer.answer", &answer)?,
+            opt_number("answer.processes", &processes)?,
+            opt_number("answer.leased", &leased)?,
+            opt_number("answer.storeTimeUs", &store_time_us)?,
+            opt_number("answer.retryAfterNs", &retry_after_ns)?,
+            opt_string("answer.scope", &scope)?.as_deref(),
+        )
+        .map_err(|m| invalid_argument(&m))?;
+        self.inner.handle_reservation(now, id, answer).map_err(core_error)
+    }
+
     /// `drain()` as numbers, two per output: `[kind, value, ...]` with kind 0 `send` (value:
-    /// the id), 1 `wait_until` (its time), 2 `idle` (0), or 3: the next output needs its
-    /// object, so call `drain()` (or `pollOutput()`), which starts with it. Ends with a 1, 2
-    /// or 3 pair. The fast path: no object is built for the common outputs.
+    /// the id), 1 `wait_until` (its time), 2 `idle` (0), or 3: the next output is held, take it
+    /// with `takeHeld()` (or `drain()` / `pollOutput()` start with it) and drain again. Ends
+    /// with a 1, 2 or 3 pair. No object is built.
     #[wasm_bindgen(js_name = drainPacked)]
     pub fn drain_packed(&mut self) -> Vec<f64> {
         let mut packed = Vec::with_capacity(4);
         loop {
             let output = self.next_output();
-            let (kind, value) = match output {
-                Output::Send(id) => (0.0, id as f64),
-                Output::WaitUntil(at) => (1.0, at as f64),
-                Output::Idle => (2.0, 0.0),
-                Output::Fail(..) | Output::Observe(_) | Output::Reserve(_) | Output::Share(_) => {
-                    self.held = Some(output);
-                    packed.extend([3.0, 0.0]);
-                    return packed;
-                }
+            let Some((kind, value)) = common::pack(&output) else {
+                self.held = Some(output);
+                packed.extend([common::HELD, 0.0]);
+                return packed;
             };
             packed.extend([kind, value]);
             if kind != 0.0 {
                 return packed;
             }
         }
+    }
+
+    /// The output `drainPacked` held, as JSON text: `{"output": <the core's serde form>,
+    /// "message": <a failure's text>}`; `undefined` when none is held.
+    #[wasm_bindgen(js_name = takeHeld)]
+    pub fn take_held(&mut self) -> Option<String> {
+        self.held.take().map(|output| common::held_json(&output))
     }
 
     /// When `request` would be sent if enqueued at `nowNs` (ns). Throws `invalid_request`.
@@ -840,18 +885,43 @@ impl Limiter {
     }
 }
 
-/// Header pairs from `handleResponseFlat`'s text: names and values on alternate lines, `""`
-/// for none. `None` when the lines do not pair up.
-fn header_lines_pairs(text: &str) -> Option<Vec<(&str, &str)>> {
-    if text.is_empty() {
-        return Some(Vec::new());
+fn absent(value: &JsValue) -> bool {
+    value.is_undefined() || value.is_null()
+}
+
+/// An optional positional argument: `undefined` and `null` are `None`, a value of another type
+/// `invalid_argument` naming `what`.
+fn opt_arg<T>(what: &str, value: &JsValue, kind: &str, read: impl FnOnce(&JsValue) -> Option<T>) -> Result<Option<T>, JsValue> {
+    if absent(value) {
+        return Ok(None);
     }
-    let mut lines = text.split('\n');
-    let mut pairs = Vec::with_capacity(8);
-    while let Some(name) = lines.next() {
-        pairs.push((name, lines.next()?));
-    }
-    Some(pairs)
+    read(value)
+        .map(Some)
+        .ok_or_else(|| invalid_argument(&format!("{what} must be {kind}, got {}", type_of(value))))
+}
+
+fn opt_number(what: &str, value: &JsValue) -> Result<Option<f64>, JsValue> {
+    opt_arg(what, value, "a number", JsValue::as_f64)
+}
+
+fn opt_string(what: &str, value: &JsValue) -> Result<Option<String>, JsValue> {
+    opt_arg(what, value, "a string", JsValue::as_string)
+}
+
+fn opt_bool(what: &str, value: &JsValue) -> Result<Option<bool>, JsValue> {
+    opt_arg(what, value, "a boolean", JsValue::as_bool)
+}
+
+fn opt_strings(what: &str, value: &JsValue) -> Result<Option<Vec<String>>, JsValue> {
+    opt_arg(what, value, "an array of strings", |v| {
+        v.dyn_ref::<Array>()?.iter().map(|s| s.as_string()).collect()
+    })
+}
+
+fn opt_numbers(what: &str, value: &JsValue) -> Result<Option<Vec<f64>>, JsValue> {
+    opt_arg(what, value, "an array of numbers", |v| {
+        v.dyn_ref::<Array>()?.iter().map(|n| n.as_f64()).collect()
+    })
 }
 
 fn string_arg(what: &str, value: &JsValue) -> Result<String, JsValue> {

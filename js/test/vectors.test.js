@@ -1,7 +1,8 @@
 // Replays every tests/vectors/client_*.json against the core module (RATELANE_CORE), once
-// draining with pollOutput(), once with drain(), and once through the fast paths the driver
-// uses (enqueueSimple, handleResponseFlat, drainPacked; js/CONTRACT.md, "Fast paths"): the
-// outputs, results and counts must be exactly the recorded ones each time.
+// draining with pollOutput(), once with drain(), and once through the positional surface the
+// driver uses (enqueueParts, respond, answerReservation, drainPacked; js/CONTRACT.md, "The
+// positional surface"): the outputs, results and counts must be exactly the recorded ones
+// each time.
 'use strict'
 const test = require('node:test')
 const assert = require('node:assert/strict')
@@ -148,6 +149,23 @@ function attempt(fn, wrap) {
   }
 }
 
+/** The request of a vector as `enqueueParts`'s arguments after the time. */
+function requestParts(r) {
+  const costs = r.costs || null
+  return [r.method, r.path, r.identity, r.major, r.deadline_ns, r.defer_after_ns, r.priority, r.idempotent,
+    r.global_exempt, r.sub_limit, r.body_keys, costs && Object.keys(costs), costs && Object.values(costs)]
+}
+
+/** A response step as `respond`'s arguments after the time and id (headers as a flat list). */
+function responseParts(step) {
+  const body = step.body || {}
+  const c = body.cost
+  const cost = c ? [c.requested, c.actual, c.maximum_available, c.currently_available, c.restore_rate].map((v) => v ?? null) : null
+  const usage = body.usage ? Object.fromEntries(Object.entries(body.usage).filter(([, v]) => typeof v === 'number')) : null
+  return [step.status, step.headers.flat(), step.wall_clock_ms, body.retry_after, body.global, cost, body.errors,
+    usage && Object.keys(usage), usage && Object.values(usage)]
+}
+
 /** The drain through drainPacked, in the vectors' form; kind 3 hands over to drain(). */
 function drainPacked(limiter) {
   const packed = limiter.drainPacked()
@@ -187,19 +205,14 @@ function replay(vector, mode) {
     switch (step.op) {
       case 'enqueue': {
         const r = step.request
-        const simple = Object.keys(r).every((k) => k === 'method' || k === 'path' || k === 'identity')
-        result = mode === 'fast' && simple
-          ? attempt(() => limiter.enqueueSimple(now, r.method, r.path, r.identity), (id) => ({ id }))
+        result = mode === 'fast'
+          ? attempt(() => limiter.enqueueParts(now, ...requestParts(r)), (id) => ({ id }))
           : attempt(() => limiter.enqueue(now, request(r)), (id) => ({ id }))
         break
       }
       case 'response':
-        // The fast path carries Discord's two body fields only; a GraphQL cost, error
-        // strings or usage go through handleResponse (as the driver does).
-        result = mode === 'fast' && !(step.body && (step.body.cost || step.body.errors || step.body.usage))
-          ? attempt(() => limiter.handleResponseFlat(now, step.id, step.status,
-            step.headers.map(([k, v]) => `${k}\n${v}`).join('\n'), step.wall_clock_ms,
-            step.body ? step.body.retry_after : undefined, step.body ? step.body.global : undefined), (d) => ({ disposition: d }))
+        result = mode === 'fast'
+          ? attempt(() => limiter.respond(now, step.id, ...responseParts(step)), (d) => ({ disposition: d }))
           : attempt(() => limiter.handleResponse(now, step.id, response(step)), (d) => ({ disposition: d }))
         break
       case 'failure':
@@ -221,7 +234,12 @@ function replay(vector, mode) {
         result = attempt(() => limiter.predict(now, request(step.request)), (t) => ({ send_at_ns: t }))
         break
       case 'reservation':
-        result = attempt(() => limiter.handleReservation(now, step.id, answer(step)), () => ({ ok: true }))
+        result = mode === 'fast'
+          ? attempt(() => {
+            const a = answer(step)
+            return limiter.answerReservation(now, step.id, a.answer, a.processes, a.leased, a.storeTimeUs, a.retryAfterNs, a.scope)
+          }, () => ({ ok: true }))
+          : attempt(() => limiter.handleReservation(now, step.id, answer(step)), () => ({ ok: true }))
         break
       case 'snapshot':
         result = attempt(() => limiter.snapshot(now, step.wall_clock_ms), (text) => ({ snapshot: JSON.parse(text) }))
