@@ -328,13 +328,25 @@ function createRatelane(core, host) {
     return [names, amounts]
   }
 
-  /** `enqueue(nowNs, spec)` (a `RequestSpec`) on the positional surface. */
-  function enqueueSpec(core, now, spec) {
+  /** A list of strings, or absent (`null`); anything else is `invalid_argument` naming `what`. */
+  function stringList(value, what) {
+    if (value === undefined || value === null) return null
+    if (!Array.isArray(value) || !value.every((v) => typeof v === 'string')) {
+      throw argumentError(`${what} must be an array of strings, got ${typeName(value)}`)
+    }
+    return value
+  }
+
+  /**
+   * A `RequestSpec` as the arguments of `enqueueParts` (and `predictParts`, `handleParts`,
+   * `enqueueAtParts`) after the time.
+   */
+  function requestParts(spec) {
     if (spec === null || typeof spec !== 'object') throw argumentError(`request must be an object, got ${typeName(spec)}`)
     const costs = costParts(spec.costs)
-    return core.enqueueParts(now, spec.method, spec.path, spec.identity, spec.major, spec.deadlineNs, spec.deferAfterNs,
-      spec.priority, spec.idempotent, spec.globalExempt, spec.subLimit, spec.bodyKeys,
-      costs === null ? null : costs[0], costs === null ? null : costs[1])
+    return [spec.method, spec.path, spec.identity, spec.major, spec.deadlineNs, spec.deferAfterNs, spec.priority,
+      spec.idempotent, spec.globalExempt, spec.subLimit, stringList(spec.bodyKeys, 'request.bodyKeys'),
+      costs === null ? null : costs[0], costs === null ? null : costs[1]]
   }
 
   function numberOrNull(value) {
@@ -370,8 +382,8 @@ function createRatelane(core, host) {
         }
       }
     }
-    return core.respond(now, id, status, headers, wallClockMs, hints.retryAfter, hints.global, cost, hints.errors,
-      names, values)
+    return core.respond(now, id, status, headers, wallClockMs, hints.retryAfter, hints.global, cost,
+      stringList(hints.errors, 'response.body.errors'), names, values)
   }
 
   /** `ResponseSpec.headers` (an array of `[name, value]` pairs) as `respond`'s flat list. */
@@ -456,6 +468,98 @@ function createRatelane(core, host) {
       default:
         return { type: kind, value }
     }
+  }
+
+  /** One `drainPacked` pair as an `Output` object (kind 3: the held output). */
+  function packedObject(native, kind, value) {
+    if (kind === PACKED_SEND) return { type: 'send', id: value }
+    if (kind === PACKED_WAIT_UNTIL) return { type: 'wait_until', atNs: value }
+    if (kind === PACKED_IDLE) return { type: 'idle' }
+    return outputObject(native.takeHeld())
+  }
+
+  // ------------------------------------------------------------------ the object API
+
+  /**
+   * The sans-IO engine with the object API of js/CONTRACT.md (`Limiter`): requests, responses
+   * and answers as objects, outputs as objects. Written once, here, over the core module's
+   * positional surface, for both packages.
+   */
+  class Limiter {
+    constructor(configJson) {
+      this._native = new core.Limiter(configJson)
+    }
+
+    enqueue(nowNs, request) { return this._native.enqueueParts(nowNs, ...requestParts(request)) }
+    handleResponse(nowNs, id, response) {
+      if (response === null || typeof response !== 'object') {
+        throw argumentError(`response must be an object, got ${typeName(response)}`)
+      }
+      return respond(this._native, nowNs, id, response.status, flatHeaders(response.headers), response.wallClockMs,
+        response.body)
+    }
+    handleFailure(nowNs, id, failure) { return this._native.handleFailure(nowNs, id, failure) }
+    handleWritten(nowNs, id) { this._native.handleWritten(nowNs, id) }
+    cancel(nowNs, id) { this._native.cancel(nowNs, id) }
+    handleTimeout(nowNs) { this._native.handleTimeout(nowNs) }
+    close(nowNs) { this._native.close(nowNs) }
+    handleReservation(nowNs, id, answer) { answerReservation(this._native, nowNs, id, answer) }
+    restore(nowNs, wallClockMs, snapshot) { this._native.restore(nowNs, wallClockMs, snapshot) }
+
+    /** The next output. */
+    pollOutput() {
+      const packed = this._native.drainPacked(true)
+      return packedObject(this._native, packed[0], packed[1])
+    }
+
+    /** Every output up to and including the `wait_until` or `idle` that ends the drain. */
+    drain() {
+      const outputs = []
+      for (;;) {
+        const packed = this._native.drainPacked()
+        for (let i = 0; i < packed.length; i += 2) {
+          outputs.push(packedObject(this._native, packed[i], packed[i + 1]))
+          if (packed[i] === PACKED_WAIT_UNTIL || packed[i] === PACKED_IDLE) return outputs
+        }
+      }
+    }
+
+    predict(nowNs, request) { return this._native.predictParts(nowNs, ...requestParts(request)) }
+    snapshot(nowNs, wallClockMs) { return this._native.snapshot(nowNs, wallClockMs) }
+    invalidRequests(nowNs) { return this._native.invalidRequests(nowNs) }
+    readsBody(status) { return this._native.readsBody(status) }
+    configJson() { return this._native.configJson() }
+    get queued() { return this._native.queued }
+    get inFlight() { return this._native.inFlight }
+    get reserving() { return this._native.reserving }
+    get buckets() { return this._native.buckets }
+    get isClosed() { return this._native.isClosed }
+    /** wasm: releases the module's memory now rather than when collected. */
+    free() { if (typeof this._native.free === 'function') this._native.free() }
+  }
+
+  /** The simulated server of js/CONTRACT.md (`SimServer`), over the core module's. */
+  class SimServer {
+    constructor(serverConfigJson) {
+      this._native = new core.SimServer(serverConfigJson)
+    }
+
+    handle(nowNs, request, tokens) { return this._native.handleParts(nowNs, tokens, ...requestParts(request)) }
+    count429() { return this._native.count429() }
+    free() { if (typeof this._native.free === 'function') this._native.free() }
+  }
+
+  /** A limiter against a `SimServer` in virtual time (`Simulation`), over the core module's. */
+  class Simulation {
+    constructor(configJson, serverConfigJson, simConfigJson) {
+      this._native = new core.Simulation(configJson, serverConfigJson, simConfigJson)
+    }
+
+    enqueueAt(atNs, request) { return this._native.enqueueAtParts(atNs, ...requestParts(request)) }
+    cancelAt(atNs, ticket) { this._native.cancelAt(atNs, ticket) }
+    closeAt(atNs) { this._native.closeAt(atNs) }
+    run() { return this._native.run() }
+    free() { if (typeof this._native.free === 'function') this._native.free() }
   }
 
   // ------------------------------------------------------------------ time
@@ -996,7 +1100,7 @@ function createRatelane(core, host) {
       const spec = this._spec(method, path, options || {}, now)
       let at
       try {
-        at = this._core.predict(now, spec)
+        at = this._core.predictParts(now, ...requestParts(spec))
       } catch (error) {
         throw fromCoreError(error)
       }
@@ -1056,7 +1160,7 @@ function createRatelane(core, host) {
         } else {
           spec = this._spec(method, path, opts, now)
           try {
-            id = enqueueSpec(this._core, now, spec)
+            id = this._core.enqueueParts(now, ...requestParts(spec))
           } catch (error) {
             throw fromCoreError(error)
           }
@@ -1810,7 +1914,7 @@ function createRatelane(core, host) {
     }
 
     // reads
-    predict(nowNs, request) { return this.inner.predict(nowNs, request) }
+    predictParts(nowNs, ...parts) { return this.inner.predictParts(nowNs, ...parts) }
     snapshot(nowNs, wallClockMs) { return this.inner.snapshot(nowNs, wallClockMs) }
     readsBody(status) { return this.inner.readsBody(status) }
     configJson() { return this.inner.configJson() }
@@ -1856,9 +1960,10 @@ function createRatelane(core, host) {
     headerPairs,
     Metrics,
     instrument,
-    Limiter: core.Limiter,
-    SimServer: core.SimServer,
-    Simulation: core.Simulation,
+    Limiter,
+    SimServer,
+    Simulation,
+    outputObject,
     GcraStore: core.GcraStore,
     LeakyBucketStore: core.LeakyBucketStore,
     FixedWindowStore: core.FixedWindowStore,

@@ -3,7 +3,7 @@
 'use strict'
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { core, ratelane } = require('./support.cjs')
+const { core, native, ratelane } = require('./support.cjs')
 
 const GET = { method: 'GET', path: '/users/@me' }
 
@@ -94,6 +94,7 @@ test('misuse throws the core codes', () => {
 
 test('values of the wrong JS type or range throw invalid_argument', () => {
   const l = new core.Limiter()
+  const n = new native.Limiter()
   const cases = [
     () => l.enqueue('0', GET),
     () => l.enqueue(-1, GET),
@@ -116,26 +117,26 @@ test('values of the wrong JS type or range throw invalid_argument', () => {
     () => l.handleResponse(0, 1, { status: 200, headers: 'x: y' }),
     () => l.handleTimeout({}),
     () => l.cancel(0, -1),
-    () => l.enqueueParts(0, 5, '/x'),
-    () => l.enqueueParts(0, 'GET', null),
-    () => l.enqueueParts('0', 'GET', '/x'),
-    () => l.enqueueParts(0, 'GET', '/x', 5),
-    () => l.enqueueParts(0, 'GET', '/x', null, null, 'soon'),
-    () => l.enqueueParts(0, 'GET', '/x', null, null, null, null, 1.5),
-    () => l.enqueueParts(0, 'GET', '/x', null, null, null, null, null, 'yes'),
-    () => l.enqueueParts(0, 'GET', '/x', null, null, null, null, null, null, null, null, null, ['tokens'], [-1]),
-    () => l.respond(0, 1, '200', ''),
-    () => l.respond(0, 1, 99, ''),
-    () => l.respond(0, 1, 200.5, ''),
-    () => l.respond(0, 1, 200, 'only-a-name'),
-    () => l.respond(0, 1, 200, ['only-a-name']),
-    () => l.respond(0, 1, 200, 5),
-    () => l.respond(0, 1, 200, '', -1),
-    () => l.respond(0, 1, 200, '', null, '1'),
-    () => l.respond(0, 1, 200, '', null, null, 'yes'),
-    () => l.respond(-1, 1, 200, ''),
-    () => l.answerReservation(0, 1, 'maybe'),
-    () => l.answerReservation(0, 1, 'denied', null, null, null, 5),
+    () => n.enqueueParts(0, 5, '/x'),
+    () => n.enqueueParts(0, 'GET', null),
+    () => n.enqueueParts('0', 'GET', '/x'),
+    () => n.enqueueParts(0, 'GET', '/x', 5),
+    () => n.enqueueParts(0, 'GET', '/x', null, null, 'soon'),
+    () => n.enqueueParts(0, 'GET', '/x', null, null, null, null, 1.5),
+    () => n.enqueueParts(0, 'GET', '/x', null, null, null, null, null, 'yes'),
+    () => n.enqueueParts(0, 'GET', '/x', null, null, null, null, null, null, null, null, null, ['tokens'], [-1]),
+    () => n.respond(0, 1, '200', ''),
+    () => n.respond(0, 1, 99, ''),
+    () => n.respond(0, 1, 200.5, ''),
+    () => n.respond(0, 1, 200, 'only-a-name'),
+    () => n.respond(0, 1, 200, ['only-a-name']),
+    () => n.respond(0, 1, 200, 5),
+    () => n.respond(0, 1, 200, '', -1),
+    () => n.respond(0, 1, 200, '', null, '1'),
+    () => n.respond(0, 1, 200, '', null, null, 'yes'),
+    () => n.respond(-1, 1, 200, ''),
+    () => n.answerReservation(0, 1, 'maybe'),
+    () => n.answerReservation(0, 1, 'denied', null, null, null, 5),
   ]
   cases.forEach((fn, i) => {
     assert.throws(fn, (e) => {
@@ -146,7 +147,7 @@ test('values of the wrong JS type or range throw invalid_argument', () => {
 })
 
 test('the positional surface: the same answers as the object forms; a packed drain holds rare outputs', () => {
-  const l = new core.Limiter('{"max_wait_ns": 1000000000}')
+  const l = new native.Limiter('{"max_wait_ns": 1000000000}')
   const id = l.enqueueParts(0, 'POST', '/channels/1/messages', null)
   assert.deepEqual([...l.drainPacked()], [0, id, 2, 0])
   assert.equal(l.respond(1, id, 200,
@@ -164,7 +165,7 @@ test('the positional surface: the same answers as the object forms; a packed dra
   assert.equal(held.output.fail[1].code, 'max_wait_exceeded')
   assert.match(held.message, /max_wait/)
   assert.deepEqual([...l.drainPacked()], [2, 0])
-  const other = new core.Limiter()
+  const other = new native.Limiter()
   const a = other.enqueueParts(0, 'GET', '/users/@me', 'bot')
   const b = other.enqueueParts(0, 'GET', '/users/@me', undefined, null, null, null, 3, true, false, null, ['name'], ['tokens'], [0])
   assert.deepEqual([...other.drainPacked()], [0, a, 0, b, 2, 0])

@@ -5,7 +5,7 @@
 'use strict'
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { core, createRatelane, ratelane } = require('./support.cjs')
+const { core, native, createRatelane, ratelane } = require('./support.cjs')
 
 const {
   RateLimiter, RatelaneError, RateLimitError, InvalidArgumentError, InvalidRequestError,
@@ -106,8 +106,8 @@ test('costs: a streamed answer is left alone; a request without costs keeps the 
   await limiter.close()
   // One path: the driver enqueues and answers through the positional surface, costs or not.
   const calls = { enqueue: 0, enqueueParts: 0, handleResponse: 0, respond: 0 }
-  const counting = Object.assign({}, core, {
-    Limiter: class extends core.Limiter {
+  const counting = Object.assign({}, native, {
+    Limiter: class extends native.Limiter {
       enqueue(...a) { calls.enqueue++; return super.enqueue(...a) }
       enqueueParts(...a) { calls.enqueueParts++; return super.enqueueParts(...a) }
       handleResponse(...a) { calls.handleResponse++; return super.handleResponse(...a) }

@@ -8,7 +8,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { repo, core } = require('./support.cjs')
+const { repo, core, native, ratelane } = require('./support.cjs')
 
 const dir = path.join(repo, 'tests', 'vectors')
 const files = fs.readdirSync(dir).filter((f) => f.startsWith('client_') && f.endsWith('.json')).sort()
@@ -166,7 +166,7 @@ function responseParts(step) {
     usage && Object.keys(usage), usage && Object.values(usage)]
 }
 
-/** The drain through drainPacked, in the vectors' form; kind 3 hands over to drain(). */
+/** The drain through drainPacked, in the vectors' form; kind 3: takeHeld() and drain on. */
 function drainPacked(limiter) {
   const packed = limiter.drainPacked()
   assert.ok(packed.length >= 2 && packed.length % 2 === 0, `pairs: ${packed}`)
@@ -177,7 +177,7 @@ function drainPacked(limiter) {
     if (kind === 0) out.push({ send: value })
     else if (kind === 1) out.push({ wait_until_ns: value })
     else if (kind === 2) out.push({ idle: true })
-    else if (kind === 3) out.push(...limiter.drain().map(vectorForm))
+    else if (kind === 3) out.push(vectorForm(ratelane.outputObject(limiter.takeHeld())), ...drainPacked(limiter))
     else assert.fail(`unknown kind ${kind}`)
     assert.equal(kind !== 0, last, `kinds 1, 2 and 3 end the packed drain: ${packed}`)
   }
@@ -196,7 +196,8 @@ function drainWith(limiter, mode) {
 }
 
 function replay(vector, mode) {
-  let limiter = new core.Limiter(JSON.stringify(vector.config))
+  const Limiter = mode === 'fast' ? native.Limiter : core.Limiter
+  let limiter = new Limiter(JSON.stringify(vector.config))
   assert.deepEqual(JSON.parse(limiter.configJson()), vector.config, 'config round trip')
   vector.steps.forEach((step, i) => {
     const where = `step ${i} (${step.op} at ${step.at_ns})`
@@ -231,7 +232,9 @@ function replay(vector, mode) {
         result = attempt(() => limiter.close(now), () => ({ ok: true }))
         break
       case 'predict':
-        result = attempt(() => limiter.predict(now, request(step.request)), (t) => ({ send_at_ns: t }))
+        result = mode === 'fast'
+          ? attempt(() => limiter.predictParts(now, ...requestParts(step.request)), (t) => ({ send_at_ns: t }))
+          : attempt(() => limiter.predict(now, request(step.request)), (t) => ({ send_at_ns: t }))
         break
       case 'reservation':
         result = mode === 'fast'
@@ -246,7 +249,7 @@ function replay(vector, mode) {
         break
       case 'restart':
         // A restarted process: a new limiter of the same configuration.
-        limiter = new core.Limiter(JSON.stringify(vector.config))
+        limiter = new Limiter(JSON.stringify(vector.config))
         result = { ok: true }
         break
       case 'restore':
