@@ -11,6 +11,8 @@
 const { spawn } = require('node:child_process')
 const path = require('node:path')
 const { Limiter, RateLimiter } = require('..')
+// The core module itself: the positional surface the driver calls (js/CONTRACT.md).
+const native = require('../ratelane.node')
 const { REST } = require('@discordjs/rest')
 const undici = require('undici') // @discordjs/rest's own HTTP client, for a like-for-like row
 
@@ -51,7 +53,7 @@ function sansIo(n) {
 
 /** The same request life through the positional surface the driver uses (js/CONTRACT.md). */
 function sansIoFast(n) {
-  const limiter = new Limiter(JSON.stringify({ global_limit: 0 }))
+  const limiter = new native.Limiter(JSON.stringify({ global_limit: 0 }))
   const lines = [
     'X-RateLimit-Limit', '1000000', 'X-RateLimit-Remaining', '999999',
     'X-RateLimit-Reset-After', '60', 'X-RateLimit-Bucket', 'bench', 'Content-Type', 'application/json',

@@ -9,6 +9,8 @@
 // * a Simulation of 5000 messages to 50 channels, run inside the module.
 // Each row is the best of 5 rounds: wall and CPU (user + system) per item.
 const { Limiter, Simulation, RateLimiter } = require('ratelane-wasm');
+// The core module itself: the positional surface the driver calls (js/CONTRACT.md).
+const native = require('../pkg/node/core.cjs');
 
 function measure(label, count, fn) {
   let best = null;
@@ -64,7 +66,7 @@ measure('sans-IO cycle', CYCLES, () => {
 
 const LINES = HEADERS.map(([name, value]) => `${name}\n${value}`).join('\n');
 measure('sans-IO cycle, positional', CYCLES, () => {
-  const limiter = new Limiter('{"global_limit": 0}');
+  const limiter = new native.Limiter('{"global_limit": 0}');
   let now = 0;
   for (let i = 0; i < CYCLES; i++) {
     now += 1000;
