@@ -4,7 +4,16 @@ import type { ErrorCode, FailCode } from './core'
 import type { RateLimiterOptions, RateLimitError, RatelaneError } from './driver'
 
 export type * from './core'
-export { Limiter, SimServer, Simulation, GcraStore, LeakyBucketStore, FixedWindowStore, FAIL_CODES, ERROR_CODES } from './native'
+import type { CoreModule, CoreLimiter, CoreSimServer, CoreSimulation } from './core'
+export { GcraStore, LeakyBucketStore, FixedWindowStore, FAIL_CODES, ERROR_CODES } from './native'
+/** The object API of js/CONTRACT.md (js/driver.js), over the core's positional surface. */
+export declare const Limiter: CoreModule['Limiter']
+export type Limiter = CoreLimiter
+export declare const SimServer: CoreModule['SimServer']
+export type SimServer = CoreSimServer
+export declare const Simulation: CoreModule['Simulation']
+export type Simulation = CoreSimulation
+
 export {
   RateLimiter,
   RatelaneError,

@@ -166,10 +166,6 @@ export declare class Limiter {
    * Throws `invalid_config`.
    */
   constructor(configJson?: string | undefined | null)
-  /** Queues a request and returns its id. Throws `invalid_request` or `limiter_closed`. */
-  enqueue(nowNs: number, request: RequestSpec): number
-  /** A response arrived for the sent request `id`. */
-  handleResponse(nowNs: number, id: number, response: ResponseSpec): 'complete' | 'retry' | 'failed'
   /**
    * The transport failed for the sent request `id`: `'not_sent'` when it certainly did not
    * reach the server, `'maybe_sent'` otherwise.
@@ -183,45 +179,48 @@ export declare class Limiter {
   handleWritten(nowNs: number, id: number): void
   /** The caller gave up on `id` (queued or in flight). Throws `unknown_request`. */
   cancel(nowNs: number, id: number): void
-  /**
-   * Shared mode: the store's answer to the `reserve` output of request `id`
-   * (`{answer: 'granted'}`, `{answer: 'denied', retryAfterNs, scope}` or
-   * `{answer: 'unavailable'}`; `processes`, the store's live-process count, may come with
-   * the first two). Throws `unknown_request`, `invalid_state`.
-   */
-  handleReservation(nowNs: number, id: number, answer: ReservationAnswer): void
   /** Shared mode: requests waiting for their reservation's answer. */
   get reserving(): number
   /** Time passed. Harmless when called early or twice. */
   handleTimeout(nowNs: number): void
   /** Fails every queued request with `closed` and refuses new ones. */
   close(nowNs: number): void
-  /** The next output; call until it returns `wait_until` or `idle`. */
-  pollOutput(): Output
-  /** Every output up to and including the `wait_until` or `idle` that ends the drain. */
-  drain(): Output[]
   /**
-   * `enqueue(nowNs, { method, path, identity })` without an object to read: the fast path
-   * for a request with no other field. Throws `invalid_request` or `limiter_closed`.
+   * `enqueue` with the `RequestSpec`'s fields as arguments, in the contract's order (costs as
+   * names and amounts): the positional surface the driver uses. Throws `invalid_request`,
+   * `limiter_closed`, or `invalid_argument` for a value of the wrong type or range.
    */
-  enqueueSimple(nowNs: number, method: string, path: string, identity?: string | null): number
+  enqueueParts(nowNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null): number
   /**
-   * `handleResponse` with positional fields and the headers as one string, names and values
-   * on alternate lines, `""` for none: the fast path.
+   * `handleResponse` with the `ResponseSpec`'s fields as arguments: the headers as one
+   * string, names and values on alternate lines (`""` for none), or as a flat list `[name,
+   * value, ...]` when a name or value holds a line break; the body hints' `cost` as its five
+   * numbers in the contract's order, `usage` as names and numbers. The positional surface
+   * the driver uses.
    */
-  handleResponseFlat(nowNs: number, id: number, status: number, headerLines: string, wallClockMs?: number | null, retryAfter?: number | null, global?: boolean | null): 'complete' | 'retry' | 'failed'
+  respond(nowNs: number, id: number, status: number, headers: string | string[], wallClockMs?: number | null, retryAfter?: number | null, global?: boolean | null, cost?: Array<number | null> | null, errors?: string[] | null, usageNames?: string[] | null, usageValues?: number[] | null): 'complete' | 'retry' | 'failed'
+  /**
+   * `handleReservation` with the `ReservationAnswer`'s fields as arguments: the positional
+   * surface the driver uses.
+   */
+  answerReservation(nowNs: number, id: number, answer: 'granted' | 'denied' | 'unavailable', processes?: number | null, leased?: number | null, storeTimeUs?: number | null, retryAfterNs?: number | null, scope?: string | null): void
   /**
    * `drain()` as numbers, two per output: `[kind, value, ...]` with kind 0 `send` (value:
-   * the id), 1 `wait_until` (its time), 2 `idle` (0), or 3: the next output needs its
-   * object, so call `drain()` (or `pollOutput()`), which starts with it. Ends with a 1, 2
-   * or 3 pair. The fast path: no object is built for the common outputs.
+   * the id), 1 `wait_until` (its time), 2 `idle` (0), or 3: the next output is held, take it
+   * with `takeHeld()` (or `drain()` / `pollOutput()` start with it) and drain again. Ends
+   * with a 1, 2 or 3 pair, or after the first pair with `one` (`pollOutput`). No object is built.
    */
-  drainPacked(): number[]
+  drainPacked(one?: boolean | null): number[]
   /**
-   * When `request` would be sent if it were enqueued at `nowNs` (ns). Throws
-   * `invalid_request`.
+   * The output `drainPacked` held, as JSON text: `{"output": <the core's serde form>,
+   * "message": <a failure's text>}`; `null` when none is held.
    */
-  predict(nowNs: number, request: RequestSpec): number
+  takeHeld(): string | null
+  /**
+   * When the request (the `RequestSpec` fields, as `enqueueParts` takes them) would be sent
+   * if it were enqueued at `nowNs` (ns). Throws `invalid_request`.
+   */
+  predictParts(nowNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null): number
   /** Requests queued and not yet sent. */
   get queued(): number
   /** Requests sent and not yet answered. */
@@ -264,11 +263,12 @@ export declare class SimServer {
    */
   constructor(serverConfigJson?: string | undefined | null)
   /**
-   * Answers `request` arriving at `nowNs`. `tokens`: what the request really costs of the
-   * server's token budget (`Server::handle_costing`; its client only estimates it);
-   * omitted: the config's `tokens.cost`.
+   * Answers the request (the `RequestSpec` fields, as `Limiter.enqueueParts` takes them)
+   * arriving at `nowNs`. `tokens`: what the request really costs of the server's token
+   * budget (`Server::handle_costing`; its client only estimates it); `null`: the config's
+   * `tokens.cost`.
    */
-  handle(nowNs: number, request: RequestSpec, tokens?: number | null): SimResponse
+  handleParts(nowNs: number, tokens: number | null | undefined, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null): SimResponse
   /** How many 429s the server has answered. */
   count429(): number
 }
@@ -280,8 +280,11 @@ export declare class Simulation {
    * Throws `invalid_config`.
    */
   constructor(configJson?: string | undefined | null, serverConfigJson?: string | undefined | null, simConfigJson?: string | undefined | null)
-  /** Schedules `request` to be enqueued at `atNs`; returns its ticket. */
-  enqueueAt(atNs: number, request: RequestSpec): number
+  /**
+   * Schedules the request (the `RequestSpec` fields, as `Limiter.enqueueParts` takes them)
+   * to be enqueued at `atNs`; returns its ticket.
+   */
+  enqueueAtParts(atNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null): number
   /** Schedules a cancellation of `ticket` at `atNs`. */
   cancelAt(atNs: number, ticket: number): void
   /** Schedules `close` at `atNs`. */
@@ -303,84 +306,6 @@ export declare const FIXED_WINDOW_LUA: string
  * `server.rs`; a packed tarball ships the built addon).
  */
 export declare const GCRA_LUA: string
-
-/** One output as a plain JS object (`js/CONTRACT.md`, `Output`). Absent fields are not set. */
-export interface JsOutput {
-  type: string
-  id?: number
-  code?: string
-  message?: string
-  predictedSendAtNs?: number | null
-  predictedWaitNs?: number
-  attempts?: number
-  scope?: string
-  retryAfterNs?: number
-  route?: string
-  bucket?: string
-  count?: number
-  /**
-   * `invalid_request_warning`: the budget; `fail` with code `insufficient_capacity`: the
-   * dimension's limit.
-   */
-  limit?: number
-  atNs?: number
-  /** `reserve` (shared mode). */
-  reservation?: JsReservation
-  /** `share` (shared mode). */
-  update?: JsSharedUpdate
-  /** `store_unavailable` (shared mode); `fail` with code `deferred`: when to enqueue it again. */
-  retryAtNs?: number
-  /** `fail` with code `insufficient_capacity`: the dimension (`tokens`...). */
-  dimension?: string
-  /** `fail` with code `insufficient_capacity`: the request's estimated cost in it. */
-  cost?: number
-}
-
-/** `ratelane::shared::Reservation` as a plain JS object. */
-export interface JsReservation {
-  id: number
-  identity: string
-  route: string
-  major: string
-  bucket: string | null
-  countsGlobal: boolean
-  globalLimit: number
-  globalWant: number
-  globalWindowNs: number
-  marginNs: number
-  invalidLimit: number
-  invalidWindowNs: number
-  /** After a store outage: count the processes back within this long (else null). */
-  processesSinceNs: number | null
-  /** After a store outage: this process still has sends to report. */
-  reporting: boolean
-  /** After a store outage: ages of the sends made without a reservation. */
-  unrecordedNs: Array<number>
-  /** After a store outage: ages of the sends the store granted. */
-  grantedNs: Array<number>
-}
-
-/**
- * `ratelane::shared::SharedUpdate` as a plain JS object: `kind` names the variant and only
- * that variant's fields are set (`null` where the core has `None`).
- */
-export interface JsSharedUpdate {
-  /** `'bucket'`, `'release'`, `'hold'` or `'invalid'`. */
-  kind: string
-  id?: number
-  identity?: string
-  route?: string
-  major?: string
-  bucket?: string | null
-  unlimited?: boolean
-  limit?: number | null
-  remaining?: number | null
-  resetAfterNs?: number | null
-  windowNs?: number | null
-  reached?: boolean
-  scope?: string
-  retryAfterNs?: number
-}
 
 /** `redis/scripts/leaky_bucket.lua`, embedded at build time. */
 export declare const LEAKY_BUCKET_LUA: string

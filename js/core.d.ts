@@ -261,37 +261,13 @@ export interface SimReport {
   trace: string[]
 }
 
-/** The sans-IO engine, one to one with `ratelane::Limiter`. */
-export interface CoreLimiter {
-  enqueue(nowNs: number, request: RequestSpec): number
-  handleResponse(nowNs: number, id: number, response: ResponseSpec): Disposition
+/** What both forms of the engine have: the inputs without objects and the reads. */
+export interface LimiterReads {
   handleFailure(nowNs: number, id: number, failure: TransportFailure): Disposition
   handleWritten(nowNs: number, id: number): void
   cancel(nowNs: number, id: number): void
   handleTimeout(nowNs: number): void
   close(nowNs: number): void
-  /** Shared mode: the store's answer to the `reserve` output of request `id`. */
-  handleReservation(nowNs: number, id: number, answer: ReservationAnswer): void
-  pollOutput(): Output
-  drain(): Output[]
-  predict(nowNs: number, request: RequestSpec): number
-  /** `enqueue(nowNs, { method, path, identity })`, positional (js/CONTRACT.md, "Fast paths"). */
-  enqueueSimple(nowNs: number, method: string, path: string, identity?: string | null): number
-  /** `handleResponse` with the headers as `"name\nvalue\nname\nvalue"` (`""`: none). */
-  handleResponseFlat(
-    nowNs: number,
-    id: number,
-    status: number,
-    headerLines: string,
-    wallClockMs?: number | null,
-    retryAfter?: number | null,
-    global?: boolean | null,
-  ): Disposition
-  /**
-   * `drain()` as `[kind, value, ...]` pairs: 0 send (id), 1 wait_until (atNs), 2 idle, 3 the
-   * rest needs objects: call `drain()` next. An Array (napi) or a Float64Array (wasm).
-   */
-  drainPacked(): ArrayLike<number>
   readonly queued: number
   readonly inFlight: number
   /** Shared mode: requests waiting for their reservation's answer. */
@@ -309,6 +285,83 @@ export interface CoreLimiter {
   restore(nowNs: number, wallClockMs: number, snapshot: string): void
 }
 
+/**
+ * The sans-IO engine, one to one with `ratelane::Limiter`: the object API (js/CONTRACT.md,
+ * `Limiter`), written once in js/driver.js over the core module's `NativeLimiter`.
+ */
+export interface CoreLimiter extends LimiterReads {
+  enqueue(nowNs: number, request: RequestSpec): number
+  handleResponse(nowNs: number, id: number, response: ResponseSpec): Disposition
+  /** Shared mode: the store's answer to the `reserve` output of request `id`. */
+  handleReservation(nowNs: number, id: number, answer: ReservationAnswer): void
+  pollOutput(): Output
+  drain(): Output[]
+  predict(nowNs: number, request: RequestSpec): number
+}
+
+/** The core module's engine: the positional surface (js/CONTRACT.md, "The positional surface"). */
+export interface NativeLimiter extends LimiterReads {
+  /**
+   * `enqueue` with the `RequestSpec`'s fields as arguments in its order, costs as names and
+   * amounts (js/CONTRACT.md, "The positional surface"): what the driver calls.
+   */
+  enqueueParts(
+    nowNs: number,
+    method: string,
+    path: string,
+    identity?: string | null,
+    major?: string | null,
+    deadlineNs?: number | null,
+    deferAfterNs?: number | null,
+    priority?: number | null,
+    idempotent?: boolean | null,
+    globalExempt?: boolean | null,
+    subLimit?: string | null,
+    bodyKeys?: string[] | null,
+    costNames?: string[] | null,
+    costAmounts?: number[] | null,
+  ): number
+  /**
+   * `handleResponse` with the headers as `"name\nvalue\nname\nvalue"` (`""`: none) or a flat
+   * `[name, value, ...]` list, the body hints as arguments (`cost`: its five numbers in order).
+   */
+  respond(
+    nowNs: number,
+    id: number,
+    status: number,
+    headers: string | string[],
+    wallClockMs?: number | null,
+    retryAfter?: number | null,
+    global?: boolean | null,
+    cost?: Array<number | null> | null,
+    errors?: string[] | null,
+    usageNames?: string[] | null,
+    usageValues?: number[] | null,
+  ): Disposition
+  /** `handleReservation` with the answer's fields as arguments. */
+  answerReservation(
+    nowNs: number,
+    id: number,
+    answer: 'granted' | 'denied' | 'unavailable',
+    processes?: number | null,
+    leased?: number | null,
+    storeTimeUs?: number | null,
+    retryAfterNs?: number | null,
+    scope?: string | null,
+  ): void
+  /**
+   * `drain()` as `[kind, value, ...]` pairs: 0 send (id), 1 wait_until (atNs), 2 idle, 3 an
+   * output is held: take it with `takeHeld()` and drain again. An Array (napi) or a
+   * Float64Array (wasm).
+   */
+  drainPacked(one?: boolean | null): ArrayLike<number>
+  /** The held output as JSON text: `{"output": <the core's serde form>, "message"?: string}`. */
+  takeHeld(): string | null | undefined
+  /** `predict` with the `RequestSpec`'s fields as arguments, as `enqueueParts` takes them. */
+  predictParts(nowNs: number, method: string, path: string, ...rest: RequestRest): number
+
+}
+
 export interface CoreSimServer {
   /** `tokens`: what the request really costs of the token budget (default: the config's `tokens.cost`). */
   handle(nowNs: number, request: RequestSpec, tokens?: number | null): SimResponseSpec
@@ -317,6 +370,35 @@ export interface CoreSimServer {
 
 export interface CoreSimulation {
   enqueueAt(atNs: number, request: RequestSpec): number
+  cancelAt(atNs: number, ticket: number): void
+  closeAt(atNs: number): void
+  run(): SimReport
+}
+
+/** `enqueueParts`'s arguments after the method and path. */
+export type RequestRest = [
+  identity?: string | null,
+  major?: string | null,
+  deadlineNs?: number | null,
+  deferAfterNs?: number | null,
+  priority?: number | null,
+  idempotent?: boolean | null,
+  globalExempt?: boolean | null,
+  subLimit?: string | null,
+  bodyKeys?: string[] | null,
+  costNames?: string[] | null,
+  costAmounts?: number[] | null,
+]
+
+/** The core module's simulated server: requests as `enqueueParts` takes them. */
+export interface NativeSimServer {
+  handleParts(nowNs: number, tokens: number | null | undefined, method: string, path: string, ...rest: RequestRest): SimResponseSpec
+  count429(): number
+}
+
+/** The core module's simulation: requests as `enqueueParts` takes them. */
+export interface NativeSimulation {
+  enqueueAtParts(atNs: number, method: string, path: string, ...rest: RequestRest): number
   cancelAt(atNs: number, ticket: number): void
   closeAt(atNs: number): void
   run(): SimReport
@@ -412,7 +494,7 @@ export interface CoreFixedWindowStore extends CoreStoreCounts {
   release(key: string, nowNs: number): boolean
 }
 
-/** What a core module (napi or wasm) exports. */
+/** The core surface as a package exports it (js/CONTRACT.md): the object API. */
 export interface CoreModule {
   Limiter: new (configJson?: string | null) => CoreLimiter
   SimServer: new (serverConfigJson?: string | null) => CoreSimServer
@@ -421,6 +503,31 @@ export interface CoreModule {
     serverConfigJson?: string | null,
     simConfigJson?: string | null,
   ) => CoreSimulation
+  GcraStore: {
+    new (intervalNs: number, burst: number, options?: StoreOptions | null): CoreGcraStore
+    perWindow(quota: number, windowNs: number, options?: StoreOptions | null): CoreGcraStore
+  }
+  LeakyBucketStore: {
+    new (size: number, dripRateNs: number, options?: LeakyBucketOptions | null): CoreLeakyBucketStore
+    fromLegacy(limit: LegacyLimit): CoreLeakyBucketStore
+  }
+  FixedWindowStore: new (quota: number, windowNs: number, options?: StoreOptions | null) => CoreFixedWindowStore
+  readonly FAIL_CODES: readonly string[]
+  readonly ERROR_CODES: readonly string[]
+}
+
+/**
+ * What a core module (napi or wasm) exports: `createRatelane`'s argument. The engine and the
+ * simulator are positional; the packages export them as `CoreModule` has them.
+ */
+export interface NativeModule {
+  Limiter: new (configJson?: string | null) => NativeLimiter
+  SimServer: new (serverConfigJson?: string | null) => NativeSimServer
+  Simulation: new (
+    configJson?: string | null,
+    serverConfigJson?: string | null,
+    simConfigJson?: string | null,
+  ) => NativeSimulation
   GcraStore: {
     new (intervalNs: number, burst: number, options?: StoreOptions | null): CoreGcraStore
     perWindow(quota: number, windowNs: number, options?: StoreOptions | null): CoreGcraStore

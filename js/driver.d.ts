@@ -1,5 +1,5 @@
 // Types of the Promise driver (js/driver.js). Shared by the Node and the wasm package.
-import type { CoreModule, ErrorCode, FailCode, RateLimitScopeName, RequestSpec, Reservation, ReservationAnswer, SharedUpdate } from './core.js'
+import type { CoreModule, NativeModule, Output, ErrorCode, FailCode, RateLimitScopeName, RequestSpec, Reservation, ReservationAnswer, SharedUpdate } from './core.js'
 
 /** Anything `send` may resolve to: a fetch `Response`, or an object with `status` and `headers`. */
 export interface ResponseLike {
@@ -279,7 +279,7 @@ export declare class RateLimiter {
 }
 
 /** What `createRatelane` returns: the driver, the error classes and the core's own classes. */
-export interface Ratelane<C extends CoreModule = CoreModule> {
+export interface Ratelane<C extends NativeModule = NativeModule> {
   RateLimiter: typeof RateLimiter
   RatelaneError: typeof RatelaneError
   UsageError: typeof UsageError
@@ -316,9 +316,12 @@ export interface Ratelane<C extends CoreModule = CoreModule> {
   headerPairs(headers: unknown): Array<[string, string]>
   Metrics: typeof Metrics
   instrument: typeof instrument
-  Limiter: C['Limiter']
-  SimServer: C['SimServer']
-  Simulation: C['Simulation']
+  /** The object API over the core module's positional `Limiter` (js/CONTRACT.md). */
+  Limiter: CoreModule['Limiter']
+  SimServer: CoreModule['SimServer']
+  Simulation: CoreModule['Simulation']
+  /** A held output (`takeHeld()`'s JSON text) as the contract's `Output` object. */
+  outputObject(text: string): Output
   GcraStore: C['GcraStore']
   LeakyBucketStore: C['LeakyBucketStore']
   FixedWindowStore: C['FixedWindowStore']
@@ -362,4 +365,4 @@ export declare class Metrics {
 /** `new Metrics(meter).attach(limiter, options)`. */
 export declare function instrument(limiter: RateLimiter, meter: MeterLike, options?: AttachOptions): Metrics
 
-export declare function createRatelane<C extends CoreModule>(core: C): Ratelane<C>
+export declare function createRatelane<C extends NativeModule>(core: C): Ratelane<C>

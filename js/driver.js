@@ -282,10 +282,285 @@ function createRatelane(core, host) {
     return config
   }
 
-  /** `drainPacked`'s kinds (js/CONTRACT.md, "Fast paths"). */
+  /** `drainPacked`'s kinds (js/CONTRACT.md, "The positional surface"); 3: an output is held. */
   const PACKED_SEND = 0
   const PACKED_WAIT_UNTIL = 1
   const PACKED_IDLE = 2
+
+  // ------------------------------------------------------------------ the positional surface
+
+  /** A wrong JS value caught before it crosses, as the core module reports one. */
+  function argumentError(message) {
+    const error = new Error(message)
+    error.code = 'invalid_argument'
+    return error
+  }
+
+  /** How a JS value's type reads in a message. */
+  function typeName(value) {
+    if (value === null) return 'null'
+    if (Array.isArray(value)) return 'an array'
+    const type = typeof value
+    return type === 'undefined' ? type : (type === 'object' ? 'an object' : `a ${type}`)
+  }
+
+  const COSTS_SHAPE = 'request.costs must be an object of dimension names to whole numbers (e.g. { tokens: 1200 })'
+
+  /**
+   * `request.costs` as `enqueueParts` takes it: `[names, amounts]` in the object's key order
+   * (an entry that is `undefined` or `null` is left out), `null` for none. The core module
+   * checks that each amount is a whole number and the core checks the names.
+   */
+  function costParts(costs) {
+    if (costs === undefined || costs === null) return null
+    if (typeof costs !== 'object' || Array.isArray(costs)) throw argumentError(`${COSTS_SHAPE}, got ${typeName(costs)}`)
+    const names = []
+    const amounts = []
+    for (const name of Object.keys(costs)) {
+      const amount = costs[name]
+      if (amount === undefined || amount === null) continue
+      if (typeof amount !== 'number') {
+        throw argumentError(`request.costs.${name} must be a whole number >= 0 (the estimated cost), got ${typeName(amount)}`)
+      }
+      names.push(name)
+      amounts.push(amount)
+    }
+    return [names, amounts]
+  }
+
+  /** A list of strings, or absent (`null`); anything else is `invalid_argument` naming `what`. */
+  function stringList(value, what) {
+    if (value === undefined || value === null) return null
+    if (!Array.isArray(value) || !value.every((v) => typeof v === 'string')) {
+      throw argumentError(`${what} must be an array of strings, got ${typeName(value)}`)
+    }
+    return value
+  }
+
+  /**
+   * A `RequestSpec` as the arguments of `enqueueParts` (and `predictParts`, `handleParts`,
+   * `enqueueAtParts`) after the time.
+   */
+  function requestParts(spec) {
+    if (spec === null || typeof spec !== 'object') throw argumentError(`request must be an object, got ${typeName(spec)}`)
+    const costs = costParts(spec.costs)
+    return [spec.method, spec.path, spec.identity, spec.major, spec.deadlineNs, spec.deferAfterNs, spec.priority,
+      spec.idempotent, spec.globalExempt, spec.subLimit, stringList(spec.bodyKeys, 'request.bodyKeys'),
+      costs === null ? null : costs[0], costs === null ? null : costs[1]]
+  }
+
+  function numberOrNull(value) {
+    return typeof value === 'number' ? value : null
+  }
+
+  /**
+   * `handleResponse` on the positional surface: `headers` as `respond` takes them (one string
+   * of lines, or a flat list), `hints` a `BodyHints` or null.
+   */
+  function respond(core, now, id, status, headers, wallClockMs, hints) {
+    if (hints === undefined || hints === null) return core.respond(now, id, status, headers, wallClockMs)
+    if (typeof hints !== 'object') throw argumentError(`response.body must be an object, got ${typeName(hints)}`)
+    const c = hints.cost
+    const cost = c === undefined || c === null ? null
+      : [numberOrNull(c.requested), numberOrNull(c.actual), numberOrNull(c.maximumAvailable),
+          numberOrNull(c.currentlyAvailable), numberOrNull(c.restoreRate)]
+    let names = null
+    let values = null
+    const usage = hints.usage
+    if (usage !== undefined && usage !== null) {
+      if (typeof usage !== 'object' || Array.isArray(usage)) {
+        throw argumentError(`response.body.usage must be an object of numbers, got ${typeName(usage)}`)
+      }
+      // What a server sent: an entry that is not a number is left out rather than refused.
+      names = []
+      values = []
+      for (const name of Object.keys(usage)) {
+        if (names.length === MAX_USAGE) break
+        if (typeof usage[name] === 'number') {
+          names.push(name)
+          values.push(usage[name])
+        }
+      }
+    }
+    return core.respond(now, id, status, headers, wallClockMs, hints.retryAfter, hints.global, cost,
+      stringList(hints.errors, 'response.body.errors'), names, values)
+  }
+
+  /** `ResponseSpec.headers` (an array of `[name, value]` pairs) as `respond`'s flat list. */
+  function flatHeaders(pairs) {
+    if (!Array.isArray(pairs)) throw argumentError(`response.headers must be an array of [name, value] pairs, got ${typeName(pairs)}`)
+    const flat = []
+    for (const pair of pairs) {
+      if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== 'string' || typeof pair[1] !== 'string') {
+        throw argumentError('response.headers must be an array of [name, value] pairs')
+      }
+      flat.push(pair[0], pair[1])
+    }
+    return flat
+  }
+
+  /** `handleReservation(nowNs, id, answer)` (a `ReservationAnswer`) on the positional surface. */
+  function answerReservation(core, now, id, answer) {
+    if (answer === null || typeof answer !== 'object') throw argumentError(`answer must be an object, got ${typeName(answer)}`)
+    core.answerReservation(now, id, answer.answer, answer.processes, answer.leased, answer.storeTimeUs,
+      answer.retryAfterNs, answer.scope)
+  }
+
+  /** A snake_case key of the core's serde form as the contract's camelCase. */
+  function camel(key) {
+    return key.replace(/_([a-z])/g, (_, c) => c.toUpperCase())
+  }
+
+  function camelObject(value) {
+    const out = {}
+    for (const key of Object.keys(value)) out[camel(key)] = value[key]
+    return out
+  }
+
+  /**
+   * The output `takeHeld()` handed out (JSON text of the core's serde form) as the contract's
+   * `Output` object (js/CONTRACT.md). Absent fields are left out, `null` where the core has
+   * `None` for a field the contract always carries.
+   */
+  function outputObject(text) {
+    const { output, message } = JSON.parse(text)
+    if (typeof output === 'string') return { type: output }
+    const kind = Object.keys(output)[0]
+    const value = output[kind]
+    switch (kind) {
+      case 'send':
+        return { type: 'send', id: value }
+      case 'wait_until':
+        return { type: 'wait_until', atNs: value }
+      case 'fail': {
+        const [id, reason] = value
+        const fail = { type: 'fail', id, code: reason.code, message }
+        if (reason.code === 'deadline_exceeded') fail.predictedSendAtNs = reason.predicted_send_at
+        if (reason.predicted_wait !== undefined) fail.predictedWaitNs = reason.predicted_wait
+        if (reason.retry_at !== undefined) fail.retryAtNs = reason.retry_at
+        if (reason.attempts !== undefined) fail.attempts = reason.attempts
+        if (reason.code === 'insufficient_capacity') {
+          fail.dimension = reason.dimension
+          fail.cost = reason.cost
+          fail.limit = reason.limit
+        }
+        return fail
+      }
+      case 'observe': {
+        const observed = camelObject(value)
+        if (observed.retryAfter !== undefined) { observed.retryAfterNs = observed.retryAfter; delete observed.retryAfter }
+        if (observed.retryAt !== undefined) { observed.retryAtNs = observed.retryAt; delete observed.retryAt }
+        return observed
+      }
+      case 'reserve': {
+        const reservation = camelObject(value)
+        if (reservation.processesSinceNs === undefined) reservation.processesSinceNs = null
+        if (reservation.reporting === undefined) reservation.reporting = false
+        if (reservation.unrecordedNs === undefined) reservation.unrecordedNs = []
+        if (reservation.grantedNs === undefined) reservation.grantedNs = []
+        return { type: 'reserve', id: reservation.id, reservation }
+      }
+      case 'share': {
+        const update = { kind: value.share }
+        for (const key of Object.keys(value)) if (key !== 'share') update[camel(key)] = value[key]
+        return { type: 'share', update }
+      }
+      default:
+        return { type: kind, value }
+    }
+  }
+
+  /** One `drainPacked` pair as an `Output` object (kind 3: the held output). */
+  function packedObject(native, kind, value) {
+    if (kind === PACKED_SEND) return { type: 'send', id: value }
+    if (kind === PACKED_WAIT_UNTIL) return { type: 'wait_until', atNs: value }
+    if (kind === PACKED_IDLE) return { type: 'idle' }
+    return outputObject(native.takeHeld())
+  }
+
+  // ------------------------------------------------------------------ the object API
+
+  /**
+   * The sans-IO engine with the object API of js/CONTRACT.md (`Limiter`): requests, responses
+   * and answers as objects, outputs as objects. Written once, here, over the core module's
+   * positional surface, for both packages.
+   */
+  class Limiter {
+    constructor(configJson) {
+      this._native = new core.Limiter(configJson)
+    }
+
+    enqueue(nowNs, request) { return this._native.enqueueParts(nowNs, ...requestParts(request)) }
+    handleResponse(nowNs, id, response) {
+      if (response === null || typeof response !== 'object') {
+        throw argumentError(`response must be an object, got ${typeName(response)}`)
+      }
+      return respond(this._native, nowNs, id, response.status, flatHeaders(response.headers), response.wallClockMs,
+        response.body)
+    }
+    handleFailure(nowNs, id, failure) { return this._native.handleFailure(nowNs, id, failure) }
+    handleWritten(nowNs, id) { this._native.handleWritten(nowNs, id) }
+    cancel(nowNs, id) { this._native.cancel(nowNs, id) }
+    handleTimeout(nowNs) { this._native.handleTimeout(nowNs) }
+    close(nowNs) { this._native.close(nowNs) }
+    handleReservation(nowNs, id, answer) { answerReservation(this._native, nowNs, id, answer) }
+    restore(nowNs, wallClockMs, snapshot) { this._native.restore(nowNs, wallClockMs, snapshot) }
+
+    /** The next output. */
+    pollOutput() {
+      const packed = this._native.drainPacked(true)
+      return packedObject(this._native, packed[0], packed[1])
+    }
+
+    /** Every output up to and including the `wait_until` or `idle` that ends the drain. */
+    drain() {
+      const outputs = []
+      for (;;) {
+        const packed = this._native.drainPacked()
+        for (let i = 0; i < packed.length; i += 2) {
+          outputs.push(packedObject(this._native, packed[i], packed[i + 1]))
+          if (packed[i] === PACKED_WAIT_UNTIL || packed[i] === PACKED_IDLE) return outputs
+        }
+      }
+    }
+
+    predict(nowNs, request) { return this._native.predictParts(nowNs, ...requestParts(request)) }
+    snapshot(nowNs, wallClockMs) { return this._native.snapshot(nowNs, wallClockMs) }
+    invalidRequests(nowNs) { return this._native.invalidRequests(nowNs) }
+    readsBody(status) { return this._native.readsBody(status) }
+    configJson() { return this._native.configJson() }
+    get queued() { return this._native.queued }
+    get inFlight() { return this._native.inFlight }
+    get reserving() { return this._native.reserving }
+    get buckets() { return this._native.buckets }
+    get isClosed() { return this._native.isClosed }
+    /** wasm: releases the module's memory now rather than when collected. */
+    free() { if (typeof this._native.free === 'function') this._native.free() }
+  }
+
+  /** The simulated server of js/CONTRACT.md (`SimServer`), over the core module's. */
+  class SimServer {
+    constructor(serverConfigJson) {
+      this._native = new core.SimServer(serverConfigJson)
+    }
+
+    handle(nowNs, request, tokens) { return this._native.handleParts(nowNs, tokens, ...requestParts(request)) }
+    count429() { return this._native.count429() }
+    free() { if (typeof this._native.free === 'function') this._native.free() }
+  }
+
+  /** A limiter against a `SimServer` in virtual time (`Simulation`), over the core module's. */
+  class Simulation {
+    constructor(configJson, serverConfigJson, simConfigJson) {
+      this._native = new core.Simulation(configJson, serverConfigJson, simConfigJson)
+    }
+
+    enqueueAt(atNs, request) { return this._native.enqueueAtParts(atNs, ...requestParts(request)) }
+    cancelAt(atNs, ticket) { this._native.cancelAt(atNs, ticket) }
+    closeAt(atNs) { this._native.closeAt(atNs) }
+    run() { return this._native.run() }
+    free() { if (typeof this._native.free === 'function') this._native.free() }
+  }
 
   // ------------------------------------------------------------------ time
 
@@ -825,7 +1100,7 @@ function createRatelane(core, host) {
       const spec = this._spec(method, path, options || {}, now)
       let at
       try {
-        at = this._core.predict(now, spec)
+        at = this._core.predictParts(now, ...requestParts(spec))
       } catch (error) {
         throw fromCoreError(error)
       }
@@ -874,18 +1149,18 @@ function createRatelane(core, host) {
         if (opts.major == null && opts.priority === undefined && opts.idempotent === undefined &&
             opts.globalExempt === undefined && opts.deadline == null && opts.deferAfter == null && opts.subLimit == null &&
             opts.bodyKeys == null && opts.costs == null) {
-          // Nothing but method, path and identity: the core's positional fast path.
+          // Nothing but method, path and identity: no spec object to build.
           spec = this._methodPath(method, path)
           const identity = opts.identity !== undefined ? opts.identity : this._identity
           try {
-            id = this._core.enqueueSimple(now, spec.method, spec.path, identity)
+            id = this._core.enqueueParts(now, spec.method, spec.path, identity)
           } catch (error) {
             throw fromCoreError(error)
           }
         } else {
           spec = this._spec(method, path, opts, now)
           try {
-            id = this._core.enqueue(now, spec)
+            id = this._core.enqueueParts(now, ...requestParts(spec))
           } catch (error) {
             throw fromCoreError(error)
           }
@@ -1039,21 +1314,26 @@ function createRatelane(core, host) {
         do {
           this._again = false
           // The packed drain carries send, wait_until and idle as numbers (js/CONTRACT.md,
-          // "Fast paths"); kind 3 means the rest of this drain needs objects.
-          const packed = this._core.drainPacked()
-          for (let i = 0; i < packed.length; i += 2) {
-            const kind = packed[i]
-            if (kind === PACKED_SEND) {
-              this._start(packed[i + 1])
-            } else if (kind === PACKED_WAIT_UNTIL) {
-              this._arm(packed[i + 1])
-            } else if (kind === PACKED_IDLE) {
-              this._clearTimer()
-            } else {
-              const outputs = this._core.drain()
-              for (let j = 0; j < outputs.length; j++) this._act(outputs[j])
+          // "The positional surface"); kind 3: the core holds an output, taken as its serde
+          // form, and the drain goes on.
+          let held
+          do {
+            held = false
+            const packed = this._core.drainPacked()
+            for (let i = 0; i < packed.length; i += 2) {
+              const kind = packed[i]
+              if (kind === PACKED_SEND) {
+                this._start(packed[i + 1])
+              } else if (kind === PACKED_WAIT_UNTIL) {
+                this._arm(packed[i + 1])
+              } else if (kind === PACKED_IDLE) {
+                this._clearTimer()
+              } else {
+                this._act(outputObject(this._core.takeHeld()))
+                held = true
+              }
             }
-          }
+          } while (held)
         } while (this._again)
       } finally {
         this._pumping = false
@@ -1229,15 +1509,8 @@ function createRatelane(core, host) {
       entry.attemptController = null
       let disposition
       try {
-        if (lines !== null && (!hints || (hints.cost === undefined && hints.errors === undefined && hints.usage === undefined))) {
-          disposition = this._core.handleResponseFlat(nowNs(), entry.id, response.status, lines, wallClockMs,
-            hints && hints.retryAfter !== undefined ? hints.retryAfter : null,
-            hints && hints.global !== undefined ? hints.global : null)
-        } else {
-          const spec = { status: response.status, headers: pairs || headerPairs(response.headers), wallClockMs }
-          if (hints) spec.body = hints
-          disposition = this._core.handleResponse(nowNs(), entry.id, spec)
-        }
+        disposition = respond(this._core, nowNs(), entry.id, response.status,
+          lines !== null ? lines : flatHeaders(pairs), wallClockMs, hints)
       } catch (error) {
         this._settleMisuse(entry, fromCoreError(error))
         return
@@ -1367,7 +1640,7 @@ function createRatelane(core, host) {
         this._asking.delete(id)
         const now = nowNs()
         try {
-          this._core.handleReservation(now, id, value)
+          answerReservation(this._core, now, id, value)
         } catch (error) {
           // An id that ended meanwhile (unknown_request, invalid_state) needs no answer; any
           // other refusal is an answer the core does not take (the store's bug), which counts
@@ -1375,7 +1648,7 @@ function createRatelane(core, host) {
           const code = error && error.code
           if (code !== 'unknown_request' && code !== 'invalid_state' && value !== UNAVAILABLE) {
             try {
-              this._core.handleReservation(now, id, UNAVAILABLE)
+              answerReservation(this._core, now, id, UNAVAILABLE)
             } catch (_) { /* ended meanwhile */ }
           }
         }
@@ -1603,22 +1876,13 @@ function createRatelane(core, host) {
     }
 
     // inputs
-    enqueue(nowNs, spec) {
-      const id = this.inner.enqueue(nowNs, spec)
+    enqueueParts(nowNs, ...parts) {
+      const id = this.inner.enqueueParts(nowNs, ...parts)
       this.since.set(id, this._at(nowNs))
       return id
     }
-    enqueueSimple(nowNs, method, path, identity) {
-      const id = this.inner.enqueueSimple(nowNs, method, path, identity)
-      this.since.set(id, this._at(nowNs))
-      return id
-    }
-    handleResponse(nowNs, id, response) {
-      return this._disposition(nowNs, id, this.inner.handleResponse(nowNs, id, response))
-    }
-    handleResponseFlat(nowNs, id, status, headerLines, wallClockMs, retryAfter, global) {
-      return this._disposition(nowNs, id,
-        this.inner.handleResponseFlat(nowNs, id, status, headerLines, wallClockMs, retryAfter, global))
+    respond(nowNs, id, ...parts) {
+      return this._disposition(nowNs, id, this.inner.respond(nowNs, id, ...parts))
     }
     handleFailure(nowNs, id, failure) {
       return this._disposition(nowNs, id, this.inner.handleFailure(nowNs, id, failure))
@@ -1631,7 +1895,7 @@ function createRatelane(core, host) {
     }
     handleWritten(nowNs, id) { this.inner.handleWritten(nowNs, id); this._at(nowNs) }
     handleTimeout(nowNs) { this.inner.handleTimeout(nowNs); this._at(nowNs) }
-    handleReservation(nowNs, id, answer) { this.inner.handleReservation(nowNs, id, answer); this._at(nowNs) }
+    answerReservation(nowNs, id, ...parts) { this.inner.answerReservation(nowNs, id, ...parts); this._at(nowNs) }
     close(nowNs) { this.inner.close(nowNs); this._at(nowNs) }
     restore(nowNs, wallClockMs, snapshot) { this.inner.restore(nowNs, wallClockMs, snapshot); this._at(nowNs) }
 
@@ -1643,19 +1907,14 @@ function createRatelane(core, host) {
       }
       return packed
     }
-    drain() {
-      const outputs = this.inner.drain()
-      for (let i = 0; i < outputs.length; i++) this._record(outputs[i])
-      return outputs
-    }
-    pollOutput() {
-      const output = this.inner.pollOutput()
-      this._record(output)
-      return output
+    takeHeld() {
+      const text = this.inner.takeHeld()
+      if (typeof text === 'string') this._record(outputObject(text))
+      return text
     }
 
     // reads
-    predict(nowNs, request) { return this.inner.predict(nowNs, request) }
+    predictParts(nowNs, ...parts) { return this.inner.predictParts(nowNs, ...parts) }
     snapshot(nowNs, wallClockMs) { return this.inner.snapshot(nowNs, wallClockMs) }
     readsBody(status) { return this.inner.readsBody(status) }
     configJson() { return this.inner.configJson() }
@@ -1701,9 +1960,10 @@ function createRatelane(core, host) {
     headerPairs,
     Metrics,
     instrument,
-    Limiter: core.Limiter,
-    SimServer: core.SimServer,
-    Simulation: core.Simulation,
+    Limiter,
+    SimServer,
+    Simulation,
+    outputObject,
     GcraStore: core.GcraStore,
     LeakyBucketStore: core.LeakyBucketStore,
     FixedWindowStore: core.FixedWindowStore,

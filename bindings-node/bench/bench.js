@@ -1,7 +1,7 @@
 // Benchmark of the ratelane Node package (command in BENCHMARKS.md):
 //
 //  1. cost per request of the sans-IO API (Limiter: enqueue, drain, handleResponse, drain; the
-//     same through the fast paths enqueueSimple, drainPacked, handleResponseFlat) and of the
+//     same through the positional surface enqueueParts, drainPacked, respond) and of the
 //     Promise driver (RateLimiter.run with an in-process response), no HTTP;
 //  2. the same Discord workloads sent through ratelane's driver + fetch and through
 //     @discordjs/rest, one after the other in this process, each against its own fresh copy of
@@ -11,6 +11,8 @@
 const { spawn } = require('node:child_process')
 const path = require('node:path')
 const { Limiter, RateLimiter } = require('..')
+// The core module itself: the positional surface the driver calls (js/CONTRACT.md).
+const native = require('../ratelane.node')
 const { REST } = require('@discordjs/rest')
 const undici = require('undici') // @discordjs/rest's own HTTP client, for a like-for-like row
 
@@ -49,9 +51,9 @@ function sansIo(n) {
   return { perRequestNs: wallNs / n, cpuPerRequestUs: (cpuMs(cpu) * 1000) / n }
 }
 
-/** The same request life through the fast paths the driver uses (js/CONTRACT.md). */
+/** The same request life through the positional surface the driver uses (js/CONTRACT.md). */
 function sansIoFast(n) {
-  const limiter = new Limiter(JSON.stringify({ global_limit: 0 }))
+  const limiter = new native.Limiter(JSON.stringify({ global_limit: 0 }))
   const lines = [
     'X-RateLimit-Limit', '1000000', 'X-RateLimit-Remaining', '999999',
     'X-RateLimit-Reset-After', '60', 'X-RateLimit-Bucket', 'bench', 'Content-Type', 'application/json',
@@ -61,12 +63,12 @@ function sansIoFast(n) {
   const run = (count) => {
     for (let i = 0; i < count; i++) {
       now += 1000
-      const id = limiter.enqueueSimple(now, 'POST', '/channels/100000000000000001/messages')
+      const id = limiter.enqueueParts(now, 'POST', '/channels/100000000000000001/messages')
       const out = limiter.drainPacked()
       if (out[0] !== 0 || out[1] !== id) throw new Error(`unexpected ${out}`)
-      limiter.handleResponseFlat(now + 500, id, 200, lines, wallClockMs)
+      limiter.respond(now + 500, id, 200, lines, wallClockMs)
       const after = limiter.drainPacked()
-      if (after[after.length - 2] === 3) limiter.drain() // bucket_learned, the first time
+      if (after[after.length - 2] === 3) { limiter.takeHeld(); limiter.drainPacked() } // bucket_learned, the first time
     }
   }
   run(Math.min(n, 20_000)) // warm-up
@@ -202,7 +204,7 @@ async function main() {
   console.log('\nper request, no HTTP (one bucket, no waits):')
   console.table({
     'sans-IO Limiter (enqueue, drain, handleResponse, drain)': { wallUs: +(s.perRequestNs / 1000).toFixed(2), cpuUs: +s.cpuPerRequestUs.toFixed(2) },
-    'sans-IO fast paths (enqueueSimple, drainPacked, handleResponseFlat, drainPacked)': { wallUs: +(f.perRequestNs / 1000).toFixed(2), cpuUs: +f.cpuPerRequestUs.toFixed(2) },
+    'sans-IO positional (enqueueParts, drainPacked, respond, drainPacked)': { wallUs: +(f.perRequestNs / 1000).toFixed(2), cpuUs: +f.cpuPerRequestUs.toFixed(2) },
     'RateLimiter.run (driver, in-process response)': { wallUs: +(d.perRequestNs / 1000).toFixed(2), cpuUs: +d.cpuPerRequestUs.toFixed(2) },
   })
   for (const [name, options, channels] of workloads()) {

@@ -36,7 +36,7 @@ import {
 } from '..'
 import { RedisStore, parseAnswer, reserveArgs, recordArgs, SHARED_STORE_LUA, type RedisClientLike, type RedisStoreOptions } from '../redis'
 import { metrics as otelMetrics, type Meter } from '@opentelemetry/api'
-import type { CoreModule } from '../core'
+import type { NativeModule } from '../core'
 import { createClient } from 'redis'
 import {
   GCRA_LUA,
@@ -57,7 +57,7 @@ import {
 import * as native from '../native'
 
 // The napi module satisfies the shared contract (js/core.d.ts) exactly as generated.
-const core: CoreModule = native
+const core: NativeModule = native
 const again = createRatelane(core)
 const ctor: typeof RateLimiter = again.RateLimiter
 void ctor

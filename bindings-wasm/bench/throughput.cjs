@@ -3,12 +3,14 @@
 // ("wasm"):   node bindings-wasm/bench/throughput.cjs
 // * sans-IO cycle: enqueue, drain, handleResponse (5 Discord headers), drain, over 100
 //   channels with room to spare and the global limit off, so nothing waits; then the same
-//   cycle through the fast paths the driver uses (enqueueSimple, drainPacked,
-//   handleResponseFlat);
+//   cycle through the positional surface the driver uses (enqueueParts, drainPacked,
+//   respond);
 // * RateLimiter.run with an in-process response (the shared driver plus its Promise);
 // * a Simulation of 5000 messages to 50 channels, run inside the module.
 // Each row is the best of 5 rounds: wall and CPU (user + system) per item.
 const { Limiter, Simulation, RateLimiter } = require('ratelane-wasm');
+// The core module itself: the positional surface the driver calls (js/CONTRACT.md).
+const native = require('../pkg/node/core.cjs');
 
 function measure(label, count, fn) {
   let best = null;
@@ -63,18 +65,18 @@ measure('sans-IO cycle', CYCLES, () => {
 });
 
 const LINES = HEADERS.map(([name, value]) => `${name}\n${value}`).join('\n');
-measure('sans-IO cycle, fast paths', CYCLES, () => {
-  const limiter = new Limiter('{"global_limit": 0}');
+measure('sans-IO cycle, positional', CYCLES, () => {
+  const limiter = new native.Limiter('{"global_limit": 0}');
   let now = 0;
   for (let i = 0; i < CYCLES; i++) {
     now += 1000;
     const channel = 100000000000000000 + (i % 100);
-    const id = limiter.enqueueSimple(now, 'POST', `/channels/${channel}/messages`);
+    const id = limiter.enqueueParts(now, 'POST', `/channels/${channel}/messages`);
     const sent = limiter.drainPacked();
     if (sent[0] !== 0 || sent[1] !== id) throw new Error(`unexpected ${sent}`);
-    limiter.handleResponseFlat(now + 500, id, 200, LINES);
+    limiter.respond(now + 500, id, 200, LINES);
     const after = limiter.drainPacked();
-    if (after[after.length - 2] === 3) limiter.drain(); // bucket_learned, the first time
+    if (after[after.length - 2] === 3) { limiter.takeHeld(); limiter.drainPacked(); } // bucket_learned, the first time
   }
   limiter.free();
 });

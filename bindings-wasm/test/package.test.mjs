@@ -24,7 +24,7 @@ const DRIVER_NAMES = [
   'SimulationContractError', 'InsufficientCapacityError', 'RateLimitError', 'DeadlineExceededError', 'MaxWaitExceededError', 'DeferredError',
   'RetriesExhaustedError', 'MaybeSentError', 'NetworkError', 'UnauthorizedError', 'ClosedError',
   'FAIL_CLASSES', 'USAGE_CLASSES', 'fromCoreError', 'toCoreConfig', 'classifyFailure',
-  'headerPairs', 'Metrics', 'instrument', 'Limiter', 'SimServer', 'Simulation', 'GcraStore', 'LeakyBucketStore',
+  'headerPairs', 'outputObject', 'Metrics', 'instrument', 'Limiter', 'SimServer', 'Simulation', 'GcraStore', 'LeakyBucketStore',
   'FixedWindowStore', 'FAIL_CODES', 'ERROR_CODES', 'createRatelane',
 ];
 const EXPECTED = [...DRIVER_NAMES, 'init', 'initSync', 'default'].sort();

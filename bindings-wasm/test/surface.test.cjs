@@ -64,7 +64,7 @@ test('times are JS numbers: checked, fractional part dropped', () => {
   other.handleTimeout(5.9);
   assert.equal(other.predict(0, MSG), 5);
   throwsCode(() => other.enqueue(0, { ...MSG, deadlineNs: -5 }), 'invalid_argument', /deadlineNs/);
-  throwsCode(() => other.enqueue(0, { ...MSG, priority: 1.5 }), 'invalid_argument', /^request: /);
+  throwsCode(() => other.enqueue(0, { ...MSG, priority: 1.5 }), 'invalid_argument', /^request\.priority must be an integer/);
   throwsCode(() => other.enqueue(0, { ...MSG, priority: 2 ** 31 }), 'invalid_argument');
   throwsCode(() => other.cancel(0, -1), 'invalid_argument', /id must be/);
 });
@@ -148,14 +148,14 @@ test('request costs and response usage: read apart from the serde fields, checke
   const chat = { method: 'POST', path: '/v1/chat/completions' };
   const limiter = new Limiter('{"profile": "openai", "global_limit": 0}');
   for (const [costs, message] of [
-    ['tokens', /^request\.costs must be an object .*got string$/],
-    [[1], /^request\.costs must be an object .*got array$/],
-    [() => 1, /^request\.costs must be an object .*got function$/],
+    ['tokens', /^request\.costs must be an object .*got a string$/],
+    [[1], /^request\.costs must be an object .*got an array$/],
+    [() => 1, /^request\.costs must be an object .*got a function$/],
     [{ tokens: -1 }, /^request\.costs\.tokens must be a whole number/],
     [{ tokens: 0.5 }, /^request\.costs\.tokens must be a whole number/],
     [{ tokens: 2 ** 53 }, /^request\.costs\.tokens must be a whole number/],
-    [{ tokens: '5' }, /^request\.costs\.tokens must be a whole number >= 0 .*got string$/],
-    [{ tokens: 5n }, /^request\.costs\.tokens must be a whole number >= 0 .*got bigint$/],
+    [{ tokens: '5' }, /^request\.costs\.tokens must be a whole number >= 0 .*got a string$/],
+    [{ tokens: 5n }, /^request\.costs\.tokens must be a whole number >= 0 .*got a bigint$/],
   ]) {
     throwsCode(() => limiter.enqueue(0, { ...chat, costs }), 'invalid_argument', message);
   }

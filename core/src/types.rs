@@ -499,6 +499,8 @@ pub enum Disposition {
 ///
 /// Exhaustive for the same reason as [`FailReason`]: bindings convert every observation.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "type", rename_all = "snake_case"))]
 pub enum Observation {
     /// A 429 was received.
     RateLimited {
@@ -540,6 +542,8 @@ pub enum Observation {
 
 /// The scope of a 429 as the core classified it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum RateLimitScope {
     /// The route's bucket was exhausted.
@@ -570,6 +574,8 @@ impl RateLimitScope {
 /// One output of the core. Drain with [`crate::Limiter::poll_output`] after every input,
 /// until it returns [`Output::WaitUntil`] or [`Output::Idle`].
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Output {
     /// Send this request now.
     Send(RequestId),

@@ -3,7 +3,7 @@
 'use strict'
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { core, ratelane } = require('./support.cjs')
+const { core, native, ratelane } = require('./support.cjs')
 
 const GET = { method: 'GET', path: '/users/@me' }
 
@@ -94,6 +94,7 @@ test('misuse throws the core codes', () => {
 
 test('values of the wrong JS type or range throw invalid_argument', () => {
   const l = new core.Limiter()
+  const n = new native.Limiter()
   const cases = [
     () => l.enqueue('0', GET),
     () => l.enqueue(-1, GET),
@@ -116,19 +117,26 @@ test('values of the wrong JS type or range throw invalid_argument', () => {
     () => l.handleResponse(0, 1, { status: 200, headers: 'x: y' }),
     () => l.handleTimeout({}),
     () => l.cancel(0, -1),
-    () => l.enqueueSimple(0, 5, '/x'),
-    () => l.enqueueSimple(0, 'GET', null),
-    () => l.enqueueSimple('0', 'GET', '/x'),
-    () => l.enqueueSimple(0, 'GET', '/x', 5),
-    () => l.handleResponseFlat(0, 1, '200', ''),
-    () => l.handleResponseFlat(0, 1, 99, ''),
-    () => l.handleResponseFlat(0, 1, 200.5, ''),
-    () => l.handleResponseFlat(0, 1, 200, 'only-a-name'),
-    () => l.handleResponseFlat(0, 1, 200, ['a', 'b']),
-    () => l.handleResponseFlat(0, 1, 200, '', -1),
-    () => l.handleResponseFlat(0, 1, 200, '', null, '1'),
-    () => l.handleResponseFlat(0, 1, 200, '', null, null, 'yes'),
-    () => l.handleResponseFlat(-1, 1, 200, ''),
+    () => n.enqueueParts(0, 5, '/x'),
+    () => n.enqueueParts(0, 'GET', null),
+    () => n.enqueueParts('0', 'GET', '/x'),
+    () => n.enqueueParts(0, 'GET', '/x', 5),
+    () => n.enqueueParts(0, 'GET', '/x', null, null, 'soon'),
+    () => n.enqueueParts(0, 'GET', '/x', null, null, null, null, 1.5),
+    () => n.enqueueParts(0, 'GET', '/x', null, null, null, null, null, 'yes'),
+    () => n.enqueueParts(0, 'GET', '/x', null, null, null, null, null, null, null, null, null, ['tokens'], [-1]),
+    () => n.respond(0, 1, '200', ''),
+    () => n.respond(0, 1, 99, ''),
+    () => n.respond(0, 1, 200.5, ''),
+    () => n.respond(0, 1, 200, 'only-a-name'),
+    () => n.respond(0, 1, 200, ['only-a-name']),
+    () => n.respond(0, 1, 200, 5),
+    () => n.respond(0, 1, 200, '', -1),
+    () => n.respond(0, 1, 200, '', null, '1'),
+    () => n.respond(0, 1, 200, '', null, null, 'yes'),
+    () => n.respond(-1, 1, 200, ''),
+    () => n.answerReservation(0, 1, 'maybe'),
+    () => n.answerReservation(0, 1, 'denied', null, null, null, 5),
   ]
   cases.forEach((fn, i) => {
     assert.throws(fn, (e) => {
@@ -138,29 +146,31 @@ test('values of the wrong JS type or range throw invalid_argument', () => {
   })
 })
 
-test('fast paths: the same answers as the object forms; a packed drain hands rare outputs over', () => {
-  const l = new core.Limiter('{"max_wait_ns": 1000000000}')
-  const id = l.enqueueSimple(0, 'POST', '/channels/1/messages', null)
+test('the positional surface: the same answers as the object forms; a packed drain holds rare outputs', () => {
+  const l = new native.Limiter('{"max_wait_ns": 1000000000}')
+  const id = l.enqueueParts(0, 'POST', '/channels/1/messages', null)
   assert.deepEqual([...l.drainPacked()], [0, id, 2, 0])
-  assert.equal(l.handleResponseFlat(1, id, 200,
+  assert.equal(l.respond(1, id, 200,
     'X-RateLimit-Limit\n1\nX-RateLimit-Remaining\n0\nX-RateLimit-Reset-After\n5\nX-RateLimit-Bucket\nm', 1700000000000), 'complete')
-  // bucket_learned needs its object: kind 3, then drain() starts with it.
+  // bucket_learned is held: kind 3, then takeHeld() hands it over as the core's serde form.
   assert.deepEqual([...l.drainPacked()], [3, 0])
-  const rest = l.drain()
-  assert.equal(rest[0].type, 'bucket_learned')
-  assert.equal(rest[rest.length - 1].type, 'idle')
-  const late = l.enqueueSimple(2, 'POST', '/channels/1/messages')
-  assert.deepEqual([...l.drainPacked()], [3, 0])
-  const held = l.pollOutput() // pollOutput hands out the held output too
-  assert.deepEqual([held.type, held.id, held.code], ['fail', late, 'max_wait_exceeded'])
-  assert.equal(l.pollOutput().type, 'idle')
+  assert.deepEqual(JSON.parse(l.takeHeld()),
+    { output: { observe: { type: 'bucket_learned', route: 'POST /channels/:id/messages', bucket: 'm' } } })
+  assert.equal(l.takeHeld() ?? null, null, 'taken once')
   assert.deepEqual([...l.drainPacked()], [2, 0])
-  const other = new core.Limiter()
-  const a = other.enqueueSimple(0, 'GET', '/users/@me', 'bot')
-  const b = other.enqueue(0, { method: 'GET', path: '/users/@me' })
+  const late = l.enqueueParts(2, 'POST', '/channels/1/messages')
+  assert.deepEqual([...l.drainPacked()], [3, 0])
+  const held = JSON.parse(l.takeHeld())
+  assert.equal(held.output.fail[0], late)
+  assert.equal(held.output.fail[1].code, 'max_wait_exceeded')
+  assert.match(held.message, /max_wait/)
+  assert.deepEqual([...l.drainPacked()], [2, 0])
+  const other = new native.Limiter()
+  const a = other.enqueueParts(0, 'GET', '/users/@me', 'bot')
+  const b = other.enqueueParts(0, 'GET', '/users/@me', undefined, null, null, null, 3, true, false, null, ['name'], ['tokens'], [0])
   assert.deepEqual([...other.drainPacked()], [0, a, 0, b, 2, 0])
-  assert.equal(other.handleResponseFlat(1, a, 204, ''), 'complete')
-  assert.equal(other.handleResponseFlat(1, b, 500, 'a\n\n\n', undefined, null, undefined), 'retry')
+  assert.equal(other.respond(1, a, 204, ''), 'complete')
+  assert.equal(other.respond(1, b, 500, ['a\nb', '', 'c', 'd'], undefined, null, undefined, [1, null, 5, 4, 1], ['e'], ['total_tokens'], [3]), 'retry')
   assert.equal(other.drainPacked()[0], 1, 'the 5xx retry waits')
 })
 

@@ -5,7 +5,7 @@
 'use strict'
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { core, createRatelane, ratelane } = require('./support.cjs')
+const { core, native, createRatelane, ratelane } = require('./support.cjs')
 
 const {
   RateLimiter, RatelaneError, RateLimitError, InvalidArgumentError, InvalidRequestError,
@@ -104,21 +104,21 @@ test('costs: a streamed answer is left alone; a request without costs keeps the 
   await limiter.run('POST', CHAT, async () => answer('application/json'), { costs: { tokens: 10 } })
   assert.equal(cloned, 1)
   await limiter.close()
-  // The object path is taken only with costs: a core that counts its calls.
-  const calls = { enqueue: 0, enqueueSimple: 0, handleResponse: 0, handleResponseFlat: 0 }
-  const counting = Object.assign({}, core, {
-    Limiter: class extends core.Limiter {
+  // One path: the driver enqueues and answers through the positional surface, costs or not.
+  const calls = { enqueue: 0, enqueueParts: 0, handleResponse: 0, respond: 0 }
+  const counting = Object.assign({}, native, {
+    Limiter: class extends native.Limiter {
       enqueue(...a) { calls.enqueue++; return super.enqueue(...a) }
-      enqueueSimple(...a) { calls.enqueueSimple++; return super.enqueueSimple(...a) }
+      enqueueParts(...a) { calls.enqueueParts++; return super.enqueueParts(...a) }
       handleResponse(...a) { calls.handleResponse++; return super.handleResponse(...a) }
-      handleResponseFlat(...a) { calls.handleResponseFlat++; return super.handleResponseFlat(...a) }
+      respond(...a) { calls.respond++; return super.respond(...a) }
     },
   })
   const counted = new (createRatelane(counting).RateLimiter)({ profile: 'openai', globalLimit: 0 })
   await counted.run('POST', CHAT, async () => completion(10, 990))
-  assert.deepEqual(calls, { enqueue: 0, enqueueSimple: 1, handleResponse: 0, handleResponseFlat: 1 })
+  assert.deepEqual(calls, { enqueue: 0, enqueueParts: 1, handleResponse: 0, respond: 1 })
   await counted.run('POST', CHAT, async () => completion(10, 980), { costs: { tokens: 10 } })
-  assert.deepEqual(calls, { enqueue: 1, enqueueSimple: 1, handleResponse: 1, handleResponseFlat: 1 })
+  assert.deepEqual(calls, { enqueue: 0, enqueueParts: 2, handleResponse: 0, respond: 2 })
   await counted.close()
 })
 

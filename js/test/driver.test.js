@@ -6,7 +6,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const { execFileSync } = require('node:child_process')
 const path = require('node:path')
-const { core, createRatelane, ratelane, corePath } = require('./support.cjs')
+const { core, native, createRatelane, ratelane, corePath } = require('./support.cjs')
 
 const {
   RateLimiter, RatelaneError, RateLimitError, UsageError, InvalidConfigError, InvalidArgumentError,
@@ -582,8 +582,8 @@ test('the driver source loads as CommonJS and as an ES module with one appended 
   try {
     fs.writeFileSync(path.join(dir, 'driver.cjs'), `${source}\nmodule.exports = { createRatelane }\n`)
     fs.writeFileSync(path.join(dir, 'driver.mjs'), `${source}\nexport { createRatelane }\n`)
-    const fromCjs = require(path.join(dir, 'driver.cjs')).createRatelane(core)
-    const fromEsm = (await import(pathToFileURL(path.join(dir, 'driver.mjs')).href)).createRatelane(core)
+    const fromCjs = require(path.join(dir, 'driver.cjs')).createRatelane(native)
+    const fromEsm = (await import(pathToFileURL(path.join(dir, 'driver.mjs')).href)).createRatelane(native)
     for (const r of [fromCjs, fromEsm]) {
       const limiter = new r.RateLimiter()
       const res = await limiter.run('GET', '/users/@me', () => ({ status: 204, headers: {} }))

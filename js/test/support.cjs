@@ -38,9 +38,13 @@ function devPackage(name) {
   return null
 }
 
-const core = loadCore()
+const native = loadCore()
 const createRatelane = loadCreateRatelane()
 
 // As the Node entries build it: with diagnostics_channel (write reports).
-const ratelane = createRatelane(core, { diagnosticsChannel: require('node:diagnostics_channel') })
-module.exports = { repo, corePath, core, createRatelane, ratelane, devPackage }
+const ratelane = createRatelane(native, { diagnosticsChannel: require('node:diagnostics_channel') })
+// The core surface as a package exports it: the object API of js/driver.js (Limiter,
+// SimServer, Simulation) over the core module's positional surface (`native`), and the rest of
+// the core module as it is.
+const core = Object.assign({}, native, { Limiter: ratelane.Limiter, SimServer: ratelane.SimServer, Simulation: ratelane.Simulation })
+module.exports = { repo, corePath, core, native, createRatelane, ratelane, devPackage }

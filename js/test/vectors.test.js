@@ -1,13 +1,14 @@
 // Replays every tests/vectors/client_*.json against the core module (RATELANE_CORE), once
-// draining with pollOutput(), once with drain(), and once through the fast paths the driver
-// uses (enqueueSimple, handleResponseFlat, drainPacked; js/CONTRACT.md, "Fast paths"): the
-// outputs, results and counts must be exactly the recorded ones each time.
+// draining with pollOutput(), once with drain(), and once through the positional surface the
+// driver uses (enqueueParts, respond, answerReservation, drainPacked; js/CONTRACT.md, "The
+// positional surface"): the outputs, results and counts must be exactly the recorded ones
+// each time.
 'use strict'
 const test = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
-const { repo, core } = require('./support.cjs')
+const { repo, core, native, ratelane } = require('./support.cjs')
 
 const dir = path.join(repo, 'tests', 'vectors')
 const files = fs.readdirSync(dir).filter((f) => f.startsWith('client_') && f.endsWith('.json')).sort()
@@ -148,7 +149,24 @@ function attempt(fn, wrap) {
   }
 }
 
-/** The drain through drainPacked, in the vectors' form; kind 3 hands over to drain(). */
+/** The request of a vector as `enqueueParts`'s arguments after the time. */
+function requestParts(r) {
+  const costs = r.costs || null
+  return [r.method, r.path, r.identity, r.major, r.deadline_ns, r.defer_after_ns, r.priority, r.idempotent,
+    r.global_exempt, r.sub_limit, r.body_keys, costs && Object.keys(costs), costs && Object.values(costs)]
+}
+
+/** A response step as `respond`'s arguments after the time and id (headers as a flat list). */
+function responseParts(step) {
+  const body = step.body || {}
+  const c = body.cost
+  const cost = c ? [c.requested, c.actual, c.maximum_available, c.currently_available, c.restore_rate].map((v) => v ?? null) : null
+  const usage = body.usage ? Object.fromEntries(Object.entries(body.usage).filter(([, v]) => typeof v === 'number')) : null
+  return [step.status, step.headers.flat(), step.wall_clock_ms, body.retry_after, body.global, cost, body.errors,
+    usage && Object.keys(usage), usage && Object.values(usage)]
+}
+
+/** The drain through drainPacked, in the vectors' form; kind 3: takeHeld() and drain on. */
 function drainPacked(limiter) {
   const packed = limiter.drainPacked()
   assert.ok(packed.length >= 2 && packed.length % 2 === 0, `pairs: ${packed}`)
@@ -159,7 +177,7 @@ function drainPacked(limiter) {
     if (kind === 0) out.push({ send: value })
     else if (kind === 1) out.push({ wait_until_ns: value })
     else if (kind === 2) out.push({ idle: true })
-    else if (kind === 3) out.push(...limiter.drain().map(vectorForm))
+    else if (kind === 3) out.push(vectorForm(ratelane.outputObject(limiter.takeHeld())), ...drainPacked(limiter))
     else assert.fail(`unknown kind ${kind}`)
     assert.equal(kind !== 0, last, `kinds 1, 2 and 3 end the packed drain: ${packed}`)
   }
@@ -178,7 +196,8 @@ function drainWith(limiter, mode) {
 }
 
 function replay(vector, mode) {
-  let limiter = new core.Limiter(JSON.stringify(vector.config))
+  const Limiter = mode === 'fast' ? native.Limiter : core.Limiter
+  let limiter = new Limiter(JSON.stringify(vector.config))
   assert.deepEqual(JSON.parse(limiter.configJson()), vector.config, 'config round trip')
   vector.steps.forEach((step, i) => {
     const where = `step ${i} (${step.op} at ${step.at_ns})`
@@ -187,19 +206,14 @@ function replay(vector, mode) {
     switch (step.op) {
       case 'enqueue': {
         const r = step.request
-        const simple = Object.keys(r).every((k) => k === 'method' || k === 'path' || k === 'identity')
-        result = mode === 'fast' && simple
-          ? attempt(() => limiter.enqueueSimple(now, r.method, r.path, r.identity), (id) => ({ id }))
+        result = mode === 'fast'
+          ? attempt(() => limiter.enqueueParts(now, ...requestParts(r)), (id) => ({ id }))
           : attempt(() => limiter.enqueue(now, request(r)), (id) => ({ id }))
         break
       }
       case 'response':
-        // The fast path carries Discord's two body fields only; a GraphQL cost, error
-        // strings or usage go through handleResponse (as the driver does).
-        result = mode === 'fast' && !(step.body && (step.body.cost || step.body.errors || step.body.usage))
-          ? attempt(() => limiter.handleResponseFlat(now, step.id, step.status,
-            step.headers.map(([k, v]) => `${k}\n${v}`).join('\n'), step.wall_clock_ms,
-            step.body ? step.body.retry_after : undefined, step.body ? step.body.global : undefined), (d) => ({ disposition: d }))
+        result = mode === 'fast'
+          ? attempt(() => limiter.respond(now, step.id, ...responseParts(step)), (d) => ({ disposition: d }))
           : attempt(() => limiter.handleResponse(now, step.id, response(step)), (d) => ({ disposition: d }))
         break
       case 'failure':
@@ -218,17 +232,24 @@ function replay(vector, mode) {
         result = attempt(() => limiter.close(now), () => ({ ok: true }))
         break
       case 'predict':
-        result = attempt(() => limiter.predict(now, request(step.request)), (t) => ({ send_at_ns: t }))
+        result = mode === 'fast'
+          ? attempt(() => limiter.predictParts(now, ...requestParts(step.request)), (t) => ({ send_at_ns: t }))
+          : attempt(() => limiter.predict(now, request(step.request)), (t) => ({ send_at_ns: t }))
         break
       case 'reservation':
-        result = attempt(() => limiter.handleReservation(now, step.id, answer(step)), () => ({ ok: true }))
+        result = mode === 'fast'
+          ? attempt(() => {
+            const a = answer(step)
+            return limiter.answerReservation(now, step.id, a.answer, a.processes, a.leased, a.storeTimeUs, a.retryAfterNs, a.scope)
+          }, () => ({ ok: true }))
+          : attempt(() => limiter.handleReservation(now, step.id, answer(step)), () => ({ ok: true }))
         break
       case 'snapshot':
         result = attempt(() => limiter.snapshot(now, step.wall_clock_ms), (text) => ({ snapshot: JSON.parse(text) }))
         break
       case 'restart':
         // A restarted process: a new limiter of the same configuration.
-        limiter = new core.Limiter(JSON.stringify(vector.config))
+        limiter = new Limiter(JSON.stringify(vector.config))
         result = { ok: true }
         break
       case 'restore':

@@ -87,8 +87,8 @@ test('requests outside the limiter are never reported', async () => {
 
 test('without a diagnosticsChannel (the web and bundler builds) nothing is reported', async () => {
   const { base, close } = await server()
-  const { core, createRatelane } = require('./support.cjs')
-  const limiter = new (createRatelane(core).RateLimiter)({ globalLimit: 50 })
+  const { native, createRatelane } = require('./support.cjs')
+  const limiter = new (createRatelane(native).RateLimiter)({ globalLimit: 50 })
   let calls = 0
   const original = limiter._core.handleWritten.bind(limiter._core)
   limiter._core.handleWritten = (nowNs, id) => { calls += 1; return original(nowNs, id) }

@@ -6,7 +6,16 @@ import type { ErrorCode, FailCode } from './core.js'
 import type { RateLimiterOptions, RateLimitError, RatelaneError } from './driver.js'
 
 export type * from './core.js'
-export { Limiter, SimServer, Simulation, GcraStore, LeakyBucketStore, FixedWindowStore } from './ratelane_wasm.js'
+import type { CoreModule, CoreLimiter, CoreSimServer, CoreSimulation } from './core.js'
+export { GcraStore, LeakyBucketStore, FixedWindowStore } from './ratelane_wasm.js'
+/** The object API of js/CONTRACT.md (js/driver.js), over the core's positional surface. */
+export declare const Limiter: CoreModule['Limiter']
+export type Limiter = CoreLimiter
+export declare const SimServer: CoreModule['SimServer']
+export type SimServer = CoreSimServer
+export declare const Simulation: CoreModule['Simulation']
+export type Simulation = CoreSimulation
+
 /** Every failure code of the core (`ratelane::FailReason::ALL_CODES`). */
 export declare const FAIL_CODES: readonly FailCode[]
 /** Every misuse code of the core (`ratelane::Error::ALL_CODES`). */
