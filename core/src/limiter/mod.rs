@@ -91,22 +91,31 @@ use std::hash::{BuildHasherDefault, Hasher};
 use crate::config::Config;
 use crate::error::Error;
 use crate::headers;
-use crate::route::{Route, route_for};
 use crate::shared::{OnUnavailable, Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 use crate::types::*;
 
 mod bucket;
 mod costs;
+mod global;
 mod latency;
 mod learning;
 mod outage;
+mod predict;
+mod queues;
+mod routes;
 mod shared;
 mod state;
+mod timers;
 
-use bucket::{Bucket, Ghost, SLIDING_LOG_CAP, bucket_gate};
+use bucket::{Bucket, Ghost, SLIDING_LOG_CAP};
 use costs::{Blocked, Budgets, Pack, Ratio, ReqCosts};
-use latency::{FirstWindow, Recent, Uplinks, widen};
+use global::{Identities, RoundTrips};
+use latency::{Recent, widen};
 use outage::{Recovery, SendLog};
+use predict::Place;
+use queues::{Queue, Slot};
+use routes::{BucketId, QueueKey, Routes, is_idempotent_method};
+use timers::{Timer, Timers};
 
 /// When a request is expected to be sent (see [`Limiter::predict`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,32 +180,17 @@ pub struct Limiter {
     queues: Vec<Option<Queue>>,
     free_queues: Vec<Qid>,
     next_queue_uid: u64,
-    /// `METHOD /template` -> bucket id, learned from responses.
-    routes: HashMap<String, String>,
-    /// Route -> how many queues keyed by that (not yet learned) route exist.
-    route_queues: HashMap<String, u32>,
-    /// Route -> the bucket id it had before the server changed it: until that old bucket's
-    /// queue learns the new id itself, the route's requests keep going to it.
-    renamed: HashMap<String, String>,
-    /// Route -> when the request whose answer taught its current bucket id was sent: an answer
-    /// to a request sent before that is older news, and cannot change the mapping back.
-    route_taught_at: HashMap<String, Nanos>,
-    /// Learning order of `routes`, for the size bound.
-    route_order: VecDeque<String>,
-    /// Bucket hash -> the longest window length learned for it under any major parameter:
-    /// a new queue of that hash starts with it (Discord's hash names one limit and window for
-    /// every channel), so a window it never saw answered is not estimated shorter than it is.
-    /// At most `max_routes` entries.
-    hash_periods: HashMap<String, Nanos>,
-    /// Route groups known before any answer ([`Config::route_groups`]).
-    prior: crate::prior::Prior,
-    identity_index: HashMap<String, Iid>,
-    identities: Vec<Identity>,
+    /// What routes map to which buckets, and the queue keys they take.
+    routes: Routes,
+    /// The identities (tokens) requests were enqueued under, each with its global window.
+    identities: Identities,
+    /// Round trips, and the global margin and send lead learned from them.
+    trips: RoundTrips,
     /// Queues whose head may be sendable as far as its bucket is concerned.
     ready: BTreeSet<ReadyKey>,
     /// Queues to re-evaluate.
     dirty: Vec<Qid>,
-    timers: BinaryHeap<Reverse<(Nanos, Timer)>>,
+    timers: Timers,
     outputs: VecDeque<Output>,
     /// When each invalid response (401/403/non-shared 429) within the window leaves it: its
     /// arrival plus `invalid_request_window`. (Kept as ends, not arrivals, so a restored
@@ -247,56 +241,12 @@ pub struct Limiter {
     /// No request goes out before this (a Cloudflare-style ban).
     edge_until: Nanos,
     edge_strikes: u32,
-    /// The registered wake-up for the host-wide gates.
-    gate_wake: Option<Nanos>,
-    /// Round trips of recent responses: from the send (for the lead) and from when the
-    /// request left (for the global margin; the same unless the driver reports writes).
-    latencies: Recent<(Nanos, Nanos)>,
-    /// Uplink delays up to a constant, where the server tells its clock (see [`Uplinks`]).
-    uplinks: Uplinks,
-    /// The first global window's floor on the global margin (see
-    /// [`Limiter::global_margin_at`]).
-    first_window: Option<FirstWindow>,
-    global_margin: Nanos,
-    /// How much earlier than a window end it saw (an answer's arrival plus its reset-after) a
-    /// request may be sent and still reach the server after that end: a lower bound on the
-    /// fastest round trip (see [`Limiter::learn_latency`]). 0 until 16 round trips are in.
-    send_lead: Nanos,
     /// Per cost dimension: the recent ratios of actual to estimated cost (see `costs`).
     ratios: Vec<(Box<str>, Ratio)>,
     rng: u64,
     /// Queues that went empty, checked a few at a time for eviction.
     idle_candidates: VecDeque<(Qid, u64)>,
     closed: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum BucketId {
-    /// Not learned yet: the route and its major parameter.
-    Route(String),
-    /// Learned: the server's bucket id.
-    Hash(String),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct QueueKey {
-    identity: Iid,
-    bucket: BucketId,
-    major: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Timer {
-    /// Re-evaluate a queue (bucket reset, retry backoff, sub-limit end). Carries the queue uid.
-    Queue(Qid, u64),
-    /// An identity's global window has room again, or its global pause ends.
-    Identity(Iid),
-    /// A request's deadline.
-    Deadline(RequestId),
-    /// The edge ban or the invalid-request budget lets requests through again.
-    Gate,
-    /// Shared mode: the recovery after a store outage ends at the latest.
-    Recovery,
 }
 
 #[derive(Debug)]
@@ -412,39 +362,6 @@ enum ReqState {
     InFlight(Flight),
 }
 
-#[derive(Debug)]
-struct Queue {
-    key: QueueKey,
-    uid: u64,
-    pending: VecDeque<RequestId>,
-    in_flight: Vec<RequestId>,
-    bucket: Bucket,
-    /// Sub-limit holds of this queue until a time: a route key (holds the whole route) or a
-    /// request's `sub_key` (holds that class of the route).
-    sub_limits: Vec<(String, Nanos)>,
-    /// A shared-scope 429 holds the whole resource until then.
-    shared_until: Nanos,
-    /// The registered wake-up, if any.
-    wake_at: Option<Nanos>,
-    /// Where the queue's head sits: in `ready`, or in its identity's `blocked`.
-    slot: Slot,
-    /// Last send or answer, for idle eviction.
-    last_active: Nanos,
-    /// Whether the queue sits in `idle_candidates`.
-    idle_listed: bool,
-    /// The latest wait for which the pending requests were checked against their deadlines.
-    checked_wait: Nanos,
-    /// One budget per cost dimension its requests named (see `costs`).
-    budgets: Budgets,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Slot {
-    None,
-    Ready(ReadyKey, RequestId),
-    Blocked(ReadyKey, RequestId),
-}
-
 impl Req {
     /// Its estimated costs ([`Request::costs`]).
     fn costs(&self) -> &[(Box<str>, u64)] {
@@ -464,22 +381,6 @@ impl Req {
     }
 }
 
-impl Queue {
-    /// Until when a sub-limit holds `r` (see [`Req::held_by`]).
-    fn sub_limit_until(&self, r: &Req) -> Option<Nanos> {
-        self.sub_limits.iter().filter(|(k, _)| r.held_by(k)).map(|&(_, t)| t).max()
-    }
-
-    /// Holds sub-limit key `key` (a route or a class of it) until `until`, or longer if it
-    /// already is.
-    fn hold_sub_limit(&mut self, key: String, until: Nanos) {
-        match self.sub_limits.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, t)) => *t = (*t).max(until),
-            None => self.sub_limits.push((key, until)),
-        }
-    }
-}
-
 /// What a late grant for a request that already ended must release at the store.
 #[derive(Debug)]
 struct Orphan {
@@ -491,76 +392,6 @@ struct Orphan {
     route: String,
     major: String,
     bucket: Option<String>,
-}
-
-#[derive(Debug)]
-struct Identity {
-    /// The caller's key for the token.
-    name: String,
-    /// Send times of non-exempt requests within the global window (+ margin). Without a
-    /// configured global limit, kept for [`LearnedCap`] (never refunded: a little cautious).
-    sends: VecDeque<Nanos>,
-    paused_until: Nanos,
-    /// Shared mode: the store's global window has no room for a new token until then (a
-    /// `global` denial of a reservation that asked for tokens while this process held a
-    /// current lease). Unlike `paused_until` it holds only requests that cannot spend a
-    /// leased token: one that can skips the store's window check.
-    full_until: Nanos,
-    /// Without a configured global limit: the token-wide limit learned from refusals.
-    learned: LearnedCap,
-    /// Queues whose head waits for this identity's global budget.
-    blocked: BTreeSet<ReadyKey>,
-    wake_at: Option<Nanos>,
-    unauthorized: bool,
-    /// Non-exempt requests queued, for predictions.
-    queued: usize,
-    /// Shared mode: the global lease (see [`crate::shared`], "Leases").
-    lease: Lease,
-    /// Shared mode: the sends a store may not count, for after an outage.
-    send_log: SendLog,
-}
-
-/// A token-wide limit learned from refusals of scope global where no global limit is
-/// configured (GitHub's secondary limits, say) and the refusal holds the token for at most two
-/// global windows (a longer hold is of a limit over a longer time than one window's sends
-/// measure; the hold alone then paces the token): the API admitted what the identity sent
-/// within one global window before the refusal, less the refusals in it; the identity stays at
-/// that many per global window until ten global windows after the refusal's hold ends (then it
-/// probes again), as a shared-scope limit is learned for its resource.
-#[derive(Debug, Clone, Copy, Default)]
-struct LearnedCap {
-    /// The cap per global window, while `until` is ahead; `0`: none.
-    limit: u32,
-    until: Nanos,
-    /// The refusals counted against the sends of the window they fell in: the first one's
-    /// time, and how many.
-    refused: (Nanos, u32),
-}
-
-/// Shared mode: global tokens the store leased to this process for one identity.
-#[derive(Debug, Clone, Copy, Default)]
-struct Lease {
-    /// Tokens left: each lets one reservation spend a leased token (`global_want: 0`) instead
-    /// of asking the store's window.
-    tokens: u32,
-    /// The tokens are kept until then (half a global window after the latest lease's answer:
-    /// what was left of a current lease joins the next one; the store counts each token a
-    /// whole window, so one spent later still finds its token there, or is checked against
-    /// the window like any other).
-    until: Nanos,
-    /// The request whose reservation asks for a lease now: the identity's other requests wait
-    /// for its answer instead of each asking.
-    asking: Option<RequestId>,
-    /// How many tokens it asked for (its own included): a store that leases more is not
-    /// believed.
-    asked: u32,
-}
-
-impl Lease {
-    /// Whether a token is left that may still be spent at `now`.
-    fn has_tokens(&self, now: Nanos) -> bool {
-        self.tokens > 0 && now < self.until
-    }
 }
 
 enum Gate {
@@ -587,16 +418,6 @@ fn refusal_scope(info: &RateLimitInfo, response: &Response<'_>) -> RateLimitScop
     }
 }
 
-fn is_idempotent_method(method: &str) -> bool {
-    matches!(method, "GET" | "HEAD" | "OPTIONS" | "PUT" | "DELETE" | "TRACE")
-}
-
-fn valid_method(method: &str) -> bool {
-    !method.is_empty()
-        && method.len() <= 32
-        && method.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
 impl Limiter {
     /// A limiter with `config`.
     ///
@@ -616,18 +437,12 @@ impl Limiter {
             queues: Vec::new(),
             free_queues: Vec::new(),
             next_queue_uid: 0,
-            routes: HashMap::default(),
-            renamed: HashMap::default(),
-            route_taught_at: HashMap::default(),
-            route_queues: HashMap::default(),
-            route_order: VecDeque::new(),
-            hash_periods: HashMap::default(),
-            prior,
-            identity_index: HashMap::default(),
-            identities: Vec::new(),
+            routes: Routes::new(prior),
+            identities: Identities::default(),
+            trips: RoundTrips::new(margin),
             ready: BTreeSet::new(),
             dirty: Vec::new(),
-            timers: BinaryHeap::new(),
+            timers: Timers::default(),
             outputs: VecDeque::new(),
             invalid_ends: VecDeque::new(),
             invalid_warned: false,
@@ -650,12 +465,6 @@ impl Limiter {
             store_margin: None,
             edge_until: 0,
             edge_strikes: 0,
-            gate_wake: None,
-            latencies: Recent::default(),
-            uplinks: Uplinks::default(),
-            first_window: None,
-            global_margin: margin,
-            send_lead: 0,
             ratios: Vec::new(),
             rng,
             idle_candidates: VecDeque::new(),
@@ -725,7 +534,7 @@ impl Limiter {
         }
         let route = self.validate_request(&request)?;
         let method = request.method.to_ascii_uppercase();
-        let iid = self.identity(&request.identity);
+        let iid = self.identities.intern(&request.identity);
         let id = self.next_id;
         self.next_id += 1;
 
@@ -745,10 +554,8 @@ impl Limiter {
 
         let predicted = match deadline {
             Some(_) => {
-                let position = self.queue(qid).pending.len();
-                let t = self.predict_position(now, qid, &route.key, sub_key.as_deref(), position, exempt);
-                let ahead = self.charges_ahead(now, qid, position);
-                self.cost_wait(now, qid, &ahead, &request.costs).map_or(t, |c| t.max(c))
+                let place = Place::last(self.queue(qid), &route.key, sub_key.as_deref(), exempt);
+                self.predict_send(now, qid, &place, &request.costs)
             }
             None => now,
         };
@@ -885,11 +692,11 @@ impl Limiter {
             // stepped.
             let offset = i128::from(server_ms) * i128::from(MILLISECOND) - i128::from(sent_at.left_at);
             if let Ok(offset) = i64::try_from(offset) {
-                uplink_widens = self.uplinks.push(offset, round_trip, sent_at.alone);
-                answer_lead = self.uplinks.lead(offset, round_trip);
+                uplink_widens = self.trips.uplinks.push(offset, round_trip, sent_at.alone);
+                answer_lead = self.trips.uplinks.lead(offset, round_trip);
             }
         }
-        self.learn_latency(
+        self.learn_round_trip(
             now.saturating_sub(sent_at.sent_at),
             now.saturating_sub(sent_at.left_at),
             sent_at.left_at,
@@ -1173,9 +980,8 @@ impl Limiter {
         if let Some(out) = self.outputs.pop_front() {
             return out;
         }
-        self.discard_stale_timers();
-        match self.timers.peek() {
-            Some(Reverse((t, _))) => Output::WaitUntil(*t),
+        match self.next_timer() {
+            Some(t) => Output::WaitUntil(t),
             None => Output::Idle,
         }
     }
@@ -1191,16 +997,14 @@ impl Limiter {
         let route = self.validate_request(request)?;
         let exempt = request.global_exempt.unwrap_or(route.global_exempt);
         let sub_key = self.sub_key(request, &route.key);
-        let Some(&iid) = self.identity_index.get(&request.identity) else {
+        let Some(iid) = self.identities.find(&request.identity) else {
             return Ok(Prediction { send_at: now.max(self.host_hold()) });
         };
         let key = self.queue_key_for(iid, &route.key, &route.major);
         let send_at = match self.queue_index.get(&key) {
             Some(&qid) => {
-                let position = self.queue(qid).pending.len();
-                let t = self.predict_position(now, qid, &route.key, sub_key.as_deref(), position, exempt);
-                let ahead = self.charges_ahead(now, qid, position);
-                self.cost_wait(now, qid, &ahead, &request.costs).map_or(t, |c| t.max(c))
+                let place = Place::last(self.queue(qid), &route.key, sub_key.as_deref(), exempt);
+                self.predict_send(now, qid, &place, &request.costs)
             }
             None => {
                 let mut t = now.max(self.host_hold());
@@ -1222,197 +1026,6 @@ impl Limiter {
         self.now
     }
 
-    /// The sub-limit key of `request` on route `route_key`: `"{route_key} #{class}"` when it
-    /// has a class, its own or the one the profile derives from its body's keys.
-    fn sub_key(&self, request: &Request, route_key: &str) -> Option<Box<str>> {
-        let class = match &request.sub_limit {
-            Some(class) => class.as_str(),
-            None if request.body_keys.is_empty() => return None,
-            None => crate::route::sub_limit_class(self.config.profile, route_key, &request.body_keys)?,
-        };
-        Some(format!("{route_key} #{class}").into_boxed_str())
-    }
-
-    fn validate_request(&self, request: &Request) -> Result<Route, Error> {
-        let method = request.method.to_ascii_uppercase();
-        if !valid_method(&method) {
-            return Err(Error::InvalidRequest(format!(
-                "method {:?} is not an HTTP method token",
-                request.method
-            )));
-        }
-        // A concrete path may be given as the whole URL (`https://discord.com/api/v10/...`,
-        // as the drivers' docs show): the route drops the scheme and host.
-        let absolute = request.major.is_none()
-            && ["https://", "http://"].iter().any(|scheme| {
-                request.path.len() > scheme.len()
-                    && request.path[..scheme.len()].eq_ignore_ascii_case(scheme)
-            });
-        if !request.path.starts_with('/') && !absolute {
-            return Err(Error::InvalidRequest(format!(
-                "path {:?} must start with '/' or be an http(s) URL",
-                request.path
-            )));
-        }
-        if request.path.len() > 8192 || request.identity.len() > 1024 {
-            return Err(Error::InvalidRequest("path or identity is too long".into()));
-        }
-        if let Some(class) = &request.sub_limit
-            && (class.is_empty() || class.len() > 256)
-        {
-            return Err(Error::InvalidRequest(format!(
-                "sub_limit {class:?} must be a class name of 1 to 256 bytes (or unset)"
-            )));
-        }
-        if request.costs.len() > headers::MAX_DIMENSIONS {
-            return Err(Error::InvalidRequest(format!(
-                "costs names {} dimensions; at most {} are allowed",
-                request.costs.len(),
-                headers::MAX_DIMENSIONS
-            )));
-        }
-        for (i, (name, _)) in request.costs.iter().enumerate() {
-            if !headers::valid_cost_name(name) {
-                return Err(Error::InvalidRequest(format!(
-                    "cost dimension {name:?} must be 1 to 32 bytes of [a-z0-9_] and not \"requests\" \
-                     (every request costs one request)"
-                )));
-            }
-            if request.costs[..i].iter().any(|(n, _)| n == name) {
-                return Err(Error::InvalidRequest(format!("cost dimension {name:?} is given twice")));
-            }
-        }
-        Ok(match &request.major {
-            Some(major) => Route {
-                key: format!("{method} {}", request.path),
-                major: major.clone(),
-                global_exempt: false,
-            },
-            None => route_for(self.config.profile, &method, &request.path),
-        })
-    }
-
-    fn identity(&mut self, name: &str) -> Iid {
-        if let Some(&iid) = self.identity_index.get(name) {
-            return iid;
-        }
-        let iid = self.identities.len();
-        self.identities.push(Identity {
-            name: name.to_string(),
-            sends: VecDeque::new(),
-            paused_until: 0,
-            full_until: 0,
-            learned: LearnedCap::default(),
-            blocked: BTreeSet::new(),
-            wake_at: None,
-            unauthorized: false,
-            queued: 0,
-            lease: Lease::default(),
-            send_log: SendLog::default(),
-        });
-        self.identity_index.insert(name.to_string(), iid);
-        iid
-    }
-
-    fn queue_key_for(&self, iid: Iid, route_key: &str, major: &str) -> QueueKey {
-        // Before its bucket is known a route waits in its own queue, or in its prior group's.
-        let unlearned = self.prior.unlearned_key(route_key);
-        let route_queue = || QueueKey {
-            identity: iid,
-            bucket: BucketId::Route(unlearned.to_string()),
-            major: major.to_string(),
-        };
-        let Some(hash) = self.routes.get(route_key) else { return route_queue() };
-        // A route queue still waiting for its pioneer keeps taking the route's requests until
-        // the pioneer's answer merges it into the bucket's queue: two queues never probe one
-        // bucket at once. (Looked up only while such queues exist for this route.)
-        if self.route_queues.get(unlearned).is_some_and(|&n| n > 0) {
-            let key = route_queue();
-            if let Some(&qid) = self.queue_index.get(&key) {
-                let q = self.queue(qid);
-                if !q.pending.is_empty() || !q.in_flight.is_empty() {
-                    return key;
-                }
-            }
-        }
-        let key = QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.to_string() };
-        if !self.renamed.is_empty()
-            && !self.queue_index.contains_key(&key)
-            && let Some(old) = self.renamed.get(route_key)
-        {
-            let old_key = QueueKey { identity: iid, bucket: BucketId::Hash(old.clone()), major: major.to_string() };
-            if self.queue_index.contains_key(&old_key) {
-                return old_key;
-            }
-        }
-        key
-    }
-
-    /// Bookkeeping for `route_queues` when a queue keyed by an unknown route goes away.
-    fn forget_route_queue(&mut self, key: &QueueKey) {
-        if let BucketId::Route(route) = &key.bucket
-            && let Some(n) = self.route_queues.get_mut(route)
-        {
-            *n -= 1;
-            if *n == 0 {
-                self.route_queues.remove(route);
-            }
-        }
-    }
-
-    fn queue_for(&mut self, key: QueueKey) -> Qid {
-        if let Some(&qid) = self.queue_index.get(&key) {
-            return qid;
-        }
-        let uid = self.next_queue_uid;
-        self.next_queue_uid += 1;
-        let period = match &key.bucket {
-            BucketId::Hash(hash) => self.hash_periods.get(hash).copied(),
-            BucketId::Route(_) => None,
-        };
-        let queue = Queue {
-            key: key.clone(),
-            uid,
-            pending: VecDeque::new(),
-            in_flight: Vec::new(),
-            bucket: Bucket {
-                period,
-                ..Bucket::default()
-            },
-            sub_limits: Vec::new(),
-            shared_until: 0,
-            wake_at: None,
-            slot: Slot::None,
-            last_active: 0,
-            idle_listed: false,
-            checked_wait: 0,
-            budgets: Budgets::default(),
-        };
-        let qid = match self.free_queues.pop() {
-            Some(qid) => {
-                self.queues[qid] = Some(queue);
-                qid
-            }
-            None => {
-                self.queues.push(Some(queue));
-                self.queues.len() - 1
-            }
-        };
-        if let BucketId::Route(route) = &key.bucket {
-            *self.route_queues.entry(route.clone()).or_insert(0) += 1;
-        }
-        self.queue_index.insert(key, qid);
-        qid
-    }
-
-    fn queue(&self, qid: Qid) -> &Queue {
-        self.queues[qid].as_ref().expect("live queue")
-    }
-
-    fn queue_mut(&mut self, qid: Qid) -> &mut Queue {
-        self.queues[qid].as_mut().expect("live queue")
-    }
-
     fn req(&self, id: RequestId) -> &Req {
         &self.requests[&id]
     }
@@ -1423,44 +1036,6 @@ impl Limiter {
 
     fn mark_dirty(&mut self, qid: Qid) {
         self.dirty.push(qid);
-    }
-
-    /// Removes a queued request from its queue.
-    fn unqueue(&mut self, id: RequestId) {
-        let (qid, exempt, iid) = {
-            let r = self.req(id);
-            (r.qid, r.exempt, r.identity)
-        };
-        let q = self.queue_mut(qid);
-        if let Some(pos) = q.pending.iter().position(|&p| p == id) {
-            q.pending.remove(pos);
-        }
-        if let Slot::Ready(_, head) | Slot::Blocked(_, head) = q.slot
-            && head == id
-        {
-            self.clear_slot(qid);
-        }
-        if !exempt {
-            self.identities[iid].queued -= 1;
-        }
-        self.mark_dirty(qid);
-    }
-
-    /// Moves one entry of the identity's global log from `old` to `new`, keeping the log in
-    /// time order.
-    fn restamp_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
-        self.drop_global_entry(iid, old);
-        let sends = &mut self.identities[iid].sends;
-        let pos = sends.partition_point(|&t| t <= new);
-        sends.insert(pos, new);
-    }
-
-    /// Removes one entry at `at` from the identity's global log.
-    fn drop_global_entry(&mut self, iid: Iid, at: Nanos) {
-        let sends = &mut self.identities[iid].sends;
-        if let Some(pos) = sends.iter().rposition(|&t| t == at) {
-            sends.remove(pos);
-        }
     }
 
     /// Takes `id` out of the in-flight set, returning how it was sent.
@@ -1491,17 +1066,6 @@ impl Limiter {
         self.finish(id);
     }
 
-    fn note_idle(&mut self, qid: Qid) {
-        let now = self.now;
-        let q = self.queue_mut(qid);
-        q.last_active = now;
-        if q.pending.is_empty() && q.in_flight.is_empty() && !q.idle_listed {
-            q.idle_listed = true;
-            let uid = q.uid;
-            self.idle_candidates.push_back((qid, uid));
-        }
-    }
-
     // ------------------------------------------------------------------ scheduling
 
     /// Fires timers, re-evaluates changed queues, sends what may be sent, evicts idle state.
@@ -1520,62 +1084,6 @@ impl Limiter {
         self.evict_idle(now, 2);
     }
 
-    fn fire_timers(&mut self, now: Nanos) {
-        while let Some(&Reverse((t, timer))) = self.timers.peek() {
-            if t > now {
-                break;
-            }
-            self.timers.pop();
-            match timer {
-                Timer::Queue(qid, uid) => {
-                    if let Some(Some(q)) = self.queues.get_mut(qid)
-                        && q.uid == uid
-                        && q.wake_at == Some(t)
-                    {
-                        q.wake_at = None;
-                        self.dirty.push(qid);
-                    }
-                }
-                Timer::Identity(iid) => {
-                    if self.identities[iid].wake_at == Some(t) {
-                        self.identities[iid].wake_at = None;
-                        self.mark_identity_ready(iid);
-                    }
-                }
-                Timer::Deadline(id) => {
-                    let Some(req) = self.requests.get(&id) else { continue };
-                    // The timer is armed just after the deadline: sending at it is allowed.
-                    let Some(deadline) = req.deadline.filter(|&d| d.saturating_add(1) == t) else {
-                        continue;
-                    };
-                    if req.state != ReqState::Queued {
-                        continue;
-                    }
-                    let (limit, enqueued_at) = (req.limit, req.enqueued_at);
-                    // A deferral carries when it could go now: still queued past its budget
-                    // (waiting on an answer, say), it is handed back with a fresh prediction.
-                    let predicted = match limit {
-                        Limit::Defer { .. } => Some(self.predict_queued(t, id)),
-                        Limit::Deadline | Limit::MaxWait => None,
-                    };
-                    let reason = limit_reason(limit, enqueued_at, deadline, predicted, t);
-                    self.unqueue(id);
-                    self.fail(id, reason);
-                }
-                Timer::Gate => {
-                    if self.gate_wake == Some(t) {
-                        self.gate_wake = None;
-                    }
-                }
-                Timer::Recovery => {
-                    if self.recovery.is_some_and(|r| r.until <= t) {
-                        self.end_recovery();
-                    }
-                }
-            }
-        }
-    }
-
     /// Marks for re-evaluation every queue of `identity` (every queue with `None`), so that a
     /// pause that just started fails at once the queued requests it makes hopeless.
     fn recheck_queues(&mut self, identity: Option<Iid>) {
@@ -1585,35 +1093,6 @@ impl Limiter {
                 && identity.is_none_or(|iid| q.key.identity == iid)
             {
                 self.dirty.push(qid);
-            }
-        }
-    }
-
-    /// Moves every queue waiting on an identity's global budget back to `ready`.
-    fn mark_identity_ready(&mut self, iid: Iid) {
-        let blocked = std::mem::take(&mut self.identities[iid].blocked);
-        for key in blocked {
-            let qid = key.2;
-            if let Some(Some(q)) = self.queues.get_mut(qid)
-                && let Slot::Blocked(k, head) = q.slot
-                && k == key
-            {
-                q.slot = Slot::Ready(key, head);
-                self.ready.insert(key);
-            }
-        }
-    }
-
-    fn clear_slot(&mut self, qid: Qid) {
-        let q = self.queues[qid].as_mut().expect("live queue");
-        match std::mem::replace(&mut q.slot, Slot::None) {
-            Slot::None => {}
-            Slot::Ready(key, _) => {
-                self.ready.remove(&key);
-            }
-            Slot::Blocked(key, _) => {
-                let iid = q.key.identity;
-                self.identities[iid].blocked.remove(&key);
             }
         }
     }
@@ -1628,23 +1107,10 @@ impl Limiter {
             return;
         }
         // Refresh the bucket window.
-        let lead = self.send_lead;
-        let b = &mut q.bucket;
-        if b.shared_cap.is_some_and(|(_, until)| until <= now) {
-            b.shared_cap = None;
-        }
+        let lead = self.trips.lead;
+        q.bucket.refresh(now, lead, q.in_flight.len());
         for budget in q.budgets.get_mut() {
             budget.roll(now);
-        }
-        b.roll_if_due(now, lead, q.in_flight.len());
-        if b.known
-            && !b.unlimited
-            && b.sliding
-            && let Some(period) = b.period
-        {
-            while b.send_log.front().is_some_and(|&t| t.saturating_add(period) <= now) {
-                b.send_log.pop_front();
-            }
         }
         // A global pause of this queue's identity or a host-wide hold: the queued requests that
         // cannot go before their deadline fail now, not when it passes.
@@ -1663,7 +1129,7 @@ impl Limiter {
             // answer rather than overtake it on local limits.
             return;
         }
-        let bucket_wait = bucket_gate(&q.bucket, q.in_flight.len(), now, lead, share);
+        let bucket_wait = q.bucket.gate(q.in_flight.len(), now, lead, share);
         let mut wait = match bucket_wait {
             Gate::Open => None,
             Gate::Until(t) => Some(t),
@@ -1730,7 +1196,7 @@ impl Limiter {
             let uid = q.uid;
             if q.wake_at != Some(t) {
                 q.wake_at = Some(t);
-                self.timers.push(Reverse((t, Timer::Queue(qid, uid))));
+                self.timers.arm(t, Timer::Queue(qid, uid));
             }
             if t > q.checked_wait {
                 q.checked_wait = t;
@@ -1753,12 +1219,7 @@ impl Limiter {
                 self.add_charges(now, qid, r.costs(), &mut ahead);
                 continue;
             };
-            let mut predicted = self
-                .predict_position(now, qid, &r.route_key, r.sub_key.as_deref(), position, r.exempt)
-                .max(r.not_before);
-            if let Some(t) = self.cost_wait(now, qid, &ahead, r.costs()) {
-                predicted = predicted.max(t);
-            }
+            let predicted = self.predict_behind(now, qid, &Place::of(r, position), &ahead, r.costs());
             if predicted > deadline {
                 doomed.push((id, limit_reason(r.limit, r.enqueued_at, deadline, Some(predicted), now)));
             } else {
@@ -1840,7 +1301,7 @@ impl Limiter {
                 continue;
             }
             self.ready.remove(&key);
-            let lead = self.send_lead;
+            let lead = self.trips.lead;
             let q = self.queue_mut(qid);
             q.slot = Slot::None;
             // A head that waited for the global budget goes without being evaluated again
@@ -1929,7 +1390,7 @@ impl Limiter {
         });
         if !exempt && self.config.global_limit == 0 {
             // Only to learn a token-wide limit from a refusal (see `LearnedCap`).
-            let span = self.config.global_window.saturating_add(self.global_margin_at(now));
+            let span = self.global_span(now);
             let sends = &mut self.identities[iid].sends;
             while sends.front().is_some_and(|&t| t.saturating_add(span) <= now) {
                 sends.pop_front();
@@ -1946,308 +1407,10 @@ impl Limiter {
         }
         q.in_flight.push(id);
         q.last_active = now;
-        let b = &mut q.bucket;
-        b.sends_in_window = b.sends_in_window.saturating_add(1);
-        b.last_send = now;
-        if b.window_first_send.is_none() {
-            b.window_first_send = Some(now);
-        }
-        if b.known && !b.unlimited && b.reset_at.is_none() && b.sends_in_window == 1 {
-            // A new window opens with this send; until a response says when it ends, assume
-            // the learned window length, so lost answers never leave the bucket without a reset.
-            b.reset_at = Some(now.saturating_add(b.window_estimate()));
-            b.reset_provisional = true;
-        }
-        if b.sliding {
-            b.send_log.push_back(now);
-            while b.send_log.len() > SLIDING_LOG_CAP as usize {
-                b.send_log.pop_front();
-            }
-        }
-        Flight { sent_at: now, window_seq: b.sends_in_window, window_epoch: b.epoch, global_at, left_at: now, alone: false }
+        let (window_seq, window_epoch) = q.bucket.take_slot(now);
+        Flight { sent_at: now, window_seq, window_epoch, global_at, left_at: now, alone: false }
     }
 
-    /// The predicted send time of the queued request `id` at its place in its queue, never
-    /// before its own backoff ends.
-    fn predict_queued(&self, now: Nanos, id: RequestId) -> Nanos {
-        let r = &self.requests[&id];
-        let q = self.queue(r.qid);
-        let position = q.pending.iter().position(|&p| p == id).unwrap_or(q.pending.len());
-        let t = self
-            .predict_position(now, r.qid, &r.route_key, r.sub_key.as_deref(), position, r.exempt)
-            .max(r.not_before);
-        let ahead = self.charges_ahead(now, r.qid, position);
-        self.cost_wait(now, r.qid, &ahead, r.costs()).map_or(t, |c| t.max(c))
-    }
-
-    /// The margin estimates in dimension `name` are charged at (see `costs`).
-    fn margin(&self, name: &str) -> f64 {
-        self.ratios.iter().find(|(n, _)| &**n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin())
-    }
-
-    /// Queues what `costs` would be charged in `packs` (one per budget of queue `qid`, made on
-    /// first use; see [`costs::Pack`]).
-    fn add_charges<N: AsRef<str>>(&self, now: Nanos, qid: Qid, costs: &[(N, u64)], packs: &mut Vec<Option<Pack>>) {
-        let budgets = self.queue(qid).budgets.get();
-        if budgets.is_empty() || costs.is_empty() {
-            return;
-        }
-        if packs.len() != budgets.len() {
-            *packs = budgets.iter().map(|b| b.pack(now)).collect();
-        }
-        for (b, pack) in budgets.iter().zip(packs.iter_mut()) {
-            if let (Some((_, estimate)), Some(pack)) = (costs.iter().find(|(n, _)| n.as_ref() == &*b.name), pack) {
-                b.pack_add(pack, b.charge_of(*estimate, self.margin(&b.name)));
-            }
-        }
-    }
-
-    /// The first `position` requests queued in `qid`, packed into its budgets.
-    fn charges_ahead(&self, now: Nanos, qid: Qid, position: usize) -> Vec<Option<Pack>> {
-        let mut packs = Vec::new();
-        if !self.queue(qid).budgets.get().is_empty() {
-            for id in self.queue(qid).pending.iter().take(position) {
-                self.add_charges(now, qid, self.requests[id].costs(), &mut packs);
-            }
-        }
-        packs
-    }
-
-    /// When a request costing `own`, behind the requests packed in `ahead`, can go as far as
-    /// the budgets of `qid` tell: `None` when they do not hold it.
-    fn cost_wait<N: AsRef<str>>(&self, now: Nanos, qid: Qid, ahead: &[Option<Pack>], own: &[(N, u64)]) -> Option<Nanos> {
-        let mut packs = ahead.to_vec();
-        self.add_charges(now, qid, own, &mut packs);
-        let budgets = self.queue(qid).budgets.get();
-        let mut wait: Option<Nanos> = None;
-        for (b, pack) in budgets.iter().zip(&packs) {
-            if !own.iter().any(|(n, _)| n.as_ref() == &*b.name) {
-                continue;
-            }
-            if let Some(t) = pack.as_ref().and_then(|p| b.pack_time(now, p)) {
-                wait = Some(wait.map_or(t, |w| w.max(t)));
-            }
-        }
-        wait
-    }
-
-    /// Fails `id` once time passes its deadline `d` (a send at `d` itself is still allowed).
-    fn arm_deadline(&mut self, id: RequestId, d: Nanos) {
-        self.timers.push(Reverse((d.saturating_add(1), Timer::Deadline(id))));
-    }
-
-    fn arm_gate(&mut self, t: Nanos) {
-        if self.gate_wake != Some(t) {
-            self.gate_wake = Some(t);
-            self.timers.push(Reverse((t, Timer::Gate)));
-        }
-    }
-
-    fn wake_identity_at(&mut self, iid: Iid, t: Nanos) {
-        let ident = &mut self.identities[iid];
-        if ident.wake_at.is_none_or(|w| w != t) {
-            ident.wake_at = Some(t);
-            self.timers.push(Reverse((t, Timer::Identity(iid))));
-        }
-    }
-
-    /// The identity's global limit per global window: the configured one, else a limit learned
-    /// from refusals while it lasts ([`LearnedCap`]), else `0` (none).
-    fn global_limit_of(&self, now: Nanos, iid: Iid) -> u32 {
-        if self.config.global_limit > 0 {
-            return self.config.global_limit;
-        }
-        let learned = &self.identities[iid].learned;
-        if learned.until > now { learned.limit } else { 0 }
-    }
-
-    /// When the identity's global budget has room again, or `None` if it has room now.
-    fn global_wait(&mut self, now: Nanos, iid: Iid) -> Option<Nanos> {
-        if let Some(t) = self.outage_global_hold(now) {
-            return Some(t);
-        }
-        let limit = share_of(self.global_limit_of(now, iid), self.outage_share()) as usize;
-        let span = self.config.global_window.saturating_add(self.global_margin_at(now));
-        let ident = &mut self.identities[iid];
-        if ident.paused_until > now {
-            return Some(ident.paused_until);
-        }
-        if ident.full_until > now && !ident.lease.has_tokens(now) {
-            return Some(ident.full_until);
-        }
-        if limit == 0 {
-            return None;
-        }
-        while ident.sends.front().is_some_and(|&t| t.saturating_add(span) <= now) {
-            ident.sends.pop_front();
-        }
-        if ident.sends.len() < limit {
-            return None;
-        }
-        // The send that must leave the window before another may enter.
-        let oldest = ident.sends[ident.sends.len() - limit];
-        Some(oldest.saturating_add(span))
-    }
-
-    fn invalid_gate(&mut self, now: Nanos) -> Gate {
-        if self.config.invalid_request_limit == 0 {
-            return Gate::Open;
-        }
-        self.expire_invalid(now);
-        let used = self.invalid_ends.len() + self.in_flight_total + self.reserving_total;
-        if used < self.config.invalid_request_stop_at as usize {
-            return Gate::Open;
-        }
-        match self.invalid_ends.front() {
-            Some(&end) if self.invalid_ends.len() >= self.config.invalid_request_stop_at as usize => {
-                Gate::Until(end)
-            }
-            _ => Gate::UntilResponse,
-        }
-    }
-
-    // ------------------------------------------------------------------ prediction
-
-    /// When the request of route `route_key` (and sub-limit key `sub_key`) at `position` in
-    /// queue `qid` is expected to be sent.
-    fn predict_position(
-        &self,
-        now: Nanos,
-        qid: Qid,
-        route_key: &str,
-        sub_key: Option<&str>,
-        position: usize,
-        exempt: bool,
-    ) -> Nanos {
-        let q = self.queue(qid);
-        let mut t = now.max(self.host_hold()).max(q.shared_until);
-        // A sub-limit holds this route (and major parameter), or this class of it, whatever
-        // the bucket says.
-        for &(ref k, until) in &q.sub_limits {
-            if k == route_key || Some(k.as_str()) == sub_key {
-                t = t.max(until);
-            }
-        }
-        if self.config.invalid_request_limit > 0
-            && self.invalid_ends.len() >= self.config.invalid_request_stop_at as usize
-            && let Some(&first_end) = self.invalid_ends.front()
-        {
-            t = t.max(first_end);
-        }
-        let b = &q.bucket;
-        if b.known && !b.unlimited && b.limit > 0 {
-            let share = self.outage_share();
-            let limit = b.effective_limit(share).max(1) as usize;
-            let reset = b.ready_at(self.send_lead);
-            let (available, next_reset) = match reset {
-                Some(r) if r > now => (b.available(q.in_flight.len(), share) as usize, Some(r)),
-                _ => (limit.saturating_sub(q.in_flight.len()), None),
-            };
-            if position >= available {
-                let period = b.period.unwrap_or_else(|| {
-                    next_reset.map_or(self.config.global_window, |r| r.saturating_sub(now).max(1))
-                });
-                let first_reset = next_reset.unwrap_or_else(|| now.saturating_add(period));
-                let windows = ((position - available) / limit) as u64;
-                t = t.max(first_reset.saturating_add(period.saturating_mul(windows)));
-            }
-        }
-        if !exempt {
-            t = t.max(self.global_estimate(now, q.key.identity, position));
-        }
-        t
-    }
-
-    /// A lower bound on when the identity's global budget lets one more request through, with
-    /// `extra` requests of the same identity ahead of it.
-    fn global_estimate(&self, now: Nanos, iid: Iid, extra: usize) -> Nanos {
-        let ident = &self.identities[iid];
-        let mut t = now.max(ident.paused_until);
-        let limit = share_of(self.global_limit_of(now, iid), self.outage_share()) as usize;
-        if limit == 0 {
-            return t;
-        }
-        let span = self.config.global_window.saturating_add(self.global_margin_at(now));
-        // `sends` is in send order, so the recent ones are a suffix.
-        let old = ident.sends.iter().take_while(|&&s| s.saturating_add(span) <= now).count();
-        let recent = ident.sends.len() - old;
-        let ahead = recent + ident.queued.max(extra);
-        if ahead >= limit {
-            // The earliest the window can next open, then one more window per `limit` ahead.
-            let first = if recent >= limit {
-                ident.sends[ident.sends.len() - limit].saturating_add(span)
-            } else {
-                now
-            };
-            let windows = (ahead / limit) as u64 - 1;
-            t = t.max(first.saturating_add(span.saturating_mul(windows)));
-        }
-        t
-    }
-
-    // ------------------------------------------------------------------ cleanup
-
-    fn discard_stale_timers(&mut self) {
-        while let Some(&Reverse((t, timer))) = self.timers.peek() {
-            let live = match timer {
-                Timer::Queue(qid, uid) => self
-                    .queues
-                    .get(qid)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|q| q.uid == uid && q.wake_at == Some(t)),
-                Timer::Identity(iid) => self.identities[iid].wake_at == Some(t),
-                Timer::Deadline(id) => self
-                    .requests
-                    .get(&id)
-                    .is_some_and(|r| {
-                        r.state == ReqState::Queued && r.deadline.map(|d| d.saturating_add(1)) == Some(t)
-                    }),
-                Timer::Gate => self.gate_wake == Some(t),
-                Timer::Recovery => self.recovery.is_some_and(|r| r.until == t),
-            };
-            if live {
-                break;
-            }
-            self.timers.pop();
-        }
-    }
-
-    /// Forgets up to `budget` idle queues whose window has passed and that have been idle for
-    /// `bucket_idle_ttl`. Amortised: called on every input, no sweeper.
-    fn evict_idle(&mut self, now: Nanos, budget: usize) {
-        // Candidates are in the order they went idle, so the head expires first: look at it
-        // without taking it, and stop at the first one that is not due.
-        for _ in 0..budget {
-            let Some(&(qid, uid)) = self.idle_candidates.front() else { return };
-            let Some(Some(q)) = self.queues.get_mut(qid) else {
-                self.idle_candidates.pop_front();
-                continue;
-            };
-            if q.uid != uid {
-                self.idle_candidates.pop_front();
-                continue;
-            }
-            if !q.pending.is_empty() || !q.in_flight.is_empty() {
-                q.idle_listed = false;
-                self.idle_candidates.pop_front();
-                continue;
-            }
-            let sub_limits = q.sub_limits.iter().map(|(_, t)| *t).max().unwrap_or(0);
-            let quiet_since =
-                q.bucket.reset_at.unwrap_or(0).max(q.shared_until).max(sub_limits).max(q.last_active);
-            let expires = quiet_since.saturating_add(self.config.bucket_idle_ttl);
-            if expires > now {
-                return;
-            }
-            self.idle_candidates.pop_front();
-            let key = q.key.clone();
-            self.clear_slot(qid);
-            self.queue_index.remove(&key);
-            self.forget_route_queue(&key);
-            self.queues[qid] = None;
-            self.free_queues.push(qid);
-        }
-    }
 }
 
 /// How an in-flight request was sent ([`ReqState::InFlight`]), returned when it leaves the

@@ -54,31 +54,6 @@ impl Limiter {
         }
     }
 
-    /// The margin the global window is widened by at `now`: the learned one
-    /// ([`Limiter::learn_latency`]), and while entries of the first global window may still be
-    /// in the log, at least the first window's floor. The requests of a first burst may all
-    /// have waited alike (connections opening, the server's accept queue, a runtime writing
-    /// them late and not reporting it): a delay common to all of them, which no spread shows
-    /// and which the next burst, on open connections, does not have. It is part of each of
-    /// their round trips, so the fastest round trip of a request that left within a window of
-    /// the first answered one, plus 5 ms, covers it. Not capped by `global_margin_max` (only by
-    /// the window): a first burst that took 300 ms to reach the server holds its window that
-    /// long, or the next burst meets it there. It holds while an entry of the first floor's
-    /// worth of the window may be in the log (until a window and twice the floor after the
-    /// first answered request left): the replacement of a later entry arrives after the first
-    /// server window ends anyway, the common delay being less than the floor.
-    pub(super) fn global_margin_at(&self, now: Nanos) -> Nanos {
-        let window = self.config.global_window;
-        match self.first_window {
-            Some(first) => {
-                let floor = first.fastest.saturating_add(5 * MILLISECOND).min(window);
-                let until = first.start.saturating_add(window).saturating_add(floor.saturating_mul(2));
-                if now < until { self.global_margin.max(floor) } else { self.global_margin }
-            }
-            None => self.global_margin,
-        }
-    }
-
     /// The latency margin passed to the store: the global margin (the spread of HTTP round
     /// trips, or of uplinks, from when each request left) plus the spread of the delays from
     /// the store's count of a token to the core's handling of its grant
@@ -209,7 +184,7 @@ impl Limiter {
         }
     }
 
-    /// Like [`Limiter::learn_latency`], for reservation round trips: 1.5x their spread once 16
+    /// Like [`RoundTrips::learn`], for reservation round trips: 1.5x their spread once 16
     /// samples are in (the floor is already in the global margin).
     pub(super) fn learn_reservation_latency(&mut self, latency: Nanos) {
         if self.reservation_latencies.push(latency, latency, false) {
@@ -521,7 +496,7 @@ impl Limiter {
             return;
         }
         self.recovery = Some(Recovery { processes: self.store_processes, until });
-        self.timers.push(Reverse((until, Timer::Recovery)));
+        self.timers.arm(until, Timer::Recovery);
     }
 
     /// The recovery after an outage ends: the whole limits apply again.
@@ -612,7 +587,7 @@ impl Limiter {
             self.store_down_since = now;
             self.outage_wait = 0;
             if self.config.global_limit > 0 {
-                for ident in &mut self.identities {
+                for ident in self.identities.iter_mut() {
                     ident.send_log.mark_pending();
                 }
             }
@@ -634,7 +609,7 @@ impl Limiter {
         // else the longest reset or first-send-to-reset span seen, else 1 s): the store uses it
         // to start windows and to keep header-less answers counting, and must be no less
         // cautious than one process.
-        let window = (b.known && !b.unlimited).then(|| b.window_estimate());
+        let window = b.report_window();
         SharedUpdate::Bucket {
             id,
             identity: self.identities[r.identity].name.clone(),
@@ -660,7 +635,7 @@ impl Limiter {
             major: r.major.clone(),
             bucket: self.queue_hash(r.qid),
             reached,
-            window: (b.known && !b.unlimited).then(|| b.window_estimate()),
+            window: b.report_window(),
         }
     }
 
