@@ -4,6 +4,16 @@
 
 use super::*;
 
+/// Whether a gate lets the next request go (a bucket's, the invalid-request budget's, the
+/// store's in an outage).
+pub(super) enum Gate {
+    Open,
+    /// Closed until a known time.
+    Until(Nanos),
+    /// Closed until some response arrives.
+    UntilResponse,
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Bucket {
     /// Headers have been seen (or the route proved to have none).
@@ -80,7 +90,7 @@ impl Bucket {
     }
 
     /// How much before `reset_at` the next window's requests may go and still reach the server
-    /// after the window's end: `lead` ([`Limiter::send_lead`]) when a response reported the end
+    /// after the window's end: `lead` ([`RoundTrips::lead`]) when a response reported the end
     /// (`reset_at` is then the end plus that answer's trip back), 0 for an end estimated from
     /// the window length.
     pub(super) fn lead(&self, lead: Nanos) -> Nanos {
@@ -88,7 +98,7 @@ impl Bucket {
     }
 
     /// When the next window's requests may go: `reset_at` less the link's lead
-    /// ([`Limiter::send_lead`]), or the answers' own `reset_ready` where that is earlier (each
+    /// ([`RoundTrips::lead`]), or the answers' own `reset_ready` where that is earlier (each
     /// rule alone keeps the next request after the window's end).
     pub(super) fn ready_at(&self, lead: Nanos) -> Option<Nanos> {
         let reset = self.reset_at?;

@@ -268,6 +268,33 @@ impl Limiter {
         self.config.global_window.saturating_add(self.global_margin_at(now))
     }
 
+    /// Learns from the round trip of the request sent as `flight` and answered at `now` (the
+    /// answer telling the server's clock, `server_time_ms`, or not). Returns how much before
+    /// the window end it reports the next request may go (see [`Uplinks::lead`]).
+    pub(super) fn learn_trip(&mut self, now: Nanos, flight: Flight, server_time_ms: Option<u64>) -> Nanos {
+        let round_trip = now.saturating_sub(flight.left_at);
+        let mut answer_lead = 0;
+        let mut uplink_widens = false;
+        if let Some(server_ms) = server_time_ms {
+            // The server's clock at its answer less this process's monotonic clock when the
+            // request left: its uplink (and the server's time to stamp the answer) up to a
+            // constant. Monotonic, not the wall clock: exact to the nanosecond here, and never
+            // stepped.
+            let offset = i128::from(server_ms) * i128::from(MILLISECOND) - i128::from(flight.left_at);
+            if let Ok(offset) = i64::try_from(offset) {
+                uplink_widens = self.trips.uplinks.push(offset, round_trip, flight.alone);
+                answer_lead = self.trips.uplinks.lead(offset, round_trip);
+            }
+        }
+        self.learn_round_trip(
+            now.saturating_sub(flight.sent_at),
+            now.saturating_sub(flight.left_at),
+            flight.left_at,
+            uplink_widens,
+        );
+        answer_lead
+    }
+
     /// Learns from a round trip: `from_send` counts from the [`Output::Send`], `from_left`
     /// from when the request left (at `left_at`); see [`RoundTrips::learn`].
     pub(super) fn learn_round_trip(&mut self, from_send: Nanos, from_left: Nanos, left_at: Nanos, uplink_widens: bool) {

@@ -170,9 +170,9 @@ fn spread_at(sorted: &[i64], lo: i64, num: usize, den: usize) -> (Nanos, usize) 
     (sorted.get(n.saturating_sub(1) * num / den).map_or(0, |q| q.abs_diff(lo)), n)
 }
 
-/// The first global window, for [`RoundTrips::margin_at`](super::global::RoundTrips::margin_at): when the first answered request
-/// left, and the fastest round trip (from when it left) of the requests that left within a
-/// global window of it.
+/// The first global window, for [`RoundTrips::margin_at`](super::global::RoundTrips::margin_at):
+/// when the first answered request left, and the fastest round trip (from when it left) of the
+/// requests that left within a global window of it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct FirstWindow {
     pub(super) start: Nanos,

@@ -135,24 +135,13 @@ impl Limiter {
         let src = self.queue_mut(from);
         let pending: Vec<RequestId> = src.pending.drain(..).collect();
         let in_flight: Vec<RequestId> = src.in_flight.drain(..).collect();
-        let (mut moved_pending, mut kept_pending) = (Vec::new(), VecDeque::new());
-        for id in pending {
-            if moves(&self.requests[&id]) {
-                moved_pending.push(id);
-            } else {
-                kept_pending.push_back(id);
-            }
-        }
-        let (mut moved_flight, mut kept_flight) = (Vec::new(), Vec::new());
-        for id in in_flight {
-            if moves(&self.requests[&id]) {
-                moved_flight.push(id);
-            } else {
-                kept_flight.push(id);
-            }
-        }
+        let split = |ids: Vec<RequestId>| -> (Vec<RequestId>, Vec<RequestId>) {
+            ids.into_iter().partition(|id| moves(&self.requests[id]))
+        };
+        let (moved_pending, kept_pending) = split(pending);
+        let (moved_flight, kept_flight) = split(in_flight);
         let src = self.queue_mut(from);
-        src.pending = kept_pending;
+        src.pending = kept_pending.into();
         src.in_flight = kept_flight;
         // Ghosts follow their route: they may have been counted by the bucket it moves to.
         let (moved_ghosts, kept_ghosts): (Vec<Ghost>, Vec<Ghost>) = std::mem::take(&mut src.bucket.ghosts)
@@ -372,11 +361,9 @@ impl Limiter {
         let wait = match scope {
             RateLimitScope::Edge => {
                 self.edge_strikes = self.edge_strikes.saturating_add(1);
-                let backoff = self
-                    .config
-                    .edge_backoff_base
-                    .saturating_mul(1u64 << (self.edge_strikes - 1).min(20))
-                    .min(self.config.edge_backoff_max);
+                // Doubling at most 20 times (strikes beyond the 21st wait as long).
+                let c = &self.config;
+                let backoff = backoff(c.edge_backoff_base, self.edge_strikes.min(21), c.edge_backoff_max);
                 clamp(hint.unwrap_or(backoff), &self.config)
             }
             _ => clamp(hint.unwrap_or(self.config.backoff_base), &self.config),
@@ -393,8 +380,8 @@ impl Limiter {
                 // A refusal whose hold spans many global windows (GitHub's minute) tells of a
                 // limit over a longer time than the sends of one window can measure.
                 let learn = self.config.global_limit == 0 && wait <= window.saturating_mul(2);
+                self.hold_identity(iid, until);
                 let ident = &mut self.identities[iid];
-                ident.paused_until = ident.paused_until.max(until);
                 if learn {
                     // What the API admitted of the sends within one global window before
                     // this refusal: those sends less the refusals among them.
@@ -408,12 +395,10 @@ impl Limiter {
                     l.limit = if l.until > now { l.limit.min(admitted) } else { admitted };
                     l.until = ident.paused_until.saturating_add(window.saturating_mul(10));
                 }
-                self.wake_identity_at(iid, until);
-                self.recheck_queues(Some(iid));
             }
             RateLimitScope::Shared => {
                 let q = self.queue_mut(qid);
-                q.shared_until = q.shared_until.max(until);
+                q.hold_shared(until);
                 // The resource admitted what this window sent less what it refused: stay at
                 // that many per window, for ten windows after the hold (then probe again).
                 let b = &mut q.bucket;
@@ -428,10 +413,7 @@ impl Limiter {
                     b.shared_cap = Some((cap, remember));
                 }
             }
-            RateLimitScope::Edge => {
-                self.edge_until = self.edge_until.max(until);
-                self.recheck_queues(None);
-            }
+            RateLimitScope::Edge => self.hold_host(until),
             RateLimitScope::SubLimit => self.queue_mut(qid).hold_sub_limit(hold_key, until),
             RateLimitScope::Bucket => {
                 let b = &mut self.queue_mut(qid).bucket;
@@ -524,11 +506,7 @@ impl Limiter {
             return Disposition::Complete;
         }
         let n = req.error_retries;
-        let backoff = self
-            .config
-            .backoff_base
-            .saturating_mul(1u64 << (n - 1).min(30))
-            .min(self.config.backoff_max);
+        let backoff = backoff(self.config.backoff_base, n, self.config.backoff_max);
         let jitter = self.next_random() % (backoff / 2 + 1);
         let until = now.saturating_add(backoff / 2 + jitter);
         self.req_mut(id).not_before = until;
@@ -742,4 +720,42 @@ impl Limiter {
         }
     }
 
+
+    /// A hold of the whole host (an edge ban, or the store's for invalid requests) until
+    /// `until`: the queued requests it makes hopeless fail at once.
+    pub(super) fn hold_host(&mut self, until: Nanos) {
+        self.edge_until = self.edge_until.max(until);
+        self.recheck_queues(None);
+    }
+
+    /// A global hold of identity `iid` until `until`: its queues wake then, and the queued
+    /// requests it makes hopeless fail at once.
+    pub(super) fn hold_identity(&mut self, iid: Iid, until: Nanos) {
+        let ident = &mut self.identities[iid];
+        ident.paused_until = ident.paused_until.max(until);
+        self.wake_identity_at(iid, until);
+        self.recheck_queues(Some(iid));
+    }
+}
+
+/// The pause before the `attempt`th retry (from 1): `base`, doubled for each attempt before
+/// it (at most 30 times), at most `max`.
+pub(super) fn backoff(base: Nanos, attempt: u32, max: Nanos) -> Nanos {
+    base.saturating_mul(1u64 << attempt.saturating_sub(1).min(30)).min(max)
+}
+
+/// What a 429 refused by: the token (global), a shared resource, the edge (no rate-limit
+/// headers), a hidden limit below the bucket's (the bucket had room), or the bucket.
+pub(super) fn refusal_scope(info: &RateLimitInfo, response: &Response<'_>) -> RateLimitScope {
+    if info.scope == Some(Scope::Global) || response.body.global == Some(true) {
+        RateLimitScope::Global
+    } else if info.scope == Some(Scope::Shared) {
+        RateLimitScope::Shared
+    } else if !info.has_rate_limit_headers {
+        RateLimitScope::Edge
+    } else if info.remaining.is_some_and(|r| r > 0) {
+        RateLimitScope::SubLimit
+    } else {
+        RateLimitScope::Bucket
+    }
 }

@@ -86,7 +86,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 
 use crate::config::Config;
 use crate::error::Error;
@@ -97,6 +97,7 @@ use crate::types::*;
 mod bucket;
 mod costs;
 mod global;
+mod hash;
 mod latency;
 mod learning;
 mod outage;
@@ -107,13 +108,16 @@ mod shared;
 mod state;
 mod timers;
 
-use bucket::{Bucket, Ghost, SLIDING_LOG_CAP};
+use bucket::{Bucket, Gate, Ghost, SLIDING_LOG_CAP};
 use costs::{Blocked, Budgets, Pack, Ratio, ReqCosts};
 use global::{Identities, RoundTrips};
+use hash::FxHasher;
 use latency::{Recent, widen};
-use outage::{Recovery, SendLog};
-use predict::Place;
+use outage::SendLog;
+use predict::{Limit, Place, effective_deadline, limit_reason};
 use queues::{Queue, Slot};
+use learning::{backoff, refusal_scope};
+use shared::{Names, Store, has_reserving, share_of};
 use routes::{BucketId, QueueKey, Routes, is_idempotent_method};
 use timers::{Timer, Timers};
 
@@ -122,40 +126,6 @@ use timers::{Timer, Timers};
 pub struct Prediction {
     /// Expected monotonic send time (`now` if it could go at once).
     pub send_at: Nanos,
-}
-
-/// A fast, non-cryptographic hasher (the Fx hash used by rustc) for the engine's maps. Keys
-/// come from the caller and the server's bucket ids; a hostile server could at worst slow one
-/// limiter down by colliding keys, never corrupt it.
-#[derive(Default, Clone, Copy)]
-struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
-        }
-        for &b in chunks.remainder() {
-            self.add(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
 }
 
 type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
@@ -201,43 +171,8 @@ pub struct Limiter {
     in_flight_total: usize,
     /// Shared mode: requests whose reservation is outstanding.
     reserving_total: usize,
-    /// Shared mode: requests that ended while their reservation was outstanding, with what a
-    /// late grant must release at the store.
-    orphans: HashMap<RequestId, Orphan>,
-    /// Shared mode: the store failed to answer; no reservation before `store_retry_at`, then
-    /// one probe at a time.
-    store_down: bool,
-    store_retry_at: Nanos,
-    /// Consecutive failures counted in the current outage (one per outage step, not one per
-    /// reservation that was outstanding when the store went away).
-    store_failures: u32,
-    /// Failures counted since the limiter started (wrapping): a reservation emitted before the
-    /// last one was counted fails with the same cause, so its `Unavailable` is not counted again.
-    store_step: u32,
-    /// Shared mode: how many live processes the store counted in its last answer (1 until it
-    /// says). While the store is down, a fail-open process runs on this share of the limits.
-    /// Kept as it was from the outage until its recovery ends.
-    store_processes: u32,
-    /// Shared mode: when the store was last marked down (the outage began for this process).
-    store_down_since: Nanos,
-    /// Shared mode: when the store last answered (granted or denied) a reservation.
-    store_last_answer: Nanos,
-    /// Shared mode: the longest a reservation waited for `Unavailable` in the current outage
-    /// (the driver's timeout, when the store hung).
-    outage_wait: Nanos,
-    /// Shared mode: after an outage, until every process is back (see [`Recovery`]).
-    recovery: Option<Recovery>,
-    /// Shared mode: round trips of recent reservations, for the margin passed to the store
-    /// until the store's own clock is known ([`Limiter::learn_store_delay`]).
-    reservation_latencies: Recent<Nanos>,
-    reservation_margin: Nanos,
-    /// Shared mode: for recent grants that told the store's clock, when the core handled the
-    /// grant (this process's clock) less the store's clock at the grant: the delay from the
-    /// store's count to the grant's handling, up to one constant (the clocks' offset).
-    store_delays: Recent<i64>,
-    store_delay_extremes: Option<(i64, i64)>,
-    /// 1.5x the spread of `store_delays`, once 16 are in.
-    store_margin: Option<Nanos>,
+    /// Shared mode: the store's health, outages and margins, and the reservations it owes.
+    store: Store,
     /// No request goes out before this (a Cloudflare-style ban).
     edge_until: Nanos,
     edge_strikes: u32,
@@ -281,61 +216,6 @@ struct Req {
     cost: Option<Box<ReqCosts>>,
 }
 
-/// The budget a request's effective deadline comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Limit {
-    /// The request's own deadline (or none at all).
-    Deadline,
-    /// `enqueued + max_wait`.
-    MaxWait,
-    /// `enqueued + min(defer_after, max_wait)`; the request's own deadline, later, if any.
-    Defer { own_deadline: Option<Nanos> },
-}
-
-/// The request's effective deadline and the budget it comes from: its own deadline,
-/// `now + max_wait`, or, when it has a `defer_after` (its own or the config's), `now +
-/// min(defer_after, max_wait)` as a deferral budget. The earliest wins; on a tie the
-/// request's own deadline (a send past it is no use, so `deadline_exceeded` is the honest
-/// answer, not `deferred`).
-fn effective_deadline(
-    now: Nanos,
-    own: Option<Nanos>,
-    max_wait: Option<Nanos>,
-    defer_after: Option<Nanos>,
-) -> (Option<Nanos>, Limit) {
-    let relative = match (defer_after, max_wait) {
-        (Some(d), Some(m)) => Some((now.saturating_add(d.min(m)), Limit::Defer { own_deadline: own })),
-        (Some(d), None) => Some((now.saturating_add(d), Limit::Defer { own_deadline: own })),
-        (None, Some(m)) => Some((now.saturating_add(m), Limit::MaxWait)),
-        (None, None) => None,
-    };
-    match (own, relative) {
-        (Some(d), Some((r, limit))) if r < d => (Some(r), limit),
-        (Some(d), _) => (Some(d), Limit::Deadline),
-        (None, Some((r, limit))) => (Some(r), limit),
-        (None, None) => (None, Limit::Deadline),
-    }
-}
-
-/// Why a request with budget `limit` fails: `predicted` is its predicted send time, if
-/// known, and `now` the moment it fails. A deferral whose predicted send time is past the
-/// request's own deadline fails as `deadline_exceeded` (a retry then is no use).
-fn limit_reason(limit: Limit, enqueued_at: Nanos, deadline: Nanos, predicted: Option<Nanos>, now: Nanos) -> FailReason {
-    match limit {
-        Limit::Deadline => FailReason::DeadlineExceeded { predicted_send_at: predicted },
-        Limit::MaxWait => FailReason::MaxWaitExceeded {
-            predicted_wait: predicted.unwrap_or(deadline).saturating_sub(enqueued_at),
-        },
-        Limit::Defer { own_deadline } => {
-            let retry_at = predicted.unwrap_or(now).max(now);
-            match own_deadline {
-                Some(d) if retry_at > d => FailReason::DeadlineExceeded { predicted_send_at: Some(retry_at) },
-                _ => FailReason::Deferred { retry_at },
-            }
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ReqState {
     Queued,
@@ -345,7 +225,7 @@ enum ReqState {
     Reserving {
         /// When the reservation was emitted.
         since: Nanos,
-        /// The store's outage step (`Limiter::store_step`) when it was emitted: an
+        /// The store's outage step (`Store::step`) when it was emitted: an
         /// `Unavailable` answer counts as a new failure only if no failure was counted since.
         step: u32,
         window_seq: u32,
@@ -381,43 +261,6 @@ impl Req {
     }
 }
 
-/// What a late grant for a request that already ended must release at the store.
-#[derive(Debug)]
-struct Orphan {
-    /// The outage step its reservation was emitted in.
-    step: u32,
-    /// Its reservation asked for the processes back since the outage.
-    asked_since: bool,
-    identity: String,
-    route: String,
-    major: String,
-    bucket: Option<String>,
-}
-
-enum Gate {
-    Open,
-    /// Closed until a known time.
-    Until(Nanos),
-    /// Closed until some response arrives.
-    UntilResponse,
-}
-
-/// What a 429 refused by: the token (global), a shared resource, the edge (no rate-limit
-/// headers), a hidden limit below the bucket's (the bucket had room), or the bucket.
-fn refusal_scope(info: &RateLimitInfo, response: &Response<'_>) -> RateLimitScope {
-    if info.scope == Some(Scope::Global) || response.body.global == Some(true) {
-        RateLimitScope::Global
-    } else if info.scope == Some(Scope::Shared) {
-        RateLimitScope::Shared
-    } else if !info.has_rate_limit_headers {
-        RateLimitScope::Edge
-    } else if info.remaining.is_some_and(|r| r > 0) {
-        RateLimitScope::SubLimit
-    } else {
-        RateLimitScope::Bucket
-    }
-}
-
 impl Limiter {
     /// A limiter with `config`.
     ///
@@ -448,21 +291,7 @@ impl Limiter {
             invalid_warned: false,
             in_flight_total: 0,
             reserving_total: 0,
-            orphans: HashMap::default(),
-            store_down: false,
-            store_retry_at: 0,
-            store_failures: 0,
-            store_step: 0,
-            store_processes: 1,
-            store_down_since: 0,
-            store_last_answer: 0,
-            outage_wait: 0,
-            recovery: None,
-            reservation_latencies: Recent::default(),
-            reservation_margin: 0,
-            store_delays: Recent::default(),
-            store_delay_extremes: None,
-            store_margin: None,
+            store: Store::default(),
             edge_until: 0,
             edge_strikes: 0,
             ratios: Vec::new(),
@@ -559,16 +388,13 @@ impl Limiter {
             }
             None => now,
         };
-        if let Some(d) = deadline
-            && predicted > d
-        {
-            let reason = limit_reason(limit, now, d, Some(predicted), now);
-            self.outputs.push_back(Output::Fail(id, reason));
-            self.note_idle(qid);
-            self.pump(now);
-            return Ok(id);
-        }
-        if let Some(reason) = costs::never_fits(self.queue(qid).budgets.get(), &request.costs) {
+        // Its deadline (or `max_wait`, or `defer_after`) passes before it could go, or a cost
+        // budget could never hold it: it fails at once, and its queue may go idle again.
+        let early = match deadline {
+            Some(d) if predicted > d => Some(limit_reason(limit, now, d, Some(predicted), now)),
+            _ => costs::never_fits(self.queue(qid).budgets.get(), &request.costs),
+        };
+        if let Some(reason) = early {
             self.outputs.push_back(Output::Fail(id, reason));
             self.note_idle(qid);
             self.pump(now);
@@ -682,26 +508,7 @@ impl Limiter {
                 (info.limit, info.remaining, info.reset_after) = headers::binding_view(&rest);
             }
         }
-        let round_trip = now.saturating_sub(sent_at.left_at);
-        let mut answer_lead = 0;
-        let mut uplink_widens = false;
-        if let Some(server_ms) = info.server_time_ms {
-            // The server's clock at its answer less this process's monotonic clock when the
-            // request left: its uplink (and the server's time to stamp the answer) up to a
-            // constant. Monotonic, not the wall clock: exact to the nanosecond here, and never
-            // stepped.
-            let offset = i128::from(server_ms) * i128::from(MILLISECOND) - i128::from(sent_at.left_at);
-            if let Ok(offset) = i64::try_from(offset) {
-                uplink_widens = self.trips.uplinks.push(offset, round_trip, sent_at.alone);
-                answer_lead = self.trips.uplinks.lead(offset, round_trip);
-            }
-        }
-        self.learn_round_trip(
-            now.saturating_sub(sent_at.sent_at),
-            now.saturating_sub(sent_at.left_at),
-            sent_at.left_at,
-            uplink_widens,
-        );
+        let answer_lead = self.learn_trip(now, sent_at, info.server_time_ms);
 
         let sent_in = self.requests[&id].qid;
         {
@@ -878,19 +685,14 @@ impl Limiter {
     ) -> Result<(), Error> {
         let now = self.advance(now);
         let processes = answer.processes();
-        if let Some(orphan) = self.orphans.remove(&id) {
+        if let Some(orphan) = self.store.orphans.remove(&id) {
             match answer {
                 ReservationAnswer::Granted { .. } => {
                     self.store_answered(now, processes, orphan.asked_since);
-                    self.outputs.push_back(Output::Share(SharedUpdate::Release {
-                        id,
-                        identity: orphan.identity,
-                        route: orphan.route,
-                        major: orphan.major,
-                        bucket: orphan.bucket,
-                        reached: false,
-                        window: None,
-                    }));
+                    let Names { identity, route, major, bucket } = orphan.names;
+                    let (reached, window) = (false, None);
+                    let update = SharedUpdate::Release { id, identity, route, major, bucket, reached, window };
+                    self.outputs.push_back(Output::Share(update));
                 }
                 ReservationAnswer::Denied { .. } => self.store_answered(now, processes, orphan.asked_since),
                 ReservationAnswer::Unavailable => self.store_unavailable(now, id, orphan.step),
@@ -918,7 +720,7 @@ impl Limiter {
         self.req_mut(id).state = ReqState::Answered;
         if answer != ReservationAnswer::Unavailable {
             // A driver's timeout is not a round trip: an outage must not widen the margin.
-            self.learn_reservation_latency(now.saturating_sub(since));
+            self.store.learn_round_trip(now.saturating_sub(since));
             if let Some(mark) = reported {
                 // The store counted what this identity sent without it.
                 self.identities[iid].send_log.counted(mark);
@@ -930,7 +732,7 @@ impl Limiter {
             ReservationAnswer::Granted { store_time, .. } => {
                 self.store_answered(now, processes, asked_since);
                 if let Some(store_at) = store_time {
-                    self.learn_store_delay(now, store_at);
+                    self.store.learn_delay(now, store_at);
                 }
                 self.grant(now, qid, id, flight);
             }
@@ -945,8 +747,8 @@ impl Limiter {
                 // without a reservation as soon as this process's share of the limits allows
                 // (at once if it does), like every other request during the outage.
                 self.store_unavailable(now, id, step);
-                if self.store_down {
-                    self.outage_wait = self.outage_wait.max(now.saturating_sub(since));
+                if self.store.down {
+                    self.store.outage_wait = self.store.outage_wait.max(now.saturating_sub(since));
                 }
                 self.unspend_lease(now, iid, leased);
                 self.unreserve(qid, id, flight);
@@ -1084,19 +886,6 @@ impl Limiter {
         self.evict_idle(now, 2);
     }
 
-    /// Marks for re-evaluation every queue of `identity` (every queue with `None`), so that a
-    /// pause that just started fails at once the queued requests it makes hopeless.
-    fn recheck_queues(&mut self, identity: Option<Iid>) {
-        for (qid, q) in self.queues.iter().enumerate() {
-            if let Some(q) = q
-                && !q.pending.is_empty()
-                && identity.is_none_or(|iid| q.key.identity == iid)
-            {
-                self.dirty.push(qid);
-            }
-        }
-    }
-
     /// Decides whether queue `qid`'s head may go as far as its bucket is concerned, and files
     /// the queue in `ready` or arms its wake-up.
     fn evaluate(&mut self, now: Nanos, qid: Qid) {
@@ -1124,7 +913,7 @@ impl Limiter {
             }
         }
         let q = self.queues[qid].as_mut().expect("live queue");
-        if self.store_down && has_reserving(&q.in_flight, &self.requests) {
+        if self.store.down && has_reserving(&q.in_flight, &self.requests) {
             // The store is down and this queue's probe is out: what follows it waits for its
             // answer rather than overtake it on local limits.
             return;
@@ -1242,15 +1031,11 @@ impl Limiter {
             if self.edge_until > now {
                 break;
             }
-            match self.invalid_gate(now) {
-                Gate::Open => {}
-                Gate::Until(t) => {
-                    self.arm_gate(t);
-                    break;
-                }
-                Gate::UntilResponse => break,
-            }
-            match self.store_gate(now) {
+            let host = match self.invalid_gate(now) {
+                Gate::Open => self.store_gate(now),
+                closed => closed,
+            };
+            match host {
                 Gate::Open => {}
                 Gate::Until(t) => {
                     self.arm_gate(t);
@@ -1263,7 +1048,7 @@ impl Limiter {
                 self.ready.remove(&key);
                 continue;
             };
-            if self.store_down && has_reserving(&self.queue(qid).in_flight, &self.requests) {
+            if self.store.down && has_reserving(&self.queue(qid).in_flight, &self.requests) {
                 // Became ready before the store went down; now it waits for the queue's probe
                 // (the answer re-evaluates the queue).
                 self.ready.remove(&key);
@@ -1277,9 +1062,7 @@ impl Limiter {
             if !exempt && self.waits_for_lease(now, iid) {
                 // The identity's lease request is out: its answer says how many may go (the
                 // answer marks the identity ready again; no timer).
-                self.ready.remove(&key);
-                self.queue_mut(qid).slot = Slot::Blocked(key, id);
-                self.identities[iid].blocked.insert(key);
+                self.block_on_identity(key, id, iid);
                 continue;
             }
             let wait = if exempt { None } else { self.global_wait(now, iid) };
@@ -1294,9 +1077,7 @@ impl Limiter {
                 continue;
             }
             if let Some(t) = wait {
-                self.ready.remove(&key);
-                self.queue_mut(qid).slot = Slot::Blocked(key, id);
-                self.identities[iid].blocked.insert(key);
+                self.block_on_identity(key, id, iid);
                 self.wake_identity_at(iid, t);
                 continue;
             }
@@ -1321,42 +1102,19 @@ impl Limiter {
         sent
     }
 
+    /// Moves the ready head `id` of queue `key.2` to its identity's `blocked` set, to wait for
+    /// the identity's global budget.
+    fn block_on_identity(&mut self, key: ReadyKey, id: RequestId, iid: Iid) {
+        self.ready.remove(&key);
+        self.queue_mut(key.2).slot = Slot::Blocked(key, id);
+        self.identities[iid].blocked.insert(key);
+    }
+
     /// Sends request `id` (the head of `qid`), or in shared mode reserves it at the store.
     fn send(&mut self, now: Nanos, qid: Qid, id: RequestId) {
         let flight = self.occupy(now, qid, id);
         if self.config.shared.is_some() && self.should_reserve(now) {
-            let iid = self.req(id).identity;
-            let (counts_global, global_want, leased) = self.global_ask(now, iid, id, flight.global_at.is_some());
-            let mut reservation = self.reservation(now, id, counts_global);
-            reservation.global_want = global_want;
-            // After an outage: how many processes are back, and what the store may not count.
-            let asked_since = self.store_down || self.recovery.is_some();
-            if asked_since {
-                reservation.processes_since = Some(now.saturating_sub(self.store_down_since));
-            }
-            let keep = self.report_horizon();
-            let log = &mut self.identities[iid].send_log;
-            let reported = log.is_pending(now, keep).then(|| log.mark());
-            if reported.is_some() {
-                (reservation.unrecorded, reservation.granted) = log.ages(now, keep);
-            }
-            // Not back until no identity has anything left to report, nor may send without
-            // the store (fail-open goes on sending while its probe is out).
-            let fail_open = self.config.shared.as_ref().is_some_and(|s| s.on_unavailable == OnUnavailable::FailOpen);
-            reservation.reporting = (self.store_down && fail_open)
-                || self.identities.iter_mut().any(|ident| ident.send_log.is_pending(now, keep));
-            self.req_mut(id).state = ReqState::Reserving {
-                since: now,
-                step: self.store_step,
-                window_seq: flight.window_seq,
-                window_epoch: flight.window_epoch,
-                global_at: flight.global_at,
-                leased,
-                reported,
-                asked_since,
-            };
-            self.reserving_total += 1;
-            self.outputs.push_back(Output::Reserve(reservation));
+            self.reserve(now, id, flight);
             return;
         }
         if self.config.shared.is_some() && flight.global_at.is_some() {
@@ -1433,16 +1191,4 @@ struct Flight {
     alone: bool,
 }
 
-/// This process's part of `limit` when `share` processes split it (a fail-open store outage
-/// in shared mode): `limit / share`, rounded down so that the parts add up to at most the
-/// limit, but at least 1 so that every process keeps going (more than the limit together only
-/// when the limit is below the process count). `0` (no limit) stays 0.
-fn share_of(limit: u32, share: u32) -> u32 {
-    if share > 1 && limit > 0 { (limit / share).max(1) } else { limit }
-}
-
-/// Whether any of `ids` is reserving (shared mode).
-fn has_reserving(ids: &[RequestId], requests: &HashMap<RequestId, Req>) -> bool {
-    ids.iter().any(|id| matches!(requests[id].state, ReqState::Reserving { .. }))
-}
 

@@ -43,6 +43,11 @@ impl Queue {
         self.sub_limits.iter().filter(|(k, _)| r.held_by(k)).map(|&(_, t)| t).max()
     }
 
+    /// Holds the whole queue (a shared resource) until `until`, or longer if it already is.
+    pub(super) fn hold_shared(&mut self, until: Nanos) {
+        self.shared_until = self.shared_until.max(until);
+    }
+
     /// Holds sub-limit key `key` (a route or a class of it) until `until`, or longer if it
     /// already is.
     pub(super) fn hold_sub_limit(&mut self, key: String, until: Nanos) {
@@ -187,6 +192,19 @@ impl Limiter {
             self.routes.queue_closed(&key);
             self.queues[qid] = None;
             self.free_queues.push(qid);
+        }
+    }
+
+    /// Marks for re-evaluation every queue of `identity` (every queue with `None`), so that a
+    /// pause that just started fails at once the queued requests it makes hopeless.
+    pub(super) fn recheck_queues(&mut self, identity: Option<Iid>) {
+        for (qid, q) in self.queues.iter().enumerate() {
+            if let Some(q) = q
+                && !q.pending.is_empty()
+                && identity.is_none_or(|iid| q.key.identity == iid)
+            {
+                self.dirty.push(qid);
+            }
         }
     }
 }

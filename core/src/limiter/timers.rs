@@ -57,7 +57,7 @@ impl Limiter {
                 r.state == ReqState::Queued && r.deadline.map(|d| d.saturating_add(1)) == Some(t)
             }),
             Timer::Gate => self.timers.gate == Some(t),
-            Timer::Recovery => self.recovery.is_some_and(|r| r.until == t),
+            Timer::Recovery => self.store.recovery.is_some_and(|r| r.until == t),
         }
     }
 
