@@ -350,7 +350,7 @@ impl Limiter {
             return Some(t);
         }
         let limit = share_of(self.global_limit_of(now, iid), self.outage_share()) as usize;
-        let span = self.config.global_window.saturating_add(self.global_margin_at(now));
+        let span = self.global_span(now);
         let ident = &mut self.identities[iid];
         if ident.paused_until > now {
             return Some(ident.paused_until);
@@ -381,7 +381,7 @@ impl Limiter {
         if limit == 0 {
             return t;
         }
-        let span = self.config.global_window.saturating_add(self.global_margin_at(now));
+        let span = self.global_span(now);
         // `sends` is in send order, so the recent ones are a suffix.
         let old = ident.sends.iter().take_while(|&&s| s.saturating_add(span) <= now).count();
         let recent = ident.sends.len() - old;
