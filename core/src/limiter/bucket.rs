@@ -1,8 +1,18 @@
 //! A bucket's window as the limiter knows it: its limit, remaining and reset from the
 //! headers, the sends of the local window and the ghosts it may hold, the sliding log, a
-//! shared-scope cap, and the gate a queue's head passes ([`bucket_gate`]).
+//! shared-scope cap, and the gate a queue's head passes ([`Bucket::gate`]).
 
 use super::*;
+
+/// Whether a gate lets the next request go (a bucket's, the invalid-request budget's, the
+/// store's in an outage).
+pub(super) enum Gate {
+    Open,
+    /// Closed until a known time.
+    Until(Nanos),
+    /// Closed until some response arrives.
+    UntilResponse,
+}
 
 #[derive(Debug, Default)]
 pub(super) struct Bucket {
@@ -80,7 +90,7 @@ impl Bucket {
     }
 
     /// How much before `reset_at` the next window's requests may go and still reach the server
-    /// after the window's end: `lead` ([`Limiter::send_lead`]) when a response reported the end
+    /// after the window's end: `lead` ([`RoundTrips::lead`]) when a response reported the end
     /// (`reset_at` is then the end plus that answer's trip back), 0 for an end estimated from
     /// the window length.
     pub(super) fn lead(&self, lead: Nanos) -> Nanos {
@@ -88,7 +98,7 @@ impl Bucket {
     }
 
     /// When the next window's requests may go: `reset_at` less the link's lead
-    /// ([`Limiter::send_lead`]), or the answers' own `reset_ready` where that is earlier (each
+    /// ([`RoundTrips::lead`]), or the answers' own `reset_ready` where that is earlier (each
     /// rule alone keeps the next request after the window's end).
     pub(super) fn ready_at(&self, lead: Nanos) -> Option<Nanos> {
         let reset = self.reset_at?;
@@ -141,6 +151,133 @@ impl Bucket {
             None => local,
         }
     }
+
+    /// Brings the window up to `now` before its gate is asked: a shared-scope cap whose time
+    /// is over is dropped, the window rolls if due ([`Bucket::roll_if_due`]), and the sliding
+    /// log keeps only the sends still within a window.
+    pub(super) fn refresh(&mut self, now: Nanos, lead: Nanos, in_flight: usize) {
+        if self.shared_cap.is_some_and(|(_, until)| until <= now) {
+            self.shared_cap = None;
+        }
+        self.roll_if_due(now, lead, in_flight);
+        if self.known
+            && !self.unlimited
+            && self.sliding
+            && let Some(period) = self.period
+        {
+            while self.send_log.front().is_some_and(|&t| t.saturating_add(period) <= now) {
+                self.send_log.pop_front();
+            }
+        }
+    }
+
+    /// A request of the bucket is sent at `now`: it takes a slot of the window (and opens it,
+    /// with an end estimated from the window length until an answer tells). Returns its place
+    /// in the window and the window's epoch.
+    pub(super) fn take_slot(&mut self, now: Nanos) -> (u32, u64) {
+        self.sends_in_window = self.sends_in_window.saturating_add(1);
+        self.last_send = now;
+        if self.window_first_send.is_none() {
+            self.window_first_send = Some(now);
+        }
+        if self.known && !self.unlimited && self.reset_at.is_none() && self.sends_in_window == 1 {
+            // A new window opens with this send; until a response says when it ends, assume
+            // the learned window length, so lost answers never leave the bucket without a reset.
+            self.reset_at = Some(now.saturating_add(self.window_estimate()));
+            self.reset_provisional = true;
+        }
+        if self.sliding {
+            self.send_log.push_back(now);
+            while self.send_log.len() > SLIDING_LOG_CAP as usize {
+                self.send_log.pop_front();
+            }
+        }
+        (self.sends_in_window, self.epoch)
+    }
+
+    /// Gives back the slot a request sent at `sent_at` in window `epoch` took, if that is the
+    /// current window (the server never counted the request).
+    pub(super) fn give_back(&mut self, sent_at: Nanos, epoch: u64) {
+        if epoch == self.epoch && self.known && !self.unlimited {
+            self.sends_in_window = self.sends_in_window.saturating_sub(1);
+            if let Some(pos) = self.send_log.iter().rposition(|&t| t == sent_at) {
+                self.send_log.remove(pos);
+            }
+        }
+    }
+
+    /// The window length the bucket reports to the store: its estimate, where it has a limit.
+    pub(super) fn report_window(&self) -> Option<Nanos> {
+        (self.known && !self.unlimited).then(|| self.window_estimate())
+    }
+
+    /// When the request `position` places behind the bucket's next free slot can go by the
+    /// bucket alone (`None`: now, or no limit known), with `in_flight` answers outstanding;
+    /// `fallback` is the window length to assume when neither a length nor a reset is known.
+    pub(super) fn send_time(
+        &self,
+        now: Nanos,
+        position: usize,
+        in_flight: usize,
+        (lead, share): (Nanos, u32),
+        fallback: Nanos,
+    ) -> Option<Nanos> {
+        if !self.known || self.unlimited || self.limit == 0 {
+            return None;
+        }
+        let limit = self.effective_limit(share).max(1) as usize;
+        let (available, next_reset) = match self.ready_at(lead) {
+            Some(r) if r > now => (self.available(in_flight, share) as usize, Some(r)),
+            _ => (limit.saturating_sub(in_flight), None),
+        };
+        if position < available {
+            return None;
+        }
+        let period =
+            self.period.unwrap_or_else(|| next_reset.map_or(fallback, |r| r.saturating_sub(now).max(1)));
+        let first_reset = next_reset.unwrap_or_else(|| now.saturating_add(period));
+        let windows = ((position - available) / limit) as u64;
+        Some(first_reset.saturating_add(period.saturating_mul(windows)))
+    }
+
+    /// Whether the bucket lets one more request go now, with `in_flight` answers outstanding,
+    /// the link's `lead` and this process's `share` of the limits.
+    pub(super) fn gate(&self, in_flight: usize, now: Nanos, lead: Nanos, share: u32) -> Gate {
+        let b = self;
+        if !b.known {
+            // The pioneer: one request learns the bucket, the rest wait for its headers.
+            return if in_flight == 0 { Gate::Open } else { Gate::UntilResponse };
+        }
+        if b.unlimited {
+            return Gate::Open;
+        }
+        // Exhausted: wait for the reset if one is known; otherwise for an answer still in flight;
+        // with nothing in flight either, for one window length after the last send, then probe.
+        let exhausted = || match b.ready_at(lead) {
+            Some(t) => Gate::Until(t.max(now + 1)),
+            None if in_flight > 0 => Gate::UntilResponse,
+            None => {
+                let t = b.last_send.saturating_add(b.window_estimate());
+                if t > now { Gate::Until(t) } else { Gate::Open }
+            }
+        };
+        if b.outstanding(in_flight) >= b.effective_limit(share) {
+            return exhausted();
+        }
+        let sliding_limit = share_of(b.limit, share) as usize;
+        if b.sliding
+            && let Some(period) = b.period
+            && sliding_limit > 0
+            && b.send_log.len() >= sliding_limit
+        {
+            let oldest = b.send_log[b.send_log.len() - sliding_limit];
+            return Gate::Until(oldest.saturating_add(period).max(now + 1));
+        }
+        if b.available(in_flight, share) > 0 {
+            return Gate::Open;
+        }
+        exhausted()
+    }
 }
 
 /// A request a bucket's window may hold without any report counting it (see
@@ -154,41 +291,4 @@ pub(super) struct Ghost {
     /// a request cancelled in flight or failed after maybe reaching the server: it may still
     /// be on its way, behind requests sent later.
     pub(super) answered_at: Option<Nanos>,
-}
-
-/// Whether a bucket lets one more request go now.
-pub(super) fn bucket_gate(b: &Bucket, in_flight: usize, now: Nanos, lead: Nanos, share: u32) -> Gate {
-    if !b.known {
-        // The pioneer: one request learns the bucket, the rest wait for its headers.
-        return if in_flight == 0 { Gate::Open } else { Gate::UntilResponse };
-    }
-    if b.unlimited {
-        return Gate::Open;
-    }
-    // Exhausted: wait for the reset if one is known; otherwise for an answer still in flight;
-    // with nothing in flight either, for one window length after the last send, then probe.
-    let exhausted = || match b.ready_at(lead) {
-        Some(t) => Gate::Until(t.max(now + 1)),
-        None if in_flight > 0 => Gate::UntilResponse,
-        None => {
-            let t = b.last_send.saturating_add(b.window_estimate());
-            if t > now { Gate::Until(t) } else { Gate::Open }
-        }
-    };
-    if b.outstanding(in_flight) >= b.effective_limit(share) {
-        return exhausted();
-    }
-    let sliding_limit = share_of(b.limit, share) as usize;
-    if b.sliding
-        && let Some(period) = b.period
-        && sliding_limit > 0
-        && b.send_log.len() >= sliding_limit
-    {
-        let oldest = b.send_log[b.send_log.len() - sliding_limit];
-        return Gate::Until(oldest.saturating_add(period).max(now + 1));
-    }
-    if b.available(in_flight, share) > 0 {
-        return Gate::Open;
-    }
-    exhausted()
 }

@@ -170,9 +170,9 @@ fn spread_at(sorted: &[i64], lo: i64, num: usize, den: usize) -> (Nanos, usize) 
     (sorted.get(n.saturating_sub(1) * num / den).map_or(0, |q| q.abs_diff(lo)), n)
 }
 
-/// The first global window, for [`Limiter::global_margin_at`](super::Limiter::global_margin_at): when the first answered request
-/// left, and the fastest round trip (from when it left) of the requests that left within a
-/// global window of it.
+/// The first global window, for [`RoundTrips::margin_at`](super::global::RoundTrips::margin_at):
+/// when the first answered request left, and the fastest round trip (from when it left) of the
+/// requests that left within a global window of it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct FirstWindow {
     pub(super) start: Nanos,
@@ -221,9 +221,19 @@ impl<T: Copy + Into<i128>> Recent<T> {
             let t: i128 = t.into();
             (lo.min(t), hi.max(t))
         });
-        let spread = if lo <= hi { u64::try_from(hi - lo).unwrap_or(u64::MAX) } else { 0 };
-        spread.saturating_add(spread / 2)
+        if lo > hi {
+            return 0;
+        }
+        spread_margin(lo, hi)
     }
+}
+
+/// The margin a sample ranging from `lo` to `hi` asks for: 1.5x its spread (a sample's range
+/// underestimates the true range). The one spread estimator of the global margin, of the
+/// uplinks' allowance and of the margin passed to the store.
+pub(super) fn spread_margin<T: Into<i128>>(lo: T, hi: T) -> Nanos {
+    let spread = u64::try_from(hi.into() - lo.into()).unwrap_or(u64::MAX);
+    spread.saturating_add(spread / 2)
 }
 
 /// Widens `extremes` to take `sample`; whether it had to (a sample outside all before).

@@ -21,9 +21,9 @@ impl Limiter {
         };
         let target_bucket = BucketId::Hash(hash.to_string());
         let target_key = QueueKey { identity: iid, bucket: target_bucket, major };
-        let previous = self.routes.get(&route_key).cloned();
+        let previous = self.routes.buckets.get(&route_key).cloned();
         if previous.as_deref().is_some_and(|old| old != hash)
-            && self.route_taught_at.get(&route_key).is_some_and(|&t| flight.sent_at <= t)
+            && self.routes.taught_at.get(&route_key).is_some_and(|&t| flight.sent_at <= t)
         {
             // A late answer to a request sent before (or with) the one that taught the route's
             // current bucket (the server changed it meanwhile): it describes the bucket it was
@@ -32,12 +32,12 @@ impl Limiter {
             return (qid, true);
         }
         if previous.is_none() {
-            self.remember_route(route_key.clone(), hash);
+            self.routes.remember(route_key.clone(), hash, self.config.max_routes);
         } else {
-            self.routes.insert(route_key.clone(), hash.to_string());
+            self.routes.buckets.insert(route_key.clone(), hash.to_string());
         }
         if previous.as_deref() != Some(hash) {
-            self.route_taught_at.insert(route_key.clone(), flight.sent_at);
+            self.routes.taught_at.insert(route_key.clone(), flight.sent_at);
             self.outputs.push_back(Output::Observe(Observation::BucketLearned {
                 route: route_key.clone(),
                 bucket: hash.to_string(),
@@ -53,14 +53,14 @@ impl Limiter {
         // requests move.
         let from_route_queue = matches!(self.queue(qid).key.bucket, BucketId::Route(_));
         if let Some(old) = previous.filter(|old| old != hash) {
-            self.renamed.insert(route_key.clone(), old);
+            self.routes.renamed.insert(route_key.clone(), old);
         }
         let target = match self.queue_index.get(&target_key).copied() {
             None if from_route_queue => {
                 // Rename: the route's queue becomes the bucket's queue, state and all.
                 let old_key = self.queue(qid).key.clone();
                 self.queue_index.remove(&old_key);
-                self.forget_route_queue(&old_key);
+                self.routes.queue_closed(&old_key);
                 self.queue_index.insert(target_key.clone(), qid);
                 self.queue_mut(qid).key = target_key;
                 qid
@@ -101,7 +101,7 @@ impl Limiter {
     /// queue created for it (see `hash_periods`).
     pub(super) fn adopt_hash_period(&mut self, qid: Qid) {
         let BucketId::Hash(hash) = &self.queue(qid).key.bucket else { return };
-        let Some(&period) = self.hash_periods.get(hash) else { return };
+        let Some(&period) = self.routes.hash_periods.get(hash) else { return };
         let b = &mut self.queue_mut(qid).bucket;
         if b.period.is_none_or(|p| p < period) {
             b.period = Some(period);
@@ -111,32 +111,15 @@ impl Limiter {
     /// The first bucket learned for a route of a prior group is the group's: its routes not
     /// learned yet map to it too, so the group keeps one queue (see [`crate::prior`]).
     pub(super) fn adopt_for_group(&mut self, route_key: &str, hash: &str) {
-        let group = self.prior.group(route_key);
+        let group = self.routes.prior.group(route_key);
         if group.is_empty() {
             return;
         }
         let adopt: Vec<String> =
-            group.iter().filter(|r| *r != route_key && !self.routes.contains_key(*r)).cloned().collect();
+            group.iter().filter(|r| *r != route_key && !self.routes.buckets.contains_key(*r)).cloned().collect();
         for route in adopt {
-            self.remember_route(route.clone(), hash);
+            self.routes.remember(route.clone(), hash, self.config.max_routes);
             self.outputs.push_back(Output::Observe(Observation::BucketLearned { route, bucket: hash.to_string() }));
-        }
-    }
-
-    /// Maps a route with no mapping yet to `hash`, within the `max_routes` bound (the oldest
-    /// learned go first).
-    pub(crate) fn remember_route(&mut self, route: String, hash: &str) {
-        self.routes.insert(route.clone(), hash.to_string());
-        self.route_order.push_back(route);
-        while self.routes.len() > self.config.max_routes {
-            match self.route_order.pop_front() {
-                Some(old) => {
-                    self.routes.remove(&old);
-                    self.renamed.remove(&old);
-                    self.route_taught_at.remove(&old);
-                }
-                None => break,
-            }
         }
     }
 
@@ -152,24 +135,13 @@ impl Limiter {
         let src = self.queue_mut(from);
         let pending: Vec<RequestId> = src.pending.drain(..).collect();
         let in_flight: Vec<RequestId> = src.in_flight.drain(..).collect();
-        let (mut moved_pending, mut kept_pending) = (Vec::new(), VecDeque::new());
-        for id in pending {
-            if moves(&self.requests[&id]) {
-                moved_pending.push(id);
-            } else {
-                kept_pending.push_back(id);
-            }
-        }
-        let (mut moved_flight, mut kept_flight) = (Vec::new(), Vec::new());
-        for id in in_flight {
-            if moves(&self.requests[&id]) {
-                moved_flight.push(id);
-            } else {
-                kept_flight.push(id);
-            }
-        }
+        let split = |ids: Vec<RequestId>| -> (Vec<RequestId>, Vec<RequestId>) {
+            ids.into_iter().partition(|id| moves(&self.requests[id]))
+        };
+        let (moved_pending, kept_pending) = split(pending);
+        let (moved_flight, kept_flight) = split(in_flight);
         let src = self.queue_mut(from);
-        src.pending = kept_pending;
+        src.pending = kept_pending.into();
         src.in_flight = kept_flight;
         // Ghosts follow their route: they may have been counted by the bucket it moves to.
         let (moved_ghosts, kept_ghosts): (Vec<Ghost>, Vec<Ghost>) = std::mem::take(&mut src.bucket.ghosts)
@@ -358,14 +330,14 @@ impl Limiter {
             b.reset_provisional = false;
         }
         if let (Some(period), BucketId::Hash(hash)) = (learned_period, &self.queue(qid).key.bucket)
-            && (self.hash_periods.len() < self.config.max_routes || self.hash_periods.contains_key(hash))
-            && self.hash_periods.get(hash).is_none_or(|&known| known < period)
+            && (self.routes.hash_periods.len() < self.config.max_routes || self.routes.hash_periods.contains_key(hash))
+            && self.routes.hash_periods.get(hash).is_none_or(|&known| known < period)
         {
             // A longer window for this hash: every queue of it (other major parameters) that
             // has not seen one of its own answered takes it, rather than an estimate that may
             // have been drawn from a window another queue's request opened.
             let id = BucketId::Hash(hash.clone());
-            self.hash_periods.insert(hash.clone(), period);
+            self.routes.hash_periods.insert(hash.clone(), period);
             for q in self.queues.iter_mut().flatten() {
                 if q.key.bucket == id && q.bucket.period.is_none_or(|p| p < period) {
                     q.bucket.period = Some(period);
@@ -389,11 +361,9 @@ impl Limiter {
         let wait = match scope {
             RateLimitScope::Edge => {
                 self.edge_strikes = self.edge_strikes.saturating_add(1);
-                let backoff = self
-                    .config
-                    .edge_backoff_base
-                    .saturating_mul(1u64 << (self.edge_strikes - 1).min(20))
-                    .min(self.config.edge_backoff_max);
+                // Doubling at most 20 times (strikes beyond the 21st wait as long).
+                let c = &self.config;
+                let backoff = backoff(c.edge_backoff_base, self.edge_strikes.min(21), c.edge_backoff_max);
                 clamp(hint.unwrap_or(backoff), &self.config)
             }
             _ => clamp(hint.unwrap_or(self.config.backoff_base), &self.config),
@@ -406,12 +376,12 @@ impl Limiter {
         match scope {
             RateLimitScope::Global => {
                 let window = self.config.global_window;
-                let span = window.saturating_add(self.global_margin_at(now));
+                let span = self.global_span(now);
                 // A refusal whose hold spans many global windows (GitHub's minute) tells of a
                 // limit over a longer time than the sends of one window can measure.
                 let learn = self.config.global_limit == 0 && wait <= window.saturating_mul(2);
+                self.hold_identity(iid, until);
                 let ident = &mut self.identities[iid];
-                ident.paused_until = ident.paused_until.max(until);
                 if learn {
                     // What the API admitted of the sends within one global window before
                     // this refusal: those sends less the refusals among them.
@@ -425,12 +395,10 @@ impl Limiter {
                     l.limit = if l.until > now { l.limit.min(admitted) } else { admitted };
                     l.until = ident.paused_until.saturating_add(window.saturating_mul(10));
                 }
-                self.wake_identity_at(iid, until);
-                self.recheck_queues(Some(iid));
             }
             RateLimitScope::Shared => {
                 let q = self.queue_mut(qid);
-                q.shared_until = q.shared_until.max(until);
+                q.hold_shared(until);
                 // The resource admitted what this window sent less what it refused: stay at
                 // that many per window, for ten windows after the hold (then probe again).
                 let b = &mut q.bucket;
@@ -445,10 +413,7 @@ impl Limiter {
                     b.shared_cap = Some((cap, remember));
                 }
             }
-            RateLimitScope::Edge => {
-                self.edge_until = self.edge_until.max(until);
-                self.recheck_queues(None);
-            }
+            RateLimitScope::Edge => self.hold_host(until),
             RateLimitScope::SubLimit => self.queue_mut(qid).hold_sub_limit(hold_key, until),
             RateLimitScope::Bucket => {
                 let b = &mut self.queue_mut(qid).bucket;
@@ -541,11 +506,7 @@ impl Limiter {
             return Disposition::Complete;
         }
         let n = req.error_retries;
-        let backoff = self
-            .config
-            .backoff_base
-            .saturating_mul(1u64 << (n - 1).min(30))
-            .min(self.config.backoff_max);
+        let backoff = backoff(self.config.backoff_base, n, self.config.backoff_max);
         let jitter = self.next_random() % (backoff / 2 + 1);
         let until = now.saturating_add(backoff / 2 + jitter);
         self.req_mut(id).not_before = until;
@@ -666,13 +627,7 @@ impl Limiter {
     /// Gives back the bucket slot `flight` took in queue `qid`, if it was taken in the
     /// bucket's current window.
     pub(super) fn give_back_slot(&mut self, qid: Qid, flight: Flight) {
-        let b = &mut self.queue_mut(qid).bucket;
-        if flight.window_epoch == b.epoch && b.known && !b.unlimited {
-            b.sends_in_window = b.sends_in_window.saturating_sub(1);
-            if let Some(pos) = b.send_log.iter().rposition(|&t| t == flight.sent_at) {
-                b.send_log.remove(pos);
-            }
-        }
+        self.queue_mut(qid).bucket.give_back(flight.sent_at, flight.window_epoch);
     }
 
     /// Counts request `id` (which left the in-flight set) against queue `qid`'s window until
@@ -724,6 +679,25 @@ impl Limiter {
         self.fail_queued(|r| r.identity == iid, FailReason::Unauthorized);
     }
 
+    /// The invalid-request budget's gate: closed while the invalid responses in the window and
+    /// the requests that may yet be (in flight or reserving) reach `invalid_request_stop_at`.
+    pub(super) fn invalid_gate(&mut self, now: Nanos) -> Gate {
+        if self.config.invalid_request_limit == 0 {
+            return Gate::Open;
+        }
+        self.expire_invalid(now);
+        let used = self.invalid_ends.len() + self.in_flight_total + self.reserving_total;
+        if used < self.config.invalid_request_stop_at as usize {
+            return Gate::Open;
+        }
+        match self.invalid_ends.front() {
+            Some(&end) if self.invalid_ends.len() >= self.config.invalid_request_stop_at as usize => {
+                Gate::Until(end)
+            }
+            _ => Gate::UntilResponse,
+        }
+    }
+
     /// Fails every queued (or reserving: never sent either) request that `which` selects, in
     /// enqueue order.
     pub(super) fn fail_queued(&mut self, which: impl Fn(&Req) -> bool, reason: FailReason) {
@@ -746,67 +720,42 @@ impl Limiter {
         }
     }
 
-    /// Widens the global window by the spread of observed round trips, counted from when each
-    /// request left (see [`Limiter::handle_written`]): arrivals at the server are at most that
-    /// much more bunched than the global log's entries. A sample's range underestimates the
-    /// true range, so the margin is 1.5x the observed spread plus a 5 ms floor, capped by
-    /// `global_margin_max`; until 16 samples are in, it stays at half the cap, and until they
-    /// span a global window it also covers the fastest round trip (and beyond the cap, for the
-    /// first window's entries: [`Limiter::global_margin_at`]).
-    ///
-    /// `from_send` counts from the [`Output::Send`] (the lead below), `from_left` from the
-    /// transport's report that the request left (the same when the driver does not report).
-    pub(super) fn learn_latency(&mut self, from_send: Nanos, from_left: Nanos, left_at: Nanos, uplink_widens: bool) {
-        let window = self.config.global_window;
-        let first = self.first_window.get_or_insert(FirstWindow { start: left_at, fastest: from_left });
-        let first_left = first.start;
-        if left_at < first_left.saturating_add(window) {
-            first.fastest = first.fastest.min(from_left);
-        }
-        // Recomputed at once also when an uplink falls outside all seen before (see [`Recent`]).
-        if self.latencies.push((from_send, from_left), from_left, uplink_widens) {
-            let mut sorted: Vec<Nanos> = self.latencies.iter().map(|&(_, left)| left).collect();
-            sorted.sort_unstable();
-            let (fastest, spread) = (sorted[0], sorted[sorted.len() - 1] - sorted[0]);
-            let mut margin = spread.saturating_add(spread / 2).saturating_add(5 * MILLISECOND);
-            // Where the server tells its clock, the uplinks' own spread: a round trip also
-            // holds the server's time to answer and the client's delay in reading the answer
-            // (on a busy event loop, most of it), which do not bunch arrivals. Each uplink
-            // sample is within about 2 ms (two headers, each to the millisecond). Never above
-            // the round trips' margin.
-            if let Some((lo, hi)) = self.uplinks.range() {
-                let spread = hi.abs_diff(lo);
-                let allowance = spread.saturating_add(spread / 2).saturating_add(8 * MILLISECOND);
-                margin = margin.min(allowance);
-            }
-            // Until the samples span a whole global window they may all come from one first
-            // burst: the margin also covers the fastest of them (see
-            // [`Limiter::global_margin_at`], which holds that uncapped for the first window's
-            // entries).
-            if left_at.saturating_sub(first_left) < window {
-                margin = margin.max(fastest.saturating_add(5 * MILLISECOND));
-            }
-            self.global_margin = margin.min(self.config.global_margin_max);
-            sorted.clear();
-            sorted.extend(self.latencies.iter().map(|&(send, _)| send));
-            sorted.sort_unstable();
-            let at = |q: usize| sorted[(sorted.len() - 1) * q / 100];
-            let (min, high) = (at(0), at(90));
-            // The answer that reported a window's end came back one trip after it, and a request
-            // sent now reaches the server one trip later: together at least the fastest round
-            // trip there is, which the fastest seen approaches only where round trips are
-            // steady. So the lead is the fastest seen less twice the spread of the fastest nine
-            // tenths, and only on a steady link (that spread within a tenth of the fastest);
-            // elsewhere 0, and the next window waits for the reset the answer reported.
-            // Less 3 ms more: the fastest round trip is not the sum of the fastest parts (one
-            // real-time run took a reaction 0.2 ms inside the window it waited for with a
-            // sub-millisecond spread).
-            let jitter = high - min;
-            self.send_lead = if jitter.saturating_mul(10) <= min {
-                min.saturating_sub(2 * jitter).saturating_sub(3 * MILLISECOND)
-            } else {
-                0
-            };
-        }
+
+    /// A hold of the whole host (an edge ban, or the store's for invalid requests) until
+    /// `until`: the queued requests it makes hopeless fail at once.
+    pub(super) fn hold_host(&mut self, until: Nanos) {
+        self.edge_until = self.edge_until.max(until);
+        self.recheck_queues(None);
+    }
+
+    /// A global hold of identity `iid` until `until`: its queues wake then, and the queued
+    /// requests it makes hopeless fail at once.
+    pub(super) fn hold_identity(&mut self, iid: Iid, until: Nanos) {
+        let ident = &mut self.identities[iid];
+        ident.paused_until = ident.paused_until.max(until);
+        self.wake_identity_at(iid, until);
+        self.recheck_queues(Some(iid));
+    }
+}
+
+/// The pause before the `attempt`th retry (from 1): `base`, doubled for each attempt before
+/// it (at most 30 times), at most `max`.
+pub(super) fn backoff(base: Nanos, attempt: u32, max: Nanos) -> Nanos {
+    base.saturating_mul(1u64 << attempt.saturating_sub(1).min(30)).min(max)
+}
+
+/// What a 429 refused by: the token (global), a shared resource, the edge (no rate-limit
+/// headers), a hidden limit below the bucket's (the bucket had room), or the bucket.
+pub(super) fn refusal_scope(info: &RateLimitInfo, response: &Response<'_>) -> RateLimitScope {
+    if info.scope == Some(Scope::Global) || response.body.global == Some(true) {
+        RateLimitScope::Global
+    } else if info.scope == Some(Scope::Shared) {
+        RateLimitScope::Shared
+    } else if !info.has_rate_limit_headers {
+        RateLimitScope::Edge
+    } else if info.remaining.is_some_and(|r| r > 0) {
+        RateLimitScope::SubLimit
+    } else {
+        RateLimitScope::Bucket
     }
 }

@@ -86,67 +86,46 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 
 use crate::config::Config;
 use crate::error::Error;
 use crate::headers;
-use crate::route::{Route, route_for};
 use crate::shared::{OnUnavailable, Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 use crate::types::*;
 
 mod bucket;
 mod costs;
+mod global;
+mod hash;
 mod latency;
 mod learning;
 mod outage;
+mod predict;
+mod queues;
+mod routes;
 mod shared;
 mod state;
+mod timers;
 
-use bucket::{Bucket, Ghost, SLIDING_LOG_CAP, bucket_gate};
+use bucket::{Bucket, Gate, Ghost, SLIDING_LOG_CAP};
 use costs::{Blocked, Budgets, Pack, Ratio, ReqCosts};
-use latency::{FirstWindow, Recent, Uplinks, widen};
-use outage::{Recovery, SendLog};
+use global::{Identities, RoundTrips};
+use hash::FxHasher;
+use latency::{Recent, widen};
+use outage::SendLog;
+use predict::{Limit, Place, effective_deadline, limit_reason};
+use queues::{Queue, Slot};
+use learning::{backoff, refusal_scope};
+use shared::{Names, Store, has_reserving, share_of};
+use routes::{BucketId, QueueKey, Routes, is_idempotent_method};
+use timers::{Timer, Timers};
 
 /// When a request is expected to be sent (see [`Limiter::predict`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prediction {
     /// Expected monotonic send time (`now` if it could go at once).
     pub send_at: Nanos,
-}
-
-/// A fast, non-cryptographic hasher (the Fx hash used by rustc) for the engine's maps. Keys
-/// come from the caller and the server's bucket ids; a hostile server could at worst slow one
-/// limiter down by colliding keys, never corrupt it.
-#[derive(Default, Clone, Copy)]
-struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
-        }
-        for &b in chunks.remainder() {
-            self.add(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
 }
 
 type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
@@ -171,32 +150,17 @@ pub struct Limiter {
     queues: Vec<Option<Queue>>,
     free_queues: Vec<Qid>,
     next_queue_uid: u64,
-    /// `METHOD /template` -> bucket id, learned from responses.
-    routes: HashMap<String, String>,
-    /// Route -> how many queues keyed by that (not yet learned) route exist.
-    route_queues: HashMap<String, u32>,
-    /// Route -> the bucket id it had before the server changed it: until that old bucket's
-    /// queue learns the new id itself, the route's requests keep going to it.
-    renamed: HashMap<String, String>,
-    /// Route -> when the request whose answer taught its current bucket id was sent: an answer
-    /// to a request sent before that is older news, and cannot change the mapping back.
-    route_taught_at: HashMap<String, Nanos>,
-    /// Learning order of `routes`, for the size bound.
-    route_order: VecDeque<String>,
-    /// Bucket hash -> the longest window length learned for it under any major parameter:
-    /// a new queue of that hash starts with it (Discord's hash names one limit and window for
-    /// every channel), so a window it never saw answered is not estimated shorter than it is.
-    /// At most `max_routes` entries.
-    hash_periods: HashMap<String, Nanos>,
-    /// Route groups known before any answer ([`Config::route_groups`]).
-    prior: crate::prior::Prior,
-    identity_index: HashMap<String, Iid>,
-    identities: Vec<Identity>,
+    /// What routes map to which buckets, and the queue keys they take.
+    routes: Routes,
+    /// The identities (tokens) requests were enqueued under, each with its global window.
+    identities: Identities,
+    /// Round trips, and the global margin and send lead learned from them.
+    trips: RoundTrips,
     /// Queues whose head may be sendable as far as its bucket is concerned.
     ready: BTreeSet<ReadyKey>,
     /// Queues to re-evaluate.
     dirty: Vec<Qid>,
-    timers: BinaryHeap<Reverse<(Nanos, Timer)>>,
+    timers: Timers,
     outputs: VecDeque<Output>,
     /// When each invalid response (401/403/non-shared 429) within the window leaves it: its
     /// arrival plus `invalid_request_window`. (Kept as ends, not arrivals, so a restored
@@ -207,96 +171,17 @@ pub struct Limiter {
     in_flight_total: usize,
     /// Shared mode: requests whose reservation is outstanding.
     reserving_total: usize,
-    /// Shared mode: requests that ended while their reservation was outstanding, with what a
-    /// late grant must release at the store.
-    orphans: HashMap<RequestId, Orphan>,
-    /// Shared mode: the store failed to answer; no reservation before `store_retry_at`, then
-    /// one probe at a time.
-    store_down: bool,
-    store_retry_at: Nanos,
-    /// Consecutive failures counted in the current outage (one per outage step, not one per
-    /// reservation that was outstanding when the store went away).
-    store_failures: u32,
-    /// Failures counted since the limiter started (wrapping): a reservation emitted before the
-    /// last one was counted fails with the same cause, so its `Unavailable` is not counted again.
-    store_step: u32,
-    /// Shared mode: how many live processes the store counted in its last answer (1 until it
-    /// says). While the store is down, a fail-open process runs on this share of the limits.
-    /// Kept as it was from the outage until its recovery ends.
-    store_processes: u32,
-    /// Shared mode: when the store was last marked down (the outage began for this process).
-    store_down_since: Nanos,
-    /// Shared mode: when the store last answered (granted or denied) a reservation.
-    store_last_answer: Nanos,
-    /// Shared mode: the longest a reservation waited for `Unavailable` in the current outage
-    /// (the driver's timeout, when the store hung).
-    outage_wait: Nanos,
-    /// Shared mode: after an outage, until every process is back (see [`Recovery`]).
-    recovery: Option<Recovery>,
-    /// Shared mode: round trips of recent reservations, for the margin passed to the store
-    /// until the store's own clock is known ([`Limiter::learn_store_delay`]).
-    reservation_latencies: Recent<Nanos>,
-    reservation_margin: Nanos,
-    /// Shared mode: for recent grants that told the store's clock, when the core handled the
-    /// grant (this process's clock) less the store's clock at the grant: the delay from the
-    /// store's count to the grant's handling, up to one constant (the clocks' offset).
-    store_delays: Recent<i64>,
-    store_delay_extremes: Option<(i64, i64)>,
-    /// 1.5x the spread of `store_delays`, once 16 are in.
-    store_margin: Option<Nanos>,
+    /// Shared mode: the store's health, outages and margins, and the reservations it owes.
+    store: Store,
     /// No request goes out before this (a Cloudflare-style ban).
     edge_until: Nanos,
     edge_strikes: u32,
-    /// The registered wake-up for the host-wide gates.
-    gate_wake: Option<Nanos>,
-    /// Round trips of recent responses: from the send (for the lead) and from when the
-    /// request left (for the global margin; the same unless the driver reports writes).
-    latencies: Recent<(Nanos, Nanos)>,
-    /// Uplink delays up to a constant, where the server tells its clock (see [`Uplinks`]).
-    uplinks: Uplinks,
-    /// The first global window's floor on the global margin (see
-    /// [`Limiter::global_margin_at`]).
-    first_window: Option<FirstWindow>,
-    global_margin: Nanos,
-    /// How much earlier than a window end it saw (an answer's arrival plus its reset-after) a
-    /// request may be sent and still reach the server after that end: a lower bound on the
-    /// fastest round trip (see [`Limiter::learn_latency`]). 0 until 16 round trips are in.
-    send_lead: Nanos,
     /// Per cost dimension: the recent ratios of actual to estimated cost (see `costs`).
     ratios: Vec<(Box<str>, Ratio)>,
     rng: u64,
     /// Queues that went empty, checked a few at a time for eviction.
     idle_candidates: VecDeque<(Qid, u64)>,
     closed: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum BucketId {
-    /// Not learned yet: the route and its major parameter.
-    Route(String),
-    /// Learned: the server's bucket id.
-    Hash(String),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct QueueKey {
-    identity: Iid,
-    bucket: BucketId,
-    major: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Timer {
-    /// Re-evaluate a queue (bucket reset, retry backoff, sub-limit end). Carries the queue uid.
-    Queue(Qid, u64),
-    /// An identity's global window has room again, or its global pause ends.
-    Identity(Iid),
-    /// A request's deadline.
-    Deadline(RequestId),
-    /// The edge ban or the invalid-request budget lets requests through again.
-    Gate,
-    /// Shared mode: the recovery after a store outage ends at the latest.
-    Recovery,
 }
 
 #[derive(Debug)]
@@ -331,61 +216,6 @@ struct Req {
     cost: Option<Box<ReqCosts>>,
 }
 
-/// The budget a request's effective deadline comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Limit {
-    /// The request's own deadline (or none at all).
-    Deadline,
-    /// `enqueued + max_wait`.
-    MaxWait,
-    /// `enqueued + min(defer_after, max_wait)`; the request's own deadline, later, if any.
-    Defer { own_deadline: Option<Nanos> },
-}
-
-/// The request's effective deadline and the budget it comes from: its own deadline,
-/// `now + max_wait`, or, when it has a `defer_after` (its own or the config's), `now +
-/// min(defer_after, max_wait)` as a deferral budget. The earliest wins; on a tie the
-/// request's own deadline (a send past it is no use, so `deadline_exceeded` is the honest
-/// answer, not `deferred`).
-fn effective_deadline(
-    now: Nanos,
-    own: Option<Nanos>,
-    max_wait: Option<Nanos>,
-    defer_after: Option<Nanos>,
-) -> (Option<Nanos>, Limit) {
-    let relative = match (defer_after, max_wait) {
-        (Some(d), Some(m)) => Some((now.saturating_add(d.min(m)), Limit::Defer { own_deadline: own })),
-        (Some(d), None) => Some((now.saturating_add(d), Limit::Defer { own_deadline: own })),
-        (None, Some(m)) => Some((now.saturating_add(m), Limit::MaxWait)),
-        (None, None) => None,
-    };
-    match (own, relative) {
-        (Some(d), Some((r, limit))) if r < d => (Some(r), limit),
-        (Some(d), _) => (Some(d), Limit::Deadline),
-        (None, Some((r, limit))) => (Some(r), limit),
-        (None, None) => (None, Limit::Deadline),
-    }
-}
-
-/// Why a request with budget `limit` fails: `predicted` is its predicted send time, if
-/// known, and `now` the moment it fails. A deferral whose predicted send time is past the
-/// request's own deadline fails as `deadline_exceeded` (a retry then is no use).
-fn limit_reason(limit: Limit, enqueued_at: Nanos, deadline: Nanos, predicted: Option<Nanos>, now: Nanos) -> FailReason {
-    match limit {
-        Limit::Deadline => FailReason::DeadlineExceeded { predicted_send_at: predicted },
-        Limit::MaxWait => FailReason::MaxWaitExceeded {
-            predicted_wait: predicted.unwrap_or(deadline).saturating_sub(enqueued_at),
-        },
-        Limit::Defer { own_deadline } => {
-            let retry_at = predicted.unwrap_or(now).max(now);
-            match own_deadline {
-                Some(d) if retry_at > d => FailReason::DeadlineExceeded { predicted_send_at: Some(retry_at) },
-                _ => FailReason::Deferred { retry_at },
-            }
-        }
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ReqState {
     Queued,
@@ -395,7 +225,7 @@ enum ReqState {
     Reserving {
         /// When the reservation was emitted.
         since: Nanos,
-        /// The store's outage step (`Limiter::store_step`) when it was emitted: an
+        /// The store's outage step (`Store::step`) when it was emitted: an
         /// `Unavailable` answer counts as a new failure only if no failure was counted since.
         step: u32,
         window_seq: u32,
@@ -410,39 +240,6 @@ enum ReqState {
     },
     /// Sent: how ([`Flight`]).
     InFlight(Flight),
-}
-
-#[derive(Debug)]
-struct Queue {
-    key: QueueKey,
-    uid: u64,
-    pending: VecDeque<RequestId>,
-    in_flight: Vec<RequestId>,
-    bucket: Bucket,
-    /// Sub-limit holds of this queue until a time: a route key (holds the whole route) or a
-    /// request's `sub_key` (holds that class of the route).
-    sub_limits: Vec<(String, Nanos)>,
-    /// A shared-scope 429 holds the whole resource until then.
-    shared_until: Nanos,
-    /// The registered wake-up, if any.
-    wake_at: Option<Nanos>,
-    /// Where the queue's head sits: in `ready`, or in its identity's `blocked`.
-    slot: Slot,
-    /// Last send or answer, for idle eviction.
-    last_active: Nanos,
-    /// Whether the queue sits in `idle_candidates`.
-    idle_listed: bool,
-    /// The latest wait for which the pending requests were checked against their deadlines.
-    checked_wait: Nanos,
-    /// One budget per cost dimension its requests named (see `costs`).
-    budgets: Budgets,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Slot {
-    None,
-    Ready(ReadyKey, RequestId),
-    Blocked(ReadyKey, RequestId),
 }
 
 impl Req {
@@ -464,139 +261,6 @@ impl Req {
     }
 }
 
-impl Queue {
-    /// Until when a sub-limit holds `r` (see [`Req::held_by`]).
-    fn sub_limit_until(&self, r: &Req) -> Option<Nanos> {
-        self.sub_limits.iter().filter(|(k, _)| r.held_by(k)).map(|&(_, t)| t).max()
-    }
-
-    /// Holds sub-limit key `key` (a route or a class of it) until `until`, or longer if it
-    /// already is.
-    fn hold_sub_limit(&mut self, key: String, until: Nanos) {
-        match self.sub_limits.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, t)) => *t = (*t).max(until),
-            None => self.sub_limits.push((key, until)),
-        }
-    }
-}
-
-/// What a late grant for a request that already ended must release at the store.
-#[derive(Debug)]
-struct Orphan {
-    /// The outage step its reservation was emitted in.
-    step: u32,
-    /// Its reservation asked for the processes back since the outage.
-    asked_since: bool,
-    identity: String,
-    route: String,
-    major: String,
-    bucket: Option<String>,
-}
-
-#[derive(Debug)]
-struct Identity {
-    /// The caller's key for the token.
-    name: String,
-    /// Send times of non-exempt requests within the global window (+ margin). Without a
-    /// configured global limit, kept for [`LearnedCap`] (never refunded: a little cautious).
-    sends: VecDeque<Nanos>,
-    paused_until: Nanos,
-    /// Shared mode: the store's global window has no room for a new token until then (a
-    /// `global` denial of a reservation that asked for tokens while this process held a
-    /// current lease). Unlike `paused_until` it holds only requests that cannot spend a
-    /// leased token: one that can skips the store's window check.
-    full_until: Nanos,
-    /// Without a configured global limit: the token-wide limit learned from refusals.
-    learned: LearnedCap,
-    /// Queues whose head waits for this identity's global budget.
-    blocked: BTreeSet<ReadyKey>,
-    wake_at: Option<Nanos>,
-    unauthorized: bool,
-    /// Non-exempt requests queued, for predictions.
-    queued: usize,
-    /// Shared mode: the global lease (see [`crate::shared`], "Leases").
-    lease: Lease,
-    /// Shared mode: the sends a store may not count, for after an outage.
-    send_log: SendLog,
-}
-
-/// A token-wide limit learned from refusals of scope global where no global limit is
-/// configured (GitHub's secondary limits, say) and the refusal holds the token for at most two
-/// global windows (a longer hold is of a limit over a longer time than one window's sends
-/// measure; the hold alone then paces the token): the API admitted what the identity sent
-/// within one global window before the refusal, less the refusals in it; the identity stays at
-/// that many per global window until ten global windows after the refusal's hold ends (then it
-/// probes again), as a shared-scope limit is learned for its resource.
-#[derive(Debug, Clone, Copy, Default)]
-struct LearnedCap {
-    /// The cap per global window, while `until` is ahead; `0`: none.
-    limit: u32,
-    until: Nanos,
-    /// The refusals counted against the sends of the window they fell in: the first one's
-    /// time, and how many.
-    refused: (Nanos, u32),
-}
-
-/// Shared mode: global tokens the store leased to this process for one identity.
-#[derive(Debug, Clone, Copy, Default)]
-struct Lease {
-    /// Tokens left: each lets one reservation spend a leased token (`global_want: 0`) instead
-    /// of asking the store's window.
-    tokens: u32,
-    /// The tokens are kept until then (half a global window after the latest lease's answer:
-    /// what was left of a current lease joins the next one; the store counts each token a
-    /// whole window, so one spent later still finds its token there, or is checked against
-    /// the window like any other).
-    until: Nanos,
-    /// The request whose reservation asks for a lease now: the identity's other requests wait
-    /// for its answer instead of each asking.
-    asking: Option<RequestId>,
-    /// How many tokens it asked for (its own included): a store that leases more is not
-    /// believed.
-    asked: u32,
-}
-
-impl Lease {
-    /// Whether a token is left that may still be spent at `now`.
-    fn has_tokens(&self, now: Nanos) -> bool {
-        self.tokens > 0 && now < self.until
-    }
-}
-
-enum Gate {
-    Open,
-    /// Closed until a known time.
-    Until(Nanos),
-    /// Closed until some response arrives.
-    UntilResponse,
-}
-
-/// What a 429 refused by: the token (global), a shared resource, the edge (no rate-limit
-/// headers), a hidden limit below the bucket's (the bucket had room), or the bucket.
-fn refusal_scope(info: &RateLimitInfo, response: &Response<'_>) -> RateLimitScope {
-    if info.scope == Some(Scope::Global) || response.body.global == Some(true) {
-        RateLimitScope::Global
-    } else if info.scope == Some(Scope::Shared) {
-        RateLimitScope::Shared
-    } else if !info.has_rate_limit_headers {
-        RateLimitScope::Edge
-    } else if info.remaining.is_some_and(|r| r > 0) {
-        RateLimitScope::SubLimit
-    } else {
-        RateLimitScope::Bucket
-    }
-}
-
-fn is_idempotent_method(method: &str) -> bool {
-    matches!(method, "GET" | "HEAD" | "OPTIONS" | "PUT" | "DELETE" | "TRACE")
-}
-
-fn valid_method(method: &str) -> bool {
-    !method.is_empty()
-        && method.len() <= 32
-        && method.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
 impl Limiter {
     /// A limiter with `config`.
     ///
@@ -616,46 +280,20 @@ impl Limiter {
             queues: Vec::new(),
             free_queues: Vec::new(),
             next_queue_uid: 0,
-            routes: HashMap::default(),
-            renamed: HashMap::default(),
-            route_taught_at: HashMap::default(),
-            route_queues: HashMap::default(),
-            route_order: VecDeque::new(),
-            hash_periods: HashMap::default(),
-            prior,
-            identity_index: HashMap::default(),
-            identities: Vec::new(),
+            routes: Routes::new(prior),
+            identities: Identities::default(),
+            trips: RoundTrips::new(margin),
             ready: BTreeSet::new(),
             dirty: Vec::new(),
-            timers: BinaryHeap::new(),
+            timers: Timers::default(),
             outputs: VecDeque::new(),
             invalid_ends: VecDeque::new(),
             invalid_warned: false,
             in_flight_total: 0,
             reserving_total: 0,
-            orphans: HashMap::default(),
-            store_down: false,
-            store_retry_at: 0,
-            store_failures: 0,
-            store_step: 0,
-            store_processes: 1,
-            store_down_since: 0,
-            store_last_answer: 0,
-            outage_wait: 0,
-            recovery: None,
-            reservation_latencies: Recent::default(),
-            reservation_margin: 0,
-            store_delays: Recent::default(),
-            store_delay_extremes: None,
-            store_margin: None,
+            store: Store::default(),
             edge_until: 0,
             edge_strikes: 0,
-            gate_wake: None,
-            latencies: Recent::default(),
-            uplinks: Uplinks::default(),
-            first_window: None,
-            global_margin: margin,
-            send_lead: 0,
             ratios: Vec::new(),
             rng,
             idle_candidates: VecDeque::new(),
@@ -725,7 +363,7 @@ impl Limiter {
         }
         let route = self.validate_request(&request)?;
         let method = request.method.to_ascii_uppercase();
-        let iid = self.identity(&request.identity);
+        let iid = self.identities.intern(&request.identity);
         let id = self.next_id;
         self.next_id += 1;
 
@@ -745,23 +383,18 @@ impl Limiter {
 
         let predicted = match deadline {
             Some(_) => {
-                let position = self.queue(qid).pending.len();
-                let t = self.predict_position(now, qid, &route.key, sub_key.as_deref(), position, exempt);
-                let ahead = self.charges_ahead(now, qid, position);
-                self.cost_wait(now, qid, &ahead, &request.costs).map_or(t, |c| t.max(c))
+                let place = Place::last(self.queue(qid), &route.key, sub_key.as_deref(), exempt);
+                self.predict_send(now, qid, &place, &request.costs)
             }
             None => now,
         };
-        if let Some(d) = deadline
-            && predicted > d
-        {
-            let reason = limit_reason(limit, now, d, Some(predicted), now);
-            self.outputs.push_back(Output::Fail(id, reason));
-            self.note_idle(qid);
-            self.pump(now);
-            return Ok(id);
-        }
-        if let Some(reason) = costs::never_fits(self.queue(qid).budgets.get(), &request.costs) {
+        // Its deadline (or `max_wait`, or `defer_after`) passes before it could go, or a cost
+        // budget could never hold it: it fails at once, and its queue may go idle again.
+        let early = match deadline {
+            Some(d) if predicted > d => Some(limit_reason(limit, now, d, Some(predicted), now)),
+            _ => costs::never_fits(self.queue(qid).budgets.get(), &request.costs),
+        };
+        if let Some(reason) = early {
             self.outputs.push_back(Output::Fail(id, reason));
             self.note_idle(qid);
             self.pump(now);
@@ -875,26 +508,7 @@ impl Limiter {
                 (info.limit, info.remaining, info.reset_after) = headers::binding_view(&rest);
             }
         }
-        let round_trip = now.saturating_sub(sent_at.left_at);
-        let mut answer_lead = 0;
-        let mut uplink_widens = false;
-        if let Some(server_ms) = info.server_time_ms {
-            // The server's clock at its answer less this process's monotonic clock when the
-            // request left: its uplink (and the server's time to stamp the answer) up to a
-            // constant. Monotonic, not the wall clock: exact to the nanosecond here, and never
-            // stepped.
-            let offset = i128::from(server_ms) * i128::from(MILLISECOND) - i128::from(sent_at.left_at);
-            if let Ok(offset) = i64::try_from(offset) {
-                uplink_widens = self.uplinks.push(offset, round_trip, sent_at.alone);
-                answer_lead = self.uplinks.lead(offset, round_trip);
-            }
-        }
-        self.learn_latency(
-            now.saturating_sub(sent_at.sent_at),
-            now.saturating_sub(sent_at.left_at),
-            sent_at.left_at,
-            uplink_widens,
-        );
+        let answer_lead = self.learn_trip(now, sent_at, info.server_time_ms);
 
         let sent_in = self.requests[&id].qid;
         {
@@ -1071,19 +685,14 @@ impl Limiter {
     ) -> Result<(), Error> {
         let now = self.advance(now);
         let processes = answer.processes();
-        if let Some(orphan) = self.orphans.remove(&id) {
+        if let Some(orphan) = self.store.orphans.remove(&id) {
             match answer {
                 ReservationAnswer::Granted { .. } => {
                     self.store_answered(now, processes, orphan.asked_since);
-                    self.outputs.push_back(Output::Share(SharedUpdate::Release {
-                        id,
-                        identity: orphan.identity,
-                        route: orphan.route,
-                        major: orphan.major,
-                        bucket: orphan.bucket,
-                        reached: false,
-                        window: None,
-                    }));
+                    let Names { identity, route, major, bucket } = orphan.names;
+                    let (reached, window) = (false, None);
+                    let update = SharedUpdate::Release { id, identity, route, major, bucket, reached, window };
+                    self.outputs.push_back(Output::Share(update));
                 }
                 ReservationAnswer::Denied { .. } => self.store_answered(now, processes, orphan.asked_since),
                 ReservationAnswer::Unavailable => self.store_unavailable(now, id, orphan.step),
@@ -1111,7 +720,7 @@ impl Limiter {
         self.req_mut(id).state = ReqState::Answered;
         if answer != ReservationAnswer::Unavailable {
             // A driver's timeout is not a round trip: an outage must not widen the margin.
-            self.learn_reservation_latency(now.saturating_sub(since));
+            self.store.learn_round_trip(now.saturating_sub(since));
             if let Some(mark) = reported {
                 // The store counted what this identity sent without it.
                 self.identities[iid].send_log.counted(mark);
@@ -1123,7 +732,7 @@ impl Limiter {
             ReservationAnswer::Granted { store_time, .. } => {
                 self.store_answered(now, processes, asked_since);
                 if let Some(store_at) = store_time {
-                    self.learn_store_delay(now, store_at);
+                    self.store.learn_delay(now, store_at);
                 }
                 self.grant(now, qid, id, flight);
             }
@@ -1138,8 +747,8 @@ impl Limiter {
                 // without a reservation as soon as this process's share of the limits allows
                 // (at once if it does), like every other request during the outage.
                 self.store_unavailable(now, id, step);
-                if self.store_down {
-                    self.outage_wait = self.outage_wait.max(now.saturating_sub(since));
+                if self.store.down {
+                    self.store.outage_wait = self.store.outage_wait.max(now.saturating_sub(since));
                 }
                 self.unspend_lease(now, iid, leased);
                 self.unreserve(qid, id, flight);
@@ -1173,9 +782,8 @@ impl Limiter {
         if let Some(out) = self.outputs.pop_front() {
             return out;
         }
-        self.discard_stale_timers();
-        match self.timers.peek() {
-            Some(Reverse((t, _))) => Output::WaitUntil(*t),
+        match self.next_timer() {
+            Some(t) => Output::WaitUntil(t),
             None => Output::Idle,
         }
     }
@@ -1191,16 +799,14 @@ impl Limiter {
         let route = self.validate_request(request)?;
         let exempt = request.global_exempt.unwrap_or(route.global_exempt);
         let sub_key = self.sub_key(request, &route.key);
-        let Some(&iid) = self.identity_index.get(&request.identity) else {
+        let Some(iid) = self.identities.find(&request.identity) else {
             return Ok(Prediction { send_at: now.max(self.host_hold()) });
         };
         let key = self.queue_key_for(iid, &route.key, &route.major);
         let send_at = match self.queue_index.get(&key) {
             Some(&qid) => {
-                let position = self.queue(qid).pending.len();
-                let t = self.predict_position(now, qid, &route.key, sub_key.as_deref(), position, exempt);
-                let ahead = self.charges_ahead(now, qid, position);
-                self.cost_wait(now, qid, &ahead, &request.costs).map_or(t, |c| t.max(c))
+                let place = Place::last(self.queue(qid), &route.key, sub_key.as_deref(), exempt);
+                self.predict_send(now, qid, &place, &request.costs)
             }
             None => {
                 let mut t = now.max(self.host_hold());
@@ -1222,197 +828,6 @@ impl Limiter {
         self.now
     }
 
-    /// The sub-limit key of `request` on route `route_key`: `"{route_key} #{class}"` when it
-    /// has a class, its own or the one the profile derives from its body's keys.
-    fn sub_key(&self, request: &Request, route_key: &str) -> Option<Box<str>> {
-        let class = match &request.sub_limit {
-            Some(class) => class.as_str(),
-            None if request.body_keys.is_empty() => return None,
-            None => crate::route::sub_limit_class(self.config.profile, route_key, &request.body_keys)?,
-        };
-        Some(format!("{route_key} #{class}").into_boxed_str())
-    }
-
-    fn validate_request(&self, request: &Request) -> Result<Route, Error> {
-        let method = request.method.to_ascii_uppercase();
-        if !valid_method(&method) {
-            return Err(Error::InvalidRequest(format!(
-                "method {:?} is not an HTTP method token",
-                request.method
-            )));
-        }
-        // A concrete path may be given as the whole URL (`https://discord.com/api/v10/...`,
-        // as the drivers' docs show): the route drops the scheme and host.
-        let absolute = request.major.is_none()
-            && ["https://", "http://"].iter().any(|scheme| {
-                request.path.len() > scheme.len()
-                    && request.path[..scheme.len()].eq_ignore_ascii_case(scheme)
-            });
-        if !request.path.starts_with('/') && !absolute {
-            return Err(Error::InvalidRequest(format!(
-                "path {:?} must start with '/' or be an http(s) URL",
-                request.path
-            )));
-        }
-        if request.path.len() > 8192 || request.identity.len() > 1024 {
-            return Err(Error::InvalidRequest("path or identity is too long".into()));
-        }
-        if let Some(class) = &request.sub_limit
-            && (class.is_empty() || class.len() > 256)
-        {
-            return Err(Error::InvalidRequest(format!(
-                "sub_limit {class:?} must be a class name of 1 to 256 bytes (or unset)"
-            )));
-        }
-        if request.costs.len() > headers::MAX_DIMENSIONS {
-            return Err(Error::InvalidRequest(format!(
-                "costs names {} dimensions; at most {} are allowed",
-                request.costs.len(),
-                headers::MAX_DIMENSIONS
-            )));
-        }
-        for (i, (name, _)) in request.costs.iter().enumerate() {
-            if !headers::valid_cost_name(name) {
-                return Err(Error::InvalidRequest(format!(
-                    "cost dimension {name:?} must be 1 to 32 bytes of [a-z0-9_] and not \"requests\" \
-                     (every request costs one request)"
-                )));
-            }
-            if request.costs[..i].iter().any(|(n, _)| n == name) {
-                return Err(Error::InvalidRequest(format!("cost dimension {name:?} is given twice")));
-            }
-        }
-        Ok(match &request.major {
-            Some(major) => Route {
-                key: format!("{method} {}", request.path),
-                major: major.clone(),
-                global_exempt: false,
-            },
-            None => route_for(self.config.profile, &method, &request.path),
-        })
-    }
-
-    fn identity(&mut self, name: &str) -> Iid {
-        if let Some(&iid) = self.identity_index.get(name) {
-            return iid;
-        }
-        let iid = self.identities.len();
-        self.identities.push(Identity {
-            name: name.to_string(),
-            sends: VecDeque::new(),
-            paused_until: 0,
-            full_until: 0,
-            learned: LearnedCap::default(),
-            blocked: BTreeSet::new(),
-            wake_at: None,
-            unauthorized: false,
-            queued: 0,
-            lease: Lease::default(),
-            send_log: SendLog::default(),
-        });
-        self.identity_index.insert(name.to_string(), iid);
-        iid
-    }
-
-    fn queue_key_for(&self, iid: Iid, route_key: &str, major: &str) -> QueueKey {
-        // Before its bucket is known a route waits in its own queue, or in its prior group's.
-        let unlearned = self.prior.unlearned_key(route_key);
-        let route_queue = || QueueKey {
-            identity: iid,
-            bucket: BucketId::Route(unlearned.to_string()),
-            major: major.to_string(),
-        };
-        let Some(hash) = self.routes.get(route_key) else { return route_queue() };
-        // A route queue still waiting for its pioneer keeps taking the route's requests until
-        // the pioneer's answer merges it into the bucket's queue: two queues never probe one
-        // bucket at once. (Looked up only while such queues exist for this route.)
-        if self.route_queues.get(unlearned).is_some_and(|&n| n > 0) {
-            let key = route_queue();
-            if let Some(&qid) = self.queue_index.get(&key) {
-                let q = self.queue(qid);
-                if !q.pending.is_empty() || !q.in_flight.is_empty() {
-                    return key;
-                }
-            }
-        }
-        let key = QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.to_string() };
-        if !self.renamed.is_empty()
-            && !self.queue_index.contains_key(&key)
-            && let Some(old) = self.renamed.get(route_key)
-        {
-            let old_key = QueueKey { identity: iid, bucket: BucketId::Hash(old.clone()), major: major.to_string() };
-            if self.queue_index.contains_key(&old_key) {
-                return old_key;
-            }
-        }
-        key
-    }
-
-    /// Bookkeeping for `route_queues` when a queue keyed by an unknown route goes away.
-    fn forget_route_queue(&mut self, key: &QueueKey) {
-        if let BucketId::Route(route) = &key.bucket
-            && let Some(n) = self.route_queues.get_mut(route)
-        {
-            *n -= 1;
-            if *n == 0 {
-                self.route_queues.remove(route);
-            }
-        }
-    }
-
-    fn queue_for(&mut self, key: QueueKey) -> Qid {
-        if let Some(&qid) = self.queue_index.get(&key) {
-            return qid;
-        }
-        let uid = self.next_queue_uid;
-        self.next_queue_uid += 1;
-        let period = match &key.bucket {
-            BucketId::Hash(hash) => self.hash_periods.get(hash).copied(),
-            BucketId::Route(_) => None,
-        };
-        let queue = Queue {
-            key: key.clone(),
-            uid,
-            pending: VecDeque::new(),
-            in_flight: Vec::new(),
-            bucket: Bucket {
-                period,
-                ..Bucket::default()
-            },
-            sub_limits: Vec::new(),
-            shared_until: 0,
-            wake_at: None,
-            slot: Slot::None,
-            last_active: 0,
-            idle_listed: false,
-            checked_wait: 0,
-            budgets: Budgets::default(),
-        };
-        let qid = match self.free_queues.pop() {
-            Some(qid) => {
-                self.queues[qid] = Some(queue);
-                qid
-            }
-            None => {
-                self.queues.push(Some(queue));
-                self.queues.len() - 1
-            }
-        };
-        if let BucketId::Route(route) = &key.bucket {
-            *self.route_queues.entry(route.clone()).or_insert(0) += 1;
-        }
-        self.queue_index.insert(key, qid);
-        qid
-    }
-
-    fn queue(&self, qid: Qid) -> &Queue {
-        self.queues[qid].as_ref().expect("live queue")
-    }
-
-    fn queue_mut(&mut self, qid: Qid) -> &mut Queue {
-        self.queues[qid].as_mut().expect("live queue")
-    }
-
     fn req(&self, id: RequestId) -> &Req {
         &self.requests[&id]
     }
@@ -1423,44 +838,6 @@ impl Limiter {
 
     fn mark_dirty(&mut self, qid: Qid) {
         self.dirty.push(qid);
-    }
-
-    /// Removes a queued request from its queue.
-    fn unqueue(&mut self, id: RequestId) {
-        let (qid, exempt, iid) = {
-            let r = self.req(id);
-            (r.qid, r.exempt, r.identity)
-        };
-        let q = self.queue_mut(qid);
-        if let Some(pos) = q.pending.iter().position(|&p| p == id) {
-            q.pending.remove(pos);
-        }
-        if let Slot::Ready(_, head) | Slot::Blocked(_, head) = q.slot
-            && head == id
-        {
-            self.clear_slot(qid);
-        }
-        if !exempt {
-            self.identities[iid].queued -= 1;
-        }
-        self.mark_dirty(qid);
-    }
-
-    /// Moves one entry of the identity's global log from `old` to `new`, keeping the log in
-    /// time order.
-    fn restamp_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
-        self.drop_global_entry(iid, old);
-        let sends = &mut self.identities[iid].sends;
-        let pos = sends.partition_point(|&t| t <= new);
-        sends.insert(pos, new);
-    }
-
-    /// Removes one entry at `at` from the identity's global log.
-    fn drop_global_entry(&mut self, iid: Iid, at: Nanos) {
-        let sends = &mut self.identities[iid].sends;
-        if let Some(pos) = sends.iter().rposition(|&t| t == at) {
-            sends.remove(pos);
-        }
     }
 
     /// Takes `id` out of the in-flight set, returning how it was sent.
@@ -1491,17 +868,6 @@ impl Limiter {
         self.finish(id);
     }
 
-    fn note_idle(&mut self, qid: Qid) {
-        let now = self.now;
-        let q = self.queue_mut(qid);
-        q.last_active = now;
-        if q.pending.is_empty() && q.in_flight.is_empty() && !q.idle_listed {
-            q.idle_listed = true;
-            let uid = q.uid;
-            self.idle_candidates.push_back((qid, uid));
-        }
-    }
-
     // ------------------------------------------------------------------ scheduling
 
     /// Fires timers, re-evaluates changed queues, sends what may be sent, evicts idle state.
@@ -1520,104 +886,6 @@ impl Limiter {
         self.evict_idle(now, 2);
     }
 
-    fn fire_timers(&mut self, now: Nanos) {
-        while let Some(&Reverse((t, timer))) = self.timers.peek() {
-            if t > now {
-                break;
-            }
-            self.timers.pop();
-            match timer {
-                Timer::Queue(qid, uid) => {
-                    if let Some(Some(q)) = self.queues.get_mut(qid)
-                        && q.uid == uid
-                        && q.wake_at == Some(t)
-                    {
-                        q.wake_at = None;
-                        self.dirty.push(qid);
-                    }
-                }
-                Timer::Identity(iid) => {
-                    if self.identities[iid].wake_at == Some(t) {
-                        self.identities[iid].wake_at = None;
-                        self.mark_identity_ready(iid);
-                    }
-                }
-                Timer::Deadline(id) => {
-                    let Some(req) = self.requests.get(&id) else { continue };
-                    // The timer is armed just after the deadline: sending at it is allowed.
-                    let Some(deadline) = req.deadline.filter(|&d| d.saturating_add(1) == t) else {
-                        continue;
-                    };
-                    if req.state != ReqState::Queued {
-                        continue;
-                    }
-                    let (limit, enqueued_at) = (req.limit, req.enqueued_at);
-                    // A deferral carries when it could go now: still queued past its budget
-                    // (waiting on an answer, say), it is handed back with a fresh prediction.
-                    let predicted = match limit {
-                        Limit::Defer { .. } => Some(self.predict_queued(t, id)),
-                        Limit::Deadline | Limit::MaxWait => None,
-                    };
-                    let reason = limit_reason(limit, enqueued_at, deadline, predicted, t);
-                    self.unqueue(id);
-                    self.fail(id, reason);
-                }
-                Timer::Gate => {
-                    if self.gate_wake == Some(t) {
-                        self.gate_wake = None;
-                    }
-                }
-                Timer::Recovery => {
-                    if self.recovery.is_some_and(|r| r.until <= t) {
-                        self.end_recovery();
-                    }
-                }
-            }
-        }
-    }
-
-    /// Marks for re-evaluation every queue of `identity` (every queue with `None`), so that a
-    /// pause that just started fails at once the queued requests it makes hopeless.
-    fn recheck_queues(&mut self, identity: Option<Iid>) {
-        for (qid, q) in self.queues.iter().enumerate() {
-            if let Some(q) = q
-                && !q.pending.is_empty()
-                && identity.is_none_or(|iid| q.key.identity == iid)
-            {
-                self.dirty.push(qid);
-            }
-        }
-    }
-
-    /// Moves every queue waiting on an identity's global budget back to `ready`.
-    fn mark_identity_ready(&mut self, iid: Iid) {
-        let blocked = std::mem::take(&mut self.identities[iid].blocked);
-        for key in blocked {
-            let qid = key.2;
-            if let Some(Some(q)) = self.queues.get_mut(qid)
-                && let Slot::Blocked(k, head) = q.slot
-                && k == key
-            {
-                q.slot = Slot::Ready(key, head);
-                self.ready.insert(key);
-            }
-        }
-    }
-
-    fn clear_slot(&mut self, qid: Qid) {
-        let q = self.queues[qid].as_mut().expect("live queue");
-        match std::mem::replace(&mut q.slot, Slot::None) {
-            Slot::None => {}
-            Slot::Ready(key, _) => {
-                self.ready.remove(&key);
-            }
-            Slot::Blocked(key, _) => {
-                let iid = q.key.identity;
-                self.identities[iid].blocked.remove(&key);
-            }
-        }
-    }
-
     /// Decides whether queue `qid`'s head may go as far as its bucket is concerned, and files
     /// the queue in `ready` or arms its wake-up.
     fn evaluate(&mut self, now: Nanos, qid: Qid) {
@@ -1628,23 +896,10 @@ impl Limiter {
             return;
         }
         // Refresh the bucket window.
-        let lead = self.send_lead;
-        let b = &mut q.bucket;
-        if b.shared_cap.is_some_and(|(_, until)| until <= now) {
-            b.shared_cap = None;
-        }
+        let lead = self.trips.lead;
+        q.bucket.refresh(now, lead, q.in_flight.len());
         for budget in q.budgets.get_mut() {
             budget.roll(now);
-        }
-        b.roll_if_due(now, lead, q.in_flight.len());
-        if b.known
-            && !b.unlimited
-            && b.sliding
-            && let Some(period) = b.period
-        {
-            while b.send_log.front().is_some_and(|&t| t.saturating_add(period) <= now) {
-                b.send_log.pop_front();
-            }
         }
         // A global pause of this queue's identity or a host-wide hold: the queued requests that
         // cannot go before their deadline fail now, not when it passes.
@@ -1658,12 +913,12 @@ impl Limiter {
             }
         }
         let q = self.queues[qid].as_mut().expect("live queue");
-        if self.store_down && has_reserving(&q.in_flight, &self.requests) {
+        if self.store.down && has_reserving(&q.in_flight, &self.requests) {
             // The store is down and this queue's probe is out: what follows it waits for its
             // answer rather than overtake it on local limits.
             return;
         }
-        let bucket_wait = bucket_gate(&q.bucket, q.in_flight.len(), now, lead, share);
+        let bucket_wait = q.bucket.gate(q.in_flight.len(), now, lead, share);
         let mut wait = match bucket_wait {
             Gate::Open => None,
             Gate::Until(t) => Some(t),
@@ -1730,7 +985,7 @@ impl Limiter {
             let uid = q.uid;
             if q.wake_at != Some(t) {
                 q.wake_at = Some(t);
-                self.timers.push(Reverse((t, Timer::Queue(qid, uid))));
+                self.timers.arm(t, Timer::Queue(qid, uid));
             }
             if t > q.checked_wait {
                 q.checked_wait = t;
@@ -1753,12 +1008,7 @@ impl Limiter {
                 self.add_charges(now, qid, r.costs(), &mut ahead);
                 continue;
             };
-            let mut predicted = self
-                .predict_position(now, qid, &r.route_key, r.sub_key.as_deref(), position, r.exempt)
-                .max(r.not_before);
-            if let Some(t) = self.cost_wait(now, qid, &ahead, r.costs()) {
-                predicted = predicted.max(t);
-            }
+            let predicted = self.predict_behind(now, qid, &Place::of(r, position), &ahead, r.costs());
             if predicted > deadline {
                 doomed.push((id, limit_reason(r.limit, r.enqueued_at, deadline, Some(predicted), now)));
             } else {
@@ -1781,15 +1031,11 @@ impl Limiter {
             if self.edge_until > now {
                 break;
             }
-            match self.invalid_gate(now) {
-                Gate::Open => {}
-                Gate::Until(t) => {
-                    self.arm_gate(t);
-                    break;
-                }
-                Gate::UntilResponse => break,
-            }
-            match self.store_gate(now) {
+            let host = match self.invalid_gate(now) {
+                Gate::Open => self.store_gate(now),
+                closed => closed,
+            };
+            match host {
                 Gate::Open => {}
                 Gate::Until(t) => {
                     self.arm_gate(t);
@@ -1802,7 +1048,7 @@ impl Limiter {
                 self.ready.remove(&key);
                 continue;
             };
-            if self.store_down && has_reserving(&self.queue(qid).in_flight, &self.requests) {
+            if self.store.down && has_reserving(&self.queue(qid).in_flight, &self.requests) {
                 // Became ready before the store went down; now it waits for the queue's probe
                 // (the answer re-evaluates the queue).
                 self.ready.remove(&key);
@@ -1816,9 +1062,7 @@ impl Limiter {
             if !exempt && self.waits_for_lease(now, iid) {
                 // The identity's lease request is out: its answer says how many may go (the
                 // answer marks the identity ready again; no timer).
-                self.ready.remove(&key);
-                self.queue_mut(qid).slot = Slot::Blocked(key, id);
-                self.identities[iid].blocked.insert(key);
+                self.block_on_identity(key, id, iid);
                 continue;
             }
             let wait = if exempt { None } else { self.global_wait(now, iid) };
@@ -1833,14 +1077,12 @@ impl Limiter {
                 continue;
             }
             if let Some(t) = wait {
-                self.ready.remove(&key);
-                self.queue_mut(qid).slot = Slot::Blocked(key, id);
-                self.identities[iid].blocked.insert(key);
+                self.block_on_identity(key, id, iid);
                 self.wake_identity_at(iid, t);
                 continue;
             }
             self.ready.remove(&key);
-            let lead = self.send_lead;
+            let lead = self.trips.lead;
             let q = self.queue_mut(qid);
             q.slot = Slot::None;
             // A head that waited for the global budget goes without being evaluated again
@@ -1860,42 +1102,19 @@ impl Limiter {
         sent
     }
 
+    /// Moves the ready head `id` of queue `key.2` to its identity's `blocked` set, to wait for
+    /// the identity's global budget.
+    fn block_on_identity(&mut self, key: ReadyKey, id: RequestId, iid: Iid) {
+        self.ready.remove(&key);
+        self.queue_mut(key.2).slot = Slot::Blocked(key, id);
+        self.identities[iid].blocked.insert(key);
+    }
+
     /// Sends request `id` (the head of `qid`), or in shared mode reserves it at the store.
     fn send(&mut self, now: Nanos, qid: Qid, id: RequestId) {
         let flight = self.occupy(now, qid, id);
         if self.config.shared.is_some() && self.should_reserve(now) {
-            let iid = self.req(id).identity;
-            let (counts_global, global_want, leased) = self.global_ask(now, iid, id, flight.global_at.is_some());
-            let mut reservation = self.reservation(now, id, counts_global);
-            reservation.global_want = global_want;
-            // After an outage: how many processes are back, and what the store may not count.
-            let asked_since = self.store_down || self.recovery.is_some();
-            if asked_since {
-                reservation.processes_since = Some(now.saturating_sub(self.store_down_since));
-            }
-            let keep = self.report_horizon();
-            let log = &mut self.identities[iid].send_log;
-            let reported = log.is_pending(now, keep).then(|| log.mark());
-            if reported.is_some() {
-                (reservation.unrecorded, reservation.granted) = log.ages(now, keep);
-            }
-            // Not back until no identity has anything left to report, nor may send without
-            // the store (fail-open goes on sending while its probe is out).
-            let fail_open = self.config.shared.as_ref().is_some_and(|s| s.on_unavailable == OnUnavailable::FailOpen);
-            reservation.reporting = (self.store_down && fail_open)
-                || self.identities.iter_mut().any(|ident| ident.send_log.is_pending(now, keep));
-            self.req_mut(id).state = ReqState::Reserving {
-                since: now,
-                step: self.store_step,
-                window_seq: flight.window_seq,
-                window_epoch: flight.window_epoch,
-                global_at: flight.global_at,
-                leased,
-                reported,
-                asked_since,
-            };
-            self.reserving_total += 1;
-            self.outputs.push_back(Output::Reserve(reservation));
+            self.reserve(now, id, flight);
             return;
         }
         if self.config.shared.is_some() && flight.global_at.is_some() {
@@ -1929,7 +1148,7 @@ impl Limiter {
         });
         if !exempt && self.config.global_limit == 0 {
             // Only to learn a token-wide limit from a refusal (see `LearnedCap`).
-            let span = self.config.global_window.saturating_add(self.global_margin_at(now));
+            let span = self.global_span(now);
             let sends = &mut self.identities[iid].sends;
             while sends.front().is_some_and(|&t| t.saturating_add(span) <= now) {
                 sends.pop_front();
@@ -1946,308 +1165,10 @@ impl Limiter {
         }
         q.in_flight.push(id);
         q.last_active = now;
-        let b = &mut q.bucket;
-        b.sends_in_window = b.sends_in_window.saturating_add(1);
-        b.last_send = now;
-        if b.window_first_send.is_none() {
-            b.window_first_send = Some(now);
-        }
-        if b.known && !b.unlimited && b.reset_at.is_none() && b.sends_in_window == 1 {
-            // A new window opens with this send; until a response says when it ends, assume
-            // the learned window length, so lost answers never leave the bucket without a reset.
-            b.reset_at = Some(now.saturating_add(b.window_estimate()));
-            b.reset_provisional = true;
-        }
-        if b.sliding {
-            b.send_log.push_back(now);
-            while b.send_log.len() > SLIDING_LOG_CAP as usize {
-                b.send_log.pop_front();
-            }
-        }
-        Flight { sent_at: now, window_seq: b.sends_in_window, window_epoch: b.epoch, global_at, left_at: now, alone: false }
+        let (window_seq, window_epoch) = q.bucket.take_slot(now);
+        Flight { sent_at: now, window_seq, window_epoch, global_at, left_at: now, alone: false }
     }
 
-    /// The predicted send time of the queued request `id` at its place in its queue, never
-    /// before its own backoff ends.
-    fn predict_queued(&self, now: Nanos, id: RequestId) -> Nanos {
-        let r = &self.requests[&id];
-        let q = self.queue(r.qid);
-        let position = q.pending.iter().position(|&p| p == id).unwrap_or(q.pending.len());
-        let t = self
-            .predict_position(now, r.qid, &r.route_key, r.sub_key.as_deref(), position, r.exempt)
-            .max(r.not_before);
-        let ahead = self.charges_ahead(now, r.qid, position);
-        self.cost_wait(now, r.qid, &ahead, r.costs()).map_or(t, |c| t.max(c))
-    }
-
-    /// The margin estimates in dimension `name` are charged at (see `costs`).
-    fn margin(&self, name: &str) -> f64 {
-        self.ratios.iter().find(|(n, _)| &**n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin())
-    }
-
-    /// Queues what `costs` would be charged in `packs` (one per budget of queue `qid`, made on
-    /// first use; see [`costs::Pack`]).
-    fn add_charges<N: AsRef<str>>(&self, now: Nanos, qid: Qid, costs: &[(N, u64)], packs: &mut Vec<Option<Pack>>) {
-        let budgets = self.queue(qid).budgets.get();
-        if budgets.is_empty() || costs.is_empty() {
-            return;
-        }
-        if packs.len() != budgets.len() {
-            *packs = budgets.iter().map(|b| b.pack(now)).collect();
-        }
-        for (b, pack) in budgets.iter().zip(packs.iter_mut()) {
-            if let (Some((_, estimate)), Some(pack)) = (costs.iter().find(|(n, _)| n.as_ref() == &*b.name), pack) {
-                b.pack_add(pack, b.charge_of(*estimate, self.margin(&b.name)));
-            }
-        }
-    }
-
-    /// The first `position` requests queued in `qid`, packed into its budgets.
-    fn charges_ahead(&self, now: Nanos, qid: Qid, position: usize) -> Vec<Option<Pack>> {
-        let mut packs = Vec::new();
-        if !self.queue(qid).budgets.get().is_empty() {
-            for id in self.queue(qid).pending.iter().take(position) {
-                self.add_charges(now, qid, self.requests[id].costs(), &mut packs);
-            }
-        }
-        packs
-    }
-
-    /// When a request costing `own`, behind the requests packed in `ahead`, can go as far as
-    /// the budgets of `qid` tell: `None` when they do not hold it.
-    fn cost_wait<N: AsRef<str>>(&self, now: Nanos, qid: Qid, ahead: &[Option<Pack>], own: &[(N, u64)]) -> Option<Nanos> {
-        let mut packs = ahead.to_vec();
-        self.add_charges(now, qid, own, &mut packs);
-        let budgets = self.queue(qid).budgets.get();
-        let mut wait: Option<Nanos> = None;
-        for (b, pack) in budgets.iter().zip(&packs) {
-            if !own.iter().any(|(n, _)| n.as_ref() == &*b.name) {
-                continue;
-            }
-            if let Some(t) = pack.as_ref().and_then(|p| b.pack_time(now, p)) {
-                wait = Some(wait.map_or(t, |w| w.max(t)));
-            }
-        }
-        wait
-    }
-
-    /// Fails `id` once time passes its deadline `d` (a send at `d` itself is still allowed).
-    fn arm_deadline(&mut self, id: RequestId, d: Nanos) {
-        self.timers.push(Reverse((d.saturating_add(1), Timer::Deadline(id))));
-    }
-
-    fn arm_gate(&mut self, t: Nanos) {
-        if self.gate_wake != Some(t) {
-            self.gate_wake = Some(t);
-            self.timers.push(Reverse((t, Timer::Gate)));
-        }
-    }
-
-    fn wake_identity_at(&mut self, iid: Iid, t: Nanos) {
-        let ident = &mut self.identities[iid];
-        if ident.wake_at.is_none_or(|w| w != t) {
-            ident.wake_at = Some(t);
-            self.timers.push(Reverse((t, Timer::Identity(iid))));
-        }
-    }
-
-    /// The identity's global limit per global window: the configured one, else a limit learned
-    /// from refusals while it lasts ([`LearnedCap`]), else `0` (none).
-    fn global_limit_of(&self, now: Nanos, iid: Iid) -> u32 {
-        if self.config.global_limit > 0 {
-            return self.config.global_limit;
-        }
-        let learned = &self.identities[iid].learned;
-        if learned.until > now { learned.limit } else { 0 }
-    }
-
-    /// When the identity's global budget has room again, or `None` if it has room now.
-    fn global_wait(&mut self, now: Nanos, iid: Iid) -> Option<Nanos> {
-        if let Some(t) = self.outage_global_hold(now) {
-            return Some(t);
-        }
-        let limit = share_of(self.global_limit_of(now, iid), self.outage_share()) as usize;
-        let span = self.config.global_window.saturating_add(self.global_margin_at(now));
-        let ident = &mut self.identities[iid];
-        if ident.paused_until > now {
-            return Some(ident.paused_until);
-        }
-        if ident.full_until > now && !ident.lease.has_tokens(now) {
-            return Some(ident.full_until);
-        }
-        if limit == 0 {
-            return None;
-        }
-        while ident.sends.front().is_some_and(|&t| t.saturating_add(span) <= now) {
-            ident.sends.pop_front();
-        }
-        if ident.sends.len() < limit {
-            return None;
-        }
-        // The send that must leave the window before another may enter.
-        let oldest = ident.sends[ident.sends.len() - limit];
-        Some(oldest.saturating_add(span))
-    }
-
-    fn invalid_gate(&mut self, now: Nanos) -> Gate {
-        if self.config.invalid_request_limit == 0 {
-            return Gate::Open;
-        }
-        self.expire_invalid(now);
-        let used = self.invalid_ends.len() + self.in_flight_total + self.reserving_total;
-        if used < self.config.invalid_request_stop_at as usize {
-            return Gate::Open;
-        }
-        match self.invalid_ends.front() {
-            Some(&end) if self.invalid_ends.len() >= self.config.invalid_request_stop_at as usize => {
-                Gate::Until(end)
-            }
-            _ => Gate::UntilResponse,
-        }
-    }
-
-    // ------------------------------------------------------------------ prediction
-
-    /// When the request of route `route_key` (and sub-limit key `sub_key`) at `position` in
-    /// queue `qid` is expected to be sent.
-    fn predict_position(
-        &self,
-        now: Nanos,
-        qid: Qid,
-        route_key: &str,
-        sub_key: Option<&str>,
-        position: usize,
-        exempt: bool,
-    ) -> Nanos {
-        let q = self.queue(qid);
-        let mut t = now.max(self.host_hold()).max(q.shared_until);
-        // A sub-limit holds this route (and major parameter), or this class of it, whatever
-        // the bucket says.
-        for &(ref k, until) in &q.sub_limits {
-            if k == route_key || Some(k.as_str()) == sub_key {
-                t = t.max(until);
-            }
-        }
-        if self.config.invalid_request_limit > 0
-            && self.invalid_ends.len() >= self.config.invalid_request_stop_at as usize
-            && let Some(&first_end) = self.invalid_ends.front()
-        {
-            t = t.max(first_end);
-        }
-        let b = &q.bucket;
-        if b.known && !b.unlimited && b.limit > 0 {
-            let share = self.outage_share();
-            let limit = b.effective_limit(share).max(1) as usize;
-            let reset = b.ready_at(self.send_lead);
-            let (available, next_reset) = match reset {
-                Some(r) if r > now => (b.available(q.in_flight.len(), share) as usize, Some(r)),
-                _ => (limit.saturating_sub(q.in_flight.len()), None),
-            };
-            if position >= available {
-                let period = b.period.unwrap_or_else(|| {
-                    next_reset.map_or(self.config.global_window, |r| r.saturating_sub(now).max(1))
-                });
-                let first_reset = next_reset.unwrap_or_else(|| now.saturating_add(period));
-                let windows = ((position - available) / limit) as u64;
-                t = t.max(first_reset.saturating_add(period.saturating_mul(windows)));
-            }
-        }
-        if !exempt {
-            t = t.max(self.global_estimate(now, q.key.identity, position));
-        }
-        t
-    }
-
-    /// A lower bound on when the identity's global budget lets one more request through, with
-    /// `extra` requests of the same identity ahead of it.
-    fn global_estimate(&self, now: Nanos, iid: Iid, extra: usize) -> Nanos {
-        let ident = &self.identities[iid];
-        let mut t = now.max(ident.paused_until);
-        let limit = share_of(self.global_limit_of(now, iid), self.outage_share()) as usize;
-        if limit == 0 {
-            return t;
-        }
-        let span = self.config.global_window.saturating_add(self.global_margin_at(now));
-        // `sends` is in send order, so the recent ones are a suffix.
-        let old = ident.sends.iter().take_while(|&&s| s.saturating_add(span) <= now).count();
-        let recent = ident.sends.len() - old;
-        let ahead = recent + ident.queued.max(extra);
-        if ahead >= limit {
-            // The earliest the window can next open, then one more window per `limit` ahead.
-            let first = if recent >= limit {
-                ident.sends[ident.sends.len() - limit].saturating_add(span)
-            } else {
-                now
-            };
-            let windows = (ahead / limit) as u64 - 1;
-            t = t.max(first.saturating_add(span.saturating_mul(windows)));
-        }
-        t
-    }
-
-    // ------------------------------------------------------------------ cleanup
-
-    fn discard_stale_timers(&mut self) {
-        while let Some(&Reverse((t, timer))) = self.timers.peek() {
-            let live = match timer {
-                Timer::Queue(qid, uid) => self
-                    .queues
-                    .get(qid)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|q| q.uid == uid && q.wake_at == Some(t)),
-                Timer::Identity(iid) => self.identities[iid].wake_at == Some(t),
-                Timer::Deadline(id) => self
-                    .requests
-                    .get(&id)
-                    .is_some_and(|r| {
-                        r.state == ReqState::Queued && r.deadline.map(|d| d.saturating_add(1)) == Some(t)
-                    }),
-                Timer::Gate => self.gate_wake == Some(t),
-                Timer::Recovery => self.recovery.is_some_and(|r| r.until == t),
-            };
-            if live {
-                break;
-            }
-            self.timers.pop();
-        }
-    }
-
-    /// Forgets up to `budget` idle queues whose window has passed and that have been idle for
-    /// `bucket_idle_ttl`. Amortised: called on every input, no sweeper.
-    fn evict_idle(&mut self, now: Nanos, budget: usize) {
-        // Candidates are in the order they went idle, so the head expires first: look at it
-        // without taking it, and stop at the first one that is not due.
-        for _ in 0..budget {
-            let Some(&(qid, uid)) = self.idle_candidates.front() else { return };
-            let Some(Some(q)) = self.queues.get_mut(qid) else {
-                self.idle_candidates.pop_front();
-                continue;
-            };
-            if q.uid != uid {
-                self.idle_candidates.pop_front();
-                continue;
-            }
-            if !q.pending.is_empty() || !q.in_flight.is_empty() {
-                q.idle_listed = false;
-                self.idle_candidates.pop_front();
-                continue;
-            }
-            let sub_limits = q.sub_limits.iter().map(|(_, t)| *t).max().unwrap_or(0);
-            let quiet_since =
-                q.bucket.reset_at.unwrap_or(0).max(q.shared_until).max(sub_limits).max(q.last_active);
-            let expires = quiet_since.saturating_add(self.config.bucket_idle_ttl);
-            if expires > now {
-                return;
-            }
-            self.idle_candidates.pop_front();
-            let key = q.key.clone();
-            self.clear_slot(qid);
-            self.queue_index.remove(&key);
-            self.forget_route_queue(&key);
-            self.queues[qid] = None;
-            self.free_queues.push(qid);
-        }
-    }
 }
 
 /// How an in-flight request was sent ([`ReqState::InFlight`]), returned when it leaves the
@@ -2270,16 +1191,4 @@ struct Flight {
     alone: bool,
 }
 
-/// This process's part of `limit` when `share` processes split it (a fail-open store outage
-/// in shared mode): `limit / share`, rounded down so that the parts add up to at most the
-/// limit, but at least 1 so that every process keeps going (more than the limit together only
-/// when the limit is below the process count). `0` (no limit) stays 0.
-fn share_of(limit: u32, share: u32) -> u32 {
-    if share > 1 && limit > 0 { (limit / share).max(1) } else { limit }
-}
-
-/// Whether any of `ids` is reserving (shared mode).
-fn has_reserving(ids: &[RequestId], requests: &HashMap<RequestId, Req>) -> bool {
-    ids.iter().any(|id| matches!(requests[id].state, ReqState::Reserving { .. }))
-}
 

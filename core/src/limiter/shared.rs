@@ -3,28 +3,174 @@
 //! the reports the store is written.
 
 use super::*;
+use super::outage::Recovery;
+
+/// Shared mode: what this process knows of the store: whether it is down and since when,
+/// the outage's steps and the recovery after it, its live process count, the margins learned
+/// from its answers, and the reservations it still owes an answer for.
+#[derive(Debug)]
+pub(super) struct Store {
+    /// Requests that ended while their reservation was outstanding, with what a
+    /// late grant must release at the store.
+    pub(super) orphans: HashMap<RequestId, Orphan>,
+    /// The store failed to answer; no reservation before `retry_at`, then
+    /// one probe at a time.
+    pub(super) down: bool,
+    pub(super) retry_at: Nanos,
+    /// Consecutive failures counted in the current outage (one per outage step, not one per
+    /// reservation that was outstanding when the store went away).
+    pub(super) failures: u32,
+    /// Failures counted since the limiter started (wrapping): a reservation emitted before the
+    /// last one was counted fails with the same cause, so its `Unavailable` is not counted again.
+    pub(super) step: u32,
+    /// How many live processes the store counted in its last answer (1 until it
+    /// says). While the store is down, a fail-open process runs on this share of the limits.
+    /// Kept as it was from the outage until its recovery ends.
+    pub(super) processes: u32,
+    /// When the store was last marked down (the outage began for this process).
+    pub(super) down_since: Nanos,
+    /// When the store last answered (granted or denied) a reservation.
+    pub(super) last_answer: Nanos,
+    /// The longest a reservation waited for `Unavailable` in the current outage
+    /// (the driver's timeout, when the store hung).
+    pub(super) outage_wait: Nanos,
+    /// After an outage, until every process is back (see [`Recovery`]).
+    pub(super) recovery: Option<Recovery>,
+    /// Round trips of recent reservations, for the margin passed to the store
+    /// until the store's own clock is known ([`Store::learn_delay`]).
+    pub(super) reservation_latencies: Recent<Nanos>,
+    pub(super) reservation_margin: Nanos,
+    /// For recent grants that told the store's clock, when the core handled the
+    /// grant (this process's clock) less the store's clock at the grant: the delay from the
+    /// store's count to the grant's handling, up to one constant (the clocks' offset).
+    pub(super) delays: Recent<i64>,
+    pub(super) delay_extremes: Option<(i64, i64)>,
+    /// 1.5x the spread of `delays`, once 16 are in.
+    pub(super) margin: Option<Nanos>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store {
+            orphans: HashMap::default(),
+            down: false,
+            retry_at: 0,
+            failures: 0,
+            step: 0,
+            processes: 1,
+            down_since: 0,
+            last_answer: 0,
+            outage_wait: 0,
+            recovery: None,
+            reservation_latencies: Recent::default(),
+            reservation_margin: 0,
+            delays: Recent::default(),
+            delay_extremes: None,
+            margin: None,
+        }
+    }
+}
+
+impl Store {
+    /// The live processes whose limits this process shares now (see
+    /// [`Limiter::outage_share`]): the store's count while it is down or recovering, else 1.
+    pub(super) fn share(&self) -> u32 {
+        if self.down || self.recovery.is_some() { self.processes } else { 1 }
+    }
+
+    /// The store's part of the margin passed to it (see [`Limiter::shared_margin`]): the
+    /// spread of the delays from its count to a grant's handling, or of reservation round
+    /// trips until 16 grants told its clock.
+    pub(super) fn own_margin(&self) -> Nanos {
+        self.margin.unwrap_or(self.reservation_margin)
+    }
+
+    /// Like [`RoundTrips::learn`], for reservation round trips: 1.5x their spread once 16
+    /// samples are in (the floor is already in the global margin).
+    pub(super) fn learn_round_trip(&mut self, latency: Nanos) {
+        if self.reservation_latencies.push(latency, latency, false) {
+            self.reservation_margin = self.reservation_latencies.spread_margin();
+        }
+    }
+
+    /// A grant that told the store's clock (`store_at`) reached the core at `now`: the delay
+    /// from the store's count to the grant's handling (the answer's way back and the time it
+    /// waited for the process, on a busy event loop most of it), up to the clocks' offset.
+    /// Its spread is what the store must widen the global window by for this part of `d` in
+    /// the bound of [`crate::shared`] ("Leases"); unlike a reservation's round trip it leaves
+    /// out the wait before the store counted (the driver's queue, the store's other callers),
+    /// which moves the count itself and does not bunch arrivals. 1.5x the spread once 16 are
+    /// in, as for the global margin. The store's clock may be the wall clock: a step widens
+    /// the spread (a larger margin, never a smaller one) until the samples from before it have
+    /// left the last [`Recent::KEEP`].
+    pub(super) fn learn_delay(&mut self, now: Nanos, store_at: Nanos) {
+        let Ok(delay) = i64::try_from(i128::from(now) - i128::from(store_at)) else {
+            return;
+        };
+        let widens = widen(&mut self.delay_extremes, delay);
+        if self.delays.push(delay, 0, widens) {
+            self.margin = Some(self.delays.spread_margin());
+        }
+    }
+}
+
+/// What the store knows a request by: its identity's name, the route it reserves and shares
+/// under ([`Req::shared_route`]), its major parameter, and its bucket's hash where known.
+#[derive(Debug)]
+pub(super) struct Names {
+    pub(super) identity: String,
+    pub(super) route: String,
+    pub(super) major: String,
+    pub(super) bucket: Option<String>,
+}
+
+/// What a late grant for a request that already ended must release at the store.
+#[derive(Debug)]
+pub(super) struct Orphan {
+    /// The outage step its reservation was emitted in.
+    pub(super) step: u32,
+    /// Its reservation asked for the processes back since the outage.
+    pub(super) asked_since: bool,
+    /// What the store knows its reservation by.
+    pub(super) names: Names,
+}
+
+/// This process's part of `limit` when `share` processes split it (a fail-open store outage
+/// in shared mode): `limit / share`, rounded down so that the parts add up to at most the
+/// limit, but at least 1 so that every process keeps going (more than the limit together only
+/// when the limit is below the process count). `0` (no limit) stays 0.
+pub(super) fn share_of(limit: u32, share: u32) -> u32 {
+    if share > 1 && limit > 0 { (limit / share).max(1) } else { limit }
+}
+
+/// Whether any of `ids` is reserving (shared mode).
+pub(super) fn has_reserving(ids: &[RequestId], requests: &HashMap<RequestId, Req>) -> bool {
+    ids.iter().any(|id| matches!(requests[id].state, ReqState::Reserving { .. }))
+}
 
 impl Limiter {
+    /// Whether shared mode is on and a store outage is met the way `how` says
+    /// ([`SharedConfig::on_unavailable`](crate::shared::SharedConfig::on_unavailable)).
+    pub(super) fn fails(&self, how: OnUnavailable) -> bool {
+        self.config.shared.as_ref().is_some_and(|s| s.on_unavailable == how)
+    }
+
     /// Whether the next send goes through the store: always, unless the store is down; then
     /// only one probe at a time once the pause has passed.
     pub(super) fn should_reserve(&self, now: Nanos) -> bool {
-        !self.store_down || (now >= self.store_retry_at && self.reserving_total == 0)
+        !self.store.down || (now >= self.store.retry_at && self.reserving_total == 0)
     }
 
     /// Fail-closed while the store is down: nothing goes until the pause has passed, and then
     /// only the probe until it is answered.
     pub(super) fn store_gate(&self, now: Nanos) -> Gate {
-        let fail_closed = self
-            .config
-            .shared
-            .as_ref()
-            .is_some_and(|s| s.on_unavailable == OnUnavailable::FailClosed);
-        if !fail_closed || !self.store_down {
+        let fail_closed = self.fails(OnUnavailable::FailClosed);
+        if !fail_closed || !self.store.down {
             Gate::Open
         } else if self.reserving_total > 0 {
             Gate::UntilResponse
-        } else if now < self.store_retry_at {
-            Gate::Until(self.store_retry_at)
+        } else if now < self.store.retry_at {
+            Gate::Until(self.store.retry_at)
         } else {
             Gate::Open
         }
@@ -34,14 +180,8 @@ impl Limiter {
     /// store outage).
     pub(super) fn host_hold(&self) -> Nanos {
         let mut t = self.edge_until;
-        if self.store_down
-            && self
-                .config
-                .shared
-                .as_ref()
-                .is_some_and(|s| s.on_unavailable == OnUnavailable::FailClosed)
-        {
-            t = t.max(self.store_retry_at);
+        if self.store.down && self.fails(OnUnavailable::FailClosed) {
+            t = t.max(self.store.retry_at);
         }
         t
     }
@@ -54,40 +194,26 @@ impl Limiter {
         }
     }
 
-    /// The margin the global window is widened by at `now`: the learned one
-    /// ([`Limiter::learn_latency`]), and while entries of the first global window may still be
-    /// in the log, at least the first window's floor. The requests of a first burst may all
-    /// have waited alike (connections opening, the server's accept queue, a runtime writing
-    /// them late and not reporting it): a delay common to all of them, which no spread shows
-    /// and which the next burst, on open connections, does not have. It is part of each of
-    /// their round trips, so the fastest round trip of a request that left within a window of
-    /// the first answered one, plus 5 ms, covers it. Not capped by `global_margin_max` (only by
-    /// the window): a first burst that took 300 ms to reach the server holds its window that
-    /// long, or the next burst meets it there. It holds while an entry of the first floor's
-    /// worth of the window may be in the log (until a window and twice the floor after the
-    /// first answered request left): the replacement of a later entry arrives after the first
-    /// server window ends anyway, the common delay being less than the floor.
-    pub(super) fn global_margin_at(&self, now: Nanos) -> Nanos {
-        let window = self.config.global_window;
-        match self.first_window {
-            Some(first) => {
-                let floor = first.fastest.saturating_add(5 * MILLISECOND).min(window);
-                let until = first.start.saturating_add(window).saturating_add(floor.saturating_mul(2));
-                if now < until { self.global_margin.max(floor) } else { self.global_margin }
-            }
-            None => self.global_margin,
+    /// What the store knows request `id` of queue `qid` by; `bucket` where the caller knows
+    /// it better than the queue (an answer's own), else the queue's hash.
+    pub(super) fn names(&self, id: RequestId, qid: Qid, bucket: Option<String>) -> Names {
+        let r = self.req(id);
+        Names {
+            identity: self.identities[r.identity].name.clone(),
+            route: r.shared_route().to_string(),
+            major: r.major.clone(),
+            bucket: bucket.or_else(|| self.queue_hash(qid)),
         }
     }
 
     /// The latency margin passed to the store: the global margin (the spread of HTTP round
     /// trips, or of uplinks, from when each request left) plus the spread of the delays from
     /// the store's count of a token to the core's handling of its grant
-    /// ([`Limiter::learn_store_delay`]; the spread of reservation round trips until 16 grants
+    /// ([`Store::learn_delay`]; the spread of reservation round trips until 16 grants
     /// told the store's clock), capped like the global margin. Not the runtime's delay between
     /// a `Send` and the request leaving (see [`crate::shared`], "Leases").
     pub(super) fn shared_margin(&self, now: Nanos) -> Nanos {
-        let store = self.store_margin.unwrap_or(self.reservation_margin);
-        self.global_margin_at(now).saturating_add(store).min(self.config.global_margin_max)
+        self.global_margin_at(now).saturating_add(self.store.own_margin()).min(self.config.global_margin_max)
     }
 
     /// Whether global leases are on (shared mode, `SharedConfig::global_lease`, a global limit).
@@ -100,7 +226,7 @@ impl Limiter {
     pub(super) fn waits_for_lease(&self, now: Nanos, iid: Iid) -> bool {
         let lease = &self.identities[iid].lease;
         self.lease_on()
-            && !self.store_down
+            && !self.store.down
             && lease.asking.is_some()
             && !lease.has_tokens(now)
     }
@@ -112,7 +238,7 @@ impl Limiter {
         if !counts_global {
             return (false, 1, false);
         }
-        if !self.lease_on() || self.store_down {
+        if !self.lease_on() || self.store.down {
             return (true, 1, false);
         }
         let lease = &mut self.identities[iid].lease;
@@ -143,7 +269,7 @@ impl Limiter {
         let limit = self.config.global_limit;
         // The request asking is in the window already.
         let room = (limit as usize).saturating_sub(ident.sends.len()) + 1;
-        let share = limit.div_ceil(self.store_processes.max(1)).max(1) as usize;
+        let share = limit.div_ceil(self.store.processes.max(1)).max(1) as usize;
         (1 + heads).min(room).min(share).max(1) as u32
     }
 
@@ -186,15 +312,15 @@ impl Limiter {
     }
 
     pub(super) fn reservation(&self, now: Nanos, id: RequestId, counts_global: bool) -> Reservation {
-        let r = self.req(id);
+        let Names { identity, route, major, bucket } = self.names(id, self.req(id).qid, None);
         let margin = self.shared_margin(now);
         let c = &self.config;
         Reservation {
             id,
-            identity: self.identities[r.identity].name.clone(),
-            route: r.shared_route().to_string(),
-            major: r.major.clone(),
-            bucket: self.queue_hash(r.qid),
+            identity,
+            route,
+            major,
+            bucket,
             counts_global,
             global_limit: c.global_limit,
             global_want: 1,
@@ -206,34 +332,6 @@ impl Limiter {
             reporting: false,
             unrecorded: Vec::new(),
             granted: Vec::new(),
-        }
-    }
-
-    /// Like [`Limiter::learn_latency`], for reservation round trips: 1.5x their spread once 16
-    /// samples are in (the floor is already in the global margin).
-    pub(super) fn learn_reservation_latency(&mut self, latency: Nanos) {
-        if self.reservation_latencies.push(latency, latency, false) {
-            self.reservation_margin = self.reservation_latencies.spread_margin();
-        }
-    }
-
-    /// A grant that told the store's clock (`store_at`) reached the core at `now`: the delay
-    /// from the store's count to the grant's handling (the answer's way back and the time it
-    /// waited for the process, on a busy event loop most of it), up to the clocks' offset.
-    /// Its spread is what the store must widen the global window by for this part of `d` in
-    /// the bound of [`crate::shared`] ("Leases"); unlike a reservation's round trip it leaves
-    /// out the wait before the store counted (the driver's queue, the store's other callers),
-    /// which moves the count itself and does not bunch arrivals. 1.5x the spread once 16 are
-    /// in, as for the global margin. The store's clock may be the wall clock: a step widens
-    /// the spread (a larger margin, never a smaller one) until the samples from before it have
-    /// left the last [`Recent::KEEP`].
-    pub(super) fn learn_store_delay(&mut self, now: Nanos, store_at: Nanos) {
-        let Ok(delay) = i64::try_from(i128::from(now) - i128::from(store_at)) else {
-            return;
-        };
-        let widens = widen(&mut self.store_delay_extremes, delay);
-        if self.store_delays.push(delay, 0, widens) {
-            self.store_margin = Some(self.store_delays.spread_margin());
         }
     }
 
@@ -373,21 +471,14 @@ impl Limiter {
             return;
         };
         let (qid, iid) = (r.qid, r.identity);
-        let orphan = Orphan {
-            step,
-            asked_since,
-            identity: self.identities[r.identity].name.clone(),
-            route: r.shared_route().to_string(),
-            major: r.major.clone(),
-            bucket: self.queue_hash(qid),
-        };
+        let orphan = Orphan { step, asked_since, names: self.names(id, qid, None) };
         self.reserving_total -= 1;
         self.req_mut(id).state = ReqState::Answered;
         self.leave_in_flight_list(qid, id);
         let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false };
         self.refund(qid, id, flight);
         self.undo_window_start(qid, flight);
-        self.orphans.insert(id, orphan);
+        self.store.orphans.insert(id, orphan);
         // A lease it asked for is not waited for any more (its tokens, if granted, lapse).
         self.lease_answered(since, iid, id, 0);
         // Its leased token goes back to its lease (spending checks the time, so a lapsed one
@@ -401,10 +492,7 @@ impl Limiter {
     pub(super) fn hold(&mut self, now: Nanos, id: RequestId, qid: Qid, scope: SharedScope, wait: Nanos, leased: bool) {
         let until = now.saturating_add(wait);
         match scope {
-            SharedScope::Edge | SharedScope::Invalid => {
-                self.edge_until = self.edge_until.max(until);
-                self.recheck_queues(None);
-            }
+            SharedScope::Edge | SharedScope::Invalid => self.hold_host(until),
             SharedScope::Global => {
                 let iid = self.req(id).identity;
                 let ident = &mut self.identities[iid];
@@ -421,19 +509,14 @@ impl Limiter {
                 } else {
                     // The store's global hold (a spent token is denied only for that), or no
                     // lease: the whole identity waits.
-                    ident.paused_until = ident.paused_until.max(until);
-                    self.wake_identity_at(iid, until);
-                    self.recheck_queues(Some(iid));
+                    self.hold_identity(iid, until);
                 }
             }
             SharedScope::Route => {
                 let key = self.req(id).shared_route().to_string();
                 self.queue_mut(qid).hold_sub_limit(key, until);
             }
-            SharedScope::Bucket | SharedScope::Pioneer => {
-                let q = self.queue_mut(qid);
-                q.shared_until = q.shared_until.max(until);
-            }
+            SharedScope::Bucket | SharedScope::Pioneer => self.queue_mut(qid).hold_shared(until),
         }
     }
 
@@ -441,26 +524,26 @@ impl Limiter {
     /// begins; `processes` is its count of processes, back since the outage began when the
     /// reservation asked (`asked_since`).
     pub(super) fn store_answered(&mut self, now: Nanos, processes: Option<u32>, asked_since: bool) {
-        if self.store_down {
-            self.store_down = false;
-            self.store_failures = 0;
+        if self.store.down {
+            self.store.down = false;
+            self.store.failures = 0;
             self.outputs.push_back(Output::Observe(Observation::StoreRecovered));
             self.begin_recovery(now);
             // The share may change, and a fail-open hold ends: everything decides again.
             self.share_changed();
         }
-        self.store_last_answer = now;
+        self.store.last_answer = now;
         match processes {
             // Every process counted before the outage has reserved since it began, not
             // reporting, so it told the store what it sent meanwhile: the store decides alone
             // again.
-            Some(n) if asked_since && self.recovery.is_some_and(|r| n >= r.processes) => self.end_recovery(),
+            Some(n) if asked_since && self.store.recovery.is_some_and(|r| n >= r.processes) => self.end_recovery(),
             Some(_) if asked_since => {}
             // Bad input (0) reads as this process alone; a huge count leaves at least one
             // request per window (see `share_of`). The count before an outage is kept until its
             // recovery ends.
-            Some(n) if self.recovery.is_none() => {
-                self.store_processes = n.max(1);
+            Some(n) if self.store.recovery.is_none() => {
+                self.store.processes = n.max(1);
                 self.share_budgets();
             }
             _ => {}
@@ -470,7 +553,7 @@ impl Limiter {
     /// Shared mode: each process keeps to its part of every cost budget, the store's live
     /// process count (see the [`Limiter`] docs, "Costs").
     pub(super) fn cost_share(&self) -> u64 {
-        if self.config.shared.is_some() { u64::from(self.store_processes.max(1)) } else { 1 }
+        if self.config.shared.is_some() { u64::from(self.store.processes.max(1)) } else { 1 }
     }
 
     /// The live process count changed: every budget takes the new share.
@@ -509,25 +592,25 @@ impl Limiter {
         let span = self.report_horizon();
         let until = match shared.on_unavailable {
             OnUnavailable::FailOpen => {
-                let wait = self.outage_wait;
-                let down_for = now.saturating_sub(self.store_last_answer);
+                let wait = self.store.outage_wait;
+                let down_for = now.saturating_sub(self.store.last_answer);
                 let pause = down_for.saturating_add(shared.retry_base).saturating_add(wait).min(shared.retry_max);
                 now.saturating_add(pause).saturating_add(wait.saturating_mul(2)).saturating_add(span)
             }
-            OnUnavailable::FailClosed => self.store_down_since.saturating_add(span),
+            OnUnavailable::FailClosed => self.store.down_since.saturating_add(span),
         };
-        if self.store_processes <= 1 || until <= now {
-            self.recovery = None;
+        if self.store.processes <= 1 || until <= now {
+            self.store.recovery = None;
             return;
         }
-        self.recovery = Some(Recovery { processes: self.store_processes, until });
-        self.timers.push(Reverse((until, Timer::Recovery)));
+        self.store.recovery = Some(Recovery { processes: self.store.processes, until });
+        self.timers.arm(until, Timer::Recovery);
     }
 
     /// The recovery after an outage ends: the whole limits apply again.
     pub(super) fn end_recovery(&mut self) {
         let share = self.outage_share();
-        self.recovery = None;
+        self.store.recovery = None;
         if self.outage_share() != share {
             self.share_changed();
         }
@@ -542,15 +625,11 @@ impl Limiter {
     /// the pause has passed (the store decides it); the hold ends with the outage. Returns
     /// when to look again, or `None` when nothing holds.
     pub(super) fn outage_global_hold(&self, now: Nanos) -> Option<Nanos> {
-        let fail_open = self
-            .config
-            .shared
-            .as_ref()
-            .is_some_and(|s| s.on_unavailable == OnUnavailable::FailOpen);
-        let end = self.store_down_since.saturating_add(self.report_horizon());
+        let fail_open = self.fails(OnUnavailable::FailOpen);
+        let end = self.store.down_since.saturating_add(self.report_horizon());
         if !fail_open
-            || !self.store_down
-            || self.store_processes <= 1
+            || !self.store.down
+            || self.store.processes <= 1
             || self.config.global_limit == 0
             || now >= end
             || self.should_reserve(now)
@@ -558,7 +637,7 @@ impl Limiter {
             return None;
         }
         // The next probe (its answer wakes the identity again while one is out).
-        Some(if now < self.store_retry_at { self.store_retry_at.min(end) } else { end })
+        Some(if now < self.store.retry_at { self.store.retry_at.min(end) } else { end })
     }
 
     /// How far back a process reports its sends after an outage: the longest global window a
@@ -573,7 +652,7 @@ impl Limiter {
     /// store is down, and a probe answered by a store that lost its state must not take the
     /// room of another process's grants it lost (they are in that process's share).
     pub(super) fn outage_share(&self) -> u32 {
-        if self.store_down || self.recovery.is_some() { self.store_processes } else { 1 }
+        self.store.share()
     }
 
     /// The limits changed (a fail-open outage began or ended with several processes): every
@@ -593,26 +672,23 @@ impl Limiter {
     /// `retry_base * 2^(N-1)`).
     pub(super) fn store_unavailable(&mut self, now: Nanos, id: RequestId, step: u32) {
         let Some(shared) = &self.config.shared else { return };
-        if step != self.store_step {
+        if step != self.store.step {
             return;
         }
-        self.store_step = self.store_step.wrapping_add(1);
-        self.store_failures = self.store_failures.saturating_add(1);
-        let pause = shared
-            .retry_base
-            .saturating_mul(1u64 << (self.store_failures - 1).min(30))
-            .min(shared.retry_max);
-        self.store_retry_at = now.saturating_add(pause);
-        let was_down = self.store_down;
+        self.store.step = self.store.step.wrapping_add(1);
+        self.store.failures = self.store.failures.saturating_add(1);
+        let pause = backoff(shared.retry_base, self.store.failures, shared.retry_max);
+        self.store.retry_at = now.saturating_add(pause);
+        let was_down = self.store.down;
         let share = self.outage_share();
-        self.store_down = true;
+        self.store.down = true;
         if !was_down {
             // The store may lose what it knew (a restart without persistence): each identity's
             // next reservation tells it what this process sent.
-            self.store_down_since = now;
-            self.outage_wait = 0;
+            self.store.down_since = now;
+            self.store.outage_wait = 0;
             if self.config.global_limit > 0 {
-                for ident in &mut self.identities {
+                for ident in self.identities.iter_mut() {
                     ident.send_log.mark_pending();
                 }
             }
@@ -622,25 +698,25 @@ impl Limiter {
         }
         self.outputs.push_back(Output::Observe(Observation::StoreUnavailable {
             id,
-            retry_at: self.store_retry_at,
+            retry_at: self.store.retry_at,
         }));
     }
 
     /// What request `id`'s response says about its bucket, for the store.
     pub(super) fn bucket_report(&self, id: RequestId, qid: Qid, info: &RateLimitInfo) -> SharedUpdate {
-        let r = self.req(id);
         let b = &self.queue(qid).bucket;
         // The engine's own estimate, an upper bound as far as it knows (the learned length,
         // else the longest reset or first-send-to-reset span seen, else 1 s): the store uses it
         // to start windows and to keep header-less answers counting, and must be no less
         // cautious than one process.
-        let window = (b.known && !b.unlimited).then(|| b.window_estimate());
+        let window = b.report_window();
+        let Names { identity, route, major, bucket } = self.names(id, qid, info.bucket.clone());
         SharedUpdate::Bucket {
             id,
-            identity: self.identities[r.identity].name.clone(),
-            route: r.shared_route().to_string(),
-            major: r.major.clone(),
-            bucket: info.bucket.clone().or_else(|| self.queue_hash(qid)),
+            identity,
+            route,
+            major,
+            bucket,
             unlimited: b.known && b.unlimited && info.bucket.is_none(),
             limit: info.limit.filter(|&l| l > 0),
             remaining: info.remaining,
@@ -651,28 +727,51 @@ impl Limiter {
 
     /// A granted request `id` will not be answered.
     pub(super) fn release(&self, id: RequestId, reached: bool) -> SharedUpdate {
-        let r = self.req(id);
-        let b = &self.queue(r.qid).bucket;
-        SharedUpdate::Release {
-            id,
-            identity: self.identities[r.identity].name.clone(),
-            route: r.shared_route().to_string(),
-            major: r.major.clone(),
-            bucket: self.queue_hash(r.qid),
-            reached,
-            window: (b.known && !b.unlimited).then(|| b.window_estimate()),
-        }
+        let qid = self.req(id).qid;
+        let Names { identity, route, major, bucket } = self.names(id, qid, None);
+        let window = self.queue(qid).bucket.report_window();
+        SharedUpdate::Release { id, identity, route, major, bucket, reached, window }
     }
 
     pub(super) fn hold_update(&self, id: RequestId, qid: Qid, scope: SharedScope, wait: Nanos) -> SharedUpdate {
-        let r = self.req(id);
-        SharedUpdate::Hold {
-            scope,
-            identity: self.identities[r.identity].name.clone(),
-            route: r.shared_route().to_string(),
-            major: r.major.clone(),
-            bucket: self.queue_hash(qid),
-            retry_after: wait,
+        let Names { identity, route, major, bucket } = self.names(id, qid, None);
+        SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after: wait }
+    }
+
+    /// Reserves request `id` at the store (shared mode): it holds the slot and global token
+    /// `flight` took while the store decides ([`ReqState::Reserving`]).
+    pub(super) fn reserve(&mut self, now: Nanos, id: RequestId, flight: Flight) {
+        let iid = self.req(id).identity;
+        let (counts_global, global_want, leased) = self.global_ask(now, iid, id, flight.global_at.is_some());
+        let mut reservation = self.reservation(now, id, counts_global);
+        reservation.global_want = global_want;
+        // After an outage: how many processes are back, and what the store may not count.
+        let asked_since = self.store.down || self.store.recovery.is_some();
+        if asked_since {
+            reservation.processes_since = Some(now.saturating_sub(self.store.down_since));
         }
+        let keep = self.report_horizon();
+        let log = &mut self.identities[iid].send_log;
+        let reported = log.is_pending(now, keep).then(|| log.mark());
+        if reported.is_some() {
+            (reservation.unrecorded, reservation.granted) = log.ages(now, keep);
+        }
+        // Not back until no identity has anything left to report, nor may send without
+        // the store (fail-open goes on sending while its probe is out).
+        let fail_open = self.fails(OnUnavailable::FailOpen);
+        reservation.reporting = (self.store.down && fail_open)
+            || self.identities.iter_mut().any(|ident| ident.send_log.is_pending(now, keep));
+        self.req_mut(id).state = ReqState::Reserving {
+            since: now,
+            step: self.store.step,
+            window_seq: flight.window_seq,
+            window_epoch: flight.window_epoch,
+            global_at: flight.global_at,
+            leased,
+            reported,
+            asked_since,
+        };
+        self.reserving_total += 1;
+        self.outputs.push_back(Output::Reserve(reservation));
     }
 }

@@ -18,14 +18,16 @@ impl Limiter {
         let wall_at = |t: Nanos| wall_clock_ms.saturating_add((t - now).div_ceil(MS));
         let mut s = Snapshot::empty(self.config.profile, wall_clock_ms);
         s.routes = self
-            .route_order
+            .routes
+            .order
             .iter()
             .filter_map(|route| {
-                let bucket = self.routes.get(route)?;
+                let bucket = self.routes.buckets.get(route)?;
                 Some(LearnedRoute { route: route.clone(), bucket: bucket.clone() })
             })
             .collect();
         let mut windows: Vec<LearnedWindow> = self
+            .routes
             .hash_periods
             .iter()
             .map(|(bucket, &window_ns)| LearnedWindow { bucket: bucket.clone(), window_ns })
@@ -94,23 +96,23 @@ impl Limiter {
         };
 
         for r in &snapshot.routes {
-            if !self.routes.contains_key(&r.route) {
-                self.remember_route(r.route.clone(), &r.bucket);
+            if !self.routes.buckets.contains_key(&r.route) {
+                self.routes.remember(r.route.clone(), &r.bucket, self.config.max_routes);
             }
         }
         for w in &snapshot.windows {
-            let bound = self.hash_periods.len() < self.config.max_routes;
-            match self.hash_periods.get_mut(&w.bucket) {
+            let bound = self.routes.hash_periods.len() < self.config.max_routes;
+            match self.routes.hash_periods.get_mut(&w.bucket) {
                 Some(p) => *p = (*p).max(w.window_ns),
                 None if bound => {
-                    self.hash_periods.insert(w.bucket.clone(), w.window_ns);
+                    self.routes.hash_periods.insert(w.bucket.clone(), w.window_ns);
                 }
                 None => {}
             }
         }
         for p in &snapshot.global_pauses {
             if let Some(until) = mono_until(p.until_ms) {
-                let iid = self.identity(&p.identity);
+                let iid = self.identities.intern(&p.identity);
                 let ident = &mut self.identities[iid];
                 ident.paused_until = ident.paused_until.max(until);
             }

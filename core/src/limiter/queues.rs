@@ -1,0 +1,210 @@
+//! The queues requests wait in, one per queue key ([`QueueKey`]): a slab of them, made on a
+//! key's first request and forgotten once idle past their windows; where each queue's head
+//! sits (ready to go, or blocked on its identity's global budget).
+
+use super::*;
+
+#[derive(Debug)]
+pub(super) struct Queue {
+    pub(super) key: QueueKey,
+    pub(super) uid: u64,
+    pub(super) pending: VecDeque<RequestId>,
+    pub(super) in_flight: Vec<RequestId>,
+    pub(super) bucket: Bucket,
+    /// Sub-limit holds of this queue until a time: a route key (holds the whole route) or a
+    /// request's `sub_key` (holds that class of the route).
+    pub(super) sub_limits: Vec<(String, Nanos)>,
+    /// A shared-scope 429 holds the whole resource until then.
+    pub(super) shared_until: Nanos,
+    /// The registered wake-up, if any.
+    pub(super) wake_at: Option<Nanos>,
+    /// Where the queue's head sits: in `ready`, or in its identity's `blocked`.
+    pub(super) slot: Slot,
+    /// Last send or answer, for idle eviction.
+    pub(super) last_active: Nanos,
+    /// Whether the queue sits in `idle_candidates`.
+    pub(super) idle_listed: bool,
+    /// The latest wait for which the pending requests were checked against their deadlines.
+    pub(super) checked_wait: Nanos,
+    /// One budget per cost dimension its requests named (see `costs`).
+    pub(super) budgets: Budgets,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Slot {
+    None,
+    Ready(ReadyKey, RequestId),
+    Blocked(ReadyKey, RequestId),
+}
+
+impl Queue {
+    /// Until when a sub-limit holds `r` (see [`Req::held_by`]).
+    pub(super) fn sub_limit_until(&self, r: &Req) -> Option<Nanos> {
+        self.sub_limits.iter().filter(|(k, _)| r.held_by(k)).map(|&(_, t)| t).max()
+    }
+
+    /// Holds the whole queue (a shared resource) until `until`, or longer if it already is.
+    pub(super) fn hold_shared(&mut self, until: Nanos) {
+        self.shared_until = self.shared_until.max(until);
+    }
+
+    /// Holds sub-limit key `key` (a route or a class of it) until `until`, or longer if it
+    /// already is.
+    pub(super) fn hold_sub_limit(&mut self, key: String, until: Nanos) {
+        match self.sub_limits.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, t)) => *t = (*t).max(until),
+            None => self.sub_limits.push((key, until)),
+        }
+    }
+}
+
+impl Limiter {
+    pub(super) fn queue_for(&mut self, key: QueueKey) -> Qid {
+        if let Some(&qid) = self.queue_index.get(&key) {
+            return qid;
+        }
+        let uid = self.next_queue_uid;
+        self.next_queue_uid += 1;
+        let period = match &key.bucket {
+            BucketId::Hash(hash) => self.routes.hash_periods.get(hash).copied(),
+            BucketId::Route(_) => None,
+        };
+        let queue = Queue {
+            key: key.clone(),
+            uid,
+            pending: VecDeque::new(),
+            in_flight: Vec::new(),
+            bucket: Bucket {
+                period,
+                ..Bucket::default()
+            },
+            sub_limits: Vec::new(),
+            shared_until: 0,
+            wake_at: None,
+            slot: Slot::None,
+            last_active: 0,
+            idle_listed: false,
+            checked_wait: 0,
+            budgets: Budgets::default(),
+        };
+        let qid = match self.free_queues.pop() {
+            Some(qid) => {
+                self.queues[qid] = Some(queue);
+                qid
+            }
+            None => {
+                self.queues.push(Some(queue));
+                self.queues.len() - 1
+            }
+        };
+        self.routes.queue_opened(&key);
+        self.queue_index.insert(key, qid);
+        qid
+    }
+
+    pub(super) fn queue(&self, qid: Qid) -> &Queue {
+        self.queues[qid].as_ref().expect("live queue")
+    }
+
+    pub(super) fn queue_mut(&mut self, qid: Qid) -> &mut Queue {
+        self.queues[qid].as_mut().expect("live queue")
+    }
+
+    /// Removes a queued request from its queue.
+    pub(super) fn unqueue(&mut self, id: RequestId) {
+        let (qid, exempt, iid) = {
+            let r = self.req(id);
+            (r.qid, r.exempt, r.identity)
+        };
+        let q = self.queue_mut(qid);
+        if let Some(pos) = q.pending.iter().position(|&p| p == id) {
+            q.pending.remove(pos);
+        }
+        if let Slot::Ready(_, head) | Slot::Blocked(_, head) = q.slot
+            && head == id
+        {
+            self.clear_slot(qid);
+        }
+        if !exempt {
+            self.identities[iid].queued -= 1;
+        }
+        self.mark_dirty(qid);
+    }
+
+    /// Notes that queue `qid` was active now, and lists it for eviction once it is empty.
+    pub(super) fn note_idle(&mut self, qid: Qid) {
+        let now = self.now;
+        let q = self.queue_mut(qid);
+        q.last_active = now;
+        if q.pending.is_empty() && q.in_flight.is_empty() && !q.idle_listed {
+            q.idle_listed = true;
+            let uid = q.uid;
+            self.idle_candidates.push_back((qid, uid));
+        }
+    }
+
+    /// Takes queue `qid`'s head out of `ready` or its identity's `blocked`, wherever it sits.
+    pub(super) fn clear_slot(&mut self, qid: Qid) {
+        let q = self.queues[qid].as_mut().expect("live queue");
+        match std::mem::replace(&mut q.slot, Slot::None) {
+            Slot::None => {}
+            Slot::Ready(key, _) => {
+                self.ready.remove(&key);
+            }
+            Slot::Blocked(key, _) => {
+                let iid = q.key.identity;
+                self.identities[iid].blocked.remove(&key);
+            }
+        }
+    }
+
+    /// Forgets up to `budget` idle queues whose window has passed and that have been idle for
+    /// `bucket_idle_ttl`. Amortised: called on every input, no sweeper.
+    pub(super) fn evict_idle(&mut self, now: Nanos, budget: usize) {
+        // Candidates are in the order they went idle, so the head expires first: look at it
+        // without taking it, and stop at the first one that is not due.
+        for _ in 0..budget {
+            let Some(&(qid, uid)) = self.idle_candidates.front() else { return };
+            let Some(Some(q)) = self.queues.get_mut(qid) else {
+                self.idle_candidates.pop_front();
+                continue;
+            };
+            if q.uid != uid {
+                self.idle_candidates.pop_front();
+                continue;
+            }
+            if !q.pending.is_empty() || !q.in_flight.is_empty() {
+                q.idle_listed = false;
+                self.idle_candidates.pop_front();
+                continue;
+            }
+            let sub_limits = q.sub_limits.iter().map(|(_, t)| *t).max().unwrap_or(0);
+            let quiet_since =
+                q.bucket.reset_at.unwrap_or(0).max(q.shared_until).max(sub_limits).max(q.last_active);
+            let expires = quiet_since.saturating_add(self.config.bucket_idle_ttl);
+            if expires > now {
+                return;
+            }
+            self.idle_candidates.pop_front();
+            let key = q.key.clone();
+            self.clear_slot(qid);
+            self.queue_index.remove(&key);
+            self.routes.queue_closed(&key);
+            self.queues[qid] = None;
+            self.free_queues.push(qid);
+        }
+    }
+
+    /// Marks for re-evaluation every queue of `identity` (every queue with `None`), so that a
+    /// pause that just started fails at once the queued requests it makes hopeless.
+    pub(super) fn recheck_queues(&mut self, identity: Option<Iid>) {
+        for (qid, q) in self.queues.iter().enumerate() {
+            if let Some(q) = q
+                && !q.pending.is_empty()
+                && identity.is_none_or(|iid| q.key.identity == iid)
+            {
+                self.dirty.push(qid);
+            }
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The route table: which bucket each route was learned to share, the queue keys requests
+//! wait under (an unknown route's own queue until its pioneer's answer names the bucket), and
+//! the requests' routes as validated from what the caller gave.
+
+use super::*;
+use crate::route::{Route, route_for};
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) enum BucketId {
+    /// Not learned yet: the route and its major parameter.
+    Route(String),
+    /// Learned: the server's bucket id.
+    Hash(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// Where a request waits: per identity, per bucket (or unknown route), per major parameter.
+pub(super) struct QueueKey {
+    pub(super) identity: Iid,
+    pub(super) bucket: BucketId,
+    pub(super) major: String,
+}
+
+/// Routes mapped to buckets, with what keeps the mapping honest when the server changes it.
+#[derive(Debug)]
+pub(super) struct Routes {
+    /// `METHOD /template` -> bucket id, learned from responses.
+    pub(super) buckets: HashMap<String, String>,
+    /// Route -> how many queues keyed by that (not yet learned) route exist.
+    pub(super) queues: HashMap<String, u32>,
+    /// Route -> the bucket id it had before the server changed it: until that old bucket's
+    /// queue learns the new id itself, the route's requests keep going to it.
+    pub(super) renamed: HashMap<String, String>,
+    /// Route -> when the request whose answer taught its current bucket id was sent: an answer
+    /// to a request sent before that is older news, and cannot change the mapping back.
+    pub(super) taught_at: HashMap<String, Nanos>,
+    /// Learning order of `buckets`, for the size bound.
+    pub(super) order: VecDeque<String>,
+    /// Bucket hash -> the longest window length learned for it under any major parameter:
+    /// a new queue of that hash starts with it (Discord's hash names one limit and window for
+    /// every channel), so a window it never saw answered is not estimated shorter than it is.
+    /// At most `max_routes` entries.
+    pub(super) hash_periods: HashMap<String, Nanos>,
+    /// Route groups known before any answer ([`Config::route_groups`]).
+    pub(super) prior: crate::prior::Prior,
+}
+
+impl Routes {
+    pub(super) fn new(prior: crate::prior::Prior) -> Self {
+        Routes {
+            buckets: HashMap::default(),
+            queues: HashMap::default(),
+            renamed: HashMap::default(),
+            taught_at: HashMap::default(),
+            order: VecDeque::new(),
+            hash_periods: HashMap::default(),
+            prior,
+        }
+    }
+
+    /// Maps a route with no mapping yet to `hash`, within the `max_routes` bound (the oldest
+    /// learned go first).
+    pub(super) fn remember(&mut self, route: String, hash: &str, max_routes: usize) {
+        self.buckets.insert(route.clone(), hash.to_string());
+        self.order.push_back(route);
+        while self.buckets.len() > max_routes {
+            match self.order.pop_front() {
+                Some(old) => {
+                    self.buckets.remove(&old);
+                    self.renamed.remove(&old);
+                    self.taught_at.remove(&old);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Bookkeeping for `queues` when a queue keyed `key` is made.
+    pub(super) fn queue_opened(&mut self, key: &QueueKey) {
+        if let BucketId::Route(route) = &key.bucket {
+            *self.queues.entry(route.clone()).or_insert(0) += 1;
+        }
+    }
+
+    /// Bookkeeping for `queues` when a queue keyed `key` goes away (or takes a bucket's key).
+    pub(super) fn queue_closed(&mut self, key: &QueueKey) {
+        if let BucketId::Route(route) = &key.bucket
+            && let Some(n) = self.queues.get_mut(route)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.queues.remove(route);
+            }
+        }
+    }
+}
+
+pub(super) fn is_idempotent_method(method: &str) -> bool {
+    matches!(method, "GET" | "HEAD" | "OPTIONS" | "PUT" | "DELETE" | "TRACE")
+}
+
+fn valid_method(method: &str) -> bool {
+    !method.is_empty()
+        && method.len() <= 32
+        && method.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+impl Limiter {
+    /// The key of the queue a request of `route_key` (major parameter `major`) of identity
+    /// `iid` waits in now.
+    pub(super) fn queue_key_for(&self, iid: Iid, route_key: &str, major: &str) -> QueueKey {
+        // Before its bucket is known a route waits in its own queue, or in its prior group's.
+        let unlearned = self.routes.prior.unlearned_key(route_key);
+        let route_queue = || QueueKey {
+            identity: iid,
+            bucket: BucketId::Route(unlearned.to_string()),
+            major: major.to_string(),
+        };
+        let Some(hash) = self.routes.buckets.get(route_key) else { return route_queue() };
+        // A route queue still waiting for its pioneer keeps taking the route's requests until
+        // the pioneer's answer merges it into the bucket's queue: two queues never probe one
+        // bucket at once. (Looked up only while such queues exist for this route.)
+        if self.routes.queues.get(unlearned).is_some_and(|&n| n > 0) {
+            let key = route_queue();
+            if let Some(&qid) = self.queue_index.get(&key) {
+                let q = self.queue(qid);
+                if !q.pending.is_empty() || !q.in_flight.is_empty() {
+                    return key;
+                }
+            }
+        }
+        let key = QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.to_string() };
+        if !self.routes.renamed.is_empty()
+            && !self.queue_index.contains_key(&key)
+            && let Some(old) = self.routes.renamed.get(route_key)
+        {
+            let old_key = QueueKey { identity: iid, bucket: BucketId::Hash(old.clone()), major: major.to_string() };
+            if self.queue_index.contains_key(&old_key) {
+                return old_key;
+            }
+        }
+        key
+    }
+
+    /// The sub-limit key of `request` on route `route_key`: `"{route_key} #{class}"` when it
+    /// has a class, its own or the one the profile derives from its body's keys.
+    pub(super) fn sub_key(&self, request: &Request, route_key: &str) -> Option<Box<str>> {
+        let class = match &request.sub_limit {
+            Some(class) => class.as_str(),
+            None if request.body_keys.is_empty() => return None,
+            None => crate::route::sub_limit_class(self.config.profile, route_key, &request.body_keys)?,
+        };
+        Some(format!("{route_key} #{class}").into_boxed_str())
+    }
+
+    /// The route of `request`, once its method, path, sub-limit class and costs are checked.
+    pub(super) fn validate_request(&self, request: &Request) -> Result<Route, Error> {
+        let method = request.method.to_ascii_uppercase();
+        if !valid_method(&method) {
+            return Err(Error::InvalidRequest(format!(
+                "method {:?} is not an HTTP method token",
+                request.method
+            )));
+        }
+        // A concrete path may be given as the whole URL (`https://discord.com/api/v10/...`,
+        // as the drivers' docs show): the route drops the scheme and host.
+        let absolute = request.major.is_none()
+            && ["https://", "http://"].iter().any(|scheme| {
+                request.path.len() > scheme.len()
+                    && request.path[..scheme.len()].eq_ignore_ascii_case(scheme)
+            });
+        if !request.path.starts_with('/') && !absolute {
+            return Err(Error::InvalidRequest(format!(
+                "path {:?} must start with '/' or be an http(s) URL",
+                request.path
+            )));
+        }
+        if request.path.len() > 8192 || request.identity.len() > 1024 {
+            return Err(Error::InvalidRequest("path or identity is too long".into()));
+        }
+        if let Some(class) = &request.sub_limit
+            && (class.is_empty() || class.len() > 256)
+        {
+            return Err(Error::InvalidRequest(format!(
+                "sub_limit {class:?} must be a class name of 1 to 256 bytes (or unset)"
+            )));
+        }
+        if request.costs.len() > headers::MAX_DIMENSIONS {
+            return Err(Error::InvalidRequest(format!(
+                "costs names {} dimensions; at most {} are allowed",
+                request.costs.len(),
+                headers::MAX_DIMENSIONS
+            )));
+        }
+        for (i, (name, _)) in request.costs.iter().enumerate() {
+            if !headers::valid_cost_name(name) {
+                return Err(Error::InvalidRequest(format!(
+                    "cost dimension {name:?} must be 1 to 32 bytes of [a-z0-9_] and not \"requests\" \
+                     (every request costs one request)"
+                )));
+            }
+            if request.costs[..i].iter().any(|(n, _)| n == name) {
+                return Err(Error::InvalidRequest(format!("cost dimension {name:?} is given twice")));
+            }
+        }
+        Ok(match &request.major {
+            Some(major) => Route {
+                key: format!("{method} {}", request.path),
+                major: major.clone(),
+                global_exempt: false,
+            },
+            None => route_for(self.config.profile, &method, &request.path),
+        })
+    }
+}
