@@ -9,7 +9,9 @@
 //   then the committed one (the repository's tests check it is current).
 // * The driver: ../js/driver.js plus one export line becomes driver.cjs; ../js/*.d.ts are
 //   copied beside it. Likewise ../js/redis_store.js becomes redis_store.cjs, and the shared
-//   store script ../redis/scripts/shared_store.lua is copied beside it (redis_store.js).
+//   store script ../redis/scripts/shared_store.lua is copied beside it (redis_store.js). And
+//   ../js/server_objects.js becomes server_objects.cjs, loaded by core.cjs (the addon evaluates
+//   no JavaScript).
 // Outside the repository (an installed tarball) the prebuilt files shipped in it are used.
 'use strict'
 const { execFileSync } = require('node:child_process')
@@ -35,6 +37,8 @@ function driver() {
   const store = fs.readFileSync(path.join(root, 'js', 'redis_store.js'), 'utf8')
   fs.writeFileSync(path.join(here, 'redis_store.cjs'), `${store}\nmodule.exports = { createRedisStore }\n`)
   fs.copyFileSync(path.join(root, 'redis', 'scripts', 'shared_store.lua'), path.join(here, 'shared_store.lua'))
+  const objects = fs.readFileSync(path.join(root, 'js', 'server_objects.js'), 'utf8')
+  fs.writeFileSync(path.join(here, 'server_objects.cjs'), `${objects}\nmodule.exports = { createServerObjects }\n`)
 }
 
 function cargo(args) {
@@ -74,7 +78,8 @@ function cliPath() {
 function main() {
   const addon = path.join(here, 'ratelane.node')
   if (!inRepo) {
-    if (fs.existsSync(addon) && fs.existsSync(path.join(here, 'driver.cjs')) && fs.existsSync(path.join(here, 'redis_store.cjs'))) return // a packed, prebuilt package
+    const built = ['driver.cjs', 'redis_store.cjs', 'server_objects.cjs'].every((f) => fs.existsSync(path.join(here, f)))
+    if (fs.existsSync(addon) && built) return // a packed, prebuilt package
     throw new Error('ratelane: no prebuilt addon here and not inside the ratelane repository; install from a clone: npm install ./bindings-node')
   }
   driver()

@@ -1,10 +1,11 @@
-// The npm package `ratelane`: the native core (ratelane.node, from bindings-node/src/lib.rs)
-// and the shared Promise driver (driver.cjs, built from js/driver.js by build.js).
+// The npm package `ratelane`: the core (core.cjs: the native addon ratelane.node, from
+// bindings-node/src/lib.rs, with the server-side stores of js/server_objects.js) and the shared
+// Promise driver (driver.cjs, built from js/driver.js by build.js).
 'use strict'
 const fs = require('node:fs')
 const path = require('node:path')
 
-for (const file of ['ratelane.node', 'driver.cjs']) {
+for (const file of ['ratelane.node', 'driver.cjs', 'server_objects.cjs']) {
   if (!fs.existsSync(path.join(__dirname, file))) {
     throw new Error(
       `ratelane: ${file} is missing: the package was not built. Run \`node build.js\` in ${__dirname} ` +
@@ -12,9 +13,9 @@ for (const file of ['ratelane.node', 'driver.cjs']) {
     )
   }
 }
-const native = require('./ratelane.node')
+const core = require('./core.cjs')
 const { createRatelane } = require('./driver.cjs')
 
 // diagnostics_channel: the driver learns from undici's events when fetch wrote a request.
-module.exports = createRatelane(native, { diagnosticsChannel: require('node:diagnostics_channel') })
+module.exports = createRatelane(core, { diagnosticsChannel: require('node:diagnostics_channel') })
 module.exports.createRatelane = createRatelane

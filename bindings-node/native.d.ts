@@ -6,156 +6,6 @@ export declare const FAIL_CODES: readonly FailCode[]
 /** Every misuse code of the core (`ratelane::Error::ALL_CODES`). */
 export declare const ERROR_CODES: readonly string[]
 
-/** `redis/scripts/fixed_window.lua` for one `FixedWindow` (what `RedisFixedWindow` sends). */
-export declare class FixedWindowScript {
-  /** `quota` per window of `windowNs`. Throws `invalid_config`. */
-  constructor(quota: number, windowNs: number)
-  /** Requests per window. */
-  get quota(): number
-  /** The window's length. */
-  get windowNs(): number
-  /** `ARGV` for `op`: `'check'`, `'schedule'` or `'release'`. */
-  argv(op: 'check' | 'schedule' | 'release', nowNs?: number | string | null, minTtlMs?: number | null): Array<string>
-}
-
-/**
- * A fixed window per key (`ratelane::server::FixedWindowStore`): `quota` per `windowNs`, with
- * a release-time estimate for delayed jobs.
- */
-export declare class FixedWindowStore {
-  /**
-   * `quota` requests per window of `windowNs`, the window opening with a key's first
-   * request. Throws `invalid_config`.
-   */
-  constructor(quota: number, windowNs: number, options?: StoreOptions | null)
-  /** Checks one request for `key` at `nowNs`. */
-  check(key: string, nowNs: number): ServerDecision
-  /** Books a slot for one job of group `key`: it runs now, or at `releaseAtNs`. */
-  schedule(key: string, nowNs: number): Scheduled
-  /** Records that one delayed job of `key` was released (or dropped); false if none waits. */
-  release(key: string, nowNs: number): boolean
-  /** Keys currently stored. */
-  get len(): number
-  /** New keys answered without being stored because the store was full of live keys. */
-  get untracked(): number
-  /** The bound on stored keys. */
-  get maxKeys(): number
-}
-
-/** `redis/scripts/gcra.lua` for one `Gcra` limit (what `RedisGcra` sends). */
-export declare class GcraScript {
-  /**
-   * One request per `intervalNs`, `burst` back to back. Throws `invalid_config` (the core's
-   * messages, or a window above 2^52 ns).
-   */
-  constructor(intervalNs: number, burst: number)
-  /** `quota` requests per `windowNs`, all allowed back to back. */
-  static perWindow(quota: number, windowNs: number): GcraScript
-  /** Nanoseconds between two requests at the sustained rate. */
-  get intervalNs(): number
-  /** Requests admitted back to back on an empty key. */
-  get burst(): number
-  /** `burst × intervalNs`. */
-  get windowNs(): number
-  /**
-   * `ARGV` for a request of weight `n` (`0` peeks). Throws `insufficient_capacity` (with
-   * `requested` and `capacity`) when `n` exceeds the burst, and `invalid_request` when
-   * `nowNs` is later than 2^64 - 1 - `windowNs` (as `GcraStore.check` does): nothing needs
-   * sending.
-   */
-  argv(n: number, nowNs?: number | string | null, minTtlMs?: number | null): Array<string>
-}
-
-/**
- * GCRA per key (`ratelane::server::GcraStore`): one request per `intervalNs`, `burst` back to
- * back. The fast default.
- */
-export declare class GcraStore {
-  /**
-   * One request per `intervalNs`, up to `burst` back to back; `options.maxKeys` (default
-   * 100000) bounds the keys kept. Throws `invalid_config`.
-   */
-  constructor(intervalNs: number, burst: number, options?: StoreOptions | null)
-  /**
-   * `quota` requests per `windowNs`, all of them allowed back to back. Throws
-   * `invalid_config`.
-   */
-  static perWindow(quota: number, windowNs: number, options?: StoreOptions | null): GcraStore
-  /** Checks one request for `key` at `nowNs`, and counts it if admitted. */
-  check(key: string, nowNs: number): ServerDecision
-  /**
-   * Checks a request of weight `n`. Throws `insufficient_capacity` (with `requested` and
-   * `capacity`) when `n` exceeds the burst: such a request can never be admitted, and
-   * nothing is counted.
-   */
-  checkN(key: string, nowNs: number, n: number): ServerDecision
-  /** Keys currently stored. */
-  get len(): number
-  /** New keys answered without being stored because the store was full of live keys. */
-  get untracked(): number
-  /** The bound on stored keys. */
-  get maxKeys(): number
-}
-
-/** `redis/scripts/leaky_bucket.lua` for one `LeakyBucket` (what `RedisLeakyBucket` sends). */
-export declare class LeakyBucketScript {
-  /**
-   * A bucket of `size` dripping `options.dripSize` (default 1) every `dripRateNs`, with
-   * `options.minIntervalNs`. Throws `invalid_config`.
-   */
-  constructor(size: number, dripRateNs: number, options?: { dripSize?: number | null; minIntervalNs?: number | null } | null)
-  /**
-   * From a legacy Misskey/Sharkey limit `{ max, durationNs, minIntervalNs }`, translated by
-   * the core. Throws `invalid_config`.
-   */
-  static fromLegacy(limit: { max?: number | null; durationNs?: number | null; minIntervalNs?: number | null }): LeakyBucketScript
-  /** Requests the bucket holds. */
-  get size(): number
-  /** Nanoseconds between two drips. */
-  get dripRateNs(): number
-  /** Requests drained per drip. */
-  get dripSize(): number
-  /** At most one request per this many nanoseconds, or `null`. */
-  get minIntervalNs(): number | null
-  /** The time a full bucket takes to drain. */
-  get windowNs(): number
-  /**
-   * `ARGV` for one check; with `factor` (in (0, 1]) the bucket is scaled by the core for
-   * this subject (`invalid_config` otherwise, nothing to send).
-   */
-  argv(factor?: number | null, nowNs?: number | string | null, minTtlMs?: number | null): Array<string>
-}
-
-/**
- * A leaky bucket per key (`ratelane::server::LeakyBucketStore`, Sharkey's): `size` requests,
- * `dripSize` of them draining every `dripRateNs`, optionally at most one per `minIntervalNs`.
- */
-export declare class LeakyBucketStore {
-  /**
-   * A bucket of `size` dripping `options.dripSize` (default 1) every `dripRateNs`, with
-   * `options.minIntervalNs` and `options.maxKeys`. Throws `invalid_config`.
-   */
-  constructor(size: number, dripRateNs: number, options?: LeakyBucketOptions | null)
-  /**
-   * From a legacy Misskey/Sharkey limit `{ max, durationNs, minIntervalNs }` (plus
-   * `maxKeys`). Throws `invalid_config`.
-   */
-  static fromLegacy(limit: LegacyLimit): LeakyBucketStore
-  /** Checks one request for `key` at `nowNs`. */
-  check(key: string, nowNs: number): ServerDecision
-  /**
-   * Checks one request with the bucket scaled by `factor` in (0, 1] for this subject.
-   * Throws `invalid_config` for another factor (nothing is counted).
-   */
-  checkScaled(key: string, nowNs: number, factor: number): ServerDecision
-  /** Keys currently stored. */
-  get len(): number
-  /** New keys answered without being stored because the store was full of live keys. */
-  get untracked(): number
-  /** The bound on stored keys. */
-  get maxKeys(): number
-}
-
 /**
  * The sans-IO client-side engine: `ratelane::Limiter` one to one. After every input, drain
  * `pollOutput()` (or call `drain()`) until it returns `wait_until` or `idle`.
@@ -255,6 +105,78 @@ export declare class Limiter {
   restore(nowNs: number, wallClockMs: number, snapshot: string): void
 }
 
+/**
+ * A server-side limit (`ratelane::server::Limit`): the core's validated config of one
+ * algorithm, and its Redis script.
+ */
+export declare class ServerLimit {
+  /**
+   * One request per `intervalNs`, `burst` back to back; `options` may only hold `maxKeys`
+   * (the store's). Throws `invalid_config`.
+   */
+  static gcra(intervalNs: number, burst: number, options?: StoreOptions | null): ServerLimit
+  /** `quota` requests per `windowNs`, all of them allowed back to back. */
+  static gcraPerWindow(quota: number, windowNs: number, options?: StoreOptions | null): ServerLimit
+  /**
+   * A bucket of `size` dripping `options.dripSize` (default 1) every `dripRateNs`, with
+   * `options.minIntervalNs`.
+   */
+  static leakyBucket(size: number, dripRateNs: number, options?: LeakyBucketOptions | null): ServerLimit
+  /**
+   * From a legacy Misskey/Sharkey limit `{ max, durationNs, minIntervalNs }`, translated by
+   * the core.
+   */
+  static legacy(limit: LegacyLimit): ServerLimit
+  /** `quota` per fixed window of `windowNs`. */
+  static fixedWindow(quota: number, windowNs: number, options?: StoreOptions | null): ServerLimit
+  /**
+   * The config's parameters as `[name, value]` pairs (`interval_ns`, `burst`, `window_ns`...;
+   * `null` when not set).
+   */
+  get params(): Array<[string, number | undefined | null]>
+  /** The script's file stem in `redis/scripts/`: `gcra`, `leaky_bucket` or `fixed_window`. */
+  get script(): string
+  /**
+   * Throws `invalid_config` when the script cannot evaluate this limit exactly (a window
+   * above 2^52 ns).
+   */
+  checkScript(): void
+  /**
+   * The script's `ARGV` for op `name` (`arg`: the weight of `check_n`, the factor of
+   * `check_scaled`). Throws `insufficient_capacity` for a weight above the burst, and what
+   * the store would throw (`invalid_request`, `invalid_config`): nothing needs sending.
+   */
+  argv(name: string, nowNs?: number | string | null, minTtlMs?: number | null, arg?: number | null): Array<string>
+  /**
+   * The script's reply (an array) to op `name`: a decision for a check, a [`RedisScheduled`]
+   * for `schedule`, a boolean for `release`. Throws `insufficient_capacity` for GCRA's
+   * `insufficient_capacity` reply, `redis_bad_reply` for any other shape.
+   */
+  readReply(name: string, reply: unknown): [boolean, number, number, number, number, number | null, number, number | null] | RedisScheduled | boolean
+}
+
+/** A keyed store over a [`ServerLimit`] (`ratelane::server::LimitStore`). */
+export declare class ServerStore {
+  /**
+   * A store for `limit` keeping at most `maxKeys` keys (default 100000). Throws
+   * `invalid_config`.
+   */
+  constructor(limit: ServerLimit, maxKeys?: number | null)
+  /**
+   * Runs op `name` (`arg`: the weight of `check_n`, the factor of `check_scaled`) for `key`
+   * at `nowNs`: a decision, a booking or a release. Throws `insufficient_capacity` (with
+   * `requested` and `capacity`) for a weight above the burst, and the core's errors; nothing
+   * is counted then.
+   */
+  apply(name: string, key: string, nowNs: number, arg?: number): [boolean, number, number, number, number, number | null, number, number | null] | [boolean, number, number] | boolean
+  /** Keys currently stored. */
+  get len(): number
+  /** New keys answered without being stored because the store was full of live keys. */
+  get untracked(): number
+  /** The bound on stored keys. */
+  get maxKeys(): number
+}
+
 /** A model of Discord's REST rate limiting (`ratelane::sim::Server`). */
 export declare class SimServer {
   /**
@@ -302,8 +224,7 @@ export declare const FIXED_WINDOW_LUA: string
 
 /**
  * The texts of the scripts, embedded at build time from the one source in `redis/scripts/`
- * (the package is built inside the repository, as `js/server_objects.js` is embedded by
- * `server.rs`; a packed tarball ships the built addon).
+ * (the package is built inside the repository; a packed tarball ships the built addon).
  */
 export declare const GCRA_LUA: string
 
@@ -329,19 +250,6 @@ export interface RedisScheduled {
    */
   delayNs: number
 }
-
-/**
- * A check's reply (`gcra.lua`, `leaky_bucket.lua`, `fixed_window.lua check`) as the same
- * decision object the in-memory stores answer with. Throws `insufficient_capacity` for GCRA's
- * `insufficient_capacity` reply, `redis_bad_reply` for anything else.
- */
-export declare function scriptDecision(reply: unknown): ServerDecision
-
-/** `fixed_window.lua release`'s reply: whether a delayed job was waiting. */
-export declare function scriptReleased(reply: unknown): boolean
-
-/** `fixed_window.lua schedule`'s reply as a [`RedisScheduled`]. */
-export declare function scriptScheduled(reply: unknown): RedisScheduled
 
 /**
  * What a driver would parse from a simulated body: a 429's `retry_after` and `global`, and

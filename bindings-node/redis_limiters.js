@@ -14,8 +14,9 @@
 // package load, embedded in the native addon at build time. The script reads Redis's own clock
 // (`TIME`), so the processes' clocks do not matter, and answers with the same decision object
 // as the in-memory `GcraStore`, `LeakyBucketStore` and `FixedWindowStore` (`js/CONTRACT.md`).
-// The native half (`src/redis_scripts.rs`) validates the configuration with the core, builds
-// the scripts' arguments and reads their replies; this file does the I/O and maps failures.
+// The native half (`ServerLimit` in `src/server.rs`, the core's `Limit`) validates the
+// configuration, builds the scripts' arguments and reads their replies; this file does the I/O
+// and maps failures.
 //
 // When a check cannot decide it rejects with a `RedisLimiterError` whose `code` is one of
 // `redis_connection`, `redis_server`, `redis_bad_state`, `out_of_range`, `redis_bad_reply`
@@ -25,6 +26,7 @@
 const crypto = require('node:crypto')
 const ratelane = require('./index.js') // checks that the package was built
 const native = require('./ratelane.node')
+const { serverObjects } = require('./core.cjs')
 
 const { RatelaneError, fromCoreError, InvalidConfigError, InvalidArgumentError, InvalidRequestError } = ratelane
 
@@ -144,6 +146,8 @@ class Script {
 const GCRA = new Script(native.GCRA_LUA)
 const LEAKY_BUCKET = new Script(native.LEAKY_BUCKET_LUA)
 const FIXED_WINDOW = new Script(native.FIXED_WINDOW_LUA)
+/** By `ServerLimit.script`. */
+const SCRIPTS = { gcra: GCRA, leaky_bucket: LEAKY_BUCKET, fixed_window: FIXED_WINDOW }
 
 /** A reply's top-level `Buffer`s (a client mapping blob strings to Buffers) as strings. */
 function normalize(reply) {
@@ -236,10 +240,14 @@ function nowArg(options) {
 
 // ------------------------------------------------------------------------------ limiters
 
-/** What the three limiters share. */
+/** What the three limiters share: one native limit (`ServerLimit`) and its script. */
 class RedisLimiter {
-  _setup(client, script, prefix, minTtlMs) {
-    Object.defineProperty(this, '_script', { value: script })
+  _setup(client, limit, prefix, minTtlMs) {
+    callNative(() => limit.checkScript())
+    const params = {}
+    for (const [name, value] of limit.params) params[name.replace(/_(.)/g, (_, c) => c.toUpperCase())] = value
+    Object.defineProperty(this, '_limit', { value: limit })
+    Object.defineProperty(this, '_params', { value: params })
     const ttl = checkSetup(client, prefix, minTtlMs)
     /** The node-redis client every check goes through (left open: it is the caller's). */
     this.client = client
@@ -252,6 +260,19 @@ class RedisLimiter {
   _key(key) {
     if (typeof key !== 'string') throw new InvalidArgumentError('invalid_argument', `a key must be a string, got ${describe(key)}`)
     return this.prefix + key
+  }
+
+  /** One call of op `name` (`arg`: its weight or factor): the reply as the core reads it. */
+  async _call(name, key, options, arg) {
+    const redisKey = this._key(key)
+    const args = callNative(() => this._limit.argv(name, nowArg(options), this.minTtlMs, arg))
+    const reply = await evaluate(this.client, SCRIPTS[this._limit.script], redisKey, args)
+    return callNative(() => this._limit.readReply(name, reply))
+  }
+
+  /** A check: the same decision object as the in-memory stores'. */
+  async _decision(name, key, options, arg) {
+    return serverObjects.fromFields(await this._call(name, key, options, arg))
   }
 }
 
@@ -271,28 +292,28 @@ class RedisGcra extends RedisLimiter {
   constructor(client, intervalNs, burst, options) {
     super()
     const { prefix, minTtlMs } = splitOptions(options, [])
-    this._setup(client, callNative(() => new native.GcraScript(intervalNs, burst)), prefix, minTtlMs)
+    this._setup(client, callNative(() => native.ServerLimit.gcra(intervalNs, burst)), prefix, minTtlMs)
   }
 
   /** `quota` requests per `windowNs`, all allowed back to back. */
   static perWindow(client, quota, windowNs, options) {
     const { prefix, minTtlMs } = splitOptions(options, [])
     const limiter = Object.create(RedisGcra.prototype)
-    limiter._setup(client, callNative(() => native.GcraScript.perWindow(quota, windowNs)), prefix, minTtlMs)
+    limiter._setup(client, callNative(() => native.ServerLimit.gcraPerWindow(quota, windowNs)), prefix, minTtlMs)
     return limiter
   }
 
   get intervalNs() {
-    return this._script.intervalNs
+    return this._params.intervalNs
   }
 
   get burst() {
-    return this._script.burst
+    return this._params.burst
   }
 
   /** `burst × intervalNs`: the time a full burst takes to come back. */
   get windowNs() {
-    return this._script.windowNs
+    return this._params.windowNs
   }
 
   /**
@@ -311,10 +332,7 @@ class RedisGcra extends RedisLimiter {
    * trip.
    */
   async checkN(key, n, options) {
-    const redisKey = this._key(key)
-    const args = callNative(() => this._script.argv(n, nowArg(options), this.minTtlMs))
-    const reply = await evaluate(this.client, GCRA, redisKey, args)
-    return callNative(() => native.scriptDecision(reply))
+    return this._decision('check_n', key, options, n)
   }
 }
 
@@ -328,7 +346,7 @@ class RedisLeakyBucket extends RedisLimiter {
   constructor(client, size, dripRateNs, options) {
     super()
     const { prefix, minTtlMs, rest } = splitOptions(options, ['dripSize', 'minIntervalNs'])
-    this._setup(client, callNative(() => new native.LeakyBucketScript(size, dripRateNs, rest)), prefix, minTtlMs)
+    this._setup(client, callNative(() => native.ServerLimit.leakyBucket(size, dripRateNs, rest)), prefix, minTtlMs)
   }
 
   /**
@@ -338,35 +356,35 @@ class RedisLeakyBucket extends RedisLimiter {
   static fromLegacy(client, limit) {
     const { prefix, minTtlMs, rest } = splitOptions(limit, ['max', 'durationNs', 'minIntervalNs'])
     const limiter = Object.create(RedisLeakyBucket.prototype)
-    limiter._setup(client, callNative(() => native.LeakyBucketScript.fromLegacy(rest)), prefix, minTtlMs)
+    limiter._setup(client, callNative(() => native.ServerLimit.legacy(rest)), prefix, minTtlMs)
     return limiter
   }
 
   get size() {
-    return this._script.size
+    return this._params.size
   }
 
   get dripRateNs() {
-    return this._script.dripRateNs
+    return this._params.dripRateNs
   }
 
   get dripSize() {
-    return this._script.dripSize
+    return this._params.dripSize
   }
 
   /** At most one request per this many nanoseconds, or `null`. */
   get minIntervalNs() {
-    return this._script.minIntervalNs
+    return this._params.minIntervalNs
   }
 
   /** The time a full bucket takes to drain. */
   get windowNs() {
-    return this._script.windowNs
+    return this._params.windowNs
   }
 
   /** Checks one request for `key` at Redis's clock (or `options.nowNs`, see `RedisGcra.check`). */
   async check(key, options) {
-    return this._check(key, null, options)
+    return this._decision('check', key, options)
   }
 
   /**
@@ -375,14 +393,7 @@ class RedisLeakyBucket extends RedisLimiter {
    */
   async checkScaled(key, factor, options) {
     if (typeof factor !== 'number') throw new InvalidArgumentError('invalid_argument', 'factor must be a number')
-    return this._check(key, factor, options)
-  }
-
-  async _check(key, factor, options) {
-    const redisKey = this._key(key)
-    const args = callNative(() => this._script.argv(factor, nowArg(options), this.minTtlMs))
-    const reply = await evaluate(this.client, LEAKY_BUCKET, redisKey, args)
-    return callNative(() => native.scriptDecision(reply))
+    return this._decision('check_scaled', key, options, factor)
   }
 }
 
@@ -398,27 +409,20 @@ class RedisFixedWindow extends RedisLimiter {
   constructor(client, quota, windowNs, options) {
     super()
     const { prefix, minTtlMs } = splitOptions(options, [])
-    this._setup(client, callNative(() => new native.FixedWindowScript(quota, windowNs)), prefix, minTtlMs)
+    this._setup(client, callNative(() => native.ServerLimit.fixedWindow(quota, windowNs)), prefix, minTtlMs)
   }
 
   get quota() {
-    return this._script.quota
+    return this._params.quota
   }
 
   get windowNs() {
-    return this._script.windowNs
-  }
-
-  async _call(op, key, options) {
-    const redisKey = this._key(key)
-    const args = callNative(() => this._script.argv(op, nowArg(options), this.minTtlMs))
-    return evaluate(this.client, FIXED_WINDOW, redisKey, args)
+    return this._params.windowNs
   }
 
   /** Checks one request for `key` at Redis's clock (or `options.nowNs`, see `RedisGcra.check`). */
   async check(key, options) {
-    const reply = await this._call('check', key, options)
-    return callNative(() => native.scriptDecision(reply))
+    return this._decision('check', key, options)
   }
 
   /**
@@ -431,14 +435,12 @@ class RedisFixedWindow extends RedisLimiter {
    * `FixedWindowStore.schedule`); nothing is booked.
    */
   async schedule(key, options) {
-    const reply = await this._call('schedule', key, options)
-    return callNative(() => native.scriptScheduled(reply))
+    return this._call('schedule', key, options)
   }
 
   /** Records that one delayed job of `key` was released (or dropped); false if none waits. */
   async release(key, options) {
-    const reply = await this._call('release', key, options)
-    return callNative(() => native.scriptReleased(reply))
+    return this._call('release', key, options)
   }
 }
 

@@ -11,8 +11,8 @@
 //! * [`SimServer`] and [`Simulation`]: `ratelane::sim`, requests positional likewise;
 //! * `FAIL_CODES` and `ERROR_CODES`: the core's stable codes, so the driver can check at load
 //!   time that it maps each to an error class;
-//! * `GcraStore`, `LeakyBucketStore` and `FixedWindowStore`: the server-side limiters of
-//!   `ratelane::server` (module `server`).
+//! * `ServerLimit` and `ServerStore`: the server-side limiters of `ratelane::server` (module
+//!   `server`), under the classes of `js/server_objects.js`.
 //!
 //! Caller misuse throws a JS `Error` whose `code` is the core's stable code
 //! ([`ratelane::Error::code`]), or `invalid_argument` for a JS value of the wrong type or range.
@@ -25,15 +25,11 @@ use napi_derive::napi;
 use ratelane::sim::{Server, SimError};
 use ratelane::{FailReason, Output, Request, Response};
 
-mod redis_scripts;
 mod server;
 
 // napi registers its exports itself; re-exported so that a `cargo test` build, which has no
 // registration, does not count the renderers as dead code.
-pub use server::{render_ietf_headers, render_x_ratelimit_headers};
-pub use redis_scripts::{
-    FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, RedisScheduled, script_decision, script_released, script_scheduled,
-};
+pub use server::{FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, RedisScheduled, render_ietf_headers, render_x_ratelimit_headers};
 
 use ratelane_js_common::{self as common, RequestParts};
 
@@ -692,10 +688,9 @@ impl Simulation {
 
 /// `FAIL_CODES` and `ERROR_CODES` on the module (`ratelane::FailReason::ALL_CODES`,
 /// `ratelane::Error::ALL_CODES`).
-/// Also installs the shapes of the server-side answers (`server::install`).
 #[napi(module_exports)]
-pub fn module_exports(mut exports: Object, env: napi::Env) -> napi::Result<()> {
+pub fn module_exports(mut exports: Object) -> napi::Result<()> {
     exports.set("FAIL_CODES", FailReason::ALL_CODES.to_vec())?;
     exports.set("ERROR_CODES", ratelane::Error::ALL_CODES.to_vec())?;
-    server::install(&env, &mut exports)
+    Ok(())
 }

@@ -1,107 +1,29 @@
-//! Server-side limiters (`ratelane::server`): keyed GCRA, leaky-bucket and fixed-window stores,
-//! as `js/CONTRACT.md` ("Server-side limiters") describes them.
+//! Server-side limiters (`ratelane::server`): one native [`ServerLimit`] (GCRA, leaky bucket or
+//! fixed window, with its Redis script's `ARGV` and the reading of its reply) and one native
+//! [`ServerStore`] over it, as the core's `Limit` and `LimitStore`. The user-facing classes
+//! (`GcraStore`, `LeakyBucketStore`, `FixedWindowStore`, `js/CONTRACT.md`) are written once in
+//! `js/server_objects.js` over these two, and the Redis-backed ones in `redis_limiters.js`.
 //!
-//! Every decision leaves as the object that `js/server_objects.js` shapes, the same file
-//! the wasm package uses, so both cores answer with one shape. That file is evaluated once per
-//! Node environment (`install`, from the module's init) and handed the two renderers below, so
-//! the headers of a decision are rendered here, by the core, from the decision's fields.
+//! Answers cross positionally: a decision as `[allowed, limit, remaining, resetAfterNs,
+//! clearAfterNs, replenishAfterNs, windowNs, retryAfterS]`, a booking as `[runNow,
+//! releaseAtNs, waiting]`, a release as a boolean; `js/server_objects.js` shapes them, and its
+//! decisions render their headers with the two renderers below (the core's). The addon
+//! evaluates no JavaScript.
 
-use std::cell::RefCell;
-use std::mem::ManuallyDrop;
+use std::borrow::Cow;
 
-use napi::bindgen_prelude::{Either, FnArgs, Function, FunctionRef, JsObjectValue, Object, Unknown};
+use napi::bindgen_prelude::{BigInt, Either, Either3, Object, Unknown};
 use napi::{Env, Status};
 use napi_derive::napi;
+use ratelane::server::script::{ReplyError, ReplyItem, ScriptReply};
 use ratelane::server::{
-    Decision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, LegacyLimit, Scheduled, Store,
+    Answer, Decision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, LegacyLimit, Limit, LimitStore, Op,
 };
 
-use crate::{NumArg, Result, core_error, invalid_argument, js_error, whole, whole_arg};
-
-/// The shared JavaScript that shapes the answers (`createServerObjects`).
-const SERVER_OBJECTS_JS: &str = include_str!("../../js/server_objects.js");
+use crate::{JsError, NumArg, Result, core_error, invalid_argument, js_error, whole, whole_arg};
 
 /// `maxKeys` when not given, as in the Python binding.
 const DEFAULT_MAX_KEYS: usize = 100_000;
-
-type DecisionArgs = FnArgs<(bool, u32, u32, f64, f64, Option<f64>, f64, Option<f64>)>;
-type ScheduledArgs = FnArgs<(bool, f64, f64)>;
-
-/// The two makers of `js/server_objects.js` for one Node environment.
-struct Makers {
-    /// The `napi_env` they belong to (a worker thread has its own).
-    env: usize,
-    // Never dropped: the environment frees its references when it is torn down, and deleting
-    // one from a thread-local destructor after that would touch a dead environment.
-    decision: ManuallyDrop<FunctionRef<DecisionArgs, Object<'static>>>,
-    scheduled: ManuallyDrop<FunctionRef<ScheduledArgs, Object<'static>>>,
-}
-
-thread_local! {
-    static MAKERS: RefCell<Option<Makers>> = const { RefCell::new(None) };
-}
-
-fn env_key(env: &Env) -> usize {
-    env.raw() as usize
-}
-
-/// Evaluates `js/server_objects.js` for this environment with the renderers exported by this
-/// module, then removes the renderers from the exports (they are not part of the contract).
-pub fn install(env: &Env, exports: &mut Object) -> napi::Result<()> {
-    let render = Object::new(env)?;
-    let mut render = render;
-    for name in ["xRateLimitHeaders", "ietfHeaders"] {
-        let exported = format!("__render_{name}");
-        let function: Unknown = exports.get_named_property(&exported)?;
-        render.set(name, function)?;
-        exports.delete_named_property(&exported)?;
-    }
-    let factory: Function<Object, Object> = env.run_script(format!(
-        "(() => {{\n{SERVER_OBJECTS_JS}\nreturn createServerObjects\n}})()"
-    ))?;
-    let objects = factory.call(render)?;
-    let decision: Function<DecisionArgs, Object<'static>> = objects.get_named_property("decision")?;
-    let scheduled: Function<ScheduledArgs, Object<'static>> = objects.get_named_property("scheduled")?;
-    let makers = Makers {
-        env: env_key(env),
-        decision: ManuallyDrop::new(decision.create_ref()?),
-        scheduled: ManuallyDrop::new(scheduled.create_ref()?),
-    };
-    MAKERS.with(|m| *m.borrow_mut() = Some(makers));
-    Ok(())
-}
-
-fn with_makers<T>(env: &Env, f: impl FnOnce(&Makers) -> napi::Result<T>) -> Result<T> {
-    MAKERS
-        .with(|m| match &*m.borrow() {
-            Some(makers) if makers.env == env_key(env) => f(makers),
-            _ => Err(napi::Error::new(Status::GenericFailure, "ratelane: the server objects are not installed in this environment".to_string())),
-        })
-        .map_err(|e| js_error("invalid_state", e.reason))
-}
-
-/// A core decision as the contract's object.
-pub(crate) fn decision_object(env: &Env, d: &Decision) -> Result<Object<'static>> {
-    with_makers(env, |makers| {
-        let args = (
-            d.allowed,
-            d.limit,
-            d.remaining,
-            d.reset_after as f64,
-            d.clear_after as f64,
-            d.replenish_after.map(|t| t as f64),
-            d.window as f64,
-            d.retry_after_secs().map(|s| s as f64),
-        );
-        makers.decision.borrow_back(env)?.call(args.into())
-    })
-}
-
-fn scheduled_object(env: &Env, s: &Scheduled) -> Result<Object<'static>> {
-    with_makers(env, |makers| {
-        makers.scheduled.borrow_back(env)?.call((s.run_now, s.release_at as f64, s.waiting as f64).into())
-    })
-}
 
 // ------------------------------------------------------------------------------ arguments
 
@@ -165,20 +87,6 @@ pub(crate) fn ns_option(options: Option<&Object>, key: &str) -> Result<Option<u6
     number_option(options, key)?.map(|v| whole(v, key)).transpose()
 }
 
-fn max_keys(options: Option<&Object>) -> Result<usize> {
-    Ok(match number_option(options, "maxKeys")? {
-        None => DEFAULT_MAX_KEYS,
-        Some(v) => usize::try_from(whole(v, "maxKeys")?).unwrap_or(usize::MAX),
-    })
-}
-
-fn store<A: ratelane::server::Algorithm>(
-    algorithm: std::result::Result<A, ratelane::Error>,
-    max_keys: usize,
-) -> Result<Store<A>> {
-    algorithm.and_then(|a| Store::new(a, max_keys)).map_err(core_error)
-}
-
 /// `insufficient_capacity`, with the weight asked for and the burst, thrown as the pending
 /// exception (napi-rs rethrows a pending exception instead of the returned error).
 pub(crate) fn insufficient_capacity(env: &Env, e: InsufficientCapacity) -> crate::JsError {
@@ -192,10 +100,6 @@ pub(crate) fn insufficient_capacity(env: &Env, e: InsufficientCapacity) -> crate
         Ok(()) => js_error(InsufficientCapacity::CODE, e.to_string()),
         Err(failure) => js_error(InsufficientCapacity::CODE, format!("{e} ({})", failure.reason)),
     }
-}
-
-fn saturate(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 // ------------------------------------------------------------------------------ renderers
@@ -241,9 +145,8 @@ fn lines(headers: Vec<(&'static str, String)>) -> String {
     out
 }
 
-/// `Decision::x_ratelimit_headers` for the decision objects' method (removed from the exports
-/// by [`install`]).
-#[napi(js_name = "__render_xRateLimitHeaders", skip_typescript)]
+/// `Decision::x_ratelimit_headers` for the decision objects' method (`js/server_objects.js`).
+#[napi(js_name = "renderXRateLimitHeaders", skip_typescript)]
 #[allow(clippy::too_many_arguments)]
 pub fn render_x_ratelimit_headers(
     allowed: Either<bool, Unknown<'_>>,
@@ -258,9 +161,8 @@ pub fn render_x_ratelimit_headers(
     Ok(lines(d.x_ratelimit_headers()))
 }
 
-/// `Decision::ietf_headers` for the decision objects' method (removed from the exports by
-/// [`install`]).
-#[napi(js_name = "__render_ietfHeaders", skip_typescript)]
+/// `Decision::ietf_headers` for the decision objects' method (`js/server_objects.js`).
+#[napi(skip_typescript)]
 #[allow(clippy::too_many_arguments)]
 pub fn render_ietf_headers(
     allowed: Either<bool, Unknown<'_>>,
@@ -279,213 +181,242 @@ pub fn render_ietf_headers(
     Ok(lines(d.ietf_headers(&policy)))
 }
 
-// ------------------------------------------------------------------------------ stores
+// ------------------------------------------------------------------------------ answers
 
-/// GCRA per key (`ratelane::server::GcraStore`): one request per `intervalNs`, `burst` back to
-/// back. The fast default.
+/// A decision as it crosses: `[allowed, limit, remaining, resetAfterNs, clearAfterNs,
+/// replenishAfterNs, windowNs, retryAfterS]`.
+type Fields = (bool, u32, u32, f64, f64, Option<f64>, f64, Option<f64>);
+
+/// A store's answer as it crosses: a decision, a booking `[runNow, releaseAtNs, waiting]`, or
+/// whether a delayed job was released.
+type Answered = Either3<Fields, (bool, f64, f64), bool>;
+
+fn fields(d: &Decision) -> Fields {
+    (
+        d.allowed,
+        d.limit,
+        d.remaining,
+        d.reset_after as f64,
+        d.clear_after as f64,
+        d.replenish_after.map(|t| t as f64),
+        d.window as f64,
+        d.retry_after_secs().map(|s| s as f64),
+    )
+}
+
+/// The core's op named `name`, with its weight (`check_n`) or factor (`check_scaled`).
+fn op(name: Either<String, Unknown<'_>>, arg: Option<NumArg<'_>>) -> Result<Op> {
+    let name = match name {
+        Either::A(name) => name,
+        Either::B(_) => String::new(),
+    };
+    Ok(match (name.as_str(), arg) {
+        ("check", _) => Op::Check,
+        ("check_n", Some(n)) => Op::CheckN(count(n, "n")?),
+        ("check_scaled", Some(Either::A(factor))) => Op::CheckScaled(factor),
+        ("check_scaled", _) => return Err(invalid_argument("factor must be a number")),
+        ("schedule", _) => Op::Schedule,
+        ("release", _) => Op::Release,
+        _ => return Err(invalid_argument(format!("no op {name:?} (with its argument)"))),
+    })
+}
+
+// ------------------------------------------------------------------------------ limit
+
+/// A server-side limit (`ratelane::server::Limit`): the core's validated config of one
+/// algorithm, and its Redis script.
 #[napi]
 #[derive(Debug)]
-pub struct GcraStore {
-    inner: ratelane::server::GcraStore,
+pub struct ServerLimit {
+    inner: Limit,
+}
+
+fn limit(config: std::result::Result<impl Into<Limit>, ratelane::Error>) -> Result<ServerLimit> {
+    config.map(|c| ServerLimit { inner: c.into() }).map_err(core_error)
 }
 
 #[napi]
-impl GcraStore {
-    /// One request per `intervalNs`, up to `burst` back to back; `options.maxKeys` (default
-    /// 100000) bounds the keys kept. Throws `invalid_config`.
-    #[napi(constructor, ts_args_type = "intervalNs: number, burst: number, options?: StoreOptions | null")]
-    pub fn new(interval_ns: NumArg<'_>, burst: NumArg<'_>, options: OptionsArg<'_>) -> Result<Self> {
-        let options = self::options(options, &["maxKeys"])?;
-        let gcra = Gcra::new(whole_arg(interval_ns, "intervalNs")?, count(burst, "burst")?);
-        Ok(GcraStore { inner: store(gcra, max_keys(options.as_ref())?)? })
+impl ServerLimit {
+    /// One request per `intervalNs`, `burst` back to back; `options` may only hold `maxKeys`
+    /// (the store's). Throws `invalid_config`.
+    #[napi(factory, ts_args_type = "intervalNs: number, burst: number, options?: StoreOptions | null")]
+    pub fn gcra(interval_ns: NumArg<'_>, burst: NumArg<'_>, options: OptionsArg<'_>) -> Result<Self> {
+        self::options(options, &["maxKeys"])?;
+        limit(Gcra::new(whole_arg(interval_ns, "intervalNs")?, count(burst, "burst")?))
     }
 
-    /// `quota` requests per `windowNs`, all of them allowed back to back. Throws
-    /// `invalid_config`.
+    /// `quota` requests per `windowNs`, all of them allowed back to back.
     #[napi(factory, ts_args_type = "quota: number, windowNs: number, options?: StoreOptions | null")]
-    pub fn per_window(quota: NumArg<'_>, window_ns: NumArg<'_>, options: OptionsArg<'_>) -> Result<Self> {
-        let options = self::options(options, &["maxKeys"])?;
-        let gcra = Gcra::per_window(count(quota, "quota")?, whole_arg(window_ns, "windowNs")?);
-        Ok(GcraStore { inner: store(gcra, max_keys(options.as_ref())?)? })
+    pub fn gcra_per_window(quota: NumArg<'_>, window_ns: NumArg<'_>, options: OptionsArg<'_>) -> Result<Self> {
+        self::options(options, &["maxKeys"])?;
+        limit(Gcra::per_window(count(quota, "quota")?, whole_arg(window_ns, "windowNs")?))
     }
 
-    /// Checks one request for `key` at `nowNs`, and counts it if admitted.
-    #[napi(ts_args_type = "key: string, nowNs: number", ts_return_type = "ServerDecision")]
-    pub fn check(&mut self, env: Env, key: Either<String, Unknown<'_>>, now_ns: NumArg<'_>) -> Result<Object<'static>> {
-        let (key, now) = (key_arg(key)?, whole_arg(now_ns, "nowNs")?);
-        // `invalid_request` (a `now` past the last instant) needs nowNs near 2^64: out of reach
-        // of a JS number, but mapped all the same.
-        decision_object(&env, &self.inner.check(key.as_str(), now).map_err(core_error)?)
-    }
-
-    /// Checks a request of weight `n`. Throws `insufficient_capacity` (with `requested` and
-    /// `capacity`) when `n` exceeds the burst: such a request can never be admitted, and
-    /// nothing is counted.
-    #[napi(ts_args_type = "key: string, nowNs: number, n: number", ts_return_type = "ServerDecision")]
-    pub fn check_n(
-        &mut self,
-        env: Env,
-        key: Either<String, Unknown<'_>>,
-        now_ns: NumArg<'_>,
-        n: NumArg<'_>,
-    ) -> Result<Object<'static>> {
-        let (key, now, n) = (key_arg(key)?, whole_arg(now_ns, "nowNs")?, count(n, "n")?);
-        match self.inner.check_n(key.as_str(), now, n).map_err(core_error)? {
-            Ok(d) => decision_object(&env, &d),
-            Err(e) => Err(insufficient_capacity(&env, e)),
-        }
-    }
-
-    /// Keys currently stored.
-    #[napi(getter)]
-    pub fn len(&self) -> u32 {
-        saturate(self.inner.len())
-    }
-
-    /// New keys answered without being stored because the store was full of live keys.
-    #[napi(getter)]
-    pub fn untracked(&self) -> f64 {
-        self.inner.untracked() as f64
-    }
-
-    /// The bound on stored keys.
-    #[napi(getter)]
-    pub fn max_keys(&self) -> f64 {
-        self.inner.max_keys() as f64
-    }
-}
-
-/// A leaky bucket per key (`ratelane::server::LeakyBucketStore`, Sharkey's): `size` requests,
-/// `dripSize` of them draining every `dripRateNs`, optionally at most one per `minIntervalNs`.
-#[napi]
-#[derive(Debug)]
-pub struct LeakyBucketStore {
-    inner: ratelane::server::LeakyBucketStore,
-}
-
-#[napi]
-impl LeakyBucketStore {
     /// A bucket of `size` dripping `options.dripSize` (default 1) every `dripRateNs`, with
-    /// `options.minIntervalNs` and `options.maxKeys`. Throws `invalid_config`.
-    #[napi(constructor, ts_args_type = "size: number, dripRateNs: number, options?: LeakyBucketOptions | null")]
-    pub fn new(size: NumArg<'_>, drip_rate_ns: NumArg<'_>, options: OptionsArg<'_>) -> Result<Self> {
+    /// `options.minIntervalNs`.
+    #[napi(factory, ts_args_type = "size: number, dripRateNs: number, options?: LeakyBucketOptions | null")]
+    pub fn leaky_bucket(size: NumArg<'_>, drip_rate_ns: NumArg<'_>, options: OptionsArg<'_>) -> Result<Self> {
         let options = self::options(options, &["dripSize", "minIntervalNs", "maxKeys"])?;
         let options = options.as_ref();
         let (size, drip_rate) = (count(size, "size")?, whole_arg(drip_rate_ns, "dripRateNs")?);
         let drip_size = count_option(options, "dripSize")?.unwrap_or(1);
         let min_interval = ns_option(options, "minIntervalNs")?;
-        let bucket = LeakyBucket::new(size, drip_rate, drip_size).and_then(|b| match min_interval {
-            Some(m) => b.with_min_interval(m),
-            None => Ok(b),
-        });
-        Ok(LeakyBucketStore { inner: store(bucket, max_keys(options)?)? })
+        let bucket = LeakyBucket::new(size, drip_rate, drip_size);
+        limit(bucket.and_then(|b| min_interval.map_or(Ok(b), |m| b.with_min_interval(m))))
     }
 
-    /// From a legacy Misskey/Sharkey limit `{ max, durationNs, minIntervalNs }` (plus
-    /// `maxKeys`). Throws `invalid_config`.
+    /// From a legacy Misskey/Sharkey limit `{ max, durationNs, minIntervalNs }`, translated by
+    /// the core.
     #[napi(factory, ts_args_type = "limit: LegacyLimit")]
-    pub fn from_legacy(limit: OptionsArg<'_>) -> Result<Self> {
+    pub fn legacy(limit: OptionsArg<'_>) -> Result<Self> {
         if limit.is_none() {
             return Err(invalid_argument("limit must be an object"));
         }
-        let limit = options(limit, &["max", "durationNs", "minIntervalNs", "maxKeys"])?;
-        let limit = limit.as_ref();
+        let options = options(limit, &["max", "durationNs", "minIntervalNs", "maxKeys"])?;
+        let options = options.as_ref();
         let legacy = LegacyLimit {
-            max: count_option(limit, "max")?,
-            duration: ns_option(limit, "durationNs")?,
-            min_interval: ns_option(limit, "minIntervalNs")?,
+            max: count_option(options, "max")?,
+            duration: ns_option(options, "durationNs")?,
+            min_interval: ns_option(options, "minIntervalNs")?,
         };
-        Ok(LeakyBucketStore { inner: store(LeakyBucket::from_legacy(legacy), max_keys(limit)?)? })
+        self::limit(LeakyBucket::from_legacy(legacy))
     }
 
-    /// Checks one request for `key` at `nowNs`.
-    #[napi(ts_args_type = "key: string, nowNs: number", ts_return_type = "ServerDecision")]
-    pub fn check(&mut self, env: Env, key: Either<String, Unknown<'_>>, now_ns: NumArg<'_>) -> Result<Object<'static>> {
-        let (key, now) = (key_arg(key)?, whole_arg(now_ns, "nowNs")?);
-        decision_object(&env, &self.inner.check(key.as_str(), now))
+    /// `quota` per fixed window of `windowNs`.
+    #[napi(factory, ts_args_type = "quota: number, windowNs: number, options?: StoreOptions | null")]
+    pub fn fixed_window(quota: NumArg<'_>, window_ns: NumArg<'_>, options: OptionsArg<'_>) -> Result<Self> {
+        self::options(options, &["maxKeys"])?;
+        limit(FixedWindow::new(count(quota, "quota")?, whole_arg(window_ns, "windowNs")?))
     }
 
-    /// Checks one request with the bucket scaled by `factor` in (0, 1] for this subject.
-    /// Throws `invalid_config` for another factor (nothing is counted).
-    #[napi(ts_args_type = "key: string, nowNs: number, factor: number", ts_return_type = "ServerDecision")]
-    pub fn check_scaled(
-        &mut self,
+    /// The config's parameters as `[name, value]` pairs (`interval_ns`, `burst`, `window_ns`...;
+    /// `null` when not set).
+    #[napi(getter)]
+    pub fn params(&self) -> Vec<(&'static str, Option<f64>)> {
+        self.inner.params().into_iter().map(|(name, value)| (name, value.map(|v| v as f64))).collect()
+    }
+
+    /// The script's file stem in `redis/scripts/`: `gcra`, `leaky_bucket` or `fixed_window`.
+    #[napi(getter)]
+    pub fn script(&self) -> &'static str {
+        self.inner.script()
+    }
+
+    /// Throws `invalid_config` when the script cannot evaluate this limit exactly (a window
+    /// above 2^52 ns).
+    #[napi]
+    pub fn check_script(&self) -> Result<()> {
+        self.inner.check_script().map_err(core_error)
+    }
+
+    /// The script's `ARGV` for op `name` (`arg`: the weight of `check_n`, the factor of
+    /// `check_scaled`). Throws `insufficient_capacity` for a weight above the burst, and what
+    /// the store would throw (`invalid_request`, `invalid_config`): nothing needs sending.
+    #[napi(ts_args_type = "name: string, nowNs?: number | string | null, minTtlMs?: number | null, arg?: number | null")]
+    pub fn argv(
+        &self,
         env: Env,
-        key: Either<String, Unknown<'_>>,
-        now_ns: NumArg<'_>,
-        factor: NumArg<'_>,
-    ) -> Result<Object<'static>> {
-        let (key, now) = (key_arg(key)?, whole_arg(now_ns, "nowNs")?);
-        let Either::A(factor) = factor else {
-            return Err(invalid_argument("factor must be a number"));
+        name: Either<String, Unknown<'_>>,
+        now_ns: NowArg<'_>,
+        min_ttl_ms: Option<NumArg<'_>>,
+        arg: Option<NumArg<'_>>,
+    ) -> Result<Vec<String>> {
+        let (op, now) = (op(name, arg)?, now_arg(now_ns)?);
+        let argv = self.inner.argv(op, now, min_ttl_arg(min_ttl_ms)?).map_err(core_error)?;
+        Ok(argv.map_err(|e| insufficient_capacity(&env, e))?.iter().map(ToString::to_string).collect())
+    }
+
+    /// The script's reply (an array) to op `name`: a decision for a check, a [`RedisScheduled`]
+    /// for `schedule`, a boolean for `release`. Throws `insufficient_capacity` for GCRA's
+    /// `insufficient_capacity` reply, `redis_bad_reply` for any other shape.
+    #[napi(ts_args_type = "name: string, reply: unknown", ts_return_type = "[boolean, number, number, number, number, number | null, number, number | null] | RedisScheduled | boolean")]
+    pub fn read_reply(
+        &self,
+        env: Env,
+        name: Either<String, Unknown<'_>>,
+        reply: ReplyArg<'_>,
+    ) -> Result<Either3<Fields, RedisScheduled, bool>> {
+        let op = match op(name, None) {
+            Err(_) => Op::Check, // `check_n` and `check_scaled` without their argument: a check's reply
+            Ok(op) => op,
         };
-        let d = self.inner.check_scaled(key.as_str(), now, factor).map_err(core_error)?;
-        decision_object(&env, &d)
-    }
-
-    /// Keys currently stored.
-    #[napi(getter)]
-    pub fn len(&self) -> u32 {
-        saturate(self.inner.len())
-    }
-
-    /// New keys answered without being stored because the store was full of live keys.
-    #[napi(getter)]
-    pub fn untracked(&self) -> f64 {
-        self.inner.untracked() as f64
-    }
-
-    /// The bound on stored keys.
-    #[napi(getter)]
-    pub fn max_keys(&self) -> f64 {
-        self.inner.max_keys() as f64
+        let values = match reply {
+            Either::A(values) => values,
+            Either::B(other) => {
+                let what = other.get_type().map_or_else(|_| "unknown".to_string(), |t| format!("{t:?}"));
+                return Err(bad(ReplyError::not_an_array(&format!("a value of type {what}"))));
+            }
+        };
+        let items: Vec<ReplyItem<'_>> = values.iter().map(item).collect();
+        Ok(match self.inner.read_reply(op, &items).map_err(bad)? {
+            ScriptReply::Decision(d, _) => Either3::A(fields(&d)),
+            ScriptReply::InsufficientCapacity(e) => return Err(insufficient_capacity(&env, e)),
+            ScriptReply::Scheduled(s, now) => Either3::B(RedisScheduled {
+                run_now: s.run_now,
+                release_at_ns: BigInt::from(s.release_at),
+                waiting: s.waiting as f64,
+                now_ns: BigInt::from(now),
+                delay_ns: s.release_at.saturating_sub(now) as f64,
+            }),
+            ScriptReply::Released(released) => Either3::C(released),
+        })
     }
 }
 
-/// A fixed window per key (`ratelane::server::FixedWindowStore`): `quota` per `windowNs`, with
-/// a release-time estimate for delayed jobs.
+// ------------------------------------------------------------------------------ store
+
+/// A keyed store over a [`ServerLimit`] (`ratelane::server::LimitStore`).
 #[napi]
 #[derive(Debug)]
-pub struct FixedWindowStore {
-    inner: ratelane::server::FixedWindowStore,
+pub struct ServerStore {
+    inner: LimitStore,
 }
 
 #[napi]
-impl FixedWindowStore {
-    /// `quota` requests per window of `windowNs`, the window opening with a key's first
-    /// request. Throws `invalid_config`.
-    #[napi(constructor, ts_args_type = "quota: number, windowNs: number, options?: StoreOptions | null")]
-    pub fn new(quota: NumArg<'_>, window_ns: NumArg<'_>, options: OptionsArg<'_>) -> Result<Self> {
-        let options = self::options(options, &["maxKeys"])?;
-        let window = FixedWindow::new(count(quota, "quota")?, whole_arg(window_ns, "windowNs")?);
-        Ok(FixedWindowStore { inner: store(window, max_keys(options.as_ref())?)? })
+impl ServerStore {
+    /// A store for `limit` keeping at most `maxKeys` keys (default 100000). Throws
+    /// `invalid_config`.
+    #[napi(constructor, ts_args_type = "limit: ServerLimit, maxKeys?: number | null")]
+    pub fn new(limit: &ServerLimit, max_keys: Option<Either<f64, Unknown<'_>>>) -> Result<Self> {
+        let max_keys = match max_keys {
+            Some(Either::A(v)) => usize::try_from(whole(v, "maxKeys")?).unwrap_or(usize::MAX),
+            Some(Either::B(u)) if !matches!(u.get_type(), Ok(napi::ValueType::Undefined | napi::ValueType::Null)) => {
+                return Err(invalid_argument("maxKeys must be a number"));
+            }
+            _ => DEFAULT_MAX_KEYS,
+        };
+        Ok(ServerStore { inner: LimitStore::new(limit.inner, max_keys).map_err(core_error)? })
     }
 
-    /// Checks one request for `key` at `nowNs`.
-    #[napi(ts_args_type = "key: string, nowNs: number", ts_return_type = "ServerDecision")]
-    pub fn check(&mut self, env: Env, key: Either<String, Unknown<'_>>, now_ns: NumArg<'_>) -> Result<Object<'static>> {
-        let (key, now) = (key_arg(key)?, whole_arg(now_ns, "nowNs")?);
-        decision_object(&env, &self.inner.check(key.as_str(), now))
-    }
-
-    /// Books a slot for one job of group `key`: it runs now, or at `releaseAtNs`.
-    #[napi(ts_args_type = "key: string, nowNs: number", ts_return_type = "Scheduled")]
-    pub fn schedule(&mut self, env: Env, key: Either<String, Unknown<'_>>, now_ns: NumArg<'_>) -> Result<Object<'static>> {
-        let (key, now) = (key_arg(key)?, whole_arg(now_ns, "nowNs")?);
-        scheduled_object(&env, &self.inner.schedule(key.as_str(), now).map_err(core_error)?)
-    }
-
-    /// Records that one delayed job of `key` was released (or dropped); false if none waits.
-    #[napi(ts_args_type = "key: string, nowNs: number")]
-    pub fn release(&mut self, key: Either<String, Unknown<'_>>, now_ns: NumArg<'_>) -> Result<bool> {
-        let (key, now) = (key_arg(key)?, whole_arg(now_ns, "nowNs")?);
-        Ok(self.inner.release(key.as_str(), now))
+    /// Runs op `name` (`arg`: the weight of `check_n`, the factor of `check_scaled`) for `key`
+    /// at `nowNs`: a decision, a booking or a release. Throws `insufficient_capacity` (with
+    /// `requested` and `capacity`) for a weight above the burst, and the core's errors; nothing
+    /// is counted then.
+    #[napi(
+        ts_args_type = "name: string, key: string, nowNs: number, arg?: number",
+        ts_return_type = "[boolean, number, number, number, number, number | null, number, number | null] | [boolean, number, number] | boolean"
+    )]
+    pub fn apply(
+        &mut self,
+        env: Env,
+        name: Either<String, Unknown<'_>>,
+        key: Either<String, Unknown<'_>>,
+        now_ns: NumArg<'_>,
+        arg: Option<NumArg<'_>>,
+    ) -> Result<Answered> {
+        let (key, now, op) = (key_arg(key)?, whole_arg(now_ns, "nowNs")?, op(name, arg)?);
+        Ok(match self.inner.apply(key.as_str(), now, op).map_err(core_error)? {
+            Answer::Decision(d) => Either3::A(fields(&d)),
+            Answer::InsufficientCapacity(e) => return Err(insufficient_capacity(&env, e)),
+            Answer::Scheduled(s) => Either3::B((s.run_now, s.release_at as f64, s.waiting as f64)),
+            Answer::Released(released) => Either3::C(released),
+        })
     }
 
     /// Keys currently stored.
     #[napi(getter)]
     pub fn len(&self) -> u32 {
-        saturate(self.inner.len())
+        u32::try_from(self.inner.len()).unwrap_or(u32::MAX)
     }
 
     /// New keys answered without being stored because the store was full of live keys.
@@ -500,3 +431,93 @@ impl FixedWindowStore {
         self.inner.max_keys() as f64
     }
 }
+
+// ------------------------------------------------------------------------------ Redis
+
+/// The texts of the scripts, embedded at build time from the one source in `redis/scripts/`
+/// (the package is built inside the repository; a packed tarball ships the built addon).
+#[napi]
+pub const GCRA_LUA: &str = include_str!("../../redis/scripts/gcra.lua");
+/// `redis/scripts/leaky_bucket.lua`, embedded at build time.
+#[napi]
+pub const LEAKY_BUCKET_LUA: &str = include_str!("../../redis/scripts/leaky_bucket.lua");
+/// `redis/scripts/fixed_window.lua`, embedded at build time.
+#[napi]
+pub const FIXED_WINDOW_LUA: &str = include_str!("../../redis/scripts/fixed_window.lua");
+
+/// `nowNs` as a script argument: `""` (Redis's clock) when absent; a number (a safe integer
+/// `>= 0`) or a decimal string of at most 20 digits within u64 (the JS module passes a
+/// `BigInt` as its decimal text).
+fn now_arg(now_ns: Option<Either3<f64, String, Unknown<'_>>>) -> Result<Option<u64>> {
+    match now_ns {
+        None => Ok(None),
+        Some(Either3::A(n)) => Ok(Some(whole(n, "nowNs")?)),
+        Some(Either3::B(text)) => {
+            if !text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit())
+                && let Ok(n) = text.parse::<u64>()
+            {
+                return Ok(Some(n));
+            }
+            Err(invalid_argument(format!("nowNs must be an integer in 0..2^64, got {text:?}")))
+        }
+        Some(Either3::C(u)) => match u.get_type() {
+            Ok(napi::ValueType::Undefined | napi::ValueType::Null) => Ok(None),
+            _ => Err(invalid_argument("nowNs must be a number or a BigInt")),
+        },
+    }
+}
+
+/// `minTtlMs` (the core clamps it to `MAX_WINDOW`, as `ratelane_redis`'s `with_min_ttl_ms`).
+fn min_ttl_arg(min_ttl_ms: Option<NumArg<'_>>) -> Result<u64> {
+    min_ttl_ms.map_or(Ok(0), |v| whole_arg(v, "minTtlMs"))
+}
+
+type NowArg<'a> = Option<Either3<f64, String, Unknown<'a>>>;
+
+fn bad(e: ReplyError) -> JsError {
+    js_error("redis_bad_reply", e.into_message())
+}
+
+/// One item of a reply as node-redis gives it: a number (a Redis integer), a string (a bulk
+/// string; the JS module turns `Buffer`s into strings first), or anything else.
+type Item<'a> = Either3<f64, String, Unknown<'a>>;
+
+type ReplyArg<'a> = Either<Vec<Item<'a>>, Unknown<'a>>;
+
+/// The largest magnitude up to which every integer is a distinct `f64`, 2^53.
+const EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// One item in the core's terms: a Redis integer is a JS number without a fractional part, at
+/// most 2^53 in magnitude (beyond, node-redis may have rounded it; the scripts never answer
+/// more than 2^53); `null` / `undefined` are nil.
+fn item<'r>(item: &'r Item<'_>) -> ReplyItem<'r> {
+    match item {
+        Either3::A(n) if n.fract() == 0.0 && n.abs() <= EXACT => ReplyItem::Int(*n as i64),
+        Either3::A(n) => ReplyItem::Other(Cow::Owned(n.to_string())),
+        Either3::B(s) => ReplyItem::Text(Cow::Borrowed(s)),
+        Either3::C(u) => match u.get_type() {
+            Ok(napi::ValueType::Null | napi::ValueType::Undefined) => ReplyItem::Nil,
+            Ok(t) => ReplyItem::Other(Cow::Owned(format!("a value of type {t:?}"))),
+            Err(_) => ReplyItem::Other(Cow::Borrowed("a value of unknown type")),
+        },
+    }
+}
+
+/// A booking in Redis (`fixed_window.lua schedule`). Absolute times are `BigInt`s: with
+/// Redis's clock they are Unix nanoseconds, beyond a `Number`'s exact integers.
+#[napi(object, object_from_js = false)]
+#[derive(Debug)]
+pub struct RedisScheduled {
+    /// The job may start now (`releaseAtNs` is then `nowNs`).
+    pub run_now: bool,
+    /// When the job may start, on the script's clock.
+    pub release_at_ns: BigInt,
+    /// Jobs waiting ahead of and including this one (0 when it runs now).
+    pub waiting: f64,
+    /// The clock the script used: Redis's `TIME` in Unix nanoseconds, or the `nowNs` given.
+    pub now_ns: BigInt,
+    /// `releaseAtNs - nowNs` (0 if not after), a `Number`: how long to wait, whatever the
+    /// local clock says.
+    pub delay_ns: f64,
+}
+

@@ -56,8 +56,9 @@ import {
 } from '../redis'
 import * as native from '../native'
 
-// The napi module satisfies the shared contract (js/core.d.ts) exactly as generated.
-const core: NativeModule = native
+// The napi module as generated, with the server-side stores of js/server_objects.js (core.cjs),
+// satisfies the shared contract of a core module (js/core.d.ts).
+const core: NativeModule = { ...native, GcraStore, LeakyBucketStore, FixedWindowStore }
 const again = createRatelane(core)
 const ctor: typeof RateLimiter = again.RateLimiter
 void ctor

@@ -12,11 +12,6 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyMapping, PyString, PyTuple, PyType};
 
-use ratelane::server::{
-    Decision as CoreDecision, FixedWindow, FixedWindowStore as CoreFixedWindowStore, Gcra,
-    GcraStore as CoreGcraStore, LeakyBucket, LeakyBucketStore as CoreLeakyBucketStore,
-    LegacyLimit, Scheduled as CoreScheduled, Store,
-};
 use ratelane::sim::{self, Fate};
 use ratelane::{
     BodyHints, Disposition, Error, FailReason, Failure, Observation, Output, Request, Response,
@@ -26,7 +21,7 @@ use ratelane::shared::{Reservation, ReservationAnswer, SharedScope, SharedUpdate
 
 use crate::error_class_name;
 
-mod scripts;
+mod server;
 mod store;
 
 // ------------------------------------------------------------------------------ errors
@@ -1285,326 +1280,6 @@ impl Simulation {
 }
 
 
-// ------------------------------------------------------------------------------ server side
-
-/// What a server-side check decided for one key (`ratelane::server::Decision`).
-#[pyclass(module = "ratelane.server", name = "Decision", frozen, eq)]
-#[derive(Debug, PartialEq)]
-pub struct PyDecision {
-    inner: CoreDecision,
-}
-
-#[pymethods]
-impl PyDecision {
-    /// True when the request was admitted (and counted).
-    #[getter]
-    fn allowed(&self) -> bool {
-        self.inner.allowed
-    }
-    /// The policy's quota.
-    #[getter]
-    fn limit(&self) -> u32 {
-        self.inner.limit
-    }
-    /// Requests that could be admitted right now after this decision.
-    #[getter]
-    fn remaining(&self) -> u32 {
-        self.inner.remaining
-    }
-    /// Until the next request is allowed (never zero when blocked).
-    #[getter]
-    fn reset_after_ns(&self) -> u64 {
-        self.inner.reset_after
-    }
-    /// Until the key is back to empty.
-    #[getter]
-    fn clear_after_ns(&self) -> u64 {
-        self.inner.clear_after
-    }
-    /// Until `remaining` next grows, or None when nothing is used.
-    #[getter]
-    fn replenish_after_ns(&self) -> Option<u64> {
-        self.inner.replenish_after
-    }
-    /// The time a full quota takes to come back.
-    #[getter]
-    fn window_ns(&self) -> u64 {
-        self.inner.window
-    }
-    /// `Retry-After` in whole seconds (rounded up, at least 1) when blocked, else None.
-    #[getter]
-    fn retry_after_s(&self) -> Option<u64> {
-        self.inner.retry_after_secs()
-    }
-    /// `X-RateLimit-Remaining`, `X-RateLimit-Clear` and, when blocked, `X-RateLimit-Reset`
-    /// and `Retry-After`, as `(name, value)` pairs.
-    fn x_ratelimit_headers(&self) -> Vec<(&'static str, String)> {
-        self.inner.x_ratelimit_headers()
-    }
-    /// The IETF `RateLimit-Policy` and `RateLimit` fields for `policy` (and `Retry-After` when
-    /// blocked), as `(name, value)` pairs.
-    fn ietf_headers(&self, policy: &str) -> Vec<(&'static str, String)> {
-        self.inner.ietf_headers(policy)
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "Decision(allowed={}, limit={}, remaining={}, reset_after_ns={})",
-            if self.inner.allowed { "True" } else { "False" },
-            self.inner.limit,
-            self.inner.remaining,
-            self.inner.reset_after
-        )
-    }
-}
-
-fn decision(d: CoreDecision) -> PyDecision {
-    PyDecision { inner: d }
-}
-
-/// When a scheduled job may start (`ratelane::server::Scheduled`).
-#[pyclass(module = "ratelane.server", name = "Scheduled", frozen, eq)]
-#[derive(Debug, PartialEq)]
-pub struct PyScheduled {
-    inner: CoreScheduled,
-}
-
-#[pymethods]
-impl PyScheduled {
-    /// True when the job runs now; it needs no release.
-    #[getter]
-    fn run_now(&self) -> bool {
-        self.inner.run_now
-    }
-    /// When to start (and release) the job.
-    #[getter]
-    fn release_at_ns(&self) -> u64 {
-        self.inner.release_at
-    }
-    /// The group's delayed jobs not released yet.
-    #[getter]
-    fn waiting(&self) -> u64 {
-        self.inner.waiting
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "Scheduled(run_now={}, release_at_ns={}, waiting={})",
-            if self.inner.run_now { "True" } else { "False" },
-            self.inner.release_at,
-            self.inner.waiting
-        )
-    }
-}
-
-fn store<A: ratelane::server::Algorithm>(py: Python<'_>, algorithm: Result<A, Error>, max_keys: usize) -> PyResult<Store<A>> {
-    algorithm.and_then(|a| Store::new(a, max_keys)).map_err(|e| core_error(py, e))
-}
-
-/// GCRA per key (`ratelane::server::GcraStore`): one request per `interval_ns`, `burst` back
-/// to back.
-#[pyclass(module = "ratelane.server", name = "GcraStore")]
-#[derive(Debug)]
-pub struct PyGcraStore {
-    inner: CoreGcraStore,
-}
-
-#[pymethods]
-impl PyGcraStore {
-    #[new]
-    #[pyo3(signature = (interval_ns, burst, max_keys = 100_000))]
-    fn new(
-        py: Python<'_>,
-        #[pyo3(from_py_with = arg_ns)] interval_ns: u64,
-        burst: u32,
-        max_keys: usize,
-    ) -> PyResult<Self> {
-        Ok(PyGcraStore { inner: store(py, Gcra::new(interval_ns, burst), max_keys)? })
-    }
-
-    /// `quota` requests per `window_ns`, all allowed back to back.
-    #[staticmethod]
-    #[pyo3(signature = (quota, window_ns, max_keys = 100_000))]
-    fn per_window(
-        py: Python<'_>,
-        quota: u32,
-        #[pyo3(from_py_with = arg_ns)] window_ns: u64,
-        max_keys: usize,
-    ) -> PyResult<Self> {
-        Ok(PyGcraStore { inner: store(py, Gcra::per_window(quota, window_ns), max_keys)? })
-    }
-
-    /// Checks one request for `key` at `now_ns`, and counts it if admitted. Raises
-    /// InvalidRequestError when `now_ns` is later than the limit's last instant,
-    /// `2**64 - 1 - burst × interval_ns` (nothing is counted).
-    fn check(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyResult<PyDecision> {
-        self.inner.check(key, now_ns).map(decision).map_err(|e| core_error(py, e))
-    }
-
-    /// Checks a request of weight `n`. Raises InsufficientCapacityError when `n` exceeds the
-    /// burst, InvalidRequestError when `now_ns` is later than the limit's last instant (nothing
-    /// is counted).
-    fn check_n(
-        &mut self,
-        py: Python<'_>,
-        key: &str,
-        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
-        n: u32,
-    ) -> PyResult<PyDecision> {
-        self.inner
-            .check_n(key, now_ns, n)
-            .map_err(|e| core_error(py, e))?
-            .map(decision)
-            .map_err(|e| scripts::insufficient(py, e))
-    }
-
-    /// Whether the store holds a state for `key`. A check that leaves a key empty drops it;
-    /// a state that empties later, with time, is dropped lazily (when met again or swept).
-    fn __contains__(&self, key: &str) -> bool {
-        self.inner.state(key).is_some()
-    }
-    fn __len__(&self) -> usize {
-        self.inner.len()
-    }
-    /// New keys answered without being stored because the store was full of live keys.
-    #[getter]
-    fn untracked(&self) -> u64 {
-        self.inner.untracked()
-    }
-    #[getter]
-    fn max_keys(&self) -> usize {
-        self.inner.max_keys()
-    }
-}
-
-/// A leaky bucket per key (`ratelane::server::LeakyBucketStore`): `size` requests, draining
-/// `drip_size` every `drip_rate_ns`, optionally at most one per `min_interval_ns`.
-#[pyclass(module = "ratelane.server", name = "LeakyBucketStore")]
-#[derive(Debug)]
-pub struct PyLeakyBucketStore {
-    inner: CoreLeakyBucketStore,
-}
-
-#[pymethods]
-impl PyLeakyBucketStore {
-    #[new]
-    #[pyo3(signature = (size, drip_rate_ns, drip_size = 1, max_keys = 100_000, *, min_interval_ns = None))]
-    fn new(
-        py: Python<'_>,
-        size: u32,
-        #[pyo3(from_py_with = arg_ns)] drip_rate_ns: u64,
-        drip_size: u32,
-        max_keys: usize,
-        #[pyo3(from_py_with = arg_opt_ns)] min_interval_ns: Option<u64>,
-    ) -> PyResult<Self> {
-        let bucket = LeakyBucket::new(size, drip_rate_ns, drip_size).and_then(|b| match min_interval_ns {
-            Some(m) => b.with_min_interval(m),
-            None => Ok(b),
-        });
-        Ok(PyLeakyBucketStore { inner: store(py, bucket, max_keys)? })
-    }
-
-    /// From a legacy `{max, duration, min_interval}` limit (Misskey/Sharkey).
-    #[staticmethod]
-    #[pyo3(signature = (*, max = None, duration_ns = None, min_interval_ns = None, max_keys = 100_000))]
-    fn from_legacy(
-        py: Python<'_>,
-        max: Option<u32>,
-        #[pyo3(from_py_with = arg_opt_ns)] duration_ns: Option<u64>,
-        #[pyo3(from_py_with = arg_opt_ns)] min_interval_ns: Option<u64>,
-        max_keys: usize,
-    ) -> PyResult<Self> {
-        let limit = LegacyLimit { max, duration: duration_ns, min_interval: min_interval_ns };
-        Ok(PyLeakyBucketStore { inner: store(py, LeakyBucket::from_legacy(limit), max_keys)? })
-    }
-
-    /// Checks one request for `key` at `now_ns`; with `factor` (in (0, 1]) the bucket is
-    /// scaled for this subject.
-    #[pyo3(signature = (key, now_ns, factor = None))]
-    fn check(
-        &mut self,
-        py: Python<'_>,
-        key: &str,
-        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
-        factor: Option<f64>,
-    ) -> PyResult<PyDecision> {
-        match factor {
-            None => Ok(decision(self.inner.check(key, now_ns))),
-            Some(f) => self.inner.check_scaled(key, now_ns, f).map(decision).map_err(|e| core_error(py, e)),
-        }
-    }
-
-    /// Whether the store holds a state for `key`. A check that leaves a key empty drops it;
-    /// a state that empties later, with time, is dropped lazily (when met again or swept).
-    fn __contains__(&self, key: &str) -> bool {
-        self.inner.state(key).is_some()
-    }
-    fn __len__(&self) -> usize {
-        self.inner.len()
-    }
-    #[getter]
-    fn untracked(&self) -> u64 {
-        self.inner.untracked()
-    }
-    #[getter]
-    fn max_keys(&self) -> usize {
-        self.inner.max_keys()
-    }
-}
-
-/// A fixed window per key (`ratelane::server::FixedWindowStore`): `quota` per `window_ns`,
-/// with a release-time estimate for delayed jobs.
-#[pyclass(module = "ratelane.server", name = "FixedWindowStore")]
-#[derive(Debug)]
-pub struct PyFixedWindowStore {
-    inner: CoreFixedWindowStore,
-}
-
-#[pymethods]
-impl PyFixedWindowStore {
-    #[new]
-    #[pyo3(signature = (quota, window_ns, max_keys = 100_000))]
-    fn new(
-        py: Python<'_>,
-        quota: u32,
-        #[pyo3(from_py_with = arg_ns)] window_ns: u64,
-        max_keys: usize,
-    ) -> PyResult<Self> {
-        Ok(PyFixedWindowStore { inner: store(py, FixedWindow::new(quota, window_ns), max_keys)? })
-    }
-
-    /// Checks one request for `key` at `now_ns`.
-    fn check(&mut self, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyDecision {
-        decision(self.inner.check(key, now_ns))
-    }
-
-    /// Books a slot for one job of group `key`. Raises InvalidRequestError when the job would
-    /// be released after `2**64 - 1` ns (nothing is booked).
-    fn schedule(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyResult<PyScheduled> {
-        self.inner.schedule(key, now_ns).map(|inner| PyScheduled { inner }).map_err(|e| core_error(py, e))
-    }
-
-    /// Records that one delayed job of `key` was released (or dropped); False if none waits.
-    fn release(&mut self, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> bool {
-        self.inner.release(key, now_ns)
-    }
-
-    /// Whether the store holds a state for `key`. A check that leaves a key empty drops it;
-    /// a state that empties later, with time, is dropped lazily (when met again or swept).
-    fn __contains__(&self, key: &str) -> bool {
-        self.inner.state(key).is_some()
-    }
-    fn __len__(&self) -> usize {
-        self.inner.len()
-    }
-    #[getter]
-    fn untracked(&self) -> u64 {
-        self.inner.untracked()
-    }
-    #[getter]
-    fn max_keys(&self) -> usize {
-        self.inner.max_keys()
-    }
-}
-
 // ------------------------------------------------------------------------------ module
 
 #[pymodule(name = "_core")]
@@ -1625,11 +1300,6 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Idle>()?;
     m.add_class::<SimServer>()?;
     m.add_class::<Simulation>()?;
-    m.add_class::<PyDecision>()?;
-    m.add_class::<PyScheduled>()?;
-    m.add_class::<PyGcraStore>()?;
-    m.add_class::<PyLeakyBucketStore>()?;
-    m.add_class::<PyFixedWindowStore>()?;
     m.add("FAIL_CODES", FailReason::ALL_CODES.to_vec())?;
     m.add("ERROR_CODES", Error::ALL_CODES.to_vec())?;
     m.add("PROFILES", ratelane::HeaderProfile::NAMES.to_vec())?;
@@ -1638,8 +1308,8 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // installed package carries it. `bindings-python/shared_store.lua` is a symlink to the one
     // source, redis/scripts/shared_store.lua (cargo and maturin's sdist copy the file itself).
     m.add("SHARED_STORE_LUA", include_str!("../shared_store.lua"))?;
-    // The server-side limiters' scripts, the same way (`scripts.rs`).
-    scripts::register(m)?;
+    // The server-side limit and store, and their scripts, the same way (`server.rs`).
+    server::register(m)?;
     // The shared store's arguments and answers, the core's wire format (`store.rs`).
     store::register(m)?;
     if m.py().version_info() < (3, 9) {

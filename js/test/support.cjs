@@ -1,15 +1,15 @@
 // Test support shared by js/test/*.test.js: loads the core module under test and the driver.
 //
 // RATELANE_CORE names the core module (js/CONTRACT.md) to test, as a path: the napi addon
-// (bindings-node/ratelane.node) or the wasm package's Node build of the core
-// (bindings-wasm/pkg/node/core.cjs). Default: the napi addon of this repository.
+// with its server-side stores (bindings-node/core.cjs) or the wasm package's Node build of the
+// core (bindings-wasm/pkg/node/core.cjs). Default: the napi core of this repository.
 // The driver is js/driver.js itself, so both packages test the same source.
 'use strict'
 const fs = require('node:fs')
 const path = require('node:path')
 
 const repo = path.join(__dirname, '..', '..')
-const corePath = path.resolve(process.env.RATELANE_CORE || path.join(repo, 'bindings-node', 'ratelane.node'))
+const corePath = path.resolve(process.env.RATELANE_CORE || path.join(repo, 'bindings-node', 'core.cjs'))
 
 function loadCore() {
   return require(corePath)

@@ -70,7 +70,7 @@ node "$root/examples/node/bullmq/defer.js" "$RATELANE_REDIS_URL" | tail -1
 # The package's tests (local Discord-like server, Redis) and the shared js/ tests on the napi core.
 log="$tmp/node-test.log"
 set +e
-(cd "$pkg" && RATELANE_CORE="$pkg/ratelane.node" node --test test/*.test.js "$root"/js/test/*.test.js) > "$log" 2>&1
+(cd "$pkg" && RATELANE_CORE="$pkg/core.cjs" node --test test/*.test.js "$root"/js/test/*.test.js) > "$log" 2>&1
 status=$?
 set -e
 if [ "$status" -ne 0 ]; then

@@ -26,9 +26,8 @@ __all__ = [
     "Simulation",
     "Decision",
     "Scheduled",
-    "GcraStore",
-    "LeakyBucketStore",
-    "FixedWindowStore",
+    "Limit",
+    "Store",
     "FAIL_CODES",
     "ERROR_CODES",
     "PROFILES",
@@ -37,12 +36,6 @@ __all__ = [
     "GCRA_LUA",
     "LEAKY_BUCKET_LUA",
     "FIXED_WINDOW_LUA",
-    "GcraScript",
-    "LeakyBucketScript",
-    "FixedWindowScript",
-    "script_decision",
-    "script_scheduled",
-    "script_released",
     "StoreOp",
     "store_op",
     "store_argv",
@@ -604,17 +597,57 @@ class Scheduled:
     def waiting(self) -> int: ...
 
 @final
-class GcraStore:
-    """GCRA per key: one request per ``interval_ns``, ``burst`` back to back."""
+class Limit:
+    """A server-side limit (GCRA, leaky bucket or fixed window) and its Redis script."""
 
-    def __new__(cls, interval_ns: int, burst: int, max_keys: int = 100000) -> GcraStore: ...
     @staticmethod
-    def per_window(quota: int, window_ns: int, max_keys: int = 100000) -> GcraStore: ...
+    def gcra(interval_ns: int, burst: int) -> Limit: ...
+    @staticmethod
+    def gcra_per_window(quota: int, window_ns: int) -> Limit: ...
+    @staticmethod
+    def leaky_bucket(
+        size: int, drip_rate_ns: int, drip_size: int = 1, min_interval_ns: Optional[int] = None
+    ) -> Limit: ...
+    @staticmethod
+    def legacy(
+        max: Optional[int] = None, duration_ns: Optional[int] = None, min_interval_ns: Optional[int] = None
+    ) -> Limit: ...
+    @staticmethod
+    def fixed_window(quota: int, window_ns: int) -> Limit: ...
+    @property
+    def params(self) -> dict[str, Optional[int]]:
+        """The config's parameters by name (``interval_ns``, ``burst``, ``window_ns``...)."""
+    @property
+    def script(self) -> str:
+        """The name of the script's text in this module (``GCRA_LUA``...)."""
+    def check_script(self) -> None:
+        """Raises InvalidConfigError when the script cannot evaluate this limit exactly."""
+    def argv(
+        self,
+        name: str,
+        now_ns: Optional[int] = None,
+        min_ttl_ms: int = 0,
+        *,
+        n: Optional[int] = None,
+        factor: Optional[float] = None,
+    ) -> list[str]:
+        """The script's ARGV for op ``name`` (InsufficientCapacityError, InvalidRequestError,
+        InvalidConfigError: nothing to send)."""
+    def read_reply(self, name: str, reply: Any) -> Any:
+        """The reply to op ``name``: a Decision, ``(Scheduled, now_ns)`` or a bool
+        (InsufficientCapacityError, RedisBadReplyError)."""
+
+@disjoint_base
+class Store:
+    """A keyed store over a ``Limit``: the base of ``ratelane.server``'s stores."""
+
+    def __new__(cls, limit: Limit, max_keys: int = 100000) -> Self: ...
     def check(self, key: str, now_ns: int) -> Decision:
-        """Raises InvalidRequestError when ``now_ns`` is later than ``2**64 - 1 - burst * interval_ns``."""
-    def check_n(self, key: str, now_ns: int, n: int) -> Decision:
-        """Raises InsufficientCapacityError when ``n`` exceeds the burst, InvalidRequestError when
-        ``now_ns`` is later than ``2**64 - 1 - burst * interval_ns``."""
+        """Raises InvalidRequestError for a GCRA ``now_ns`` later than ``2**64 - 1 - burst * interval_ns``."""
+    def _check_n(self, key: str, now_ns: int, n: int) -> Decision: ...
+    def _check_scaled(self, key: str, now_ns: int, factor: float) -> Decision: ...
+    def _schedule(self, key: str, now_ns: int) -> Scheduled: ...
+    def _release(self, key: str, now_ns: int) -> bool: ...
     def __contains__(self, key: str, /) -> bool:
         """Whether the store holds a state for ``key`` (a check that empties it drops it)."""
     def __len__(self) -> int: ...
@@ -622,117 +655,6 @@ class GcraStore:
     def untracked(self) -> int: ...
     @property
     def max_keys(self) -> int: ...
-
-@final
-class LeakyBucketStore:
-    """A leaky bucket per key."""
-
-    def __new__(
-        cls,
-        size: int,
-        drip_rate_ns: int,
-        drip_size: int = 1,
-        max_keys: int = 100000,
-        *,
-        min_interval_ns: Optional[int] = None,
-    ) -> LeakyBucketStore: ...
-    @staticmethod
-    def from_legacy(
-        *,
-        max: Optional[int] = None,
-        duration_ns: Optional[int] = None,
-        min_interval_ns: Optional[int] = None,
-        max_keys: int = 100000,
-    ) -> LeakyBucketStore: ...
-    def check(self, key: str, now_ns: int, factor: Optional[float] = None) -> Decision: ...
-    def __contains__(self, key: str, /) -> bool:
-        """Whether the store holds a state for ``key`` (a check that empties it drops it)."""
-    def __len__(self) -> int: ...
-    @property
-    def untracked(self) -> int: ...
-    @property
-    def max_keys(self) -> int: ...
-
-@final
-class FixedWindowStore:
-    """A fixed window per key, with release-time estimates for delayed jobs."""
-
-    def __new__(cls, quota: int, window_ns: int, max_keys: int = 100000) -> FixedWindowStore: ...
-    def check(self, key: str, now_ns: int) -> Decision: ...
-    def schedule(self, key: str, now_ns: int) -> Scheduled:
-        """Raises InvalidRequestError when the job would be released after ``2**64 - 1`` ns."""
-    def release(self, key: str, now_ns: int) -> bool: ...
-    def __contains__(self, key: str, /) -> bool:
-        """Whether the store holds a state for ``key`` (a check that empties it drops it)."""
-    def __len__(self) -> int: ...
-    @property
-    def untracked(self) -> int: ...
-    @property
-    def max_keys(self) -> int: ...
-
-# The Redis scripts of the server-side limiters (ratelane.redis): the core's validated
-# configuration, one call's ARGV, and the replies read back into Decision / Scheduled.
-
-@final
-class GcraScript:
-    """``redis/scripts/gcra.lua`` for one GCRA limit."""
-
-    def __new__(cls, interval_ns: int, burst: int) -> GcraScript: ...
-    @staticmethod
-    def per_window(quota: int, window_ns: int) -> GcraScript: ...
-    @property
-    def interval_ns(self) -> int: ...
-    @property
-    def burst(self) -> int: ...
-    @property
-    def window_ns(self) -> int: ...
-    def argv(self, n: int, now_ns: Optional[int] = None, min_ttl_ms: int = 0) -> list[str]:
-        """Raises InsufficientCapacityError when ``n`` exceeds the burst, InvalidRequestError when
-        ``now_ns`` is later than ``2**64 - 1 - window_ns``."""
-
-@final
-class LeakyBucketScript:
-    """``redis/scripts/leaky_bucket.lua`` for one leaky bucket."""
-
-    def __new__(
-        cls, size: int, drip_rate_ns: int, drip_size: int = 1, *, min_interval_ns: Optional[int] = None
-    ) -> LeakyBucketScript: ...
-    @staticmethod
-    def from_legacy(
-        *, max: Optional[int] = None, duration_ns: Optional[int] = None, min_interval_ns: Optional[int] = None
-    ) -> LeakyBucketScript: ...
-    @property
-    def size(self) -> int: ...
-    @property
-    def drip_rate_ns(self) -> int: ...
-    @property
-    def drip_size(self) -> int: ...
-    @property
-    def min_interval_ns(self) -> Optional[int]: ...
-    @property
-    def window_ns(self) -> int: ...
-    def argv(self, factor: Optional[float] = None, now_ns: Optional[int] = None, min_ttl_ms: int = 0) -> list[str]:
-        """Raises InvalidConfigError when ``factor`` is not in (0, 1]."""
-
-@final
-class FixedWindowScript:
-    """``redis/scripts/fixed_window.lua`` for one fixed window."""
-
-    def __new__(cls, quota: int, window_ns: int) -> FixedWindowScript: ...
-    @property
-    def quota(self) -> int: ...
-    @property
-    def window_ns(self) -> int: ...
-    def argv(self, op: str, now_ns: Optional[int] = None, min_ttl_ms: int = 0) -> list[str]: ...
-
-def script_decision(reply: Any) -> Decision:
-    """A check's reply as a Decision (InsufficientCapacityError, RedisBadReplyError)."""
-
-def script_scheduled(reply: Any) -> tuple[Scheduled, int]:
-    """``fixed_window.lua schedule``'s reply as ``(Scheduled, now_ns)`` (RedisBadReplyError)."""
-
-def script_released(reply: Any) -> bool:
-    """``fixed_window.lua release``'s reply (RedisBadReplyError)."""
 
 @final
 class StoreOp:

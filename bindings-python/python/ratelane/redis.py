@@ -444,9 +444,8 @@ class _Script:
         self.sha = hashlib.sha1(text.encode()).hexdigest()
 
 
-_GCRA = _Script(GCRA_LUA)
-_LEAKY_BUCKET = _Script(LEAKY_BUCKET_LUA)
-_FIXED_WINDOW = _Script(FIXED_WINDOW_LUA)
+# By the name ``_core.Limit.script`` gives.
+_SCRIPTS = {"GCRA_LUA": _Script(GCRA_LUA), "LEAKY_BUCKET_LUA": _Script(LEAKY_BUCKET_LUA), "FIXED_WINDOW_LUA": _Script(FIXED_WINDOW_LUA)}
 
 
 def _redis_exceptions() -> ModuleType:
@@ -511,9 +510,12 @@ class _RedisLimiter:
         min_ttl_ms: keys live at least this long (0: exactly until their state is empty again).
     """
 
-    __slots__ = ("client", "prefix", "min_ttl_ms")
+    __slots__ = ("client", "prefix", "min_ttl_ms", "_script", "_lua")
 
-    def _setup(self, client: "_Client", prefix: str, min_ttl_ms: int) -> None:
+    def _setup(self, client: "_Client", limit: _core.Limit, prefix: str, min_ttl_ms: int) -> None:
+        limit.check_script()
+        self._script = limit
+        self._lua = _SCRIPTS[limit.script]
         if not isinstance(prefix, str):
             raise InvalidConfigError(f"prefix must be a str, got {prefix!r}")
         if isinstance(min_ttl_ms, bool) or not isinstance(min_ttl_ms, int) or min_ttl_ms < 0:
@@ -528,6 +530,17 @@ class _RedisLimiter:
         if not isinstance(key, str):
             raise InvalidArgumentError(f"a key must be a str, got {key!r}")
         return self.prefix + key
+
+    def _param(self, name: str) -> int:
+        value = self._script.params[name]
+        assert value is not None
+        return value
+
+    async def _call(self, op: str, key: str, now_ns: Optional[int], **arg: Any) -> Any:
+        """One call of the limit's script for ``op``, read back by the core: the ARGV first
+        (refusals without a round trip), then the key."""
+        argv = self._script.argv(op, now_ns, self.min_ttl_ms, **arg)
+        return self._script.read_reply(op, await _evaluate(self.client, self._lua, self._key(key), argv))
 
 
 class RedisGcra(_RedisLimiter):
@@ -544,32 +557,30 @@ class RedisGcra(_RedisLimiter):
             than real time; 0 by default).
     """
 
-    __slots__ = ("_script",)
+    __slots__ = ()
 
     def __init__(self, client: "_Client", interval_ns: int, burst: int, *, prefix: str, min_ttl_ms: int = 0) -> None:
-        self._script = _core.GcraScript(interval_ns, burst)
-        self._setup(client, prefix, min_ttl_ms)
+        self._setup(client, _core.Limit.gcra(interval_ns, burst), prefix, min_ttl_ms)
 
     @classmethod
     def per_window(cls, client: "_Client", quota: int, window_ns: int, *, prefix: str, min_ttl_ms: int = 0) -> "RedisGcra":
         """``quota`` requests per ``window_ns``, all allowed back to back."""
         limiter = cls.__new__(cls)
-        limiter._script = _core.GcraScript.per_window(quota, window_ns)
-        limiter._setup(client, prefix, min_ttl_ms)
+        limiter._setup(client, _core.Limit.gcra_per_window(quota, window_ns), prefix, min_ttl_ms)
         return limiter
 
     @property
     def interval_ns(self) -> int:
-        return self._script.interval_ns
+        return self._param("interval_ns")
 
     @property
     def burst(self) -> int:
-        return self._script.burst
+        return self._param("burst")
 
     @property
     def window_ns(self) -> int:
         """``burst × interval_ns``: the time a full burst takes to come back."""
-        return self._script.window_ns
+        return self._param("window_ns")
 
     async def check(self, key: str, *, now_ns: Optional[int] = None) -> Decision:
         """Checks one request for ``key`` at Redis's clock, and counts it if admitted.
@@ -584,8 +595,7 @@ class RedisGcra(_RedisLimiter):
         Raises ``InsufficientCapacityError`` when ``n`` exceeds the burst, and
         ``InvalidRequestError`` when ``now_ns`` is later than ``2**64 - 1 - window_ns`` (as
         ``GcraStore.check``), without a round trip."""
-        argv = self._script.argv(n, now_ns, self.min_ttl_ms)
-        return _core.script_decision(await _evaluate(self.client, _GCRA, self._key(key), argv))
+        return await self._call("check_n", key, now_ns, n=n)  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"RedisGcra(interval_ns={self.interval_ns}, burst={self.burst}, prefix={self.prefix!r})"
@@ -600,7 +610,7 @@ class RedisLeakyBucket(_RedisLimiter):
     the core; ``check_scaled`` scales the bucket for one subject (Sharkey's factor).
     """
 
-    __slots__ = ("_script",)
+    __slots__ = ()
 
     def __init__(
         self,
@@ -613,8 +623,8 @@ class RedisLeakyBucket(_RedisLimiter):
         prefix: str,
         min_ttl_ms: int = 0,
     ) -> None:
-        self._script = _core.LeakyBucketScript(size, drip_rate_ns, drip_size, min_interval_ns=min_interval_ns)
-        self._setup(client, prefix, min_ttl_ms)
+        limit = _core.Limit.leaky_bucket(size, drip_rate_ns, drip_size, min_interval_ns)
+        self._setup(client, limit, prefix, min_ttl_ms)
 
     @classmethod
     def from_legacy(
@@ -629,43 +639,38 @@ class RedisLeakyBucket(_RedisLimiter):
     ) -> "RedisLeakyBucket":
         """From a legacy ``{max, duration, min_interval}`` limit (Misskey/Sharkey)."""
         limiter = cls.__new__(cls)
-        limiter._script = _core.LeakyBucketScript.from_legacy(
-            max=max, duration_ns=duration_ns, min_interval_ns=min_interval_ns
-        )
-        limiter._setup(client, prefix, min_ttl_ms)
+        limiter._setup(client, _core.Limit.legacy(max, duration_ns, min_interval_ns), prefix, min_ttl_ms)
         return limiter
 
     @property
     def size(self) -> int:
-        return self._script.size
+        return self._param("size")
 
     @property
     def drip_rate_ns(self) -> int:
-        return self._script.drip_rate_ns
+        return self._param("drip_rate_ns")
 
     @property
     def drip_size(self) -> int:
-        return self._script.drip_size
+        return self._param("drip_size")
 
     @property
     def min_interval_ns(self) -> Optional[int]:
-        return self._script.min_interval_ns
+        return self._script.params["min_interval_ns"]
 
     @property
     def window_ns(self) -> int:
         """The time a full bucket takes to drain."""
-        return self._script.window_ns
+        return self._param("window_ns")
 
     async def check(self, key: str, *, now_ns: Optional[int] = None) -> Decision:
         """Checks one request for ``key`` at Redis's clock (or ``now_ns``, see ``RedisGcra.check``)."""
-        argv = self._script.argv(None, now_ns, self.min_ttl_ms)
-        return _core.script_decision(await _evaluate(self.client, _LEAKY_BUCKET, self._key(key), argv))
+        return await self._call("check", key, now_ns)  # type: ignore[no-any-return]
 
     async def check_scaled(self, key: str, factor: float, *, now_ns: Optional[int] = None) -> Decision:
         """``check`` with the bucket scaled by ``factor`` in (0, 1] for this subject (the core's
         ``LeakyBucket::scaled``); ``InvalidConfigError`` otherwise, nothing sent."""
-        argv = self._script.argv(factor, now_ns, self.min_ttl_ms)
-        return _core.script_decision(await _evaluate(self.client, _LEAKY_BUCKET, self._key(key), argv))
+        return await self._call("check_scaled", key, now_ns, factor=factor)  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return (
@@ -683,27 +688,22 @@ class RedisFixedWindow(_RedisLimiter):
     window after its last booked window (a job must start within its window).
     """
 
-    __slots__ = ("_script",)
+    __slots__ = ()
 
     def __init__(self, client: "_Client", quota: int, window_ns: int, *, prefix: str, min_ttl_ms: int = 0) -> None:
-        self._script = _core.FixedWindowScript(quota, window_ns)
-        self._setup(client, prefix, min_ttl_ms)
+        self._setup(client, _core.Limit.fixed_window(quota, window_ns), prefix, min_ttl_ms)
 
     @property
     def quota(self) -> int:
-        return self._script.quota
+        return self._param("quota")
 
     @property
     def window_ns(self) -> int:
-        return self._script.window_ns
-
-    async def _call(self, op: str, key: str, now_ns: Optional[int]) -> Any:
-        argv = self._script.argv(op, now_ns, self.min_ttl_ms)
-        return await _evaluate(self.client, _FIXED_WINDOW, self._key(key), argv)
+        return self._param("window_ns")
 
     async def check(self, key: str, *, now_ns: Optional[int] = None) -> Decision:
         """Checks one request for ``key`` at Redis's clock (or ``now_ns``, see ``RedisGcra.check``)."""
-        return _core.script_decision(await self._call("check", key, now_ns))
+        return await self._call("check", key, now_ns)  # type: ignore[no-any-return]
 
     async def schedule(self, key: str, *, now_ns: Optional[int] = None) -> Tuple[Scheduled, int]:
         """Books a slot for one job of group ``key``: ``(scheduled, now_ns)``, ``now_ns`` being
@@ -714,11 +714,11 @@ class RedisFixedWindow(_RedisLimiter):
         Raises ``OutOfRangeError`` when the job's window would end more than 2^52 ns from now,
         and ``InvalidRequestError`` when the job would be released after 2^64 - 1 ns (as
         ``FixedWindowStore.schedule``); nothing is booked."""
-        return _core.script_scheduled(await self._call("schedule", key, now_ns))
+        return await self._call("schedule", key, now_ns)  # type: ignore[no-any-return]
 
     async def release(self, key: str, *, now_ns: Optional[int] = None) -> bool:
         """Records that one delayed job of ``key`` was released (or dropped); False if none waits."""
-        return _core.script_released(await self._call("release", key, now_ns))
+        return await self._call("release", key, now_ns)  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"RedisFixedWindow(quota={self.quota}, window_ns={self.window_ns}, prefix={self.prefix!r})"

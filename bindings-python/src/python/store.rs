@@ -11,7 +11,7 @@ use ratelane::server::script::ReplyItem;
 use ratelane::shared::wire::{self, StoreOp, StoreSettings};
 use ratelane::shared::{Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 
-use super::scripts::{bad, elements, item};
+use super::server::{bad, elements, item};
 use super::{PyOutput, invalid_argument, repr};
 
 /// One operation of the store contract, read from its Python object once, when it is queued.

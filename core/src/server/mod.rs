@@ -56,11 +56,17 @@
 //! [`FixedWindowStore`] (Rust callers may pick another key type with the `K` parameter).
 //! The same limiters evaluated in Redis share one wire format, in [`script`]: each script
 //! call's `ARGV` and the reading of its reply, for every host.
+//!
+//! A host that picks the algorithm at run time (a binding) holds a [`Limit`] (one of the
+//! three configs) and a [`LimitStore`] over it, and calls them with an [`Op`]; the limit also
+//! names its Redis script, builds its `ARGV` and reads its reply, so such a host needs no
+//! code per algorithm.
 
 mod decision;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
+mod limit;
 pub mod script;
 mod slots;
 mod store;
@@ -69,6 +75,7 @@ pub use decision::Decision;
 pub use fixed_window::{FixedWindow, FixedWindowState, FixedWindowStore, Scheduled};
 pub use gcra::{Gcra, GcraState, GcraStore, InsufficientCapacity};
 pub use leaky_bucket::{BucketLevel, LeakyBucket, LeakyBucketState, LeakyBucketStore, LegacyLimit};
+pub use limit::{Answer, Limit, LimitState, LimitStore, Op};
 pub use store::{Algorithm, Store};
 
 use crate::error::Error;

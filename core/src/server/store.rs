@@ -9,7 +9,8 @@ use crate::error::Error;
 use crate::types::Nanos;
 
 /// An algorithm whose per-key state a [`Store`] keeps: [`Gcra`](super::Gcra),
-/// [`LeakyBucket`](super::LeakyBucket) or [`FixedWindow`](super::FixedWindow).
+/// [`LeakyBucket`](super::LeakyBucket), [`FixedWindow`](super::FixedWindow), or any of the
+/// three picked at run time, [`Limit`](super::Limit).
 pub trait Algorithm: private::Sealed {
     /// The state of one key. `Default` is the empty state, the state of a key never seen.
     type State: Default + Clone + fmt::Debug;
@@ -24,6 +25,7 @@ mod private {
     impl Sealed for super::super::Gcra {}
     impl Sealed for super::super::LeakyBucket {}
     impl Sealed for super::super::FixedWindow {}
+    impl Sealed for super::super::Limit {}
 }
 
 /// Per-key state of one [`Algorithm`], in bounded memory and without a sweeper thread.

@@ -1,0 +1,413 @@
+//! The server-side limiters (`ratelane::server`): one native `Limit` (GCRA, leaky bucket or
+//! fixed window, with its Redis script's `ARGV` and the reading of its reply) and one native
+//! `Store` over it, plus the `Decision` and `Scheduled` they answer with. The user-facing
+//! classes (`ratelane.server.GcraStore`..., `ratelane.redis.RedisGcra`...) are Python over
+//! these two; the I/O (`EVALSHA`, `EVAL` on `NOSCRIPT`) is `ratelane.redis`'s.
+//!
+//! The layouts (the contract in `redis/README.md`) are the core's, `ratelane::server::script`,
+//! as for `ratelane-redis` and the Node binding: this module only turns Python values into
+//! the core's `ReplyItem`s; any other shape is `RedisBadReplyError`, never a panic.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+use std::borrow::Cow;
+
+use ratelane::Error;
+use ratelane::server::script::{ReplyError, ReplyItem, ScriptReply};
+use ratelane::server::{
+    Answer, Decision as CoreDecision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, LegacyLimit, Limit,
+    LimitStore, Op, Scheduled as CoreScheduled,
+};
+
+use super::{arg_ns, arg_opt_ns, core_error, exception, invalid_argument, repr};
+
+/// The texts of the scripts, embedded at build time. `bindings-python/<name>.lua` are symlinks
+/// to the one source in `redis/scripts/` (as `shared_store.lua`): cargo and maturin's sdist
+/// copy the files themselves, so an sdist is self-contained.
+const SCRIPTS: [(&str, &str); 3] = [
+    ("GCRA_LUA", include_str!("../../gcra.lua")),
+    ("LEAKY_BUCKET_LUA", include_str!("../../leaky_bucket.lua")),
+    ("FIXED_WINDOW_LUA", include_str!("../../fixed_window.lua")),
+];
+
+/// `InsufficientCapacityError` with the core's message, `requested` and `capacity`.
+fn insufficient(py: Python<'_>, e: InsufficientCapacity) -> PyErr {
+    let kwargs = PyDict::new(py);
+    if let Err(err) = kwargs.set_item("requested", e.requested).and_then(|()| kwargs.set_item("capacity", e.capacity)) {
+        return err;
+    }
+    exception(py, "InsufficientCapacityError", e.to_string(), Some(&kwargs))
+}
+
+/// `min_ttl_ms` (the core clamps it to `MAX_WINDOW`, as `ratelane_redis`'s `with_min_ttl_ms`).
+fn min_ttl_arg(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    obj.extract::<u64>().map_err(|_| {
+        invalid_argument(obj.py(), format!("min_ttl_ms must be an int >= 0, got {}", repr(obj)))
+    })
+}
+
+// ------------------------------------------------------------------------------ answers
+
+/// What a server-side check decided for one key (`ratelane::server::Decision`).
+#[pyclass(module = "ratelane.server", name = "Decision", frozen, eq)]
+#[derive(Debug, PartialEq)]
+pub struct PyDecision {
+    inner: CoreDecision,
+}
+
+#[pymethods]
+impl PyDecision {
+    /// True when the request was admitted (and counted).
+    #[getter]
+    fn allowed(&self) -> bool {
+        self.inner.allowed
+    }
+    /// The policy's quota.
+    #[getter]
+    fn limit(&self) -> u32 {
+        self.inner.limit
+    }
+    /// Requests that could be admitted right now after this decision.
+    #[getter]
+    fn remaining(&self) -> u32 {
+        self.inner.remaining
+    }
+    /// Until the next request is allowed (never zero when blocked).
+    #[getter]
+    fn reset_after_ns(&self) -> u64 {
+        self.inner.reset_after
+    }
+    /// Until the key is back to empty.
+    #[getter]
+    fn clear_after_ns(&self) -> u64 {
+        self.inner.clear_after
+    }
+    /// Until `remaining` next grows, or None when nothing is used.
+    #[getter]
+    fn replenish_after_ns(&self) -> Option<u64> {
+        self.inner.replenish_after
+    }
+    /// The time a full quota takes to come back.
+    #[getter]
+    fn window_ns(&self) -> u64 {
+        self.inner.window
+    }
+    /// `Retry-After` in whole seconds (rounded up, at least 1) when blocked, else None.
+    #[getter]
+    fn retry_after_s(&self) -> Option<u64> {
+        self.inner.retry_after_secs()
+    }
+    /// `X-RateLimit-Remaining`, `X-RateLimit-Clear` and, when blocked, `X-RateLimit-Reset`
+    /// and `Retry-After`, as `(name, value)` pairs.
+    fn x_ratelimit_headers(&self) -> Vec<(&'static str, String)> {
+        self.inner.x_ratelimit_headers()
+    }
+    /// The IETF `RateLimit-Policy` and `RateLimit` fields for `policy` (and `Retry-After` when
+    /// blocked), as `(name, value)` pairs.
+    fn ietf_headers(&self, policy: &str) -> Vec<(&'static str, String)> {
+        self.inner.ietf_headers(policy)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Decision(allowed={}, limit={}, remaining={}, reset_after_ns={})",
+            if self.inner.allowed { "True" } else { "False" },
+            self.inner.limit,
+            self.inner.remaining,
+            self.inner.reset_after
+        )
+    }
+}
+
+/// When a scheduled job may start (`ratelane::server::Scheduled`).
+#[pyclass(module = "ratelane.server", name = "Scheduled", frozen, eq)]
+#[derive(Debug, PartialEq)]
+pub struct PyScheduled {
+    inner: CoreScheduled,
+}
+
+#[pymethods]
+impl PyScheduled {
+    /// True when the job runs now; it needs no release.
+    #[getter]
+    fn run_now(&self) -> bool {
+        self.inner.run_now
+    }
+    /// When to start (and release) the job.
+    #[getter]
+    fn release_at_ns(&self) -> u64 {
+        self.inner.release_at
+    }
+    /// The group's delayed jobs not released yet.
+    #[getter]
+    fn waiting(&self) -> u64 {
+        self.inner.waiting
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Scheduled(run_now={}, release_at_ns={}, waiting={})",
+            if self.inner.run_now { "True" } else { "False" },
+            self.inner.release_at,
+            self.inner.waiting
+        )
+    }
+}
+
+/// A store's or a script's answer as Python values: `Decision`, `Scheduled` (with the
+/// script's `now_ns` for a script: `(Scheduled, now_ns)`), `bool`; InsufficientCapacityError.
+fn answer(py: Python<'_>, answer: Answer, now: Option<u64>) -> PyResult<Py<PyAny>> {
+    Ok(match answer {
+        Answer::Decision(inner) => PyDecision { inner }.into_pyobject(py)?.into_any().unbind(),
+        Answer::InsufficientCapacity(e) => return Err(insufficient(py, e)),
+        Answer::Scheduled(inner) => match now {
+            None => PyScheduled { inner }.into_pyobject(py)?.into_any().unbind(),
+            Some(now) => (PyScheduled { inner }, now).into_pyobject(py)?.into_any().unbind(),
+        },
+        Answer::Released(released) => PyBool::new(py, released).to_owned().into_any().unbind(),
+    })
+}
+
+/// The core's op named `name` (`check`, `check_n`, `check_scaled`, `schedule`, `release`),
+/// with its weight or factor.
+fn op(py: Python<'_>, name: &str, n: Option<u32>, factor: Option<f64>) -> PyResult<Op> {
+    Ok(match (name, n, factor) {
+        ("check", None, None) => Op::Check,
+        ("check_n", Some(n), None) => Op::CheckN(n),
+        ("check_scaled", None, Some(factor)) => Op::CheckScaled(factor),
+        ("schedule", None, None) => Op::Schedule,
+        ("release", None, None) => Op::Release,
+        _ => return Err(invalid_argument(py, format!("no op {name:?} with n={n:?}, factor={factor:?}"))),
+    })
+}
+
+// ------------------------------------------------------------------------------ limit
+
+/// A server-side limit (`ratelane::server::Limit`): the core's validated config of one
+/// algorithm, and its Redis script.
+#[pyclass(module = "ratelane._core", name = "Limit", frozen)]
+#[derive(Debug)]
+pub struct PyLimit {
+    inner: Limit,
+}
+
+fn limit(py: Python<'_>, config: Result<impl Into<Limit>, Error>) -> PyResult<PyLimit> {
+    config.map(|c| PyLimit { inner: c.into() }).map_err(|e| core_error(py, e))
+}
+
+#[pymethods]
+impl PyLimit {
+    /// One request per `interval_ns`, `burst` back to back.
+    #[staticmethod]
+    fn gcra(py: Python<'_>, #[pyo3(from_py_with = arg_ns)] interval_ns: u64, burst: u32) -> PyResult<Self> {
+        limit(py, Gcra::new(interval_ns, burst))
+    }
+    /// `quota` requests per `window_ns`, all allowed back to back.
+    #[staticmethod]
+    fn gcra_per_window(py: Python<'_>, quota: u32, #[pyo3(from_py_with = arg_ns)] window_ns: u64) -> PyResult<Self> {
+        limit(py, Gcra::per_window(quota, window_ns))
+    }
+    /// A bucket of `size` draining `drip_size` every `drip_rate_ns`, at most one request per
+    /// `min_interval_ns` if given.
+    #[staticmethod]
+    #[pyo3(signature = (size, drip_rate_ns, drip_size = 1, min_interval_ns = None))]
+    fn leaky_bucket(
+        py: Python<'_>,
+        size: u32,
+        #[pyo3(from_py_with = arg_ns)] drip_rate_ns: u64,
+        drip_size: u32,
+        #[pyo3(from_py_with = arg_opt_ns)] min_interval_ns: Option<u64>,
+    ) -> PyResult<Self> {
+        let bucket = LeakyBucket::new(size, drip_rate_ns, drip_size);
+        limit(py, bucket.and_then(|b| min_interval_ns.map_or(Ok(b), |m| b.with_min_interval(m))))
+    }
+    /// A legacy `{max, duration, min_interval}` limit (Misskey/Sharkey), translated by the core.
+    #[staticmethod]
+    #[pyo3(signature = (max = None, duration_ns = None, min_interval_ns = None))]
+    fn legacy(
+        py: Python<'_>,
+        max: Option<u32>,
+        #[pyo3(from_py_with = arg_opt_ns)] duration_ns: Option<u64>,
+        #[pyo3(from_py_with = arg_opt_ns)] min_interval_ns: Option<u64>,
+    ) -> PyResult<Self> {
+        limit(py, LeakyBucket::from_legacy(LegacyLimit { max, duration: duration_ns, min_interval: min_interval_ns }))
+    }
+    /// `quota` per fixed window of `window_ns`.
+    #[staticmethod]
+    fn fixed_window(py: Python<'_>, quota: u32, #[pyo3(from_py_with = arg_ns)] window_ns: u64) -> PyResult<Self> {
+        limit(py, FixedWindow::new(quota, window_ns))
+    }
+
+    /// The config's parameters by name (`interval_ns`, `burst`, `window_ns`...).
+    #[getter]
+    fn params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let params = PyDict::new(py);
+        for (name, value) in self.inner.params() {
+            params.set_item(name, value)?;
+        }
+        Ok(params)
+    }
+    /// The name of the script's text in this module: `GCRA_LUA`, `LEAKY_BUCKET_LUA`...
+    #[getter]
+    fn script(&self) -> String {
+        format!("{}_LUA", self.inner.script().to_uppercase())
+    }
+    /// Raises InvalidConfigError when the script cannot evaluate this limit exactly.
+    fn check_script(&self, py: Python<'_>) -> PyResult<()> {
+        self.inner.check_script().map_err(|e| core_error(py, e))
+    }
+
+    /// The script's `ARGV` for op `name`. Raises `InsufficientCapacityError` when `n` exceeds
+    /// the burst, and what the store would raise (`InvalidRequestError`, `InvalidConfigError`):
+    /// nothing needs sending.
+    #[pyo3(signature = (name, now_ns = None, min_ttl_ms = 0, *, n = None, factor = None))]
+    fn argv(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        #[pyo3(from_py_with = arg_opt_ns)] now_ns: Option<u64>,
+        #[pyo3(from_py_with = min_ttl_arg)] min_ttl_ms: u64,
+        n: Option<u32>,
+        factor: Option<f64>,
+    ) -> PyResult<Vec<String>> {
+        let argv = self.inner.argv(op(py, name, n, factor)?, now_ns, min_ttl_ms).map_err(|e| core_error(py, e))?;
+        Ok(argv.map_err(|e| insufficient(py, e))?.iter().map(ToString::to_string).collect())
+    }
+
+    /// The script's reply (a list or tuple) to op `name`: a `Decision` for a check,
+    /// `(Scheduled, now_ns)` for `schedule` (`now_ns`: the clock the script used), a `bool`
+    /// for `release`. Raises `RedisBadReplyError` for any other shape.
+    fn read_reply(&self, py: Python<'_>, name: &str, reply: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let objects = elements(reply)?;
+        let items: Vec<ReplyItem<'_>> = objects.iter().map(item).collect();
+        // The reply's kind does not depend on the op's weight or factor.
+        let op = match name {
+            "check_n" | "check_scaled" => Op::Check,
+            name => op(py, name, None, None)?,
+        };
+        match self.inner.read_reply(op, &items).map_err(|e| bad(py, e))? {
+            ScriptReply::Decision(d, _) => answer(py, Answer::Decision(d), None),
+            ScriptReply::InsufficientCapacity(e) => Err(insufficient(py, e)),
+            ScriptReply::Scheduled(s, now) => answer(py, Answer::Scheduled(s), Some(now)),
+            ScriptReply::Released(released) => answer(py, Answer::Released(released), None),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Limit({:?})", self.inner)
+    }
+}
+
+// ------------------------------------------------------------------------------ store
+
+/// A keyed store over a `Limit` (`ratelane::server::LimitStore`), the base of
+/// `ratelane.server.GcraStore`, `LeakyBucketStore` and `FixedWindowStore`.
+#[pyclass(module = "ratelane._core", name = "Store", subclass)]
+#[derive(Debug)]
+pub struct PyStore {
+    inner: LimitStore,
+}
+
+impl PyStore {
+    fn apply(&mut self, py: Python<'_>, key: &str, now_ns: u64, op: Op) -> PyResult<Py<PyAny>> {
+        answer(py, self.inner.apply(key, now_ns, op).map_err(|e| core_error(py, e))?, None)
+    }
+}
+
+#[pymethods]
+impl PyStore {
+    #[new]
+    #[pyo3(signature = (limit, max_keys = 100_000))]
+    fn new(py: Python<'_>, limit: &PyLimit, max_keys: usize) -> PyResult<Self> {
+        Ok(PyStore { inner: LimitStore::new(limit.inner, max_keys).map_err(|e| core_error(py, e))? })
+    }
+
+    /// Checks one request for `key` at `now_ns`, and counts it if admitted.
+    fn check(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyResult<Py<PyAny>> {
+        self.apply(py, key, now_ns, Op::Check)
+    }
+    /// Checks a request of weight `n` (GCRA).
+    fn _check_n(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64, n: u32) -> PyResult<Py<PyAny>> {
+        self.apply(py, key, now_ns, Op::CheckN(n))
+    }
+    /// Checks one request with the bucket scaled by `factor` in (0, 1] (leaky bucket).
+    fn _check_scaled(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64, factor: f64) -> PyResult<Py<PyAny>> {
+        self.apply(py, key, now_ns, Op::CheckScaled(factor))
+    }
+    /// Books a slot for one job of group `key` (fixed window).
+    fn _schedule(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyResult<Py<PyAny>> {
+        self.apply(py, key, now_ns, Op::Schedule)
+    }
+    /// Records that one delayed job of `key` was released (fixed window).
+    fn _release(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyResult<Py<PyAny>> {
+        self.apply(py, key, now_ns, Op::Release)
+    }
+
+    /// Whether the store holds a state for `key`. A check that leaves a key empty drops it;
+    /// a state that empties later, with time, is dropped lazily (when met again or swept).
+    fn __contains__(&self, key: &str) -> bool {
+        self.inner.state(key).is_some()
+    }
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+    /// New keys answered without being stored because the store was full of live keys.
+    #[getter]
+    fn untracked(&self) -> u64 {
+        self.inner.untracked()
+    }
+    #[getter]
+    fn max_keys(&self) -> usize {
+        self.inner.max_keys()
+    }
+}
+
+// ------------------------------------------------------------------------------ replies
+
+pub(super) fn bad(py: Python<'_>, e: ReplyError) -> PyErr {
+    exception(py, "RedisBadReplyError", e.into_message(), None)
+}
+
+/// One element of a reply as redis-py gives it, in the core's terms: `int` (not `bool`) is a
+/// Redis integer, `bytes` (or `str` with `decode_responses=True`) a string, `None` a nil.
+pub(super) fn item<'a>(obj: &'a Bound<'_, PyAny>) -> ReplyItem<'a> {
+    if obj.is_none() {
+        return ReplyItem::Nil;
+    }
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        if let Ok(text) = std::str::from_utf8(b.as_bytes()) {
+            return ReplyItem::Text(Cow::Borrowed(text));
+        }
+    } else if let Ok(s) = obj.cast::<PyString>() {
+        if let Ok(text) = s.to_cow() {
+            return ReplyItem::Text(text);
+        }
+    } else if obj.is_instance_of::<PyInt>()
+        && !obj.is_instance_of::<PyBool>()
+        && let Ok(n) = obj.extract::<i64>()
+    {
+        return ReplyItem::Int(n);
+    }
+    ReplyItem::Other(Cow::Owned(repr(obj)))
+}
+
+/// The elements of a reply (a list or tuple); `RedisBadReplyError` for anything else.
+pub(super) fn elements<'py>(reply: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    if let Ok(list) = reply.cast::<PyList>() {
+        Ok(list.iter().collect())
+    } else if let Ok(tuple) = reply.cast::<PyTuple>() {
+        Ok(tuple.iter().collect())
+    } else {
+        Err(bad(reply.py(), ReplyError::not_an_array(&repr(reply))))
+    }
+}
+
+
+pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDecision>()?;
+    m.add_class::<PyScheduled>()?;
+    m.add_class::<PyLimit>()?;
+    m.add_class::<PyStore>()?;
+    for (name, text) in SCRIPTS {
+        m.add(name, text)?;
+    }
+    Ok(())
+}
