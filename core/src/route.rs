@@ -48,11 +48,15 @@ pub struct Route {
 /// major parameter is `""` and nothing is exempt. (An LLM API limits per model, which is in
 /// the body: give the model as [`crate::Request::major`] to keep models apart.)
 pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
-    let method = method.trim().to_ascii_uppercase();
+    // The key is written once, into one buffer: `METHOD`, a space, then `/segment` by segment.
+    let method = method.trim();
     let path = clean_path(path);
-    let segments: Vec<&str> = path.split('/').collect();
+    let mut key = String::with_capacity(method.len() + path.len() + 16);
+    key.push_str(method);
+    key.make_ascii_uppercase();
+    key.push(' ');
     match profile {
-        HeaderProfile::Discord => discord(method, &segments),
+        HeaderProfile::Discord => discord(key, path),
         HeaderProfile::Ietf
         | HeaderProfile::GitHub
         | HeaderProfile::RetryAfterOnly
@@ -61,12 +65,12 @@ pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
         | HeaderProfile::AzureOpenAi
         | HeaderProfile::Shopify
         | HeaderProfile::Auto => {
-            let template: Vec<&str> = segments
-                .iter()
-                .map(|s| if is_digits(s) || is_uuid(s) { ":id" } else { s })
-                .collect();
+            for seg in path.split('/') {
+                key.push('/');
+                key.push_str(if is_digits(seg) || is_uuid(seg) { ":id" } else { seg });
+            }
             Route {
-                key: key(&method, &template),
+                key,
                 major: String::new(),
                 global_exempt: false,
             }
@@ -82,22 +86,6 @@ fn clean_path(path: &str) -> &str {
         None => path,
     };
     path.strip_prefix('/').unwrap_or(path)
-}
-
-fn key(method: &str, template: &[impl AsRef<str>]) -> String {
-    let mut k = String::with_capacity(
-        method.len() + 2 + template.iter().map(|s| s.as_ref().len() + 1).sum::<usize>(),
-    );
-    k.push_str(method);
-    k.push(' ');
-    for seg in template {
-        k.push('/');
-        k.push_str(seg.as_ref());
-    }
-    if template.is_empty() {
-        k.push('/');
-    }
-    k
 }
 
 fn is_digits(s: &str) -> bool {
@@ -119,12 +107,13 @@ fn is_uuid(s: &str) -> bool {
     }
 }
 
-/// A segment with all-digit content, or any run of 17..=20 digits (a snowflake), as `:id`.
-fn template_segment(seg: &str) -> String {
+/// Appends `seg` to `out` with an all-digit segment, or any run of 17..=20 digits in it (a
+/// snowflake), as `:id`.
+fn push_template_segment(out: &mut String, seg: &str) {
     if is_digits(seg) {
-        return ":id".into();
+        out.push_str(":id");
+        return;
     }
-    let mut out = String::with_capacity(seg.len());
     let mut rest = seg;
     while !rest.is_empty() {
         let run = rest.bytes().take_while(u8::is_ascii_digit).count();
@@ -146,7 +135,6 @@ fn template_segment(seg: &str) -> String {
             rest = tail;
         }
     }
-    out
 }
 
 /// The sub-limit class `profile` gives a request of route `route_key` whose JSON body has the
@@ -168,52 +156,67 @@ pub fn sub_limit_class(profile: HeaderProfile, route_key: &str, body_keys: &[Str
     }
 }
 
-fn discord(method: String, segments: &[&str]) -> Route {
-    let mut segs = segments;
-    if segs.first() == Some(&"api") {
-        segs = &segs[1..];
+/// The first segment of `rest` and what follows it (`None`: no segment left).
+fn split_first(rest: Option<&str>) -> (Option<&str>, Option<&str>) {
+    match rest.map(|r| r.split_once('/')) {
+        None => (None, None),
+        Some(Some((first, after))) => (Some(first), Some(after)),
+        Some(None) => (rest, None),
     }
-    if segs
-        .first()
-        .and_then(|v| v.strip_prefix('v'))
-        .is_some_and(is_digits)
+}
+
+fn discord(mut key: String, path: &str) -> Route {
+    // `rest`: the segments not yet read, `None` when there are none (`""` is one empty one).
+    let mut rest = Some(path);
+    if let (Some("api"), after) = split_first(rest) {
+        rest = after;
+    }
+    if let (Some(version), after) = split_first(rest)
+        && version.strip_prefix('v').is_some_and(is_digits)
     {
-        segs = &segs[1..];
+        rest = after;
     }
+    let segments = || rest.into_iter().flat_map(|r| r.split('/'));
+    let mut head = segments();
+    let head = [head.next(), head.next(), head.next(), head.next(), head.next()];
 
     let mut major = String::new();
     let mut global_exempt = false;
     // Index of a token segment (to become `:token`), if any.
     let mut token_at: Option<usize> = None;
-    match segs {
-        ["webhooks", id, token, ..] if is_digits(id) && !token.is_empty() => {
+    match head {
+        [Some("webhooks"), Some(id), Some(token), ..]
+        | [Some("interactions"), Some(id), Some(token), Some("callback"), None]
+            if is_digits(id) && !token.is_empty() =>
+        {
             major = format!("{id}/{token}");
             global_exempt = true;
             token_at = Some(2);
         }
-        ["interactions", id, token, "callback"] if is_digits(id) && !token.is_empty() => {
-            major = format!("{id}/{token}");
-            global_exempt = true;
-            token_at = Some(2);
+        [Some("channels" | "guilds" | "webhooks"), Some(id), ..] if is_digits(id) => {
+            major = id.to_owned();
         }
-        ["channels" | "guilds" | "webhooks", id, ..] if is_digits(id) => major = (*id).to_owned(),
         _ => {}
     }
 
-    let mut template: Vec<String> = Vec::with_capacity(segs.len());
-    for (i, seg) in segs.iter().enumerate() {
+    let mut segs = segments().enumerate().peekable();
+    if segs.peek().is_none() {
+        key.push('/');
+    }
+    while let Some((i, seg)) = segs.next() {
+        key.push('/');
         if token_at == Some(i) {
-            template.push(":token".into());
+            key.push_str(":token");
         } else {
-            template.push(template_segment(seg));
+            push_template_segment(&mut key, seg);
         }
-        if *seg == "reactions" && i + 1 < segs.len() {
-            template.push(":reaction".into());
+        if seg == "reactions" && segs.peek().is_some() {
+            key.push_str("/:reaction");
             break;
         }
     }
     Route {
-        key: key(&method, &template),
+        key,
         major,
         global_exempt,
     }
