@@ -86,7 +86,6 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
-use std::hash::BuildHasherDefault;
 
 use crate::config::Config;
 use crate::error::Error;
@@ -97,7 +96,6 @@ use crate::types::*;
 mod bucket;
 mod costs;
 mod global;
-mod hash;
 mod latency;
 mod learning;
 mod outage;
@@ -111,7 +109,6 @@ mod timers;
 use bucket::{Bucket, Gate, Ghost, SLIDING_LOG_CAP};
 use costs::{Blocked, Budgets, Pack, Ratio, ReqCosts};
 use global::{Identities, RoundTrips};
-use hash::FxHasher;
 use latency::{Recent, widen};
 use outage::SendLog;
 use predict::{Limit, Place, effective_deadline, limit_reason};
@@ -128,7 +125,10 @@ pub struct Prediction {
     pub send_at: Nanos,
 }
 
-type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
+/// The engine's maps: foldhash with a fixed seed, so that runs replay alike. Keys come from the
+/// caller and the server's bucket ids; a hostile server could at worst slow one limiter down by
+/// colliding keys, never corrupt it.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 
 /// Index of a queue in the slab.
 type Qid = usize;
