@@ -604,7 +604,7 @@ impl Limiter {
             .queue(qid)
             .pending
             .iter()
-            .filter(|id| !self.requests[id].costs().is_empty())
+            .filter(|id| !self.requests[*id].costs().is_empty())
             .filter_map(|id| costs::never_fits(self.queue(qid).budgets.get(), self.requests[id].costs()).map(|reason| (*id, reason)))
             .collect();
         for (id, reason) in doomed {
