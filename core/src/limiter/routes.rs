@@ -5,12 +5,17 @@
 use super::*;
 use crate::route::{Route, route_for};
 
+/// A route key or a bucket id as queue keys hold it: the queues of one route's bucket share one
+/// copy (cloned from [`Routes::buckets`]), so comparing keys reads one place in memory, and an
+/// idle queue does not carry its own copy of the id.
+pub(super) type Name = std::sync::Arc<str>;
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) enum BucketId {
     /// Not learned yet: the route and its major parameter.
-    Route(String),
+    Route(Name),
     /// Learned: the server's bucket id.
-    Hash(String),
+    Hash(Name),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,21 +40,10 @@ pub(super) struct KeyRef<'a> {
 impl QueueKey {
     fn as_ref(&self) -> KeyRef<'_> {
         let (learned, bucket) = match &self.bucket {
-            BucketId::Route(route) => (false, route.as_str()),
-            BucketId::Hash(hash) => (true, hash.as_str()),
+            BucketId::Route(route) => (false, &**route),
+            BucketId::Hash(hash) => (true, &**hash),
         };
         KeyRef { identity: self.identity, learned, bucket, major: &self.major }
-    }
-}
-
-impl KeyRef<'_> {
-    fn to_key(self) -> QueueKey {
-        let bucket = self.bucket.to_string();
-        QueueKey {
-            identity: self.identity,
-            bucket: if self.learned { BucketId::Hash(bucket) } else { BucketId::Route(bucket) },
-            major: self.major.to_string(),
-        }
     }
 }
 
@@ -70,12 +64,12 @@ impl hashbrown::Equivalent<QueueKey> for KeyRef<'_> {
 #[derive(Debug)]
 pub(super) struct Routes {
     /// `METHOD /template` -> bucket id, learned from responses.
-    pub(super) buckets: HashMap<String, String>,
+    pub(super) buckets: HashMap<String, Name>,
     /// Route -> how many queues keyed by that (not yet learned) route exist.
     pub(super) queues: HashMap<String, u32>,
     /// Route -> the bucket id it had before the server changed it: until that old bucket's
     /// queue learns the new id itself, the route's requests keep going to it.
-    pub(super) renamed: HashMap<String, String>,
+    pub(super) renamed: HashMap<String, Name>,
     /// Route -> when the request whose answer taught its current bucket id was sent: an answer
     /// to a request sent before that is older news, and cannot change the mapping back.
     pub(super) taught_at: HashMap<String, Nanos>,
@@ -105,8 +99,8 @@ impl Routes {
 
     /// Maps a route with no mapping yet to `hash`, within the `max_routes` bound (the oldest
     /// learned go first).
-    pub(super) fn remember(&mut self, route: String, hash: &str, max_routes: usize) {
-        self.buckets.insert(route.clone(), hash.to_string());
+    pub(super) fn remember(&mut self, route: String, hash: Name, max_routes: usize) {
+        self.buckets.insert(route.clone(), hash);
         self.order.push_back(route);
         while self.buckets.len() > max_routes {
             match self.order.pop_front() {
@@ -123,18 +117,18 @@ impl Routes {
     /// Bookkeeping for `queues` when a queue keyed `key` is made.
     pub(super) fn queue_opened(&mut self, key: &QueueKey) {
         if let BucketId::Route(route) = &key.bucket {
-            *self.queues.entry(route.clone()).or_insert(0) += 1;
+            *self.queues.entry_ref(&**route).or_insert(0) += 1;
         }
     }
 
     /// Bookkeeping for `queues` when a queue keyed `key` goes away (or takes a bucket's key).
     pub(super) fn queue_closed(&mut self, key: &QueueKey) {
         if let BucketId::Route(route) = &key.bucket
-            && let Some(n) = self.queues.get_mut(route)
+            && let Some(n) = self.queues.get_mut(&**route)
         {
             *n -= 1;
             if *n == 0 {
-                self.queues.remove(route);
+                self.queues.remove(&**route);
             }
         }
     }
@@ -160,7 +154,11 @@ impl Limiter {
         let unlearned = self.routes.prior.unlearned_key(route_key);
         let route_queue = KeyRef { identity: iid, learned: false, bucket: unlearned, major };
         let Some(hash) = self.routes.buckets.get(route_key) else {
-            return found(route_queue).ok_or_else(|| route_queue.to_key());
+            return found(route_queue).ok_or_else(|| QueueKey {
+                identity: iid,
+                bucket: BucketId::Route(unlearned.into()),
+                major: major.to_string(),
+            });
         };
         // A route queue still waiting for its pioneer keeps taking the route's requests until
         // the pioneer's answer merges it into the bucket's queue: two queues never probe one
@@ -184,7 +182,7 @@ impl Limiter {
         {
             return Ok(qid);
         }
-        Err(key.to_key())
+        Err(QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.to_string() })
     }
 
     /// The sub-limit key of `request` on route `route_key`: `"{route_key} #{class}"` when it

@@ -189,7 +189,7 @@ impl Limiter {
     /// The bucket hash of queue `qid`, if learned.
     pub(super) fn queue_hash(&self, qid: Qid) -> Option<String> {
         match &self.queue(qid).key.bucket {
-            BucketId::Hash(h) => Some(h.clone()),
+            BucketId::Hash(h) => Some(h.to_string()),
             BucketId::Route(_) => None,
         }
     }
