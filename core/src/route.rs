@@ -65,7 +65,7 @@ pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
         | HeaderProfile::AzureOpenAi
         | HeaderProfile::Shopify
         | HeaderProfile::Auto => {
-            for seg in path.split('/') {
+            for seg in Segments(Some(path)) {
                 key.push('/');
                 key.push_str(if is_digits(seg) || is_uuid(seg) { ":id" } else { seg });
             }
@@ -80,12 +80,36 @@ pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
 
 /// The path without scheme, host, query and fragment, and without its leading `/`.
 fn clean_path(path: &str) -> &str {
-    let path = path.split(['?', '#']).next().unwrap_or("");
-    let path = match path.split_once("://") {
+    let path = path.find(['?', '#']).map_or(path, |end| &path[..end]);
+    // (`://` is looked for only where a `:` is.)
+    let path = match path.contains(':').then(|| path.split_once("://")).flatten() {
         Some((_, rest)) => rest.find('/').map_or("", |i| rest.get(i..).unwrap_or("")),
         None => path,
     };
     path.strip_prefix('/').unwrap_or(path)
+}
+
+/// The `/`-separated segments of a path (`""` is one empty segment; `None`, none left).
+#[derive(Clone, Copy)]
+struct Segments<'a>(Option<&'a str>);
+
+impl<'a> Iterator for Segments<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let rest = self.0?;
+        // `/` is ASCII: the byte index is a char boundary.
+        match rest.bytes().position(|b| b == b'/') {
+            Some(i) => {
+                self.0 = Some(&rest[i + 1..]);
+                Some(&rest[..i])
+            }
+            None => {
+                self.0 = None;
+                Some(rest)
+            }
+        }
+    }
 }
 
 fn is_digits(s: &str) -> bool {
@@ -156,28 +180,17 @@ pub fn sub_limit_class(profile: HeaderProfile, route_key: &str, body_keys: &[Str
     }
 }
 
-/// The first segment of `rest` and what follows it (`None`: no segment left).
-fn split_first(rest: Option<&str>) -> (Option<&str>, Option<&str>) {
-    match rest.map(|r| r.split_once('/')) {
-        None => (None, None),
-        Some(Some((first, after))) => (Some(first), Some(after)),
-        Some(None) => (rest, None),
-    }
-}
-
 fn discord(mut key: String, path: &str) -> Route {
-    // `rest`: the segments not yet read, `None` when there are none (`""` is one empty one).
-    let mut rest = Some(path);
-    if let (Some("api"), after) = split_first(rest) {
-        rest = after;
-    }
-    if let (Some(version), after) = split_first(rest)
-        && version.strip_prefix('v').is_some_and(is_digits)
-    {
-        rest = after;
-    }
-    let segments = || rest.into_iter().flat_map(|r| r.split('/'));
-    let mut head = segments();
+    let mut segments = Segments(Some(path));
+    let mut skip = |prefix: fn(&str) -> bool| {
+        let mut next = segments;
+        if next.next().is_some_and(prefix) {
+            segments = next;
+        }
+    };
+    skip(|s| s == "api");
+    skip(|s| s.strip_prefix('v').is_some_and(is_digits));
+    let mut head = segments;
     let head = [head.next(), head.next(), head.next(), head.next(), head.next()];
 
     let mut major = String::new();
@@ -199,10 +212,10 @@ fn discord(mut key: String, path: &str) -> Route {
         _ => {}
     }
 
-    let mut segs = segments().enumerate().peekable();
-    if segs.peek().is_none() {
+    if head[0].is_none() {
         key.push('/');
     }
+    let mut segs = segments.enumerate().peekable();
     while let Some((i, seg)) = segs.next() {
         key.push('/');
         if token_at == Some(i) {
