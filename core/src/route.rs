@@ -51,11 +51,11 @@ pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
     // The key is written once, into one buffer: `METHOD`, a space, then `/segment` by segment.
     let method = method.trim();
     let path = clean_path(path);
-    let mut key = String::with_capacity(method.len() + path.len() + 16);
+    let mut key = String::with_capacity(method.len() + path.len() + 10);
     key.push_str(method);
     key.make_ascii_uppercase();
     key.push(' ');
-    match profile {
+    let mut route = match profile {
         HeaderProfile::Discord => discord(key, path),
         HeaderProfile::Ietf
         | HeaderProfile::GitHub
@@ -75,7 +75,10 @@ pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
                 global_exempt: false,
             }
         }
-    }
+    };
+    // Requests keep their key while they wait: no spare capacity (shrinking in place).
+    route.key.shrink_to_fit();
+    route
 }
 
 /// The path without scheme, host, query and fragment, and without its leading `/`.
