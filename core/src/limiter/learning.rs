@@ -17,7 +17,7 @@ impl Limiter {
         }
         let (iid, route_key, major) = {
             let r = self.req(id);
-            (r.identity, r.route_key.clone(), r.major.clone())
+            (r.identity, r.route_key.clone(), self.queue(qid).key.major.clone())
         };
         let previous = self.routes.buckets.get(&route_key).cloned();
         // The route's own copy of the id when it is the same, so that its queues share one.

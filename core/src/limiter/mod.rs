@@ -191,7 +191,7 @@ struct Req {
     /// `"{route_key} #{class}"` when the request has a sub-limit class: the key a sub-limit
     /// 429 of this request holds (and, in shared mode, the route it reserves under).
     sub_key: Option<Box<str>>,
-    major: String,
+    // (Its major parameter is its queue's: `queue(qid).key.major`.)
     identity: Iid,
     /// The effective deadline: the request's own, or `enqueued + max_wait`, or
     /// `enqueued + defer_after`, whichever is first.
@@ -408,7 +408,6 @@ impl Limiter {
             Req {
                 route_key: route.key,
                 sub_key,
-                major: route.major,
                 identity: iid,
                 deadline,
                 limit,

@@ -201,7 +201,7 @@ impl Limiter {
         Names {
             identity: self.identities[r.identity].name.clone(),
             route: r.shared_route().to_string(),
-            major: r.major.clone(),
+            major: self.queue(r.qid).key.major.clone(),
             bucket: bucket.or_else(|| self.queue_hash(qid)),
         }
     }
