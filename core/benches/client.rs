@@ -1,5 +1,5 @@
 //! Client-engine benchmarks: the cost of one request life (enqueue, send, response) with 1, 10k
-//! and 1M learned buckets; the cost of a 429 storm; memory per idle bucket and per queued
+//! and 1M learned buckets, beside governor's keyed check at 10k keys in the same run; the cost of a 429 storm; memory per idle bucket and per queued
 //! request (counted by a wrapping global allocator).
 //!
 //! Run: `cargo bench -p ratelane --bench client -- --warm-up-time 1 --measurement-time 3`
@@ -10,6 +10,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use governor::{Quota, RateLimiter};
 use ratelane::{Config, Limiter, MILLISECOND, Output, Request, Response, SECOND};
 
 struct Counting;
@@ -105,6 +106,22 @@ fn request_life(c: &mut Criterion) {
             })
         });
     }
+    // The bound of the issue: a request life at 10k buckets against governor's keyed check
+    // (as most users run it: `RateLimiter::keyed`, its default clock) on 10k keys, each always
+    // admitted, in this same group so that both run under the same machine load.
+    let n = 10_000;
+    let keys: Vec<String> = (0..n).map(path).collect();
+    let quota = Quota::with_period(std::time::Duration::from_millis(1))
+        .expect("non-zero")
+        .allow_burst(std::num::NonZeroU32::new(1_000_000_000).expect("non-zero"));
+    let limiter = RateLimiter::keyed(quota);
+    let mut i = 0usize;
+    group.bench_with_input(BenchmarkId::new("governor_keyed_check", n), &n, |b, _| {
+        b.iter(|| {
+            i = (i + 7919) % n;
+            black_box(limiter.check_key(&keys[i]).is_ok())
+        })
+    });
     group.finish();
 }
 

@@ -48,11 +48,15 @@ pub struct Route {
 /// major parameter is `""` and nothing is exempt. (An LLM API limits per model, which is in
 /// the body: give the model as [`crate::Request::major`] to keep models apart.)
 pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
-    let method = method.trim().to_ascii_uppercase();
+    // The key is written once, into one buffer: `METHOD`, a space, then `/segment` by segment.
+    let method = method.trim();
     let path = clean_path(path);
-    let segments: Vec<&str> = path.split('/').collect();
-    match profile {
-        HeaderProfile::Discord => discord(method, &segments),
+    let mut key = String::with_capacity(method.len() + path.len() + 10);
+    key.push_str(method);
+    key.make_ascii_uppercase();
+    key.push(' ');
+    let mut route = match profile {
+        HeaderProfile::Discord => discord(key, path),
         HeaderProfile::Ietf
         | HeaderProfile::GitHub
         | HeaderProfile::RetryAfterOnly
@@ -61,43 +65,54 @@ pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
         | HeaderProfile::AzureOpenAi
         | HeaderProfile::Shopify
         | HeaderProfile::Auto => {
-            let template: Vec<&str> = segments
-                .iter()
-                .map(|s| if is_digits(s) || is_uuid(s) { ":id" } else { s })
-                .collect();
+            for seg in Segments(Some(path)) {
+                key.push('/');
+                key.push_str(if is_digits(seg) || is_uuid(seg) { ":id" } else { seg });
+            }
             Route {
-                key: key(&method, &template),
+                key,
                 major: String::new(),
                 global_exempt: false,
             }
         }
-    }
+    };
+    // Requests keep their key while they wait: no spare capacity (shrinking in place).
+    route.key.shrink_to_fit();
+    route
 }
 
 /// The path without scheme, host, query and fragment, and without its leading `/`.
 fn clean_path(path: &str) -> &str {
-    let path = path.split(['?', '#']).next().unwrap_or("");
-    let path = match path.split_once("://") {
+    let path = path.find(['?', '#']).map_or(path, |end| &path[..end]);
+    // (`://` is looked for only where a `:` is.)
+    let path = match path.contains(':').then(|| path.split_once("://")).flatten() {
         Some((_, rest)) => rest.find('/').map_or("", |i| rest.get(i..).unwrap_or("")),
         None => path,
     };
     path.strip_prefix('/').unwrap_or(path)
 }
 
-fn key(method: &str, template: &[impl AsRef<str>]) -> String {
-    let mut k = String::with_capacity(
-        method.len() + 2 + template.iter().map(|s| s.as_ref().len() + 1).sum::<usize>(),
-    );
-    k.push_str(method);
-    k.push(' ');
-    for seg in template {
-        k.push('/');
-        k.push_str(seg.as_ref());
+/// The `/`-separated segments of a path (`""` is one empty segment; `None`, none left).
+#[derive(Clone, Copy)]
+struct Segments<'a>(Option<&'a str>);
+
+impl<'a> Iterator for Segments<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let rest = self.0?;
+        // `/` is ASCII: the byte index is a char boundary.
+        match rest.bytes().position(|b| b == b'/') {
+            Some(i) => {
+                self.0 = Some(&rest[i + 1..]);
+                Some(&rest[..i])
+            }
+            None => {
+                self.0 = None;
+                Some(rest)
+            }
+        }
     }
-    if template.is_empty() {
-        k.push('/');
-    }
-    k
 }
 
 fn is_digits(s: &str) -> bool {
@@ -119,12 +134,13 @@ fn is_uuid(s: &str) -> bool {
     }
 }
 
-/// A segment with all-digit content, or any run of 17..=20 digits (a snowflake), as `:id`.
-fn template_segment(seg: &str) -> String {
+/// Appends `seg` to `out` with an all-digit segment, or any run of 17..=20 digits in it (a
+/// snowflake), as `:id`.
+fn push_template_segment(out: &mut String, seg: &str) {
     if is_digits(seg) {
-        return ":id".into();
+        out.push_str(":id");
+        return;
     }
-    let mut out = String::with_capacity(seg.len());
     let mut rest = seg;
     while !rest.is_empty() {
         let run = rest.bytes().take_while(u8::is_ascii_digit).count();
@@ -146,7 +162,6 @@ fn template_segment(seg: &str) -> String {
             rest = tail;
         }
     }
-    out
 }
 
 /// The sub-limit class `profile` gives a request of route `route_key` whose JSON body has the
@@ -168,52 +183,56 @@ pub fn sub_limit_class(profile: HeaderProfile, route_key: &str, body_keys: &[Str
     }
 }
 
-fn discord(method: String, segments: &[&str]) -> Route {
-    let mut segs = segments;
-    if segs.first() == Some(&"api") {
-        segs = &segs[1..];
-    }
-    if segs
-        .first()
-        .and_then(|v| v.strip_prefix('v'))
-        .is_some_and(is_digits)
-    {
-        segs = &segs[1..];
-    }
+fn discord(mut key: String, path: &str) -> Route {
+    let mut segments = Segments(Some(path));
+    let mut skip = |prefix: fn(&str) -> bool| {
+        let mut next = segments;
+        if next.next().is_some_and(prefix) {
+            segments = next;
+        }
+    };
+    skip(|s| s == "api");
+    skip(|s| s.strip_prefix('v').is_some_and(is_digits));
+    let mut head = segments;
+    let head = [head.next(), head.next(), head.next(), head.next(), head.next()];
 
     let mut major = String::new();
     let mut global_exempt = false;
     // Index of a token segment (to become `:token`), if any.
     let mut token_at: Option<usize> = None;
-    match segs {
-        ["webhooks", id, token, ..] if is_digits(id) && !token.is_empty() => {
+    match head {
+        [Some("webhooks"), Some(id), Some(token), ..]
+        | [Some("interactions"), Some(id), Some(token), Some("callback"), None]
+            if is_digits(id) && !token.is_empty() =>
+        {
             major = format!("{id}/{token}");
             global_exempt = true;
             token_at = Some(2);
         }
-        ["interactions", id, token, "callback"] if is_digits(id) && !token.is_empty() => {
-            major = format!("{id}/{token}");
-            global_exempt = true;
-            token_at = Some(2);
+        [Some("channels" | "guilds" | "webhooks"), Some(id), ..] if is_digits(id) => {
+            major = id.to_owned();
         }
-        ["channels" | "guilds" | "webhooks", id, ..] if is_digits(id) => major = (*id).to_owned(),
         _ => {}
     }
 
-    let mut template: Vec<String> = Vec::with_capacity(segs.len());
-    for (i, seg) in segs.iter().enumerate() {
+    if head[0].is_none() {
+        key.push('/');
+    }
+    let mut segs = segments.enumerate().peekable();
+    while let Some((i, seg)) = segs.next() {
+        key.push('/');
         if token_at == Some(i) {
-            template.push(":token".into());
+            key.push_str(":token");
         } else {
-            template.push(template_segment(seg));
+            push_template_segment(&mut key, seg);
         }
-        if *seg == "reactions" && i + 1 < segs.len() {
-            template.push(":reaction".into());
+        if seg == "reactions" && segs.peek().is_some() {
+            key.push_str("/:reaction");
             break;
         }
     }
     Route {
-        key: key(&method, &template),
+        key,
         major,
         global_exempt,
     }

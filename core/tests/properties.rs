@@ -439,11 +439,11 @@ proptest! {
     ///
     /// Or, where that is more, one round trip more per window than the optimum (plus the same
     /// window): that is what the design gives on a jittery link. The engine sends ahead of a
-    /// reported reset only by `send_lead`, which is 0 unless round trips are steady (their
-    /// spread within a tenth of the fastest): elsewhere a request timed to arrive just after
-    /// the reset could arrive before it. So each window waits for the reset the last answer
-    /// reported (up to a downlink late) and the next request's trip out (up to an uplink):
-    /// up to one max RTT per window. When max RTT is over a quarter of the window, 1.25 x
+    /// reported reset only by its send lead (`RoundTrips::lead`), which is 0 unless round trips
+    /// are steady (their spread within a tenth of the fastest): elsewhere a request timed to
+    /// arrive just after the reset could arrive before it. So each window waits for the reset
+    /// the last answer reported (up to a downlink late) and the next request's trip out (up to
+    /// an uplink): up to one max RTT per window. When max RTT is over a quarter of the window, 1.25 x
     /// cannot hold (found with a fresh seed, kept in the regression file: n 49, 2 per 500 ms,
     /// round trips 84-169 ms, 15,970 ms against an optimum of 12,169 ms).
     #[test]

@@ -12,16 +12,17 @@ impl Limiter {
     pub(super) fn learn_bucket(&mut self, id: RequestId, bucket: Option<&str>, flight: Flight) -> (Qid, bool) {
         let qid = self.req(id).qid;
         let Some(hash) = bucket else { return (qid, false) };
-        if matches!(&self.queue(qid).key.bucket, BucketId::Hash(h) if h == hash) {
+        if matches!(&self.queue(qid).key.bucket, BucketId::Hash(h) if **h == *hash) {
             return (qid, false); // the common case: nothing new, nothing to allocate
         }
         let (iid, route_key, major) = {
             let r = self.req(id);
-            (r.identity, r.route_key.clone(), r.major.clone())
+            (r.identity, r.route_key.clone(), self.queue(qid).key.major.clone())
         };
-        let target_bucket = BucketId::Hash(hash.to_string());
-        let target_key = QueueKey { identity: iid, bucket: target_bucket, major };
         let previous = self.routes.buckets.get(&route_key).cloned();
+        // The route's own copy of the id when it is the same, so that its queues share one.
+        let name = previous.clone().filter(|old| **old == *hash).unwrap_or_else(|| hash.into());
+        let target_key = QueueKey { identity: iid, bucket: BucketId::Hash(name.clone()), major };
         if previous.as_deref().is_some_and(|old| old != hash)
             && self.routes.taught_at.get(&route_key).is_some_and(|&t| flight.sent_at <= t)
         {
@@ -32,9 +33,9 @@ impl Limiter {
             return (qid, true);
         }
         if previous.is_none() {
-            self.routes.remember(route_key.clone(), hash, self.config.max_routes);
+            self.routes.remember(route_key.clone(), name, self.config.max_routes);
         } else {
-            self.routes.buckets.insert(route_key.clone(), hash.to_string());
+            self.routes.buckets.insert(route_key.clone(), name);
         }
         if previous.as_deref() != Some(hash) {
             self.routes.taught_at.insert(route_key.clone(), flight.sent_at);
@@ -52,7 +53,7 @@ impl Limiter {
         // (other routes of that hash, or requests that were counted there). Only this route's
         // requests move.
         let from_route_queue = matches!(self.queue(qid).key.bucket, BucketId::Route(_));
-        if let Some(old) = previous.filter(|old| old != hash) {
+        if let Some(old) = previous.filter(|old| &**old != hash) {
             self.routes.renamed.insert(route_key.clone(), old);
         }
         let target = match self.queue_index.get(&target_key).copied() {
@@ -101,7 +102,7 @@ impl Limiter {
     /// queue created for it (see `hash_periods`).
     pub(super) fn adopt_hash_period(&mut self, qid: Qid) {
         let BucketId::Hash(hash) = &self.queue(qid).key.bucket else { return };
-        let Some(&period) = self.routes.hash_periods.get(hash) else { return };
+        let Some(&period) = self.routes.hash_periods.get(&**hash) else { return };
         let b = &mut self.queue_mut(qid).bucket;
         if b.period.is_none_or(|p| p < period) {
             b.period = Some(period);
@@ -117,8 +118,9 @@ impl Limiter {
         }
         let adopt: Vec<String> =
             group.iter().filter(|r| *r != route_key && !self.routes.buckets.contains_key(*r)).cloned().collect();
+        let name: routes::Name = hash.into();
         for route in adopt {
-            self.routes.remember(route.clone(), hash, self.config.max_routes);
+            self.routes.remember(route.clone(), name.clone(), self.config.max_routes);
             self.outputs.push_back(Output::Observe(Observation::BucketLearned { route, bucket: hash.to_string() }));
         }
     }
@@ -330,14 +332,14 @@ impl Limiter {
             b.reset_provisional = false;
         }
         if let (Some(period), BucketId::Hash(hash)) = (learned_period, &self.queue(qid).key.bucket)
-            && (self.routes.hash_periods.len() < self.config.max_routes || self.routes.hash_periods.contains_key(hash))
-            && self.routes.hash_periods.get(hash).is_none_or(|&known| known < period)
+            && (self.routes.hash_periods.len() < self.config.max_routes || self.routes.hash_periods.contains_key(&**hash))
+            && self.routes.hash_periods.get(&**hash).is_none_or(|&known| known < period)
         {
             // A longer window for this hash: every queue of it (other major parameters) that
             // has not seen one of its own answered takes it, rather than an estimate that may
             // have been drawn from a window another queue's request opened.
             let id = BucketId::Hash(hash.clone());
-            self.routes.hash_periods.insert(hash.clone(), period);
+            self.routes.hash_periods.insert(hash.to_string(), period);
             for q in self.queues.iter_mut().flatten() {
                 if q.key.bucket == id && q.bucket.period.is_none_or(|p| p < period) {
                     q.bucket.period = Some(period);
@@ -604,7 +606,7 @@ impl Limiter {
             .queue(qid)
             .pending
             .iter()
-            .filter(|id| !self.requests[id].costs().is_empty())
+            .filter(|id| !self.requests[*id].costs().is_empty())
             .filter_map(|id| costs::never_fits(self.queue(qid).budgets.get(), self.requests[id].costs()).map(|reason| (*id, reason)))
             .collect();
         for (id, reason) in doomed {

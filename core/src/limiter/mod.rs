@@ -86,7 +86,6 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
-use std::hash::BuildHasherDefault;
 
 use crate::config::Config;
 use crate::error::Error;
@@ -97,7 +96,6 @@ use crate::types::*;
 mod bucket;
 mod costs;
 mod global;
-mod hash;
 mod latency;
 mod learning;
 mod outage;
@@ -111,7 +109,6 @@ mod timers;
 use bucket::{Bucket, Gate, Ghost, SLIDING_LOG_CAP};
 use costs::{Blocked, Budgets, Pack, Ratio, ReqCosts};
 use global::{Identities, RoundTrips};
-use hash::FxHasher;
 use latency::{Recent, widen};
 use outage::SendLog;
 use predict::{Limit, Place, effective_deadline, limit_reason};
@@ -128,7 +125,11 @@ pub struct Prediction {
     pub send_at: Nanos,
 }
 
-type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
+/// The engine's maps: hashbrown (std's own map, with lookups by a borrowed key, `routes::KeyRef`) and
+/// foldhash with a fixed seed, so that runs replay alike. Keys come from the caller and the
+/// server's bucket ids; a hostile server could at worst slow one limiter down by colliding
+/// keys, never corrupt it.
+type HashMap<K, V> = hashbrown::HashMap<K, V, foldhash::fast::FixedState>;
 
 /// Index of a queue in the slab.
 type Qid = usize;
@@ -190,7 +191,7 @@ struct Req {
     /// `"{route_key} #{class}"` when the request has a sub-limit class: the key a sub-limit
     /// 429 of this request holds (and, in shared mode, the route it reserves under).
     sub_key: Option<Box<str>>,
-    major: String,
+    // (Its major parameter is its queue's: `queue(qid).key.major`.)
     identity: Iid,
     /// The effective deadline: the request's own, or `enqueued + max_wait`, or
     /// `enqueued + defer_after`, whichever is first.
@@ -362,7 +363,6 @@ impl Limiter {
             return Err(Error::Closed);
         }
         let route = self.validate_request(&request)?;
-        let method = request.method.to_ascii_uppercase();
         let iid = self.identities.intern(&request.identity);
         let id = self.next_id;
         self.next_id += 1;
@@ -375,8 +375,10 @@ impl Limiter {
 
         let exempt = request.global_exempt.unwrap_or(route.global_exempt);
         let sub_key = self.sub_key(&request, &route.key);
-        let key = self.queue_key_for(iid, &route.key, &route.major);
-        let qid = self.queue_for(key);
+        let qid = match self.find_queue(iid, &route.key, &route.major) {
+            Ok(qid) => qid,
+            Err(key) => self.queue_for(key),
+        };
         let defer_after = request.defer_after.or(self.config.defer_after);
         let (deadline, limit) =
             effective_deadline(now, request.deadline, self.config.max_wait, defer_after);
@@ -406,13 +408,12 @@ impl Limiter {
             Req {
                 route_key: route.key,
                 sub_key,
-                major: route.major,
                 identity: iid,
                 deadline,
                 limit,
                 enqueued_at: now,
                 priority: request.priority,
-                idempotent: request.idempotent.unwrap_or_else(|| is_idempotent_method(&method)),
+                idempotent: request.idempotent.unwrap_or_else(|| is_idempotent_method(&request.method)),
                 exempt,
                 qid,
                 state: ReqState::Queued,
@@ -802,9 +803,8 @@ impl Limiter {
         let Some(iid) = self.identities.find(&request.identity) else {
             return Ok(Prediction { send_at: now.max(self.host_hold()) });
         };
-        let key = self.queue_key_for(iid, &route.key, &route.major);
-        let send_at = match self.queue_index.get(&key) {
-            Some(&qid) => {
+        let send_at = match self.find_queue(iid, &route.key, &route.major).ok() {
+            Some(qid) => {
                 let place = Place::last(self.queue(qid), &route.key, sub_key.as_deref(), exempt);
                 self.predict_send(now, qid, &place, &request.costs)
             }

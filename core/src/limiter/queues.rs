@@ -66,7 +66,7 @@ impl Limiter {
         let uid = self.next_queue_uid;
         self.next_queue_uid += 1;
         let period = match &key.bucket {
-            BucketId::Hash(hash) => self.routes.hash_periods.get(hash).copied(),
+            BucketId::Hash(hash) => self.routes.hash_periods.get(&**hash).copied(),
             BucketId::Route(_) => None,
         };
         let queue = Queue {

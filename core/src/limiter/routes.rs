@@ -5,15 +5,20 @@
 use super::*;
 use crate::route::{Route, route_for};
 
+/// A route key or a bucket id as queue keys hold it: the queues of one route's bucket share one
+/// copy (cloned from [`Routes::buckets`]), so comparing keys reads one place in memory, and an
+/// idle queue does not carry its own copy of the id.
+pub(super) type Name = std::sync::Arc<str>;
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) enum BucketId {
     /// Not learned yet: the route and its major parameter.
-    Route(String),
+    Route(Name),
     /// Learned: the server's bucket id.
-    Hash(String),
+    Hash(Name),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 /// Where a request waits: per identity, per bucket (or unknown route), per major parameter.
 pub(super) struct QueueKey {
     pub(super) identity: Iid,
@@ -21,16 +26,50 @@ pub(super) struct QueueKey {
     pub(super) major: String,
 }
 
+/// A [`QueueKey`] borrowed from what a request's route and the route table hold: finding a
+/// queue hashes and compares this, and allocates nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct KeyRef<'a> {
+    identity: Iid,
+    /// [`BucketId::Hash`] (else [`BucketId::Route`]).
+    learned: bool,
+    bucket: &'a str,
+    major: &'a str,
+}
+
+impl QueueKey {
+    fn as_ref(&self) -> KeyRef<'_> {
+        let (learned, bucket) = match &self.bucket {
+            BucketId::Route(route) => (false, &**route),
+            BucketId::Hash(hash) => (true, &**hash),
+        };
+        KeyRef { identity: self.identity, learned, bucket, major: &self.major }
+    }
+}
+
+/// Hashed as its [`KeyRef`], so that the map finds an owned key by a borrowed one.
+impl std::hash::Hash for QueueKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_ref().hash(state);
+    }
+}
+
+impl hashbrown::Equivalent<QueueKey> for KeyRef<'_> {
+    fn equivalent(&self, key: &QueueKey) -> bool {
+        *self == key.as_ref()
+    }
+}
+
 /// Routes mapped to buckets, with what keeps the mapping honest when the server changes it.
 #[derive(Debug)]
 pub(super) struct Routes {
     /// `METHOD /template` -> bucket id, learned from responses.
-    pub(super) buckets: HashMap<String, String>,
+    pub(super) buckets: HashMap<String, Name>,
     /// Route -> how many queues keyed by that (not yet learned) route exist.
     pub(super) queues: HashMap<String, u32>,
     /// Route -> the bucket id it had before the server changed it: until that old bucket's
     /// queue learns the new id itself, the route's requests keep going to it.
-    pub(super) renamed: HashMap<String, String>,
+    pub(super) renamed: HashMap<String, Name>,
     /// Route -> when the request whose answer taught its current bucket id was sent: an answer
     /// to a request sent before that is older news, and cannot change the mapping back.
     pub(super) taught_at: HashMap<String, Nanos>,
@@ -60,8 +99,8 @@ impl Routes {
 
     /// Maps a route with no mapping yet to `hash`, within the `max_routes` bound (the oldest
     /// learned go first).
-    pub(super) fn remember(&mut self, route: String, hash: &str, max_routes: usize) {
-        self.buckets.insert(route.clone(), hash.to_string());
+    pub(super) fn remember(&mut self, route: String, hash: Name, max_routes: usize) {
+        self.buckets.insert(route.clone(), hash);
         self.order.push_back(route);
         while self.buckets.len() > max_routes {
             match self.order.pop_front() {
@@ -78,25 +117,26 @@ impl Routes {
     /// Bookkeeping for `queues` when a queue keyed `key` is made.
     pub(super) fn queue_opened(&mut self, key: &QueueKey) {
         if let BucketId::Route(route) = &key.bucket {
-            *self.queues.entry(route.clone()).or_insert(0) += 1;
+            *self.queues.entry_ref(&**route).or_insert(0) += 1;
         }
     }
 
     /// Bookkeeping for `queues` when a queue keyed `key` goes away (or takes a bucket's key).
     pub(super) fn queue_closed(&mut self, key: &QueueKey) {
         if let BucketId::Route(route) = &key.bucket
-            && let Some(n) = self.queues.get_mut(route)
+            && let Some(n) = self.queues.get_mut(&**route)
         {
             *n -= 1;
             if *n == 0 {
-                self.queues.remove(route);
+                self.queues.remove(&**route);
             }
         }
     }
 }
 
+/// Whether `method` (any ASCII case) is idempotent.
 pub(super) fn is_idempotent_method(method: &str) -> bool {
-    matches!(method, "GET" | "HEAD" | "OPTIONS" | "PUT" | "DELETE" | "TRACE")
+    ["GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"].iter().any(|m| m.eq_ignore_ascii_case(method))
 }
 
 fn valid_method(method: &str) -> bool {
@@ -106,40 +146,43 @@ fn valid_method(method: &str) -> bool {
 }
 
 impl Limiter {
-    /// The key of the queue a request of `route_key` (major parameter `major`) of identity
-    /// `iid` waits in now.
-    pub(super) fn queue_key_for(&self, iid: Iid, route_key: &str, major: &str) -> QueueKey {
+    /// The queue a request of `route_key` (major parameter `major`) of identity `iid` waits
+    /// in now, if it exists; else the key of the queue to make for it.
+    pub(super) fn find_queue(&self, iid: Iid, route_key: &str, major: &str) -> Result<Qid, QueueKey> {
+        let found = |key: KeyRef<'_>| self.queue_index.get(&key).copied();
         // Before its bucket is known a route waits in its own queue, or in its prior group's.
         let unlearned = self.routes.prior.unlearned_key(route_key);
-        let route_queue = || QueueKey {
-            identity: iid,
-            bucket: BucketId::Route(unlearned.to_string()),
-            major: major.to_string(),
+        let route_queue = KeyRef { identity: iid, learned: false, bucket: unlearned, major };
+        let Some(hash) = self.routes.buckets.get(route_key) else {
+            return found(route_queue).ok_or_else(|| QueueKey {
+                identity: iid,
+                bucket: BucketId::Route(unlearned.into()),
+                major: major.to_string(),
+            });
         };
-        let Some(hash) = self.routes.buckets.get(route_key) else { return route_queue() };
         // A route queue still waiting for its pioneer keeps taking the route's requests until
         // the pioneer's answer merges it into the bucket's queue: two queues never probe one
         // bucket at once. (Looked up only while such queues exist for this route.)
-        if self.routes.queues.get(unlearned).is_some_and(|&n| n > 0) {
-            let key = route_queue();
-            if let Some(&qid) = self.queue_index.get(&key) {
-                let q = self.queue(qid);
-                if !q.pending.is_empty() || !q.in_flight.is_empty() {
-                    return key;
-                }
-            }
-        }
-        let key = QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.to_string() };
-        if !self.routes.renamed.is_empty()
-            && !self.queue_index.contains_key(&key)
-            && let Some(old) = self.routes.renamed.get(route_key)
+        if self.routes.queues.get(unlearned).is_some_and(|&n| n > 0)
+            && let Some(qid) = found(route_queue)
         {
-            let old_key = QueueKey { identity: iid, bucket: BucketId::Hash(old.clone()), major: major.to_string() };
-            if self.queue_index.contains_key(&old_key) {
-                return old_key;
+            let q = self.queue(qid);
+            if !q.pending.is_empty() || !q.in_flight.is_empty() {
+                return Ok(qid);
             }
         }
-        key
+        let key = KeyRef { identity: iid, learned: true, bucket: hash, major };
+        if let Some(qid) = found(key) {
+            return Ok(qid);
+        }
+        // A renamed route's requests keep going to the old bucket's queue while it lives.
+        if !self.routes.renamed.is_empty()
+            && let Some(old) = self.routes.renamed.get(route_key)
+            && let Some(qid) = found(KeyRef { bucket: old, ..key })
+        {
+            return Ok(qid);
+        }
+        Err(QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.to_string() })
     }
 
     /// The sub-limit key of `request` on route `route_key`: `"{route_key} #{class}"` when it
@@ -155,8 +198,10 @@ impl Limiter {
 
     /// The route of `request`, once its method, path, sub-limit class and costs are checked.
     pub(super) fn validate_request(&self, request: &Request) -> Result<Route, Error> {
-        let method = request.method.to_ascii_uppercase();
-        if !valid_method(&method) {
+        // Checked as given: upper-casing (done where the route key is written) keeps a token a
+        // token.
+        let method = request.method.as_str();
+        if !valid_method(method) {
             return Err(Error::InvalidRequest(format!(
                 "method {:?} is not an HTTP method token",
                 request.method
@@ -205,11 +250,18 @@ impl Limiter {
         }
         Ok(match &request.major {
             Some(major) => Route {
-                key: format!("{method} {}", request.path),
+                key: {
+                    let mut key = String::with_capacity(method.len() + 1 + request.path.len());
+                    key.push_str(method);
+                    key.make_ascii_uppercase();
+                    key.push(' ');
+                    key.push_str(&request.path);
+                    key
+                },
                 major: major.clone(),
                 global_exempt: false,
             },
-            None => route_for(self.config.profile, &method, &request.path),
+            None => route_for(self.config.profile, method, &request.path),
         })
     }
 }

@@ -189,7 +189,7 @@ impl Limiter {
     /// The bucket hash of queue `qid`, if learned.
     pub(super) fn queue_hash(&self, qid: Qid) -> Option<String> {
         match &self.queue(qid).key.bucket {
-            BucketId::Hash(h) => Some(h.clone()),
+            BucketId::Hash(h) => Some(h.to_string()),
             BucketId::Route(_) => None,
         }
     }
@@ -201,7 +201,7 @@ impl Limiter {
         Names {
             identity: self.identities[r.identity].name.clone(),
             route: r.shared_route().to_string(),
-            major: r.major.clone(),
+            major: self.queue(r.qid).key.major.clone(),
             bucket: bucket.or_else(|| self.queue_hash(qid)),
         }
     }

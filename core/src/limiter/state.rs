@@ -23,7 +23,7 @@ impl Limiter {
             .iter()
             .filter_map(|route| {
                 let bucket = self.routes.buckets.get(route)?;
-                Some(LearnedRoute { route: route.clone(), bucket: bucket.clone() })
+                Some(LearnedRoute { route: route.clone(), bucket: bucket.to_string() })
             })
             .collect();
         let mut windows: Vec<LearnedWindow> = self
@@ -97,7 +97,7 @@ impl Limiter {
 
         for r in &snapshot.routes {
             if !self.routes.buckets.contains_key(&r.route) {
-                self.routes.remember(r.route.clone(), &r.bucket, self.config.max_routes);
+                self.routes.remember(r.route.clone(), r.bucket.as_str().into(), self.config.max_routes);
             }
         }
         for w in &snapshot.windows {
