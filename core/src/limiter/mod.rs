@@ -125,10 +125,10 @@ pub struct Prediction {
     pub send_at: Nanos,
 }
 
-/// The engine's maps: hashbrown (std's own map, with lookups by a borrowed key, `routes::KeyRef`) and
-/// foldhash with a fixed seed, so that runs replay alike. Keys come from the caller and the
-/// server's bucket ids; a hostile server could at worst slow one limiter down by colliding
-/// keys, never corrupt it.
+/// The engine's maps: hashbrown (std's own map, with lookups by a borrowed key,
+/// `routes::KeyRef`) and foldhash with a fixed seed, so that runs replay alike. Keys come from
+/// the caller and the server's bucket ids; a hostile server could at worst slow one limiter
+/// down by colliding keys, never corrupt it.
 type HashMap<K, V> = hashbrown::HashMap<K, V, foldhash::fast::FixedState>;
 
 /// Index of a queue in the slab.
@@ -191,7 +191,7 @@ struct Req {
     /// `"{route_key} #{class}"` when the request has a sub-limit class: the key a sub-limit
     /// 429 of this request holds (and, in shared mode, the route it reserves under).
     sub_key: Option<Box<str>>,
-    // (Its major parameter is its queue's: `queue(qid).key.major`.)
+    // Its major parameter is its queue's (`Queue::key`): not kept here.
     identity: Iid,
     /// The effective deadline: the request's own, or `enqueued + max_wait`, or
     /// `enqueued + defer_after`, whichever is first.
