@@ -71,7 +71,8 @@ driver=../js/driver.js
 for d in web bundler; do
   { cat "$driver"; echo 'export { createRatelane };'; } > "pkg/$d/driver.mjs"
 done
-# The shapes of the server-side answers (js/server_objects.js), the same way; core.* registers them.
+# The server-side stores and their answers (js/server_objects.js), the same way; core.* builds
+# them over the module's ServerLimit and ServerStore.
 objects=../js/server_objects.js
 { cat "$objects"; echo 'module.exports = { createServerObjects };'; } > pkg/node/server_objects.cjs
 for d in web bundler; do

@@ -10,10 +10,10 @@
 // arrays of strings): the core's header names and values never hold a line break (values are
 // numbers, or a policy name reduced to printable ASCII).
 //
-// Given `native` (the napi addon: `ServerLimit` and `ServerStore`, the core's one `Limit` and
-// one `LimitStore`), it also writes the contract's `GcraStore`, `LeakyBucketStore` and
-// `FixedWindowStore` over them: each picks its limit and names the ops it has; arguments are
-// checked, and errors thrown, by the addon.
+// Over `native` (the napi addon or the wasm module: `ServerLimit` and `ServerStore`, the
+// core's one `Limit` and one `LimitStore`) it also writes the contract's `GcraStore`,
+// `LeakyBucketStore` and `FixedWindowStore`: each picks its limit and names the ops it has;
+// arguments are checked, and errors thrown, by the core module.
 
 /* eslint-disable no-unused-vars */
 function createServerObjects(render, native) {
@@ -70,7 +70,6 @@ function createServerObjects(render, native) {
     return { runNow, releaseAtNs, waiting }
   }
 
-  if (!native) return { decision, scheduled }
   const { ServerLimit, ServerStore } = native
 
   /** A native answer `[allowed, limit, ...]` as a decision. */

@@ -1,17 +1,17 @@
-//! Server-side limiters (`ratelane::server`): keyed GCRA, leaky-bucket and fixed-window stores,
-//! as `js/CONTRACT.md` ("Server-side limiters") describes them.
+//! Server-side limiters (`ratelane::server`): one [`ServerLimit`] (GCRA, leaky bucket or fixed
+//! window) and one [`ServerStore`] over it, as the core's `Limit` and `LimitStore`, the same two
+//! the napi package exports. The user-facing classes (`GcraStore`, `LeakyBucketStore`,
+//! `FixedWindowStore`, `js/CONTRACT.md`) are written once in `js/server_objects.js` over these
+//! two; the package entries (entries/) build them with `createServerObjects(render, wasm)`.
 //!
-//! Every decision leaves as the object that `js/server_objects.js` shapes, the same file
-//! the napi package uses, so both cores answer with one shape. The package entries (entries/)
-//! call `createServerObjects` with the two renderers exported here and register the result with
-//! [`install_server_objects`] once the module is instantiated; the headers of a decision are
-//! therefore rendered here, by the core, from the decision's fields.
+//! Answers cross positionally: a decision as `[allowed, limit, remaining, resetAfterNs,
+//! clearAfterNs, replenishAfterNs, windowNs, retryAfterS]`, a booking as `[runNow,
+//! releaseAtNs, waiting]`, a release as a boolean; `js/server_objects.js` shapes them, and its
+//! decisions render their headers with the two renderers below (the core's).
 
-use std::cell::RefCell;
-
-use js_sys::{Object, Reflect};
+use js_sys::{Array, Object, Reflect};
 use ratelane::server::{
-    Decision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, LegacyLimit, Scheduled, Store,
+    Answer, Decision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, LegacyLimit, Limit, LimitStore, Op,
 };
 use wasm_bindgen::prelude::*;
 
@@ -19,74 +19,6 @@ use crate::{core_error, invalid_argument, js_error, number_arg, set, type_of, wh
 
 /// `maxKeys` when not given, as in the Python binding.
 const DEFAULT_MAX_KEYS: usize = 100_000;
-
-#[wasm_bindgen]
-extern "C" {
-    /// What `createServerObjects` (js/server_objects.js) returns: the makers of the answers.
-    #[derive(Debug)]
-    pub type ServerObjects;
-
-    #[wasm_bindgen(method)]
-    #[allow(clippy::too_many_arguments)]
-    fn decision(
-        this: &ServerObjects,
-        allowed: bool,
-        limit: u32,
-        remaining: u32,
-        reset_after_ns: f64,
-        clear_after_ns: f64,
-        replenish_after_ns: JsValue,
-        window_ns: f64,
-        retry_after_s: JsValue,
-    ) -> JsValue;
-
-    #[wasm_bindgen(method)]
-    fn scheduled(this: &ServerObjects, run_now: bool, release_at_ns: f64, waiting: f64) -> JsValue;
-}
-
-thread_local! {
-    static SERVER_OBJECTS: RefCell<Option<ServerObjects>> = const { RefCell::new(None) };
-}
-
-/// Registers the makers from `createServerObjects` (called by the package entries).
-#[wasm_bindgen(js_name = installServerObjects, skip_typescript)]
-pub fn install_server_objects(objects: ServerObjects) {
-    SERVER_OBJECTS.with(|o| *o.borrow_mut() = Some(objects));
-}
-
-fn with_objects(f: impl FnOnce(&ServerObjects) -> JsValue) -> Result<JsValue, JsValue> {
-    SERVER_OBJECTS.with(|o| match &*o.borrow() {
-        Some(objects) => Ok(f(objects)),
-        None => Err(js_error(
-            "invalid_state",
-            "ratelane-wasm: load the module through the package (core.cjs or core.js), which installs the server objects",
-        )),
-    })
-}
-
-fn optional(value: Option<u64>) -> JsValue {
-    value.map_or(JsValue::NULL, |v| JsValue::from_f64(v as f64))
-}
-
-/// A core decision as the contract's object.
-fn decision_object(d: &Decision) -> Result<JsValue, JsValue> {
-    with_objects(|objects| {
-        objects.decision(
-            d.allowed,
-            d.limit,
-            d.remaining,
-            d.reset_after as f64,
-            d.clear_after as f64,
-            optional(d.replenish_after),
-            d.window as f64,
-            optional(d.retry_after_secs()),
-        )
-    })
-}
-
-fn scheduled_object(s: &Scheduled) -> Result<JsValue, JsValue> {
-    with_objects(|objects| objects.scheduled(s.run_now, s.release_at as f64, s.waiting as f64))
-}
 
 // ------------------------------------------------------------------------------ arguments
 
@@ -158,23 +90,6 @@ fn ns_option(options: Option<&Object>, key: &str) -> Result<Option<u64>, JsValue
     number_option(options, key)?
         .map(|v| whole(key, v).map_err(|m| invalid_argument(&m)))
         .transpose()
-}
-
-fn max_keys(options: Option<&Object>) -> Result<usize, JsValue> {
-    Ok(match number_option(options, "maxKeys")? {
-        None => DEFAULT_MAX_KEYS,
-        Some(v) => usize::try_from(whole("maxKeys", v).map_err(|m| invalid_argument(&m))?)
-            .unwrap_or(usize::MAX),
-    })
-}
-
-fn store<A: ratelane::server::Algorithm>(
-    algorithm: Result<A, ratelane::Error>,
-    max_keys: usize,
-) -> Result<Store<A>, JsValue> {
-    algorithm
-        .and_then(|a| Store::new(a, max_keys))
-        .map_err(core_error)
 }
 
 /// `insufficient_capacity`, with the weight asked for and the burst.
@@ -281,135 +196,102 @@ pub fn render_ietf_headers(
     Ok(lines(d.ietf_headers(&policy)))
 }
 
-// ------------------------------------------------------------------------------ stores
+// ------------------------------------------------------------------------------ answers
 
-/// GCRA per key (`ratelane::server::GcraStore`): one request per `intervalNs`, `burst` back to
-/// back. The fast default.
+fn optional(value: Option<u64>) -> JsValue {
+    value.map_or(JsValue::NULL, |v| JsValue::from_f64(v as f64))
+}
+
+/// A decision as it crosses: `[allowed, limit, remaining, resetAfterNs, clearAfterNs,
+/// replenishAfterNs, windowNs, retryAfterS]`.
+fn fields(d: &Decision) -> JsValue {
+    let out = Array::new_with_length(8);
+    out.set(0, JsValue::from_bool(d.allowed));
+    out.set(1, JsValue::from(d.limit));
+    out.set(2, JsValue::from(d.remaining));
+    out.set(3, JsValue::from_f64(d.reset_after as f64));
+    out.set(4, JsValue::from_f64(d.clear_after as f64));
+    out.set(5, optional(d.replenish_after));
+    out.set(6, JsValue::from_f64(d.window as f64));
+    out.set(7, optional(d.retry_after_secs()));
+    out.into()
+}
+
+/// The core's op named `name`, with its weight (`check_n`) or factor (`check_scaled`).
+fn op(name: &JsValue, arg: &JsValue) -> Result<Op, JsValue> {
+    let name = name.as_string().unwrap_or_default();
+    Ok(match name.as_str() {
+        "check" => Op::Check,
+        "check_n" => Op::CheckN(count("n", arg)?),
+        "check_scaled" => Op::CheckScaled(arg.as_f64().ok_or_else(|| {
+            invalid_argument(&format!("factor must be a number, got {}", type_of(arg)))
+        })?),
+        "schedule" => Op::Schedule,
+        "release" => Op::Release,
+        _ => return Err(invalid_argument(&format!("no op {name:?}"))),
+    })
+}
+
+// ------------------------------------------------------------------------------ limit
+
+/// A server-side limit (`ratelane::server::Limit`): the core's validated config of one
+/// algorithm.
 #[wasm_bindgen]
 #[derive(Debug)]
-pub struct GcraStore {
-    inner: ratelane::server::GcraStore,
+pub struct ServerLimit {
+    inner: Limit,
+}
+
+fn limit(config: Result<impl Into<Limit>, ratelane::Error>) -> Result<ServerLimit, JsValue> {
+    config.map(|c| ServerLimit { inner: c.into() }).map_err(core_error)
 }
 
 #[wasm_bindgen]
-impl GcraStore {
-    /// One request per `intervalNs`, up to `burst` back to back; `options.maxKeys` (default
-    /// 100000) bounds the keys kept. Throws `invalid_config`.
-    #[wasm_bindgen(constructor)]
-    pub fn new(
+impl ServerLimit {
+    /// One request per `intervalNs`, `burst` back to back; `options` may only hold `maxKeys`
+    /// (the store's). Throws `invalid_config`.
+    pub fn gcra(
         #[wasm_bindgen(js_name = intervalNs, unchecked_param_type = "number")] interval_ns: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number")] burst: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "StoreOptions | null")] options: JsValue,
-    ) -> Result<GcraStore, JsValue> {
-        let options = self::options("options", &options, &["maxKeys"])?;
-        let gcra = Gcra::new(number_arg("intervalNs", &interval_ns)?, count("burst", &burst)?);
-        Ok(GcraStore {
-            inner: store(gcra, max_keys(options.as_ref())?)?,
-        })
+    ) -> Result<ServerLimit, JsValue> {
+        self::options("options", &options, &["maxKeys"])?;
+        limit(Gcra::new(number_arg("intervalNs", &interval_ns)?, count("burst", &burst)?))
     }
 
-    /// `quota` requests per `windowNs`, all of them allowed back to back. Throws
-    /// `invalid_config`.
-    #[wasm_bindgen(js_name = perWindow)]
-    pub fn per_window(
+    /// `quota` requests per `windowNs`, all of them allowed back to back.
+    #[wasm_bindgen(js_name = gcraPerWindow)]
+    pub fn gcra_per_window(
         #[wasm_bindgen(unchecked_param_type = "number")] quota: JsValue,
         #[wasm_bindgen(js_name = windowNs, unchecked_param_type = "number")] window_ns: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "StoreOptions | null")] options: JsValue,
-    ) -> Result<GcraStore, JsValue> {
-        let options = self::options("options", &options, &["maxKeys"])?;
-        let gcra = Gcra::per_window(count("quota", &quota)?, number_arg("windowNs", &window_ns)?);
-        Ok(GcraStore {
-            inner: store(gcra, max_keys(options.as_ref())?)?,
-        })
+    ) -> Result<ServerLimit, JsValue> {
+        self::options("options", &options, &["maxKeys"])?;
+        limit(Gcra::per_window(count("quota", &quota)?, number_arg("windowNs", &window_ns)?))
     }
 
-    /// Checks one request for `key` at `nowNs`, and counts it if admitted.
-    #[wasm_bindgen(unchecked_return_type = "ServerDecision")]
-    pub fn check(
-        &mut self,
-        #[wasm_bindgen(unchecked_param_type = "string")] key: JsValue,
-        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        let (key, now) = (key_arg(&key)?, number_arg("nowNs", &now_ns)?);
-        // `invalid_request` (a `now` past the last instant) needs nowNs near 2^64: out of reach
-        // of a JS number, but mapped all the same.
-        decision_object(&self.inner.check(key.as_str(), now).map_err(core_error)?)
-    }
-
-    /// Checks a request of weight `n`. Throws `insufficient_capacity` (with `requested` and
-    /// `capacity`) when `n` exceeds the burst: such a request can never be admitted, and
-    /// nothing is counted.
-    #[wasm_bindgen(js_name = checkN, unchecked_return_type = "ServerDecision")]
-    pub fn check_n(
-        &mut self,
-        #[wasm_bindgen(unchecked_param_type = "string")] key: JsValue,
-        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] n: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        let (key, now, n) = (key_arg(&key)?, number_arg("nowNs", &now_ns)?, count("n", &n)?);
-        match self.inner.check_n(key.as_str(), now, n).map_err(core_error)? {
-            Ok(d) => decision_object(&d),
-            Err(e) => Err(insufficient_capacity(e)),
-        }
-    }
-
-    /// Keys currently stored.
-    #[wasm_bindgen(getter)]
-    pub fn len(&self) -> usize {
-        self.inner.len()
-    }
-
-    /// New keys answered without being stored because the store was full of live keys.
-    #[wasm_bindgen(getter)]
-    pub fn untracked(&self) -> f64 {
-        self.inner.untracked() as f64
-    }
-
-    /// The bound on stored keys.
-    #[wasm_bindgen(getter = maxKeys)]
-    pub fn max_keys(&self) -> f64 {
-        self.inner.max_keys() as f64
-    }
-}
-
-/// A leaky bucket per key (`ratelane::server::LeakyBucketStore`, Sharkey's): `size` requests,
-/// `dripSize` of them draining every `dripRateNs`, optionally at most one per `minIntervalNs`.
-#[wasm_bindgen]
-#[derive(Debug)]
-pub struct LeakyBucketStore {
-    inner: ratelane::server::LeakyBucketStore,
-}
-
-#[wasm_bindgen]
-impl LeakyBucketStore {
     /// A bucket of `size` dripping `options.dripSize` (default 1) every `dripRateNs`, with
-    /// `options.minIntervalNs` and `options.maxKeys`. Throws `invalid_config`.
-    #[wasm_bindgen(constructor)]
-    pub fn new(
+    /// `options.minIntervalNs`.
+    #[wasm_bindgen(js_name = leakyBucket)]
+    pub fn leaky_bucket(
         #[wasm_bindgen(unchecked_param_type = "number")] size: JsValue,
         #[wasm_bindgen(js_name = dripRateNs, unchecked_param_type = "number")] drip_rate_ns: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "LeakyBucketOptions | null")] options: JsValue,
-    ) -> Result<LeakyBucketStore, JsValue> {
+    ) -> Result<ServerLimit, JsValue> {
         let options = self::options("options", &options, &["dripSize", "minIntervalNs", "maxKeys"])?;
         let options = options.as_ref();
         let (size, drip_rate) = (count("size", &size)?, number_arg("dripRateNs", &drip_rate_ns)?);
         let drip_size = count_option(options, "dripSize")?.unwrap_or(1);
         let min_interval = ns_option(options, "minIntervalNs")?;
-        let bucket = LeakyBucket::new(size, drip_rate, drip_size).and_then(|b| match min_interval {
-            Some(m) => b.with_min_interval(m),
-            None => Ok(b),
-        });
-        Ok(LeakyBucketStore {
-            inner: store(bucket, max_keys(options)?)?,
-        })
+        let bucket = LeakyBucket::new(size, drip_rate, drip_size);
+        limit(bucket.and_then(|b| min_interval.map_or(Ok(b), |m| b.with_min_interval(m))))
     }
 
-    /// From a legacy Misskey/Sharkey limit `{ max, durationNs, minIntervalNs }` (plus
-    /// `maxKeys`). Throws `invalid_config`.
-    #[wasm_bindgen(js_name = fromLegacy)]
-    pub fn from_legacy(
+    /// From a legacy Misskey/Sharkey limit `{ max, durationNs, minIntervalNs }`, translated by
+    /// the core.
+    pub fn legacy(
         #[wasm_bindgen(unchecked_param_type = "LegacyLimit")] limit: JsValue,
-    ) -> Result<LeakyBucketStore, JsValue> {
+    ) -> Result<ServerLimit, JsValue> {
         if limit.is_undefined() || limit.is_null() {
             return Err(invalid_argument("limit must be an object"));
         }
@@ -420,116 +302,74 @@ impl LeakyBucketStore {
             duration: ns_option(limit, "durationNs")?,
             min_interval: ns_option(limit, "minIntervalNs")?,
         };
-        Ok(LeakyBucketStore {
-            inner: store(LeakyBucket::from_legacy(legacy), max_keys(limit)?)?,
-        })
+        self::limit(LeakyBucket::from_legacy(legacy))
     }
 
-    /// Checks one request for `key` at `nowNs`.
-    #[wasm_bindgen(unchecked_return_type = "ServerDecision")]
-    pub fn check(
-        &mut self,
-        #[wasm_bindgen(unchecked_param_type = "string")] key: JsValue,
-        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        let (key, now) = (key_arg(&key)?, number_arg("nowNs", &now_ns)?);
-        decision_object(&self.inner.check(key.as_str(), now))
-    }
-
-    /// Checks one request with the bucket scaled by `factor` in (0, 1] for this subject.
-    /// Throws `invalid_config` for another factor (nothing is counted).
-    #[wasm_bindgen(js_name = checkScaled, unchecked_return_type = "ServerDecision")]
-    pub fn check_scaled(
-        &mut self,
-        #[wasm_bindgen(unchecked_param_type = "string")] key: JsValue,
-        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] factor: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        let (key, now) = (key_arg(&key)?, number_arg("nowNs", &now_ns)?);
-        let factor = factor.as_f64().ok_or_else(|| {
-            invalid_argument(&format!("factor must be a number, got {}", type_of(&factor)))
-        })?;
-        let d = self
-            .inner
-            .check_scaled(key.as_str(), now, factor)
-            .map_err(core_error)?;
-        decision_object(&d)
-    }
-
-    /// Keys currently stored.
-    #[wasm_bindgen(getter)]
-    pub fn len(&self) -> usize {
-        self.inner.len()
-    }
-
-    /// New keys answered without being stored because the store was full of live keys.
-    #[wasm_bindgen(getter)]
-    pub fn untracked(&self) -> f64 {
-        self.inner.untracked() as f64
-    }
-
-    /// The bound on stored keys.
-    #[wasm_bindgen(getter = maxKeys)]
-    pub fn max_keys(&self) -> f64 {
-        self.inner.max_keys() as f64
-    }
-}
-
-/// A fixed window per key (`ratelane::server::FixedWindowStore`): `quota` per `windowNs`, with
-/// a release-time estimate for delayed jobs.
-#[wasm_bindgen]
-#[derive(Debug)]
-pub struct FixedWindowStore {
-    inner: ratelane::server::FixedWindowStore,
-}
-
-#[wasm_bindgen]
-impl FixedWindowStore {
-    /// `quota` requests per window of `windowNs`, the window opening with a key's first
-    /// request. Throws `invalid_config`.
-    #[wasm_bindgen(constructor)]
-    pub fn new(
+    /// `quota` per fixed window of `windowNs`.
+    #[wasm_bindgen(js_name = fixedWindow)]
+    pub fn fixed_window(
         #[wasm_bindgen(unchecked_param_type = "number")] quota: JsValue,
         #[wasm_bindgen(js_name = windowNs, unchecked_param_type = "number")] window_ns: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "StoreOptions | null")] options: JsValue,
-    ) -> Result<FixedWindowStore, JsValue> {
-        let options = self::options("options", &options, &["maxKeys"])?;
-        let window = FixedWindow::new(count("quota", &quota)?, number_arg("windowNs", &window_ns)?);
-        Ok(FixedWindowStore {
-            inner: store(window, max_keys(options.as_ref())?)?,
+    ) -> Result<ServerLimit, JsValue> {
+        self::options("options", &options, &["maxKeys"])?;
+        limit(FixedWindow::new(count("quota", &quota)?, number_arg("windowNs", &window_ns)?))
+    }
+}
+
+// ------------------------------------------------------------------------------ store
+
+/// A keyed store over a [`ServerLimit`] (`ratelane::server::LimitStore`).
+#[wasm_bindgen]
+#[derive(Debug)]
+pub struct ServerStore {
+    inner: LimitStore,
+}
+
+#[wasm_bindgen]
+impl ServerStore {
+    /// A store for `limit` keeping at most `maxKeys` keys (default 100000). Throws
+    /// `invalid_config`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        limit: &ServerLimit,
+        #[wasm_bindgen(js_name = maxKeys, unchecked_optional_param_type = "number | null")] max_keys: JsValue,
+    ) -> Result<ServerStore, JsValue> {
+        let max_keys = if max_keys.is_undefined() || max_keys.is_null() {
+            DEFAULT_MAX_KEYS
+        } else {
+            let v = max_keys.as_f64().ok_or_else(|| {
+                invalid_argument(&format!("maxKeys must be a number, got {}", type_of(&max_keys)))
+            })?;
+            usize::try_from(whole("maxKeys", v).map_err(|m| invalid_argument(&m))?).unwrap_or(usize::MAX)
+        };
+        Ok(ServerStore { inner: LimitStore::new(limit.inner, max_keys).map_err(core_error)? })
+    }
+
+    /// Runs op `name` (`arg`: the weight of `check_n`, the factor of `check_scaled`) for `key`
+    /// at `nowNs`: a decision, a booking or a release. Throws `insufficient_capacity` (with
+    /// `requested` and `capacity`) for a weight above the burst, and the core's errors; nothing
+    /// is counted then.
+    #[wasm_bindgen(unchecked_return_type = "[boolean, number, number, number, number, number | null, number, number | null] | [boolean, number, number] | boolean")]
+    pub fn apply(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "string")] name: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] key: JsValue,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] arg: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let (key, now, op) = (key_arg(&key)?, number_arg("nowNs", &now_ns)?, op(&name, &arg)?);
+        Ok(match self.inner.apply(key.as_str(), now, op).map_err(core_error)? {
+            Answer::Decision(d) => fields(&d),
+            Answer::InsufficientCapacity(e) => return Err(insufficient_capacity(e)),
+            Answer::Scheduled(s) => Array::of3(
+                &JsValue::from_bool(s.run_now),
+                &JsValue::from_f64(s.release_at as f64),
+                &JsValue::from_f64(s.waiting as f64),
+            )
+            .into(),
+            Answer::Released(released) => JsValue::from_bool(released),
         })
-    }
-
-    /// Checks one request for `key` at `nowNs`.
-    #[wasm_bindgen(unchecked_return_type = "ServerDecision")]
-    pub fn check(
-        &mut self,
-        #[wasm_bindgen(unchecked_param_type = "string")] key: JsValue,
-        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        let (key, now) = (key_arg(&key)?, number_arg("nowNs", &now_ns)?);
-        decision_object(&self.inner.check(key.as_str(), now))
-    }
-
-    /// Books a slot for one job of group `key`: it runs now, or at `releaseAtNs`.
-    #[wasm_bindgen(unchecked_return_type = "Scheduled")]
-    pub fn schedule(
-        &mut self,
-        #[wasm_bindgen(unchecked_param_type = "string")] key: JsValue,
-        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        let (key, now) = (key_arg(&key)?, number_arg("nowNs", &now_ns)?);
-        scheduled_object(&self.inner.schedule(key.as_str(), now).map_err(core_error)?)
-    }
-
-    /// Records that one delayed job of `key` was released (or dropped); false if none waits.
-    pub fn release(
-        &mut self,
-        #[wasm_bindgen(unchecked_param_type = "string")] key: JsValue,
-        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
-    ) -> Result<bool, JsValue> {
-        let (key, now) = (key_arg(&key)?, number_arg("nowNs", &now_ns)?);
-        Ok(self.inner.release(key.as_str(), now))
     }
 
     /// Keys currently stored.

@@ -1,13 +1,17 @@
 // The core surface of js/CONTRACT.md over the wasm module, `bundler` build: the bundler
 // instantiates the .wasm when this module is imported, so init() has nothing left to do. The
-// server-side answers take their shape from the shared js/server_objects.js.
+// server-side stores are written over its `ServerLimit` and `ServerStore` by the shared
+// js/server_objects.js.
 import {
-  Limiter, SimServer, Simulation, GcraStore, LeakyBucketStore, FixedWindowStore, failCodes, errorCodes,
-  installServerObjects, renderXRateLimitHeaders, renderIetfHeaders,
+  Limiter, SimServer, Simulation, ServerLimit, ServerStore, failCodes, errorCodes,
+  renderXRateLimitHeaders, renderIetfHeaders,
 } from './ratelane_wasm.js';
 import { createServerObjects } from './server_objects.mjs';
 
-installServerObjects(createServerObjects({ xRateLimitHeaders: renderXRateLimitHeaders, ietfHeaders: renderIetfHeaders }));
+const { GcraStore, LeakyBucketStore, FixedWindowStore } = createServerObjects(
+  { xRateLimitHeaders: renderXRateLimitHeaders, ietfHeaders: renderIetfHeaders },
+  { ServerLimit, ServerStore },
+);
 
 export { Limiter, SimServer, Simulation, GcraStore, LeakyBucketStore, FixedWindowStore };
 export const FAIL_CODES = Object.freeze(failCodes());

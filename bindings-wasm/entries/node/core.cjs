@@ -1,22 +1,23 @@
 'use strict';
 // The core surface of js/CONTRACT.md over the wasm module, `nodejs` build: the module is read
-// and instantiated synchronously by the require below. The server-side answers take their shape
-// from the shared js/server_objects.js (server_objects.cjs, written by build.sh).
+// and instantiated synchronously by the require below. The server-side stores are written over
+// its `ServerLimit` and `ServerStore` by the shared js/server_objects.js (server_objects.cjs,
+// written by build.sh), as the napi package's are over its addon.
 const wasm = require('./ratelane_wasm.js');
 const { createServerObjects } = require('./server_objects.cjs');
 
-wasm.installServerObjects(createServerObjects({
-  xRateLimitHeaders: wasm.renderXRateLimitHeaders,
-  ietfHeaders: wasm.renderIetfHeaders,
-}));
+const objects = createServerObjects(
+  { xRateLimitHeaders: wasm.renderXRateLimitHeaders, ietfHeaders: wasm.renderIetfHeaders },
+  wasm,
+);
 
 module.exports = {
   Limiter: wasm.Limiter,
   SimServer: wasm.SimServer,
   Simulation: wasm.Simulation,
-  GcraStore: wasm.GcraStore,
-  LeakyBucketStore: wasm.LeakyBucketStore,
-  FixedWindowStore: wasm.FixedWindowStore,
+  GcraStore: objects.GcraStore,
+  LeakyBucketStore: objects.LeakyBucketStore,
+  FixedWindowStore: objects.FixedWindowStore,
   FAIL_CODES: Object.freeze(wasm.failCodes()),
   ERROR_CODES: Object.freeze(wasm.errorCodes()),
 };

@@ -6,8 +6,15 @@ import type { ErrorCode, FailCode } from './core.js'
 import type { RateLimiterOptions, RateLimitError, RatelaneError } from './driver.js'
 
 export type * from './core.js'
-import type { CoreModule, CoreLimiter, CoreSimServer, CoreSimulation } from './core.js'
-export { GcraStore, LeakyBucketStore, FixedWindowStore } from './ratelane_wasm.js'
+import type {
+  CoreFixedWindowStore,
+  CoreGcraStore,
+  CoreLeakyBucketStore,
+  CoreLimiter,
+  CoreModule,
+  CoreSimServer,
+  CoreSimulation,
+} from './core.js'
 /** The object API of js/CONTRACT.md (js/driver.js), over the core's positional surface. */
 export declare const Limiter: CoreModule['Limiter']
 export type Limiter = CoreLimiter
@@ -15,6 +22,13 @@ export declare const SimServer: CoreModule['SimServer']
 export type SimServer = CoreSimServer
 export declare const Simulation: CoreModule['Simulation']
 export type Simulation = CoreSimulation
+// The server-side stores (js/server_objects.js over the module's ServerLimit and ServerStore).
+export declare const GcraStore: CoreModule['GcraStore']
+export type GcraStore = CoreGcraStore
+export declare const LeakyBucketStore: CoreModule['LeakyBucketStore']
+export type LeakyBucketStore = CoreLeakyBucketStore
+export declare const FixedWindowStore: CoreModule['FixedWindowStore']
+export type FixedWindowStore = CoreFixedWindowStore
 
 /** Every failure code of the core (`ratelane::FailReason::ALL_CODES`). */
 export declare const FAIL_CODES: readonly FailCode[]

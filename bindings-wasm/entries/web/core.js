@@ -2,18 +2,17 @@
 // instantiated before any class is constructed: `await init()` fetches ratelane_wasm_bg.wasm
 // next to this file; `initSync({ module })` takes a compiled WebAssembly.Module (edge
 // runtimes import .wasm files as such) or the module's bytes. Both are harmless when repeated.
-// The server-side answers take their shape from the shared js/server_objects.js.
+// The server-side stores are written over its `ServerLimit` and `ServerStore` by the shared
+// js/server_objects.js.
 import initWasm, {
   initSync as initWasmSync,
   Limiter as WasmLimiter,
   SimServer as WasmSimServer,
   Simulation as WasmSimulation,
-  GcraStore as WasmGcraStore,
-  LeakyBucketStore as WasmLeakyBucketStore,
-  FixedWindowStore as WasmFixedWindowStore,
+  ServerLimit as WasmServerLimit,
+  ServerStore as WasmServerStore,
   failCodes,
   errorCodes,
-  installServerObjects,
   renderXRateLimitHeaders,
   renderIetfHeaders,
 } from './ratelane_wasm.js';
@@ -48,33 +47,25 @@ export class Simulation extends WasmSimulation {
     super(...args);
   }
 }
-export class GcraStore extends WasmGcraStore {
-  constructor(...args) {
-    requireInit();
-    super(...args);
-  }
-  static perWindow(...args) {
-    requireInit();
-    // The generated factory builds an instance of the generated class; make it one of this one.
-    return Object.setPrototypeOf(super.perWindow(...args), this.prototype);
-  }
-}
-export class LeakyBucketStore extends WasmLeakyBucketStore {
-  constructor(...args) {
-    requireInit();
-    super(...args);
-  }
-  static fromLegacy(...args) {
-    requireInit();
-    return Object.setPrototypeOf(super.fromLegacy(...args), this.prototype);
-  }
-}
-export class FixedWindowStore extends WasmFixedWindowStore {
-  constructor(...args) {
-    requireInit();
-    super(...args);
-  }
-}
+// The stores reach the module only through these two: each use checks init() first.
+const { GcraStore, LeakyBucketStore, FixedWindowStore } = createServerObjects(
+  { xRateLimitHeaders: renderXRateLimitHeaders, ietfHeaders: renderIetfHeaders },
+  {
+    ServerLimit: new Proxy(WasmServerLimit, {
+      get(target, name, receiver) {
+        requireInit();
+        return Reflect.get(target, name, receiver);
+      },
+    }),
+    ServerStore: new Proxy(WasmServerStore, {
+      construct(target, args, newTarget) {
+        requireInit();
+        return Reflect.construct(target, args, newTarget);
+      },
+    }),
+  },
+);
+export { GcraStore, LeakyBucketStore, FixedWindowStore };
 
 const sameList = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
 
@@ -84,7 +75,6 @@ function finishInit() {
   if (!sameList(failCodes(), FAIL_CODES) || !sameList(errorCodes(), ERROR_CODES)) {
     throw new Error('ratelane-wasm: codes.js does not match ratelane_wasm_bg.wasm; rebuild the package');
   }
-  installServerObjects(createServerObjects({ xRateLimitHeaders: renderXRateLimitHeaders, ietfHeaders: renderIetfHeaders }));
   ready = true;
 }
 
