@@ -362,10 +362,7 @@ impl Limiter {
         let clamp = |w: Nanos, c: &Config| w.clamp(c.min_rate_limit_wait, c.max_server_wait);
         let wait = match scope {
             RateLimitScope::Edge => {
-                self.edge_strikes = self.edge_strikes.saturating_add(1);
-                // Doubling at most 20 times (strikes beyond the 21st wait as long).
-                let c = &self.config;
-                let backoff = backoff(c.edge_backoff_base, self.edge_strikes.min(21), c.edge_backoff_max);
+                let backoff = self.edge.strike(self.config.edge_backoff_base, self.config.edge_backoff_max);
                 clamp(hint.unwrap_or(backoff), &self.config)
             }
             _ => clamp(hint.unwrap_or(self.config.backoff_base), &self.config),
@@ -650,16 +647,14 @@ impl Limiter {
             self.outputs.push_back(Output::Share(SharedUpdate::Invalid { id, window }));
         }
         self.expire_invalid(now);
-        self.invalid_ends.push_back(now.saturating_add(self.config.invalid_request_window));
+        self.invalid.record(now.saturating_add(self.config.invalid_request_window));
         self.warn_invalid_budget();
     }
 
     /// Emits the invalid-request warning once the budget used reaches `invalid_request_warn_at`
     /// (once, until the count falls below half of it again).
     pub(crate) fn warn_invalid_budget(&mut self) {
-        let count = self.invalid_ends.len() as u32;
-        if count >= self.config.invalid_request_warn_at && !self.invalid_warned {
-            self.invalid_warned = true;
+        if let Some(count) = self.invalid.warning(self.config.invalid_request_warn_at) {
             self.outputs.push_back(Output::Observe(Observation::InvalidRequestWarning {
                 count,
                 limit: self.config.invalid_request_limit,
@@ -668,12 +663,7 @@ impl Limiter {
     }
 
     pub(super) fn expire_invalid(&mut self, now: Nanos) {
-        while self.invalid_ends.front().is_some_and(|&end| end <= now) {
-            self.invalid_ends.pop_front();
-        }
-        if (self.invalid_ends.len() as u32) < self.config.invalid_request_warn_at / 2 {
-            self.invalid_warned = false;
-        }
+        self.invalid.expire(now, self.config.invalid_request_warn_at);
     }
 
     pub(super) fn mark_unauthorized(&mut self, iid: Iid) {
@@ -688,16 +678,7 @@ impl Limiter {
             return Gate::Open;
         }
         self.expire_invalid(now);
-        let used = self.invalid_ends.len() + self.in_flight_total + self.reserving_total;
-        if used < self.config.invalid_request_stop_at as usize {
-            return Gate::Open;
-        }
-        match self.invalid_ends.front() {
-            Some(&end) if self.invalid_ends.len() >= self.config.invalid_request_stop_at as usize => {
-                Gate::Until(end)
-            }
-            _ => Gate::UntilResponse,
-        }
+        self.invalid.gate(self.in_flight_total + self.reserving_total, self.config.invalid_request_stop_at)
     }
 
     /// Fails every queued (or reserving: never sent either) request that `which` selects, in
@@ -726,7 +707,7 @@ impl Limiter {
     /// A hold of the whole host (an edge ban, or the store's for invalid requests) until
     /// `until`: the queued requests it makes hopeless fail at once.
     pub(super) fn hold_host(&mut self, until: Nanos) {
-        self.edge_until = self.edge_until.max(until);
+        self.edge.hold(until);
         self.recheck_queues(None);
     }
 

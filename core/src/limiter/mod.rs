@@ -96,6 +96,7 @@ use crate::types::*;
 mod bucket;
 mod costs;
 mod global;
+mod host;
 mod latency;
 mod learning;
 mod outage;
@@ -109,6 +110,7 @@ mod timers;
 use bucket::{Bucket, Gate, Ghost, SLIDING_LOG_CAP};
 use costs::{Blocked, Budgets, Pack, Ratio, ReqCosts};
 use global::{Identities, RoundTrips};
+use host::{EdgeBan, InvalidBudget};
 use latency::{Recent, widen};
 use outage::SendLog;
 use predict::{Limit, Place, effective_deadline, limit_reason};
@@ -163,20 +165,16 @@ pub struct Limiter {
     dirty: Vec<Qid>,
     timers: Timers,
     outputs: VecDeque<Output>,
-    /// When each invalid response (401/403/non-shared 429) within the window leaves it: its
-    /// arrival plus `invalid_request_window`. (Kept as ends, not arrivals, so a restored
-    /// response older than the monotonic clock's epoch is exact: see [`Limiter::restore`].)
-    invalid_ends: VecDeque<Nanos>,
-    invalid_warned: bool,
+    /// The invalid responses within `invalid_request_window` (see `host`).
+    invalid: InvalidBudget,
     /// Requests sent and not answered, all identities.
     in_flight_total: usize,
     /// Shared mode: requests whose reservation is outstanding.
     reserving_total: usize,
     /// Shared mode: the store's health, outages and margins, and the reservations it owes.
     store: Store,
-    /// No request goes out before this (a Cloudflare-style ban).
-    edge_until: Nanos,
-    edge_strikes: u32,
+    /// No request goes out before its end (a Cloudflare-style ban).
+    edge: EdgeBan,
     /// Per cost dimension: the recent ratios of actual to estimated cost (see `costs`).
     ratios: Vec<(Box<str>, Ratio)>,
     rng: u64,
@@ -288,13 +286,11 @@ impl Limiter {
             dirty: Vec::new(),
             timers: Timers::default(),
             outputs: VecDeque::new(),
-            invalid_ends: VecDeque::new(),
-            invalid_warned: false,
+            invalid: InvalidBudget::default(),
             in_flight_total: 0,
             reserving_total: 0,
             store: Store::default(),
-            edge_until: 0,
-            edge_strikes: 0,
+            edge: EdgeBan::default(),
             ratios: Vec::new(),
             rng,
             idle_candidates: VecDeque::new(),
@@ -328,8 +324,7 @@ impl Limiter {
     /// gate also counts as possibly invalid, are not included. Always 0 when the budget is
     /// off (`invalid_request_limit` = 0). A read: `now` changes nothing.
     pub fn invalid_requests(&self, now: Nanos) -> u32 {
-        let expired = self.invalid_ends.partition_point(|&end| end <= now);
-        (self.invalid_ends.len() - expired) as u32
+        self.invalid.used_at(now) as u32
     }
 
     /// Buckets (queues) currently held in memory.
@@ -535,7 +530,7 @@ impl Limiter {
         // instead of completing (or counting as an invalid 403).
         let status = if info.throttled { 429 } else { response.status };
         if (200..300).contains(&status) {
-            self.edge_strikes = 0;
+            self.edge.strikes = 0;
         }
         let lowered = self.settle_costs(id, Some((now, &info, &response.body)), status == 429);
         if !stale_bucket {
@@ -1028,7 +1023,7 @@ impl Limiter {
         let mut sent = false;
         while let Some(&key) = self.ready.first() {
             // Host-wide gates.
-            if self.edge_until > now {
+            if self.edge.until > now {
                 break;
             }
             let host = match self.invalid_gate(now) {
@@ -1096,8 +1091,8 @@ impl Limiter {
             // The queue's next head may go too: evaluate it right away.
             self.evaluate(now, qid);
         }
-        if self.edge_until > now && !self.ready.is_empty() {
-            self.arm_gate(self.edge_until);
+        if self.edge.until > now && !self.ready.is_empty() {
+            self.arm_gate(self.edge.until);
         }
         sent
     }

@@ -141,8 +141,7 @@ impl Limiter {
             }
         }
         if self.config.invalid_request_limit > 0
-            && self.invalid_ends.len() >= self.config.invalid_request_stop_at as usize
-            && let Some(&first_end) = self.invalid_ends.front()
+            && let Some(first_end) = self.invalid.full_until(self.config.invalid_request_stop_at)
         {
             t = t.max(first_end);
         }

@@ -42,16 +42,15 @@ impl Limiter {
             .collect();
         pauses.sort_unstable_by(|a, b| a.identity.cmp(&b.identity));
         s.global_pauses = pauses;
-        if self.edge_until > now {
-            s.host_pause = Some(HostPause { until_ms: wall_at(self.edge_until), strikes: self.edge_strikes });
+        if self.edge.until > now {
+            s.host_pause = Some(HostPause { until_ms: wall_at(self.edge.until), strikes: self.edge.strikes });
         }
         // An invalid response's age is the window less the time until it leaves it.
         let window = self.config.invalid_request_window;
         s.invalid_requests_ms = self
-            .invalid_ends
-            .iter()
-            .filter(|&&end| end > now)
-            .map(|&end| wall_clock_ms.saturating_sub(window.saturating_sub(end - now) / MS))
+            .invalid
+            .ends_after(now)
+            .map(|end| wall_clock_ms.saturating_sub(window.saturating_sub(end - now) / MS))
             .collect();
         s
     }
@@ -120,8 +119,8 @@ impl Limiter {
         if let Some(h) = &snapshot.host_pause
             && let Some(until) = mono_until(h.until_ms)
         {
-            self.edge_until = self.edge_until.max(until);
-            self.edge_strikes = self.edge_strikes.max(h.strikes);
+            self.edge.hold(until);
+            self.edge.strikes = self.edge.strikes.max(h.strikes);
         }
         if self.config.invalid_request_limit > 0 {
             let window = self.config.invalid_request_window;
@@ -129,9 +128,7 @@ impl Limiter {
                 let age = wall.saturating_sub(t).saturating_mul(MS);
                 (age < window).then(|| now.saturating_add(window - age))
             });
-            let mut all: Vec<Nanos> = self.invalid_ends.iter().copied().chain(restored).collect();
-            all.sort_unstable();
-            self.invalid_ends = all.into();
+            self.invalid.restore(restored);
             self.expire_invalid(now);
             self.warn_invalid_budget();
         }
