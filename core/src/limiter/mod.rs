@@ -114,7 +114,7 @@ use host::{EdgeBan, InvalidBudget};
 use latency::{Recent, widen};
 use outage::SendLog;
 use predict::{Limit, Place, effective_deadline, limit_reason};
-use queues::{Queue, Slot};
+use queues::{Queue, Slab, Slot};
 use learning::{backoff, refusal_scope};
 use shared::{Names, Store, has_reserving, share_of};
 use routes::{BucketId, QueueKey, Routes, is_idempotent_method};
@@ -150,7 +150,7 @@ pub struct Limiter {
     next_id: RequestId,
     requests: HashMap<RequestId, Req>,
     queue_index: HashMap<QueueKey, Qid>,
-    queues: Vec<Option<Queue>>,
+    queues: Slab,
     free_queues: Vec<Qid>,
     next_queue_uid: u64,
     /// What routes map to which buckets, and the queue keys they take.
@@ -276,7 +276,7 @@ impl Limiter {
             next_id: 1,
             requests: HashMap::default(),
             queue_index: HashMap::default(),
-            queues: Vec::new(),
+            queues: Slab::default(),
             free_queues: Vec::new(),
             next_queue_uid: 0,
             routes: Routes::new(prior),

@@ -30,6 +30,62 @@ pub(super) struct Queue {
     pub(super) budgets: Budgets,
 }
 
+/// The queues' slab, in chunks of [`CHUNK`]: growing it never moves the queues (a `Vec` of a
+/// million would copy half a gigabyte when it doubles) nor leaves up to half its room unused.
+#[derive(Debug, Default)]
+pub(super) struct Slab {
+    chunks: Vec<Box<[Option<Queue>]>>,
+    len: usize,
+}
+
+/// Queues per chunk of the slab (about 28 KiB).
+const CHUNK: usize = 64;
+
+impl Slab {
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Adds `queue` at index `len()`.
+    pub(super) fn push(&mut self, queue: Option<Queue>) {
+        if self.len.is_multiple_of(CHUNK) {
+            self.chunks.push((0..CHUNK).map(|_| None).collect());
+        }
+        self.chunks[self.len / CHUNK][self.len % CHUNK] = queue;
+        self.len += 1;
+    }
+
+    pub(super) fn get(&self, qid: Qid) -> Option<&Option<Queue>> {
+        (qid < self.len).then(|| &self.chunks[qid / CHUNK][qid % CHUNK])
+    }
+
+    pub(super) fn get_mut(&mut self, qid: Qid) -> Option<&mut Option<Queue>> {
+        (qid < self.len).then(|| &mut self.chunks[qid / CHUNK][qid % CHUNK])
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Option<Queue>> {
+        self.chunks.iter().flat_map(|c| c.iter()).take(self.len)
+    }
+
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Option<Queue>> {
+        self.chunks.iter_mut().flat_map(|c| c.iter_mut()).take(self.len)
+    }
+}
+
+impl std::ops::Index<Qid> for Slab {
+    type Output = Option<Queue>;
+
+    fn index(&self, qid: Qid) -> &Option<Queue> {
+        self.get(qid).expect("queue index within the slab")
+    }
+}
+
+impl std::ops::IndexMut<Qid> for Slab {
+    fn index_mut(&mut self, qid: Qid) -> &mut Option<Queue> {
+        self.get_mut(qid).expect("queue index within the slab")
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Slot {
     None,
