@@ -6,10 +6,7 @@
 const native = require('./ratelane.node')
 const { createServerObjects } = require('./server_objects.cjs')
 
-const objects = createServerObjects(
-  { xRateLimitHeaders: native.renderXRateLimitHeaders, ietfHeaders: native.renderIetfHeaders },
-  native,
-)
+const objects = createServerObjects(native)
 
 module.exports = {
   ...native,

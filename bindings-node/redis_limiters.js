@@ -14,9 +14,10 @@
 // package load, embedded in the native addon at build time. The script reads Redis's own clock
 // (`TIME`), so the processes' clocks do not matter, and answers with the same decision object
 // as the in-memory `GcraStore`, `LeakyBucketStore` and `FixedWindowStore` (`js/CONTRACT.md`).
-// The native half (`ServerLimit` in `src/server.rs`, the core's `Limit`) validates the
-// configuration, builds the scripts' arguments and reads their replies; this file does the I/O
-// and maps failures.
+// The native half (`ServerLimit` in `src/server.rs`, the core's `Limit`, made through the
+// shared js/server_objects.js, which checks the arguments' types) validates the configuration,
+// builds the scripts' arguments and reads their replies; this file does the I/O and maps
+// failures.
 //
 // When a check cannot decide it rejects with a `RedisLimiterError` whose `code` is one of
 // `redis_connection`, `redis_server`, `redis_bad_state`, `out_of_range`, `redis_bad_reply`
@@ -292,14 +293,14 @@ class RedisGcra extends RedisLimiter {
   constructor(client, intervalNs, burst, options) {
     super()
     const { prefix, minTtlMs } = splitOptions(options, [])
-    this._setup(client, callNative(() => native.ServerLimit.gcra(intervalNs, burst)), prefix, minTtlMs)
+    this._setup(client, callNative(() => serverObjects.limits.gcra(intervalNs, burst)), prefix, minTtlMs)
   }
 
   /** `quota` requests per `windowNs`, all allowed back to back. */
   static perWindow(client, quota, windowNs, options) {
     const { prefix, minTtlMs } = splitOptions(options, [])
     const limiter = Object.create(RedisGcra.prototype)
-    limiter._setup(client, callNative(() => native.ServerLimit.gcraPerWindow(quota, windowNs)), prefix, minTtlMs)
+    limiter._setup(client, callNative(() => serverObjects.limits.gcraPerWindow(quota, windowNs)), prefix, minTtlMs)
     return limiter
   }
 
@@ -332,6 +333,7 @@ class RedisGcra extends RedisLimiter {
    * trip.
    */
   async checkN(key, n, options) {
+    if (typeof n !== 'number') throw new InvalidArgumentError('invalid_argument', 'n must be a number')
     return this._decision('check_n', key, options, n)
   }
 }
@@ -346,7 +348,7 @@ class RedisLeakyBucket extends RedisLimiter {
   constructor(client, size, dripRateNs, options) {
     super()
     const { prefix, minTtlMs, rest } = splitOptions(options, ['dripSize', 'minIntervalNs'])
-    this._setup(client, callNative(() => native.ServerLimit.leakyBucket(size, dripRateNs, rest)), prefix, minTtlMs)
+    this._setup(client, callNative(() => serverObjects.limits.leakyBucket(size, dripRateNs, rest)), prefix, minTtlMs)
   }
 
   /**
@@ -356,7 +358,7 @@ class RedisLeakyBucket extends RedisLimiter {
   static fromLegacy(client, limit) {
     const { prefix, minTtlMs, rest } = splitOptions(limit, ['max', 'durationNs', 'minIntervalNs'])
     const limiter = Object.create(RedisLeakyBucket.prototype)
-    limiter._setup(client, callNative(() => native.ServerLimit.legacy(rest)), prefix, minTtlMs)
+    limiter._setup(client, callNative(() => serverObjects.limits.legacy(rest)), prefix, minTtlMs)
     return limiter
   }
 
@@ -409,7 +411,7 @@ class RedisFixedWindow extends RedisLimiter {
   constructor(client, quota, windowNs, options) {
     super()
     const { prefix, minTtlMs } = splitOptions(options, [])
-    this._setup(client, callNative(() => native.ServerLimit.fixedWindow(quota, windowNs)), prefix, minTtlMs)
+    this._setup(client, callNative(() => serverObjects.limits.fixedWindow(quota, windowNs)), prefix, minTtlMs)
   }
 
   get quota() {

@@ -357,8 +357,8 @@ export interface NativeLimiter extends LimiterReads {
   drainPacked(one?: boolean | null): ArrayLike<number>
   /** The held output as JSON text: `{"output": <the core's serde form>, "message"?: string}`. */
   takeHeld(): string | null | undefined
-  /** `predict` with the `RequestSpec`'s fields as arguments, as `enqueueParts` takes them. */
-  predictParts(nowNs: number, method: string, path: string, ...rest: RequestRest): number
+  /** `predict` with the `RequestSpec`'s fields in one array, in `enqueueParts`'s order. */
+  predictParts(nowNs: number, parts: RequestParts): number
 
 }
 
@@ -390,15 +390,35 @@ export type RequestRest = [
   costAmounts?: number[] | null,
 ]
 
-/** The core module's simulated server: requests as `enqueueParts` takes them. */
+/**
+ * `enqueueParts`'s arguments after the time as one array, every place present (absent fields
+ * `undefined` or `null`): how `predictParts`, `handleParts` and `enqueueAtParts` take a request.
+ */
+export type RequestParts = [
+  method: string,
+  path: string,
+  identity: string | null | undefined,
+  major: string | null | undefined,
+  deadlineNs: number | null | undefined,
+  deferAfterNs: number | null | undefined,
+  priority: number | null | undefined,
+  idempotent: boolean | null | undefined,
+  globalExempt: boolean | null | undefined,
+  subLimit: string | null | undefined,
+  bodyKeys: string[] | null | undefined,
+  costNames: string[] | null | undefined,
+  costAmounts: number[] | null | undefined,
+]
+
+/** The core module's simulated server: requests as `RequestParts`. */
 export interface NativeSimServer {
-  handleParts(nowNs: number, tokens: number | null | undefined, method: string, path: string, ...rest: RequestRest): SimResponseSpec
+  handleParts(nowNs: number, tokens: number | null | undefined, parts: RequestParts): SimResponseSpec
   count429(): number
 }
 
-/** The core module's simulation: requests as `enqueueParts` takes them. */
+/** The core module's simulation: requests as `RequestParts`. */
 export interface NativeSimulation {
-  enqueueAtParts(atNs: number, method: string, path: string, ...rest: RequestRest): number
+  enqueueAtParts(atNs: number, parts: RequestParts): number
   cancelAt(atNs: number, ticket: number): void
   closeAt(atNs: number): void
   run(): SimReport

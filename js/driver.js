@@ -338,8 +338,8 @@ function createRatelane(core, host) {
   }
 
   /**
-   * A `RequestSpec` as the arguments of `enqueueParts` (and `predictParts`, `handleParts`,
-   * `enqueueAtParts`) after the time.
+   * A `RequestSpec` as the arguments of `enqueueParts` after the time (spread), and as the
+   * one array `predictParts`, `handleParts` and `enqueueAtParts` take.
    */
   function requestParts(spec) {
     if (spec === null || typeof spec !== 'object') throw argumentError(`request must be an object, got ${typeName(spec)}`)
@@ -524,7 +524,7 @@ function createRatelane(core, host) {
       }
     }
 
-    predict(nowNs, request) { return this._native.predictParts(nowNs, ...requestParts(request)) }
+    predict(nowNs, request) { return this._native.predictParts(nowNs, requestParts(request)) }
     snapshot(nowNs, wallClockMs) { return this._native.snapshot(nowNs, wallClockMs) }
     invalidRequests(nowNs) { return this._native.invalidRequests(nowNs) }
     readsBody(status) { return this._native.readsBody(status) }
@@ -544,7 +544,7 @@ function createRatelane(core, host) {
       this._native = new core.SimServer(serverConfigJson)
     }
 
-    handle(nowNs, request, tokens) { return this._native.handleParts(nowNs, tokens, ...requestParts(request)) }
+    handle(nowNs, request, tokens) { return this._native.handleParts(nowNs, tokens, requestParts(request)) }
     count429() { return this._native.count429() }
     free() { if (typeof this._native.free === 'function') this._native.free() }
   }
@@ -555,7 +555,7 @@ function createRatelane(core, host) {
       this._native = new core.Simulation(configJson, serverConfigJson, simConfigJson)
     }
 
-    enqueueAt(atNs, request) { return this._native.enqueueAtParts(atNs, ...requestParts(request)) }
+    enqueueAt(atNs, request) { return this._native.enqueueAtParts(atNs, requestParts(request)) }
     cancelAt(atNs, ticket) { this._native.cancelAt(atNs, ticket) }
     closeAt(atNs) { this._native.closeAt(atNs) }
     run() { return this._native.run() }
@@ -1100,7 +1100,7 @@ function createRatelane(core, host) {
       const spec = this._spec(method, path, options || {}, now)
       let at
       try {
-        at = this._core.predictParts(now, ...requestParts(spec))
+        at = this._core.predictParts(now, requestParts(spec))
       } catch (error) {
         throw fromCoreError(error)
       }
@@ -1914,7 +1914,7 @@ function createRatelane(core, host) {
     }
 
     // reads
-    predictParts(nowNs, ...parts) { return this.inner.predictParts(nowNs, ...parts) }
+    predictParts(nowNs, parts) { return this.inner.predictParts(nowNs, parts) }
     snapshot(nowNs, wallClockMs) { return this.inner.snapshot(nowNs, wallClockMs) }
     readsBody(status) { return this.inner.readsBody(status) }
     configJson() { return this.inner.configJson() }

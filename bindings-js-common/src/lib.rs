@@ -5,6 +5,8 @@
 //! the object API users see is JavaScript (`js/driver.js`), written once over that surface.
 
 use ratelane::shared::{ReservationAnswer, SharedScope};
+
+pub mod server;
 use ratelane::{BodyHints, Disposition, Failure, Output, QueryCost, Request};
 
 /// A check that failed: the message of an `invalid_argument` error.

@@ -29,7 +29,7 @@ mod server;
 
 // napi registers its exports itself; re-exported so that a `cargo test` build, which has no
 // registration, does not count the renderers as dead code.
-pub use server::{FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, RedisScheduled, render_ietf_headers, render_x_ratelimit_headers};
+pub use server::{FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, RedisScheduled, render_headers};
 
 use ratelane_js_common::{self as common, RequestParts};
 
@@ -50,19 +50,9 @@ fn core_error(e: ratelane::Error) -> JsError {
     js_error(e.code(), e.to_string())
 }
 
-/// The largest integer a JS number holds exactly.
-const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
-
-/// A non-negative integer (nanoseconds, ids, tickets) from a JS number: finite, `>= 0`,
-/// `<= Number.MAX_SAFE_INTEGER`; a fractional part is dropped.
+/// A non-negative integer (nanoseconds, ids, tickets) from a JS number ([`common::whole`]).
 fn whole(value: f64, what: &str) -> Result<u64> {
-    if value.is_finite() && (0.0..=MAX_SAFE).contains(&value) {
-        Ok(value as u64)
-    } else {
-        Err(invalid_argument(format!(
-            "{what} must be a finite number in 0..=Number.MAX_SAFE_INTEGER, got {value}"
-        )))
-    }
+    common::whole(value, what).map_err(invalid_argument)
 }
 
 /// A number argument that napi has not type-checked (so a wrong type maps to our code).
@@ -127,23 +117,29 @@ fn is_absent(value: &Unknown<'_>) -> bool {
     matches!(value.get_type(), Ok(ValueType::Undefined | ValueType::Null))
 }
 
-/// A core [`Request`] from the `RequestSpec` fields as napi read them.
-#[allow(clippy::too_many_arguments)]
-fn request_parts(
-    method: StrArg<'_>,
-    path: StrArg<'_>,
-    identity: Option<StrArg<'_>>,
-    major: Option<StrArg<'_>>,
-    deadline_ns: Option<NumArg<'_>>,
-    defer_after_ns: Option<NumArg<'_>>,
-    priority: Option<NumArg<'_>>,
-    idempotent: Option<BoolArg<'_>>,
-    global_exempt: Option<BoolArg<'_>>,
-    sub_limit: Option<StrArg<'_>>,
-    body_keys: Option<Vec<String>>,
-    cost_names: Option<Vec<String>>,
-    cost_amounts: Option<Vec<f64>>,
-) -> Result<Request> {
+/// A `RequestSpec` field by field, in the contract's order, as `requestParts` in `js/driver.js`
+/// lays it out: `method`, `path`, `identity`, `major`, `deadlineNs`, `deferAfterNs`,
+/// `priority`, `idempotent`, `globalExempt`, `subLimit`, `bodyKeys`, `costNames`,
+/// `costAmounts` (`enqueueParts` takes them as arguments, the rarer calls as one array).
+type Parts<'a> = (
+    StrArg<'a>,
+    StrArg<'a>,
+    Option<StrArg<'a>>,
+    Option<StrArg<'a>>,
+    Option<NumArg<'a>>,
+    Option<NumArg<'a>>,
+    Option<NumArg<'a>>,
+    Option<BoolArg<'a>>,
+    Option<BoolArg<'a>>,
+    Option<StrArg<'a>>,
+    Option<Vec<String>>,
+    Option<Vec<String>>,
+    Option<Vec<f64>>,
+);
+
+/// A core [`Request`] from its parts.
+fn request(parts: Parts<'_>) -> Result<Request> {
+    let (method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, cost_names, cost_values) = parts;
     RequestParts {
         method: string_arg(method, "request.method")?,
         path: string_arg(path, "request.path")?,
@@ -157,7 +153,7 @@ fn request_parts(
         sub_limit: opt_string(sub_limit, "request.subLimit")?,
         body_keys,
         cost_names,
-        cost_values: cost_amounts,
+        cost_values,
     }
     .request()
     .map_err(invalid_argument)
@@ -265,10 +261,10 @@ impl Limiter {
         cost_amounts: Option<Vec<f64>>,
     ) -> Result<f64> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let request = request_parts(
+        let request = request((
             method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit,
             body_keys, cost_names, cost_amounts,
-        )?;
+        ))?;
         let id = self.inner.enqueue(now, request).map_err(core_error)?;
         Ok(to_js_number(id))
     }
@@ -381,32 +377,16 @@ impl Limiter {
         self.held.take().map(|output| common::held_json(&output))
     }
 
-    /// When the request (the `RequestSpec` fields, as `enqueueParts` takes them) would be sent
-    /// if it were enqueued at `nowNs` (ns). Throws `invalid_request`.
-    #[napi(ts_args_type = "nowNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null")]
-    #[allow(clippy::too_many_arguments)]
+    /// When the request (`parts`: the `RequestSpec` fields in one array, in `enqueueParts`'s
+    /// order) would be sent if it were enqueued at `nowNs` (ns). Throws `invalid_request`.
+    #[napi(ts_args_type = "nowNs: number, parts: RequestParts")]
     pub fn predict_parts(
         &self,
         now_ns: NumArg<'_>,
-        method: StrArg<'_>,
-        path: StrArg<'_>,
-        identity: Option<StrArg<'_>>,
-        major: Option<StrArg<'_>>,
-        deadline_ns: Option<NumArg<'_>>,
-        defer_after_ns: Option<NumArg<'_>>,
-        priority: Option<NumArg<'_>>,
-        idempotent: Option<BoolArg<'_>>,
-        global_exempt: Option<BoolArg<'_>>,
-        sub_limit: Option<StrArg<'_>>,
-        body_keys: Option<Vec<String>>,
-        cost_names: Option<Vec<String>>,
-        cost_amounts: Option<Vec<f64>>,
+        parts: Parts<'_>,
     ) -> Result<f64> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let request = request_parts(
-            method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit,
-            body_keys, cost_names, cost_amounts,
-        )?;
+        let request = request(parts)?;
         let prediction = self.inner.predict(now, &request).map_err(core_error)?;
         Ok(to_js_number(prediction.send_at))
     }
@@ -537,29 +517,16 @@ impl SimServer {
         Ok(SimServer { inner: Server::new(config), next_tag: 0 })
     }
 
-    /// Answers the request (the `RequestSpec` fields, as `Limiter.enqueueParts` takes them)
-    /// arriving at `nowNs`. `tokens`: what the request really costs of the server's token
-    /// budget (`Server::handle_costing`; its client only estimates it); `null`: the config's
-    /// `tokens.cost`.
-    #[napi(ts_args_type = "nowNs: number, tokens: number | null | undefined, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null")]
-    #[allow(clippy::too_many_arguments)]
+    /// Answers the request (`parts`: the `RequestSpec` fields in one array, in
+    /// `Limiter.enqueueParts`'s order) arriving at `nowNs`. `tokens`: what the request really
+    /// costs of the server's token budget (`Server::handle_costing`; its client only estimates
+    /// it); `null`: the config's `tokens.cost`.
+    #[napi(ts_args_type = "nowNs: number, tokens: number | null | undefined, parts: RequestParts")]
     pub fn handle_parts(
         &mut self,
         now_ns: NumArg<'_>,
         tokens: Option<NumArg<'_>>,
-        method: StrArg<'_>,
-        path: StrArg<'_>,
-        identity: Option<StrArg<'_>>,
-        major: Option<StrArg<'_>>,
-        deadline_ns: Option<NumArg<'_>>,
-        defer_after_ns: Option<NumArg<'_>>,
-        priority: Option<NumArg<'_>>,
-        idempotent: Option<BoolArg<'_>>,
-        global_exempt: Option<BoolArg<'_>>,
-        sub_limit: Option<StrArg<'_>>,
-        body_keys: Option<Vec<String>>,
-        cost_names: Option<Vec<String>>,
-        cost_amounts: Option<Vec<f64>>,
+        parts: Parts<'_>,
     ) -> Result<SimResponse> {
         let now = whole_arg(now_ns, "nowNs")?;
         let tokens = match opt_number(tokens, "tokens")? {
@@ -568,10 +535,7 @@ impl SimServer {
             }
             v => v.map(|v| whole(v, "tokens")).transpose()?,
         };
-        let request = request_parts(
-            method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit,
-            body_keys, cost_names, cost_amounts,
-        )?;
+        let request = request(parts)?;
         self.next_tag += 1;
         let r = self.inner.handle_costing(now, self.next_tag, &request, tokens);
         let usage = (!r.body.usage.is_empty()).then(|| r.body.usage.into_iter().collect());
@@ -623,32 +587,16 @@ impl Simulation {
         })
     }
 
-    /// Schedules the request (the `RequestSpec` fields, as `Limiter.enqueueParts` takes them)
-    /// to be enqueued at `atNs`; returns its ticket.
-    #[napi(ts_args_type = "atNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null")]
-    #[allow(clippy::too_many_arguments)]
+    /// Schedules the request (`parts`: the `RequestSpec` fields in one array, in
+    /// `Limiter.enqueueParts`'s order) to be enqueued at `atNs`; returns its ticket.
+    #[napi(ts_args_type = "atNs: number, parts: RequestParts")]
     pub fn enqueue_at_parts(
         &mut self,
         at_ns: NumArg<'_>,
-        method: StrArg<'_>,
-        path: StrArg<'_>,
-        identity: Option<StrArg<'_>>,
-        major: Option<StrArg<'_>>,
-        deadline_ns: Option<NumArg<'_>>,
-        defer_after_ns: Option<NumArg<'_>>,
-        priority: Option<NumArg<'_>>,
-        idempotent: Option<BoolArg<'_>>,
-        global_exempt: Option<BoolArg<'_>>,
-        sub_limit: Option<StrArg<'_>>,
-        body_keys: Option<Vec<String>>,
-        cost_names: Option<Vec<String>>,
-        cost_amounts: Option<Vec<f64>>,
+        parts: Parts<'_>,
     ) -> Result<f64> {
         let at = whole_arg(at_ns, "atNs")?;
-        let request = request_parts(
-            method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit,
-            body_keys, cost_names, cost_amounts,
-        )?;
+        let request = request(parts)?;
         let ticket = self.inner.enqueue_at(at, request);
         self.tickets = self.tickets.max(ticket.0 + 1);
         Ok(ticket.0 as f64)

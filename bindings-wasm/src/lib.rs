@@ -30,14 +30,9 @@ const TYPES: &str = r#"
 // The contract's types (js/CONTRACT.md) are written once, in js/core.d.ts, which build.sh
 // copies beside this file; the Node package uses the same file.
 import type {
-  Disposition, FailCode, LeakyBucketOptions, LegacyLimit, Output, RequestSpec,
-  ReservationAnswer, ResponseSpec, Scheduled, ServerDecision, SimReport, SimResponseSpec,
-  StoreOptions, TransportFailure,
+  Disposition, FailCode, RequestParts, SimReport, SimResponseSpec, TransportFailure,
 } from './core.js';
 "#;
-
-/// `Number.MAX_SAFE_INTEGER`: the largest time or id a JS number carries exactly.
-const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 // ------------------------------------------------------------------------------ errors
 
@@ -66,22 +61,10 @@ fn type_of(value: &JsValue) -> String {
 
 // ------------------------------------------------------------------------------ numbers
 
-/// `value` as a whole number of the contract's range: finite, `>= 0`, `<= MAX_SAFE_INTEGER`,
-/// fractional part dropped. Every such value converts to `u64` exactly.
-fn whole(what: &str, value: f64) -> Result<u64, String> {
-    if value.is_finite() && (0.0..=MAX_SAFE_INTEGER).contains(&value) {
-        Ok(value.trunc() as u64)
-    } else {
-        Err(format!(
-            "{what} must be a finite number >= 0 and <= Number.MAX_SAFE_INTEGER, got {value}"
-        ))
-    }
-}
-
 /// A time or id argument: a JS number (not a BigInt, not a numeric string).
 fn number_arg(what: &str, value: &JsValue) -> Result<u64, JsValue> {
     match value.as_f64() {
-        Some(v) => whole(what, v).map_err(|m| invalid_argument(&m)),
+        Some(v) => common::whole(v, what).map_err(|m| invalid_argument(&m)),
         None => Err(invalid_argument(&format!(
             "{what} must be a number, got {}",
             type_of(value)
@@ -104,8 +87,11 @@ fn settings_arg(what: &str, value: &JsValue) -> Result<String, JsValue> {
 
 // ------------------------------------------------------------------------------ inputs
 
-/// A core [`Request`] from the `RequestSpec` fields in the contract's order (`enqueueParts`,
-/// `predictParts`, `SimServer.handleParts`, `Simulation.enqueueAtParts`).
+/// A core [`Request`] from the `RequestSpec` fields in the contract's order, as `requestParts`
+/// in `js/driver.js` lays them out: `method`, `path`, `identity`, `major`, `deadlineNs`,
+/// `deferAfterNs`, `priority`, `idempotent`, `globalExempt`, `subLimit`, `bodyKeys`,
+/// `costNames`, `costAmounts` (`enqueueParts` takes them as arguments, the rarer calls as one
+/// array, [`request_array`]).
 fn request_parts(args: [&JsValue; 13]) -> Result<Request, JsValue> {
     let [method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, cost_names, cost_amounts] = args;
     RequestParts {
@@ -125,6 +111,13 @@ fn request_parts(args: [&JsValue; 13]) -> Result<Request, JsValue> {
     }
     .request()
     .map_err(|m| invalid_argument(&m))
+}
+
+/// A core [`Request`] from the parts in one array (`predictParts`, `SimServer.handleParts`,
+/// `Simulation.enqueueAtParts`).
+fn request_array(parts: &Array) -> Result<Request, JsValue> {
+    let values: [JsValue; 13] = std::array::from_fn(|i| parts.get(i as u32));
+    request_parts(values.each_ref())
 }
 
 // ------------------------------------------------------------------------------ outputs
@@ -395,32 +388,16 @@ impl Limiter {
         self.held.take().map(|output| common::held_json(&output))
     }
 
-    /// When the request (the `RequestSpec` fields, as `enqueueParts` takes them) would be sent
-    /// if enqueued at `nowNs` (ns). Throws `invalid_request`.
+    /// When the request (`parts`: the `RequestSpec` fields in one array, in `enqueueParts`'s
+    /// order) would be sent if enqueued at `nowNs` (ns). Throws `invalid_request`.
     #[wasm_bindgen(js_name = predictParts)]
-    #[allow(clippy::too_many_arguments)]
     pub fn predict_parts(
         &self,
         #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] method: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] path: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] identity: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] major: JsValue,
-        #[wasm_bindgen(js_name = deadlineNs, unchecked_optional_param_type = "number | null")] deadline_ns: JsValue,
-        #[wasm_bindgen(js_name = deferAfterNs, unchecked_optional_param_type = "number | null")] defer_after_ns: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] priority: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "boolean | null")] idempotent: JsValue,
-        #[wasm_bindgen(js_name = globalExempt, unchecked_optional_param_type = "boolean | null")] global_exempt: JsValue,
-        #[wasm_bindgen(js_name = subLimit, unchecked_optional_param_type = "string | null")] sub_limit: JsValue,
-        #[wasm_bindgen(js_name = bodyKeys, unchecked_optional_param_type = "string[] | null")] body_keys: JsValue,
-        #[wasm_bindgen(js_name = costNames, unchecked_optional_param_type = "string[] | null")] cost_names: JsValue,
-        #[wasm_bindgen(js_name = costAmounts, unchecked_optional_param_type = "number[] | null")] cost_amounts: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "RequestParts")] parts: Array,
     ) -> Result<f64, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let request = request_parts([
-            &method, &path, &identity, &major, &deadline_ns, &defer_after_ns, &priority, &idempotent, &global_exempt,
-            &sub_limit, &body_keys, &cost_names, &cost_amounts,
-        ])?;
+        let request = request_array(&parts)?;
         let prediction = self.inner.predict(now, &request).map_err(core_error)?;
         Ok(prediction.send_at as f64)
     }
@@ -589,35 +566,19 @@ impl SimServer {
         })
     }
 
-    /// Answers the request (the `RequestSpec` fields, as `Limiter.enqueueParts` takes them)
-    /// arriving at `nowNs`. `tokens`: what the request really costs of the server's token
-    /// budget (`Server::handle_costing`; its client only estimates it); `null`: the config's
-    /// `tokens.cost`.
+    /// Answers the request (`parts`: the `RequestSpec` fields in one array, in
+    /// `Limiter.enqueueParts`'s order) arriving at `nowNs`. `tokens`: what the request really
+    /// costs of the server's token budget (`Server::handle_costing`; its client only estimates
+    /// it); `null`: the config's `tokens.cost`.
     #[wasm_bindgen(js_name = handleParts, unchecked_return_type = "SimResponseSpec")]
-    #[allow(clippy::too_many_arguments)]
     pub fn handle_parts(
         &mut self,
         #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number | null | undefined")] tokens: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] method: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] path: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] identity: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] major: JsValue,
-        #[wasm_bindgen(js_name = deadlineNs, unchecked_optional_param_type = "number | null")] deadline_ns: JsValue,
-        #[wasm_bindgen(js_name = deferAfterNs, unchecked_optional_param_type = "number | null")] defer_after_ns: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] priority: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "boolean | null")] idempotent: JsValue,
-        #[wasm_bindgen(js_name = globalExempt, unchecked_optional_param_type = "boolean | null")] global_exempt: JsValue,
-        #[wasm_bindgen(js_name = subLimit, unchecked_optional_param_type = "string | null")] sub_limit: JsValue,
-        #[wasm_bindgen(js_name = bodyKeys, unchecked_optional_param_type = "string[] | null")] body_keys: JsValue,
-        #[wasm_bindgen(js_name = costNames, unchecked_optional_param_type = "string[] | null")] cost_names: JsValue,
-        #[wasm_bindgen(js_name = costAmounts, unchecked_optional_param_type = "number[] | null")] cost_amounts: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "RequestParts")] parts: Array,
     ) -> Result<JsValue, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let request = request_parts([
-            &method, &path, &identity, &major, &deadline_ns, &defer_after_ns, &priority, &idempotent, &global_exempt,
-            &sub_limit, &body_keys, &cost_names, &cost_amounts,
-        ])?;
+        let request = request_array(&parts)?;
         let tokens = match opt_number("tokens", &tokens)? {
             Some(v) if v.fract() != 0.0 => {
                 return Err(invalid_argument(&format!("tokens must be a whole number, got {v}")));
@@ -696,32 +657,16 @@ impl Simulation {
         Ok(Simulation { inner, tickets: 0 })
     }
 
-    /// Schedules the request (the `RequestSpec` fields, as `Limiter.enqueueParts` takes them)
-    /// to be enqueued at `atNs`; returns its ticket.
+    /// Schedules the request (`parts`: the `RequestSpec` fields in one array, in
+    /// `Limiter.enqueueParts`'s order) to be enqueued at `atNs`; returns its ticket.
     #[wasm_bindgen(js_name = enqueueAtParts)]
-    #[allow(clippy::too_many_arguments)]
     pub fn enqueue_at_parts(
         &mut self,
         #[wasm_bindgen(js_name = atNs, unchecked_param_type = "number")] at_ns: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] method: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] path: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] identity: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] major: JsValue,
-        #[wasm_bindgen(js_name = deadlineNs, unchecked_optional_param_type = "number | null")] deadline_ns: JsValue,
-        #[wasm_bindgen(js_name = deferAfterNs, unchecked_optional_param_type = "number | null")] defer_after_ns: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] priority: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "boolean | null")] idempotent: JsValue,
-        #[wasm_bindgen(js_name = globalExempt, unchecked_optional_param_type = "boolean | null")] global_exempt: JsValue,
-        #[wasm_bindgen(js_name = subLimit, unchecked_optional_param_type = "string | null")] sub_limit: JsValue,
-        #[wasm_bindgen(js_name = bodyKeys, unchecked_optional_param_type = "string[] | null")] body_keys: JsValue,
-        #[wasm_bindgen(js_name = costNames, unchecked_optional_param_type = "string[] | null")] cost_names: JsValue,
-        #[wasm_bindgen(js_name = costAmounts, unchecked_optional_param_type = "number[] | null")] cost_amounts: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "RequestParts")] parts: Array,
     ) -> Result<usize, JsValue> {
         let at = number_arg("atNs", &at_ns)?;
-        let request = request_parts([
-            &method, &path, &identity, &major, &deadline_ns, &defer_after_ns, &priority, &idempotent, &global_exempt,
-            &sub_limit, &body_keys, &cost_names, &cost_amounts,
-        ])?;
+        let request = request_array(&parts)?;
         let Ticket(ticket) = self.inner.enqueue_at(at, request);
         self.tickets = self.tickets.max(ticket + 1);
         Ok(ticket)

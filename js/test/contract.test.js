@@ -506,6 +506,17 @@ test('server stores: config errors carry the core code and message; wrong JS val
     assert.equal(e.code, 'invalid_argument', `case ${i}: ${e.message}`)
     return true
   }))
+  // One text in both cores: the JS types are checked by js/server_objects.js, the ranges by
+  // bindings-js-common.
+  const messages = [
+    [() => new core.GcraStore('1', 2), 'intervalNs must be a number, got a string'],
+    [() => gcra.check(5, 0), 'key must be a string, got a number'],
+    [() => new core.GcraStore(S, 2.5), 'burst must be an integer in 0..=4294967295, got 2.5'],
+    [() => new core.GcraStore(S, 2, { maxkeys: 5 }), 'unknown option "maxkeys"; expected one of: maxKeys'],
+    [() => new core.GcraStore(S, 2, { maxKeys: -1 }), 'maxKeys must be a finite number in 0..=Number.MAX_SAFE_INTEGER, got -1'],
+    [() => new core.LeakyBucketStore(3, S).checkScaled('u', 0, '0.5'), 'factor must be a number, got a string'],
+  ]
+  for (const [fn, message] of messages) assert.throws(fn, { code: 'invalid_argument', message })
 })
 
 test('checkN above the burst is insufficient_capacity, counts nothing, and maps to its class', () => {

@@ -233,7 +233,7 @@ function replay(vector, mode) {
         break
       case 'predict':
         result = mode === 'fast'
-          ? attempt(() => limiter.predictParts(now, ...requestParts(step.request)), (t) => ({ send_at_ns: t }))
+          ? attempt(() => limiter.predictParts(now, requestParts(step.request)), (t) => ({ send_at_ns: t }))
           : attempt(() => limiter.predict(now, request(step.request)), (t) => ({ send_at_ns: t }))
         break
       case 'reservation':

@@ -3,15 +3,11 @@
 // server-side stores are written over its `ServerLimit` and `ServerStore` by the shared
 // js/server_objects.js.
 import {
-  Limiter, SimServer, Simulation, ServerLimit, ServerStore, failCodes, errorCodes,
-  renderXRateLimitHeaders, renderIetfHeaders,
+  Limiter, SimServer, Simulation, ServerLimit, ServerStore, failCodes, errorCodes, renderHeaders,
 } from './ratelane_wasm.js';
 import { createServerObjects } from './server_objects.mjs';
 
-const { GcraStore, LeakyBucketStore, FixedWindowStore } = createServerObjects(
-  { xRateLimitHeaders: renderXRateLimitHeaders, ietfHeaders: renderIetfHeaders },
-  { ServerLimit, ServerStore },
-);
+const { GcraStore, LeakyBucketStore, FixedWindowStore } = createServerObjects({ ServerLimit, ServerStore, renderHeaders });
 
 export { Limiter, SimServer, Simulation, GcraStore, LeakyBucketStore, FixedWindowStore };
 export const FAIL_CODES = Object.freeze(failCodes());

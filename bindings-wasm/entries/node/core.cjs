@@ -6,10 +6,7 @@
 const wasm = require('./ratelane_wasm.js');
 const { createServerObjects } = require('./server_objects.cjs');
 
-const objects = createServerObjects(
-  { xRateLimitHeaders: wasm.renderXRateLimitHeaders, ietfHeaders: wasm.renderIetfHeaders },
-  wasm,
-);
+const objects = createServerObjects(wasm);
 
 module.exports = {
   Limiter: wasm.Limiter,

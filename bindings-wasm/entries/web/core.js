@@ -13,8 +13,7 @@ import initWasm, {
   ServerStore as WasmServerStore,
   failCodes,
   errorCodes,
-  renderXRateLimitHeaders,
-  renderIetfHeaders,
+  renderHeaders,
 } from './ratelane_wasm.js';
 import { FAIL_CODES, ERROR_CODES } from './codes.js';
 import { createServerObjects } from './server_objects.mjs';
@@ -47,24 +46,19 @@ export class Simulation extends WasmSimulation {
     super(...args);
   }
 }
-// The stores reach the module only through these two: each use checks init() first.
-const { GcraStore, LeakyBucketStore, FixedWindowStore } = createServerObjects(
-  { xRateLimitHeaders: renderXRateLimitHeaders, ietfHeaders: renderIetfHeaders },
-  {
-    ServerLimit: new Proxy(WasmServerLimit, {
-      get(target, name, receiver) {
-        requireInit();
-        return Reflect.get(target, name, receiver);
-      },
-    }),
-    ServerStore: new Proxy(WasmServerStore, {
-      construct(target, args, newTarget) {
-        requireInit();
-        return Reflect.construct(target, args, newTarget);
-      },
-    }),
+// The stores reach the module only through these two: each construction checks init() first
+// (a decision, whose methods call renderHeaders, only comes from a store).
+const guarded = (Class) => new Proxy(Class, {
+  construct(target, args, newTarget) {
+    requireInit();
+    return Reflect.construct(target, args, newTarget);
   },
-);
+});
+const { GcraStore, LeakyBucketStore, FixedWindowStore } = createServerObjects({
+  ServerLimit: guarded(WasmServerLimit),
+  ServerStore: guarded(WasmServerStore),
+  renderHeaders,
+});
 export { GcraStore, LeakyBucketStore, FixedWindowStore };
 
 const sameList = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
