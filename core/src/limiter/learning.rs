@@ -1,6 +1,7 @@
 //! What the limiter learns from answers: routes mapped to buckets and the queues that move
-//! with them, a bucket's window from its headers, 429s by scope, costs settled, the
-//! invalid-request budget, and the latencies the margins come from.
+//! with them, 429s by scope, costs settled, the invalid-request budget, and the latencies the
+//! margins come from. A bucket's window from its headers is `bucket.rs`'s
+//! (`Limiter::apply_headers`).
 
 use super::*;
 
@@ -56,14 +57,11 @@ impl Limiter {
         if let Some(old) = previous.filter(|old| &**old != hash) {
             self.routes.renamed.insert(route_key.clone(), old);
         }
-        let target = match self.queue_index.get(&target_key).copied() {
+        let target = match self.queues.find(&target_key) {
             None if from_route_queue => {
                 // Rename: the route's queue becomes the bucket's queue, state and all.
-                let old_key = self.queue(qid).key.clone();
-                self.queue_index.remove(&old_key);
+                let old_key = self.queues.rekey(qid, target_key);
                 self.routes.queue_closed(&old_key);
-                self.queue_index.insert(target_key.clone(), qid);
-                self.queue_mut(qid).key = target_key;
                 qid
             }
             _ => {
@@ -183,169 +181,6 @@ impl Limiter {
         self.mark_dirty(from);
         self.mark_dirty(to);
         self.note_idle(from);
-    }
-
-    /// Applies an answer's bucket headers to the bucket of `qid`. `answer_lead`: how much
-    /// before the window end it reports the next request may go (see [`Uplinks::lead`]).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn apply_headers(
-        &mut self,
-        now: Nanos,
-        id: RequestId,
-        qid: Qid,
-        flight: Flight,
-        info: &RateLimitInfo,
-        status: u16,
-        answer_lead: Nanos,
-    ) {
-        let max_wait = self.config.max_server_wait;
-        let has_bucket_info =
-            info.limit.is_some() || info.remaining.is_some() || info.reset_after.is_some();
-        let mut detected_sliding = false;
-        let mut learned_period = None;
-        let b = &self.queue(qid).bucket;
-        if info.remaining.is_none() && b.known && !b.unlimited && flight.window_epoch == b.epoch {
-            // An answer that reports nothing (a 5xx, a header-less 429) may still have been
-            // counted by the server: it keeps its slot until the window resets.
-            self.add_ghost(qid, id, Some(now));
-            let b = &mut self.queue_mut(qid).bucket;
-            if info.reset_after.is_none() && b.reset_provisional {
-                // The window's end is only estimated (a window length after its first send),
-                // and this request may have opened it at the server when it arrived, which can
-                // be later than the trip that length was learned through allows: the window
-                // ends a window after its answer at most, not before.
-                let at = now.saturating_add(b.window_floor());
-                if b.reset_at.is_some_and(|r| r < at) {
-                    b.reset_at = Some(at);
-                }
-            }
-        }
-        let q = self.queue_mut(qid);
-        let b = &mut q.bucket;
-        if !has_bucket_info {
-            // 2xx without headers: the route has only the global limit (until headers appear).
-            if (200..300).contains(&status) && !b.known {
-                b.known = true;
-                b.unlimited = true;
-            }
-            return;
-        }
-        let fresh = !b.known || b.unlimited;
-        b.known = true;
-        b.unlimited = false;
-        if let Some(limit) = info.limit.filter(|&l| l > 0) {
-            b.limit = limit;
-        }
-        if b.limit == 0 {
-            // No limit given yet: assume what we can see.
-            b.limit = info.remaining.map_or(1, |r| r.saturating_add(1)).max(1);
-        }
-        if flight.window_epoch < b.epoch && !fresh {
-            // Sent before the last local reset: its count describes the old window, which says
-            // nothing about the current one. But a window end it reports still ahead says
-            // that the server window it was counted in (and where it keeps its slot, see
-            // `handle_response`) outlasts the local reset, which was premature (estimated from
-            // the window length, say): the bucket's window lasts until then at least.
-            if let Some(reset_after) = info.reset_after.filter(|&ra| ra > 0) {
-                let at = now.saturating_add(reset_after.min(max_wait));
-                if b.reset_at.is_none_or(|r| r < at) {
-                    b.reset_at = Some(at);
-                    b.reset_ready = at;
-                    b.reset_provisional = false;
-                } else if !b.reset_provisional {
-                    b.reset_ready = b.reset_ready.max(at);
-                }
-            }
-            return;
-        }
-        if let (200..=299, Some(reset_after)) = (status, info.reset_after)
-            && info.remaining.is_some_and(|r| r.saturating_add(1) >= b.limit)
-        {
-            // First request of a window: its reset is the window length (an upper bound).
-            let length = reset_after.saturating_add(now.saturating_sub(flight.sent_at));
-            let period = b.period.map_or(length, |p| p.max(length)).min(max_wait);
-            b.period = Some(period);
-            learned_period = Some(period);
-        }
-        let first_of_window = fresh || b.reported.is_none();
-        if let Some(rem) = info.remaining {
-            // Evidence of a sliding window: the server counts more requests in this window
-            // than were sent since the window was reset locally.
-            if !fresh
-                && !b.sliding
-                && b.epoch > 0
-                && flight.window_epoch == b.epoch
-                && rem.saturating_add(flight.window_seq).saturating_add(b.carried) < b.limit
-                && b.limit <= SLIDING_LOG_CAP
-            {
-                b.sliding = true;
-                detected_sliding = true;
-            }
-            b.reported = Some(match b.reported {
-                Some(old) if !fresh => old.min(rem),
-                _ => rem,
-            });
-            // A ghost answered before this request left reached the server first: this report
-            // counts it if they share a window (and the lowest report is at most this one), or
-            // its window is over. Counting it again held a window's last slot until the next
-            // reset (a bucket whose requests straddled a local reset, on the Scoreboard's
-            // `many_channels`: a whole window late). When it left: the transport's report
-            // where there is one (a burst is written well after its `Send`s), else the `Send`.
-            let left = flight.left_at;
-            b.ghosts.retain(|g| g.answered_at.is_none_or(|a| a > left));
-        }
-        if detected_sliding {
-            // Seed the send log with what is still out there and this request.
-            let mut log: Vec<Nanos> = self
-                .queue(qid)
-                .in_flight
-                .iter()
-                .filter_map(|id| match self.requests[id].state {
-                    ReqState::InFlight(Flight { sent_at, .. }) => Some(sent_at),
-                    _ => None,
-                })
-                .collect();
-            log.push(flight.sent_at);
-            log.sort_unstable();
-            self.queue_mut(qid).bucket.send_log = log.into();
-        }
-        let b = &mut self.queue_mut(qid).bucket;
-        if let Some(reset_after) = info.reset_after {
-            let reset_after = reset_after.min(max_wait);
-            if (200..300).contains(&status) {
-                b.longest_reset = b.longest_reset.max(reset_after);
-            }
-            let at = now.saturating_add(reset_after);
-            if flight.window_epoch == b.epoch
-                && let Some(first) = b.window_first_send
-            {
-                b.window_upper = b.window_upper.max(at.saturating_sub(first).min(max_wait));
-            }
-            // Each answer's end is met `answer_lead` early; the window ends when the latest of
-            // them does (a later end reported through a faster trip back may still be the
-            // one to wait for).
-            let ready = at.saturating_sub(answer_lead);
-            (b.reset_at, b.reset_ready) = match b.reset_at {
-                Some(old) if !first_of_window && !b.reset_provisional => (Some(old.max(at)), b.reset_ready.max(ready)),
-                _ => (Some(at), ready),
-            };
-            b.reset_provisional = false;
-        }
-        if let (Some(period), BucketId::Hash(hash)) = (learned_period, &self.queue(qid).key.bucket)
-            && (self.routes.hash_periods.len() < self.config.max_routes || self.routes.hash_periods.contains_key(&**hash))
-            && self.routes.hash_periods.get(&**hash).is_none_or(|&known| known < period)
-        {
-            // A longer window for this hash: every queue of it (other major parameters) that
-            // has not seen one of its own answered takes it, rather than an estimate that may
-            // have been drawn from a window another queue's request opened.
-            let id = BucketId::Hash(hash.clone());
-            self.routes.hash_periods.insert(hash.to_string(), period);
-            for q in self.queues.iter_mut().flatten() {
-                if q.key.bucket == id && q.bucket.period.is_none_or(|p| p < period) {
-                    q.bucket.period = Some(period);
-                }
-            }
-        }
     }
 
     pub(super) fn on_rate_limited(

@@ -107,14 +107,14 @@ mod shared;
 mod state;
 mod timers;
 
-use bucket::{Bucket, Gate, Ghost, SLIDING_LOG_CAP};
+use bucket::{Bucket, Gate, Ghost};
 use costs::{Blocked, Budgets, Pack, Ratio, ReqCosts};
 use global::{Identities, RoundTrips};
 use host::{EdgeBan, InvalidBudget};
 use latency::{Recent, widen};
 use outage::SendLog;
 use predict::{Limit, Place, effective_deadline, limit_reason};
-use queues::{Queue, Slab, Slot};
+use queues::{Queue, Queues, Slot};
 use learning::{backoff, refusal_scope};
 use shared::{Names, Store, has_reserving, share_of};
 use routes::{BucketId, QueueKey, Routes, is_idempotent_method};
@@ -149,10 +149,7 @@ pub struct Limiter {
     /// Ids are issued in enqueue order, so comparing ids compares enqueue order.
     next_id: RequestId,
     requests: HashMap<RequestId, Req>,
-    queue_index: HashMap<QueueKey, Qid>,
-    queues: Slab,
-    free_queues: Vec<Qid>,
-    next_queue_uid: u64,
+    queues: Queues,
     /// What routes map to which buckets, and the queue keys they take.
     routes: Routes,
     /// The identities (tokens) requests were enqueued under, each with its global window.
@@ -178,8 +175,6 @@ pub struct Limiter {
     /// Per cost dimension: the recent ratios of actual to estimated cost (see `costs`).
     ratios: Vec<(Box<str>, Ratio)>,
     rng: u64,
-    /// Queues that went empty, checked a few at a time for eviction.
-    idle_candidates: VecDeque<(Qid, u64)>,
     closed: bool,
 }
 
@@ -275,10 +270,7 @@ impl Limiter {
             now: 0,
             next_id: 1,
             requests: HashMap::default(),
-            queue_index: HashMap::default(),
-            queues: Slab::default(),
-            free_queues: Vec::new(),
-            next_queue_uid: 0,
+            queues: Queues::default(),
             routes: Routes::new(prior),
             identities: Identities::default(),
             trips: RoundTrips::new(margin),
@@ -293,7 +285,6 @@ impl Limiter {
             edge: EdgeBan::default(),
             ratios: Vec::new(),
             rng,
-            idle_candidates: VecDeque::new(),
             closed: false,
         })
     }
@@ -329,7 +320,7 @@ impl Limiter {
 
     /// Buckets (queues) currently held in memory.
     pub fn buckets(&self) -> usize {
-        self.queue_index.len()
+        self.queues.len()
     }
 
     /// Whether [`Limiter::close`] was called.

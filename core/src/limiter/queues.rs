@@ -22,7 +22,7 @@ pub(super) struct Queue {
     pub(super) slot: Slot,
     /// Last send or answer, for idle eviction.
     pub(super) last_active: Nanos,
-    /// Whether the queue sits in `idle_candidates`.
+    /// Whether the queue is listed as idle (`Queues::list_idle`).
     pub(super) idle_listed: bool,
     /// The latest wait for which the pending requests were checked against their deadlines.
     pub(super) checked_wait: Nanos,
@@ -33,7 +33,7 @@ pub(super) struct Queue {
 /// The queues' slab, in chunks of [`CHUNK`]: growing it never moves the queues (a `Vec` of a
 /// million would copy half a gigabyte when it doubles) nor leaves up to half its room unused.
 #[derive(Debug, Default)]
-pub(super) struct Slab {
+struct Slab {
     chunks: Vec<Box<[Option<Queue>]>>,
     len: usize,
 }
@@ -72,6 +72,110 @@ impl Slab {
     }
 }
 
+/// An idle listing (see [`Queues::next_idle`]).
+pub(super) enum Listed {
+    Live(Qid),
+    Stale,
+}
+
+/// Every queue: the slab with its free slots, the index by key, and the queues that went idle,
+/// in the order they did (checked a few at a time for eviction, see `evict_idle`).
+#[derive(Debug, Default)]
+pub(super) struct Queues {
+    slab: Slab,
+    index: HashMap<QueueKey, Qid>,
+    free: Vec<Qid>,
+    /// Told apart a queue and a later one in the same slot (timers and idle listings name both).
+    next_uid: u64,
+    idle: VecDeque<(Qid, u64)>,
+}
+
+impl Queues {
+    /// Queues alive.
+    pub(super) fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The live queue of `key`.
+    pub(super) fn find<Q>(&self, key: &Q) -> Option<Qid>
+    where
+        Q: std::hash::Hash + hashbrown::Equivalent<QueueKey> + ?Sized,
+    {
+        self.index.get(key).copied()
+    }
+
+    /// Adds the queue `make` builds from its uid under `key` (which no live queue has).
+    pub(super) fn insert(&mut self, key: QueueKey, make: impl FnOnce(u64) -> Queue) -> Qid {
+        let queue = make(self.next_uid);
+        self.next_uid += 1;
+        let qid = match self.free.pop() {
+            Some(qid) => {
+                self.slab[qid] = Some(queue);
+                qid
+            }
+            None => {
+                self.slab.push(Some(queue));
+                self.slab.len() - 1
+            }
+        };
+        self.index.insert(key, qid);
+        qid
+    }
+
+    /// Files queue `qid` under `key` instead of its own key, which it returns.
+    pub(super) fn rekey(&mut self, qid: Qid, key: QueueKey) -> QueueKey {
+        let q = self.slab[qid].as_mut().expect("live queue");
+        let old = std::mem::replace(&mut q.key, key.clone());
+        self.index.remove(&old);
+        self.index.insert(key, qid);
+        old
+    }
+
+    /// Forgets queue `qid`; its slot is reused.
+    pub(super) fn remove(&mut self, qid: Qid) -> Queue {
+        let q = self.slab[qid].take().expect("live queue");
+        self.index.remove(&q.key);
+        self.free.push(qid);
+        q
+    }
+
+    /// Lists queue `qid` (with its uid) as gone idle now.
+    pub(super) fn list_idle(&mut self, qid: Qid, uid: u64) {
+        self.idle.push_back((qid, uid));
+    }
+
+    /// The first idle listing, without taking it: the queue it names, or [`Listed::Stale`] when
+    /// that slot has been freed or reused since.
+    pub(super) fn next_idle(&self) -> Option<Listed> {
+        let &(qid, uid) = self.idle.front()?;
+        Some(match self.get(qid) {
+            Some(Some(q)) if q.uid == uid => Listed::Live(qid),
+            _ => Listed::Stale,
+        })
+    }
+
+    /// Drops the first idle listing.
+    pub(super) fn drop_idle(&mut self) {
+        self.idle.pop_front();
+    }
+
+    pub(super) fn get(&self, qid: Qid) -> Option<&Option<Queue>> {
+        self.slab.get(qid)
+    }
+
+    pub(super) fn get_mut(&mut self, qid: Qid) -> Option<&mut Option<Queue>> {
+        self.slab.get_mut(qid)
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Option<Queue>> {
+        self.slab.iter()
+    }
+
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Option<Queue>> {
+        self.slab.iter_mut()
+    }
+}
+
 impl std::ops::Index<Qid> for Slab {
     type Output = Option<Queue>;
 
@@ -83,6 +187,20 @@ impl std::ops::Index<Qid> for Slab {
 impl std::ops::IndexMut<Qid> for Slab {
     fn index_mut(&mut self, qid: Qid) -> &mut Option<Queue> {
         self.get_mut(qid).expect("queue index within the slab")
+    }
+}
+
+impl std::ops::Index<Qid> for Queues {
+    type Output = Option<Queue>;
+
+    fn index(&self, qid: Qid) -> &Option<Queue> {
+        &self.slab[qid]
+    }
+}
+
+impl std::ops::IndexMut<Qid> for Queues {
+    fn index_mut(&mut self, qid: Qid) -> &mut Option<Queue> {
+        &mut self.slab[qid]
     }
 }
 
@@ -116,17 +234,16 @@ impl Queue {
 
 impl Limiter {
     pub(super) fn queue_for(&mut self, key: QueueKey) -> Qid {
-        if let Some(&qid) = self.queue_index.get(&key) {
+        if let Some(qid) = self.queues.find(&key) {
             return qid;
         }
-        let uid = self.next_queue_uid;
-        self.next_queue_uid += 1;
         let period = match &key.bucket {
             BucketId::Hash(hash) => self.routes.hash_periods.get(&**hash).copied(),
             BucketId::Route(_) => None,
         };
-        let queue = Queue {
-            key: key.clone(),
+        self.routes.queue_opened(&key);
+        self.queues.insert(key.clone(), |uid| Queue {
+            key,
             uid,
             pending: VecDeque::new(),
             in_flight: Vec::new(),
@@ -142,20 +259,7 @@ impl Limiter {
             idle_listed: false,
             checked_wait: 0,
             budgets: Budgets::default(),
-        };
-        let qid = match self.free_queues.pop() {
-            Some(qid) => {
-                self.queues[qid] = Some(queue);
-                qid
-            }
-            None => {
-                self.queues.push(Some(queue));
-                self.queues.len() - 1
-            }
-        };
-        self.routes.queue_opened(&key);
-        self.queue_index.insert(key, qid);
-        qid
+        })
     }
 
     pub(super) fn queue(&self, qid: Qid) -> &Queue {
@@ -195,7 +299,7 @@ impl Limiter {
         if q.pending.is_empty() && q.in_flight.is_empty() && !q.idle_listed {
             q.idle_listed = true;
             let uid = q.uid;
-            self.idle_candidates.push_back((qid, uid));
+            self.queues.list_idle(qid, uid);
         }
     }
 
@@ -220,18 +324,18 @@ impl Limiter {
         // Candidates are in the order they went idle, so the head expires first: look at it
         // without taking it, and stop at the first one that is not due.
         for _ in 0..budget {
-            let Some(&(qid, uid)) = self.idle_candidates.front() else { return };
-            let Some(Some(q)) = self.queues.get_mut(qid) else {
-                self.idle_candidates.pop_front();
-                continue;
+            let qid = match self.queues.next_idle() {
+                None => return,
+                Some(Listed::Stale) => {
+                    self.queues.drop_idle();
+                    continue;
+                }
+                Some(Listed::Live(qid)) => qid,
             };
-            if q.uid != uid {
-                self.idle_candidates.pop_front();
-                continue;
-            }
+            let q = self.queue_mut(qid);
             if !q.pending.is_empty() || !q.in_flight.is_empty() {
                 q.idle_listed = false;
-                self.idle_candidates.pop_front();
+                self.queues.drop_idle();
                 continue;
             }
             let sub_limits = q.sub_limits.iter().map(|(_, t)| *t).max().unwrap_or(0);
@@ -241,13 +345,10 @@ impl Limiter {
             if expires > now {
                 return;
             }
-            self.idle_candidates.pop_front();
-            let key = q.key.clone();
+            self.queues.drop_idle();
             self.clear_slot(qid);
-            self.queue_index.remove(&key);
-            self.routes.queue_closed(&key);
-            self.queues[qid] = None;
-            self.free_queues.push(qid);
+            let q = self.queues.remove(qid);
+            self.routes.queue_closed(&q.key);
         }
     }
 

@@ -149,7 +149,7 @@ impl Limiter {
     /// The queue a request of `route_key` (major parameter `major`) of identity `iid` waits
     /// in now, if it exists; else the key of the queue to make for it.
     pub(super) fn find_queue(&self, iid: Iid, route_key: &str, major: &str) -> Result<Qid, QueueKey> {
-        let found = |key: KeyRef<'_>| self.queue_index.get(&key).copied();
+        let found = |key: KeyRef<'_>| self.queues.find(&key);
         // Before its bucket is known a route waits in its own queue, or in its prior group's.
         let unlearned = self.routes.prior.unlearned_key(route_key);
         let route_queue = KeyRef { identity: iid, learned: false, bucket: unlearned, major };
