@@ -22,8 +22,6 @@
 //! (discord.js's and discord.py's separate bucket for deleting messages older than two weeks,
 //! which needs a clock the core does not read), so they have no place here.
 
-use std::collections::HashMap;
-
 use crate::route::route_for;
 use crate::types::HeaderProfile;
 
@@ -44,8 +42,9 @@ const MAX_GROUPED_ROUTES: usize = 10_000;
 /// The groups of a configuration, indexed by route key.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Prior {
-    /// Route key -> index of its group.
-    group_of: HashMap<String, usize>,
+    /// Route key -> index of its group (looked up on every enqueue: foldhash, as the
+    /// limiter's maps, rather than std's SipHash).
+    group_of: hashbrown::HashMap<String, usize, foldhash::fast::FixedState>,
     /// The groups' route keys; the first key of a group names the queue its routes share
     /// before their bucket is known.
     groups: Vec<Vec<String>>,

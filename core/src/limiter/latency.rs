@@ -77,8 +77,8 @@ impl Uplinks {
             }
             return;
         }
-        let all = self.sorted_offsets(false);
-        let lo = all.first().copied().unwrap_or(0);
+        let mut all = self.offsets(false);
+        let lo = all.iter().copied().min().unwrap_or(0);
         let fastest_trip = self.samples.iter().map(|&(_, trip)| trip).min().unwrap_or(0);
         // Only on a steady uplink: the spread of the fastest nine tenths within a tenth of the
         // fastest round trip. The fastest sample bounds the next uplink only as well as the
@@ -87,7 +87,7 @@ impl Uplinks {
         // regression file) say nothing of the uplinks far below them, and a request timed from
         // them arrives early.
         let steady = |(spread, _): (Nanos, usize)| spread.saturating_mul(10) <= fastest_trip;
-        let nine_tenths = spread_at(&all, lo, 9, 10);
+        let nine_tenths = spread_at(&mut all, lo, 9, 10);
         let mut spread = nine_tenths;
         // The request a lead times is sent after a wait, alone: where all samples look
         // unsteady, the samples of requests sent alone may still show a steady uplink once
@@ -96,7 +96,7 @@ impl Uplinks {
         // lead for the whole of the Scoreboard's `mixed`). The fastest of all samples stays
         // the reference, the more cautious one.
         if !steady(spread) && self.alone as usize >= Self::LEAD_MIN {
-            spread = spread_at(&self.sorted_offsets(true), lo, 9, 10);
+            spread = spread_at(&mut self.offsets(true), lo, 9, 10);
         }
         // A slow cluster at the top (the first burst, queued at a server or a client still
         // busy starting: 6 of the Node driver's first 46 samples on the Scoreboard's `mixed`,
@@ -105,7 +105,7 @@ impl Uplinks {
         // decide, if they are at least [`Uplinks::DENSE`] samples and steady; the allowance
         // still takes the nine tenths' spread, the cautious one.
         if !steady(spread) {
-            let (dense, counted) = spread_at(&all, lo, 3, 4);
+            let (dense, counted) = spread_at(&mut all, lo, 3, 4);
             if counted * 3 / 4 < Self::DENSE || !steady((dense, counted)) {
                 self.bound = None;
                 return;
@@ -122,17 +122,14 @@ impl Uplinks {
         self.bound = Some((lo, Self::READING.saturating_add(weighted)));
     }
 
-    /// The samples' offsets (only those of requests sent alone, if `alone`), fastest first.
-    fn sorted_offsets(&self, alone: bool) -> Vec<i64> {
-        let mut sorted: Vec<i64> = self
-            .samples
+    /// The samples' offsets (only those of requests sent alone, if `alone`), in no order.
+    fn offsets(&self, alone: bool) -> Vec<i64> {
+        self.samples
             .iter()
             .zip(&self.alone_flags)
             .filter(|&(_, &was_alone)| was_alone || !alone)
             .map(|(&(offset, _), _)| offset)
-            .collect();
-        sorted.sort_unstable();
-        sorted
+            .collect()
     }
 
     /// The fastest and the slowest sample, once 16 are in (for the global margin).
@@ -163,11 +160,15 @@ impl Uplinks {
     }
 }
 
-/// How far the fastest `num / den` of `sorted` (offsets, fastest first) reach above `lo`, and
-/// how many offsets that counted.
-fn spread_at(sorted: &[i64], lo: i64, num: usize, den: usize) -> (Nanos, usize) {
-    let n = sorted.len();
-    (sorted.get(n.saturating_sub(1) * num / den).map_or(0, |q| q.abs_diff(lo)), n)
+/// How far the fastest `num / den` of `offsets` reach above `lo`, and how many offsets that
+/// counted. A selection, not a sort (up to 256 offsets, every 16th sample); it reorders
+/// `offsets`.
+fn spread_at(offsets: &mut [i64], lo: i64, num: usize, den: usize) -> (Nanos, usize) {
+    let n = offsets.len();
+    if n == 0 {
+        return (0, 0);
+    }
+    (offsets.select_nth_unstable((n - 1) * num / den).1.abs_diff(lo), n)
 }
 
 /// The first global window, for [`RoundTrips::margin_at`](super::global::RoundTrips::margin_at):
