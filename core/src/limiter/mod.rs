@@ -363,7 +363,7 @@ impl Limiter {
         let sub_key = self.sub_key(&request, &route.key);
         let qid = match self.find_queue(iid, &route.key, &route.major) {
             Ok(qid) => qid,
-            Err(key) => self.queue_for(key),
+            Err(key) => self.open_queue(key),
         };
         let defer_after = request.defer_after.or(self.config.defer_after);
         let (deadline, limit) =

@@ -106,6 +106,7 @@ impl Queues {
 
     /// Adds the queue `make` builds from its uid under `key` (which no live queue has).
     pub(super) fn insert(&mut self, key: QueueKey, make: impl FnOnce(u64) -> Queue) -> Qid {
+        debug_assert!(self.find(&key).is_none(), "a second queue for one key");
         let queue = make(self.next_uid);
         self.next_uid += 1;
         let qid = match self.free.pop() {
@@ -233,10 +234,16 @@ impl Queue {
 }
 
 impl Limiter {
+    /// The live queue of `key`, made if there is none.
     pub(super) fn queue_for(&mut self, key: QueueKey) -> Qid {
-        if let Some(qid) = self.queues.find(&key) {
-            return qid;
+        match self.queues.find(&key) {
+            Some(qid) => qid,
+            None => self.open_queue(key),
         }
+    }
+
+    /// Makes the queue of `key`, which no live queue has (what `find_queue` answered).
+    pub(super) fn open_queue(&mut self, key: QueueKey) -> Qid {
         let period = match &key.bucket {
             BucketId::Hash(hash) => self.routes.hash_periods.get(&**hash).copied(),
             BucketId::Route(_) => None,

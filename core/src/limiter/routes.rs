@@ -10,7 +10,7 @@ use crate::route::{Route, route_for};
 /// idle queue does not carry its own copy of the id.
 pub(super) type Name = std::sync::Arc<str>;
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum BucketId {
     /// Not learned yet: the route and its major parameter.
     Route(Name),
