@@ -11,7 +11,11 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use governor::{Quota, RateLimiter};
-use ratelane::{Config, Limiter, MILLISECOND, Output, Request, Response, SECOND};
+use ratelane::{Config, Limiter, MILLISECOND, Request, Response, SECOND};
+
+#[path = "support/life.rs"]
+mod life;
+use life::{drain, life};
 
 struct Counting;
 static LIVE: AtomicIsize = AtomicIsize::new(0);
@@ -51,41 +55,12 @@ fn path(i: usize) -> String {
     format!("/channels/{}/messages", 100_000_000_000_000_000u64 + i as u64)
 }
 
-/// A roomy bucket whose window ends 1 ms after each answer (the next life is 1 ms later, so
-/// every life also crosses a window reset: the engine's full path).
-const HEADERS: [(&str, &str); 4] = [
-    ("X-RateLimit-Limit", "1000000"),
-    ("X-RateLimit-Remaining", "999999"),
-    ("X-RateLimit-Reset-After", "0.001"),
-    ("X-RateLimit-Bucket", "bench"),
-];
-
-fn drain(l: &mut Limiter) -> Option<u64> {
-    let mut sent = None;
-    loop {
-        match l.poll_output() {
-            Output::Send(id) => sent = Some(id),
-            Output::WaitUntil(_) | Output::Idle => return sent,
-            _ => {}
-        }
-    }
-}
-
-/// One full life: enqueue, drain (Send), respond, drain.
-fn life(l: &mut Limiter, now: u64, path: &str) {
-    l.enqueue(now, Request::new("POST", path)).unwrap();
-    let id = drain(l).expect("sent at once");
-    let response = Response::new(200, &HEADERS);
-    l.handle_response(now, id, &response).unwrap();
-    drain(l);
-}
-
 /// A limiter that has learned `n` buckets (one per channel).
 fn warmed(n: usize) -> (Limiter, Vec<String>) {
     let mut l = Limiter::new(config()).unwrap();
     let paths: Vec<String> = (0..n).map(path).collect();
     for p in &paths {
-        life(&mut l, MILLISECOND, p);
+        life(&mut l, MILLISECOND, p, 0);
     }
     (l, paths)
 }
@@ -102,7 +77,7 @@ fn request_life(c: &mut Criterion) {
                 i = (i + 7919) % paths.len();
                 // 1 ms apart: the previous answer's window has ended.
                 now += MILLISECOND;
-                life(black_box(&mut l), now, &paths[i]);
+                life(black_box(&mut l), now, &paths[i], 0);
             })
         });
     }

@@ -2,53 +2,33 @@
 //! the machine's load: `cargo build --release -p ratelane --example request_life`, then
 //!
 //! ```text
-//! valgrind --tool=callgrind --toggle-collect='request_life::life' \
+//! valgrind --tool=callgrind --toggle-collect='request_life::counted' \
 //!     target/release/examples/request_life <buckets> <lives> [<max round trip, µs>]
 //! ```
 //!
-//! and divide the instructions collected by `<lives>`. A life is the one of `benches/client.rs`
-//! (enqueue, send, answer with Discord headers, drain) at `<buckets>` learned buckets; with a
-//! maximum round trip the answers come back after 0 to that many microseconds, spread, as real
-//! round trips are (the latency estimates then do their real work), instead of at once.
+//! and divide the instructions collected by `<lives>`. A life is the one `benches/client.rs`
+//! times (`benches/support/life.rs`: enqueue, send, answer with Discord headers, drain), at
+//! `<buckets>` learned buckets; with a maximum round trip the answers come back after 0 to that
+//! many microseconds, spread, as real round trips are (the latency estimates then do their real
+//! work), instead of at once.
 
-use ratelane::{Config, Limiter, MILLISECOND, Output, Request, Response, SECOND};
+use ratelane::{Config, Limiter, MILLISECOND, SECOND};
 
 const MICROSECOND: u64 = 1_000;
 
-const HEADERS: [(&str, &str); 4] = [
-    ("X-RateLimit-Limit", "1000000"),
-    ("X-RateLimit-Remaining", "999999"),
-    ("X-RateLimit-Reset-After", "0.001"),
-    ("X-RateLimit-Bucket", "bench"),
-];
+#[path = "../benches/support/life.rs"]
+mod life;
 
-fn drain(l: &mut Limiter) -> Option<u64> {
-    let mut sent = None;
-    loop {
-        match l.poll_output() {
-            Output::Send(id) => sent = Some(id),
-            Output::WaitUntil(_) | Output::Idle => return sent,
-            _ => {}
-        }
-    }
-}
-
-/// One life: enqueue at `now`, send, answer `trip` later, drain.
+/// One life (`benches/support/life.rs`): the function callgrind counts.
 #[inline(never)]
-fn life(l: &mut Limiter, now: u64, path: &str, trip: u64) {
-    l.enqueue(now, Request::new("POST", path)).expect("a valid request");
-    let id = drain(l).expect("sent at once");
-    l.handle_response(now + trip, id, &Response::new(200, &HEADERS)).expect("a known request");
-    drain(l);
+fn counted(l: &mut Limiter, now: u64, path: &str, trip: u64) {
+    life::life(l, now, path, trip);
 }
 
-/// The lives that learn the buckets (not counted: another function than [`life`]).
+/// The lives that learn the buckets (not counted: another function than [`counted`]).
 #[inline(never)]
 fn learn(l: &mut Limiter, path: &str) {
-    l.enqueue(MILLISECOND, Request::new("POST", path)).expect("a valid request");
-    let id = drain(l).expect("sent at once");
-    l.handle_response(MILLISECOND, id, &Response::new(200, &HEADERS)).expect("a known request");
-    drain(l);
+    life::life(l, MILLISECOND, path, 0);
 }
 
 fn arg(n: usize, default: u64) -> u64 {
@@ -74,7 +54,7 @@ fn main() {
         now += MILLISECOND;
         // Spread over 0..=max by a fixed stride: the same lives on every run.
         let trip = if max_trip_us == 0 { 0 } else { (i as u64 * 7919) % (max_trip_us + 1) * MICROSECOND };
-        life(&mut l, now, &paths[i], trip);
+        counted(&mut l, now, &paths[i], trip);
     }
     println!("{} buckets, {lives} lives", l.buckets());
 }
