@@ -9,7 +9,7 @@
 //! `[runNow, releaseAtNs, waiting]`, a release `[released]`; booleans are 0 / 1 and an absent
 //! value is `NaN` (`js/server_objects.js`, `fromFields`, reads them back).
 
-use ratelane::server::{Answer, Decision, FixedWindow, Gcra, LeakyBucket, LegacyLimit, Limit, Op};
+use ratelane::server::{Answer, Decision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, LegacyLimit, Limit, Op};
 
 use crate::{Result, whole};
 
@@ -114,14 +114,14 @@ pub fn decision_numbers(d: &Decision) -> Vec<f64> {
     ]
 }
 
-/// A store's answer as it crosses, or `None` for `InsufficientCapacity`, which each core
-/// throws as its `insufficient_capacity` error.
-pub fn answer_numbers(answer: &Answer) -> Option<Vec<f64>> {
-    Some(match answer {
-        Answer::Decision(d) => decision_numbers(d),
-        Answer::InsufficientCapacity(_) => return None,
+/// A store's answer as it crosses; `InsufficientCapacity` is the error each core throws as its
+/// `insufficient_capacity`.
+pub fn answer_numbers(answer: Answer) -> std::result::Result<Vec<f64>, InsufficientCapacity> {
+    Ok(match answer {
+        Answer::Decision(d) => decision_numbers(&d),
+        Answer::InsufficientCapacity(e) => return Err(e),
         Answer::Scheduled(s) => vec![flag(s.run_now), s.release_at as f64, s.waiting as f64],
-        Answer::Released(released) => vec![flag(*released)],
+        Answer::Released(released) => vec![flag(released)],
     })
 }
 
@@ -193,7 +193,7 @@ mod tests {
         assert!(op("check_n", Some(-1.0)).is_err());
         assert!(op("check_scaled", None).unwrap_err().contains("factor"));
         assert!(op("delete", None).is_err());
-        assert_eq!(answer_numbers(&Answer::Released(true)), Some(vec![1.0]));
+        assert_eq!(answer_numbers(Answer::Released(true)), Ok(vec![1.0]));
         assert_eq!(now_text("18446744073709551615"), Ok(u64::MAX));
         assert!(now_text("18446744073709551616").is_err());
         assert!(now_text("-1").is_err());

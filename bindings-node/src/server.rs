@@ -12,7 +12,7 @@ use napi::bindgen_prelude::{BigInt, Either, Either3, Unknown};
 use napi::{Env, Status};
 use napi_derive::napi;
 use ratelane::server::script::{ReplyError, ReplyItem, ScriptReply};
-use ratelane::server::{Answer, InsufficientCapacity, Limit, LimitStore};
+use ratelane::server::{InsufficientCapacity, Limit, LimitStore};
 use ratelane_js_common::server::{self as common, Refusal};
 
 use crate::{JsError, Result, core_error, invalid_argument, js_error, whole};
@@ -164,10 +164,7 @@ impl ServerStore {
     pub fn apply(&mut self, env: Env, name: String, key: String, now_ns: f64, arg: Option<f64>) -> Result<Vec<f64>> {
         let (now, op) = (whole(now_ns, "nowNs")?, common::op(&name, arg).map_err(invalid_argument)?);
         let answer = self.inner.apply(key.as_str(), now, op).map_err(core_error)?;
-        match answer {
-            Answer::InsufficientCapacity(e) => Err(insufficient_capacity(&env, e)),
-            answer => Ok(common::answer_numbers(&answer).unwrap_or_default()),
-        }
+        common::answer_numbers(answer).map_err(|e| insufficient_capacity(&env, e))
     }
 
     /// Keys currently stored.

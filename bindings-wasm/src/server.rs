@@ -6,7 +6,7 @@
 //! with `createServerObjects(wasm)`. Ranges, ops and answers are
 //! `ratelane_js_common::server`'s, shared with the napi core.
 
-use ratelane::server::{Answer, InsufficientCapacity, Limit, LimitStore};
+use ratelane::server::{InsufficientCapacity, Limit, LimitStore};
 use ratelane_js_common::server::{self as common, Refusal};
 use ratelane_js_common::whole;
 use wasm_bindgen::prelude::*;
@@ -81,10 +81,8 @@ impl ServerStore {
     pub fn apply(&mut self, name: String, key: String, #[wasm_bindgen(js_name = nowNs)] now_ns: f64, arg: Option<f64>) -> Result<Vec<f64>, JsValue> {
         let now = whole(now_ns, "nowNs").map_err(|m| invalid_argument(&m))?;
         let op = common::op(&name, arg).map_err(|m| invalid_argument(&m))?;
-        match self.inner.apply(key.as_str(), now, op).map_err(core_error)? {
-            Answer::InsufficientCapacity(e) => Err(insufficient_capacity(e)),
-            answer => Ok(common::answer_numbers(&answer).unwrap_or_default()),
-        }
+        let answer = self.inner.apply(key.as_str(), now, op).map_err(core_error)?;
+        common::answer_numbers(answer).map_err(insufficient_capacity)
     }
 
     /// Keys currently stored.
