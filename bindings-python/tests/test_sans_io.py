@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import ratelane
+import ratelane.redis
 
 CHANNEL = "/channels/100000000000000001/messages"
 HEADERS = [
@@ -129,8 +130,9 @@ def test_fail_outputs_carry_their_exception() -> None:
 
 
 def test_outputs_are_data() -> None:
-    """Every output but Idle is a variant of one pyo3 enum: constructor, fields, ==,
-    __match_args__ (every field, in order) and repr all come from its fields."""
+    """Every output but Idle has a constructor, fields, ==, __match_args__ (every field, in
+    order) and a repr from its fields; Send and WaitUntil are variants of one native enum, the
+    rarer ones Python classes (ratelane._outputs)."""
     send = ratelane.Send(3)
     assert type(send) is ratelane._core.Output.Send and isinstance(send, ratelane._core.Output)
     assert type(send).__name__ == "Send"
@@ -141,6 +143,15 @@ def test_outputs_are_data() -> None:
     assert ratelane.ShareHold.__match_args__[:2] == ("scope", "retry_after_ns")
     hold = ratelane.ShareHold("global", 5, "", "POST /x", "", None)
     assert repr(hold) == "ShareHold(scope='global', retry_after_ns=5, identity='', route='POST /x', major='', bucket=None)"
+    assert hold == ratelane.ShareHold(**{n: getattr(hold, n) for n in ratelane.ShareHold.__match_args__})
+    assert hold != ratelane.ShareHold("route", 5, "", "POST /x", "", None) and hold != send
+    with pytest.raises(AttributeError):
+        hold.scope = "route"  # type: ignore[misc]
+    for wrong in ((), ("global", 5, "", "POST /x", "", None, 1)):
+        with pytest.raises(TypeError):
+            ratelane.ShareHold(*wrong)
+    with pytest.raises(TypeError):
+        ratelane.ShareHold("global", 5, "", "POST /x", "", None, scope="route")
     limiter = ratelane.Limiter(max_wait_ns=1)
     first = limiter.enqueue(0, "POST", CHANNEL)
     limiter.drain()
@@ -154,6 +165,28 @@ def test_outputs_are_data() -> None:
     assert type(ratelane.Fail(*fields).exception()) is ratelane.MaxWaitExceededError
     with pytest.raises(TypeError):
         send.exception()
+
+
+def test_shared_mode_outputs_carry_their_store_operation() -> None:
+    """A drained Reserve or Share* output carries the store operation the core encoded as it
+    was drained; its fields, read from that operation when first asked, make an equal output
+    whose operation (encoded from the attributes) is the same."""
+    limiter = ratelane.Limiter(shared={})
+    rid = limiter.enqueue(0, "POST", CHANNEL)
+    (reserve, _idle) = limiter.drain()
+    assert type(reserve) is ratelane.Reserve and reserve.id == rid
+    copy = ratelane.Reserve(*[getattr(reserve, n) for n in ratelane.Reserve.__match_args__])
+    assert copy == reserve and repr(copy) == repr(reserve) and copy.route == "POST /channels/:id/messages"
+    assert ratelane.redis.store_op(copy).args == ratelane.redis.store_op(reserve).args
+    limiter.handle_reservation(1, rid, "granted")
+    limiter.drain()
+    limiter.handle_response(2, rid, 200, HEADERS)
+    (share,) = [o for o in limiter.drain() if isinstance(o, ratelane.ShareBucket)]
+    assert type(share) is ratelane.ShareBucket and (share.id, share.limit, share.remaining) == (rid, 2, 1)
+    fields = {n: getattr(share, n) for n in ratelane.ShareBucket.__match_args__}
+    assert ratelane.redis.store_op(ratelane.ShareBucket(**fields)).args == ratelane.redis.store_op(share).args
+    with pytest.raises(AttributeError):
+        share.nothing  # noqa: B018
 
 
 def test_deferred_fail_carries_retry_at_and_its_exception() -> None:

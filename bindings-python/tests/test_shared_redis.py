@@ -112,14 +112,14 @@ def test_the_store_arguments_are_the_cores() -> None:
         "3", "bot", "GET /x", "", "=", "1", "50", "1000000000", "20000000", "0", "0", "1", "", "0", "1,2", ""]
     hold = ShareHold(scope="route", identity="bot", route="r", major="m", bucket=None, retry_after_ns=5)
     assert ratelane.redis.record_args(hold) == ["hold", "route", "bot", "r", "m", "", "5"]
-    ops = [ratelane._core.store_op(r), ratelane._core.store_op(ShareInvalid(id=4, window_ns=10))]
+    ops = [ratelane.redis.store_op(r), ratelane.redis.store_op(ShareInvalid(id=4, window_ns=10))]
     assert [op.name for op in ops] == ["reserve", "record"]
     assert ratelane._core.store_argv("p", 5, 6, 7, ops[1:]) == ["record", "", "p", "5", "6", "7", "invalid", "4", "10"]
     batch = ratelane._core.store_argv("p", 5, 6, 7, ops)
     assert batch[:8] == ["batch", "", "p", "5", "6", "7", "17", "reserve"]
     assert batch[24:] == ["4", "record", "invalid", "4", "10"]
     with pytest.raises(TypeError):
-        ratelane._core.store_op(object())
+        ratelane.redis.store_op(object())
     with pytest.raises(TypeError):
         ratelane.redis.record_args(r)
     with pytest.raises(ratelane.InvalidArgumentError, match="global_limit"):

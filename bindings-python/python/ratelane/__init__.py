@@ -23,21 +23,19 @@
 from __future__ import annotations
 
 from . import _core
-from ._core import (
+from ._core import Idle, Send, WaitUntil
+from ._outputs import (
     BucketLearned,
     Fail,
-    Idle,
     InvalidRequestWarning,
     RateLimited,
     Reserve,
-    Send,
     ShareBucket,
     ShareHold,
     ShareInvalid,
     ShareRelease,
     StoreRecovered,
     StoreUnavailable,
-    WaitUntil,
 )
 from ._driver import Permit, RateLimiter, report_written
 from ._errors import (

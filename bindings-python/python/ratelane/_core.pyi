@@ -3,23 +3,13 @@ from typing import Any, ClassVar, Final, Iterable, List, Literal, Mapping, Optio
 
 from typing_extensions import Self, TypeAlias, disjoint_base
 
+from . import _outputs
 from ._errors import RateLimitError
 
 __all__ = [
     "Limiter",
     "Output",
     "Send",
-    "Fail",
-    "RateLimited",
-    "BucketLearned",
-    "InvalidRequestWarning",
-    "Reserve",
-    "ShareBucket",
-    "ShareRelease",
-    "ShareHold",
-    "ShareInvalid",
-    "StoreUnavailable",
-    "StoreRecovered",
     "WaitUntil",
     "Idle",
     "Server",
@@ -56,14 +46,12 @@ FIXED_WINDOW_LUA: Final[str]
 
 @disjoint_base
 class Output:
-    """What ``Limiter.poll_output`` and ``drain`` return, but ``Idle``: one subclass per kind,
-    also importable by its own name (``Send`` is ``Output.Send``). Each has its fields as
-    read-only attributes, a constructor taking them, ``__match_args__`` (every field, in
-    order), ``==`` and a repr showing every field."""
+    """``Send`` and ``WaitUntil``, the outputs every request life drains, native (the rarer
+    ones are Python classes in ``ratelane._outputs``). Each has its fields as read-only
+    attributes, a constructor taking them, ``__match_args__``, ``==`` and a repr."""
 
     def exception(self) -> RateLimitError:
-        """A ``Fail``'s ``ratelane.RateLimitError`` subclass instance (not raised); any other
-        output raises ``TypeError``."""
+        """Only a ``Fail`` has an exception: raises ``TypeError``."""
     @final
     class Send(Output):
         """``Send(id)``: send request ``id`` now."""
@@ -73,77 +61,6 @@ class Output:
         def id(self) -> int: ...
 
     @final
-    class Fail(Output):
-        """``Fail(id, code, message, ...)``: request ``id`` ended without being answered; the fields after
-        ``message`` are its reason's (``None`` for the other reasons)."""
-        __match_args__: ClassVar[Tuple[Literal["id"], Literal["code"], Literal["message"], Literal["predicted_send_at_ns"], Literal["predicted_wait_ns"], Literal["retry_at_ns"], Literal["attempts"], Literal["dimension"], Literal["cost"], Literal["limit"]]]
-        def __new__(
-            cls,
-            id: int,
-            code: str,
-            message: str,
-            predicted_send_at_ns: Optional[int],
-            predicted_wait_ns: Optional[int],
-            retry_at_ns: Optional[int],
-            attempts: Optional[int],
-            dimension: Optional[str],
-            cost: Optional[int],
-            limit: Optional[int],
-        ) -> Output.Fail: ...
-        @property
-        def id(self) -> int: ...
-        @property
-        def code(self) -> str: ...
-        @property
-        def message(self) -> str: ...
-        @property
-        def predicted_send_at_ns(self) -> Optional[int]: ...
-        @property
-        def predicted_wait_ns(self) -> Optional[int]: ...
-        @property
-        def retry_at_ns(self) -> Optional[int]: ...
-        @property
-        def attempts(self) -> Optional[int]: ...
-        @property
-        def dimension(self) -> Optional[str]: ...
-        @property
-        def cost(self) -> Optional[int]: ...
-        @property
-        def limit(self) -> Optional[int]: ...
-
-    @final
-    class RateLimited(Output):
-        """An observation: request ``id`` got a 429 (``scope``: bucket, global, shared, sub_limit, edge)."""
-        __match_args__: ClassVar[Tuple[Literal["id"], Literal["scope"], Literal["retry_after_ns"]]]
-        def __new__(cls, id: int, scope: str, retry_after_ns: int) -> Output.RateLimited: ...
-        @property
-        def id(self) -> int: ...
-        @property
-        def scope(self) -> str: ...
-        @property
-        def retry_after_ns(self) -> int: ...
-
-    @final
-    class BucketLearned(Output):
-        """An observation: ``route`` (``METHOD /template``) maps to ``bucket``."""
-        __match_args__: ClassVar[Tuple[Literal["route"], Literal["bucket"]]]
-        def __new__(cls, route: str, bucket: str) -> Output.BucketLearned: ...
-        @property
-        def route(self) -> str: ...
-        @property
-        def bucket(self) -> str: ...
-
-    @final
-    class InvalidRequestWarning(Output):
-        """An observation: ``count`` invalid requests of the ``limit`` allowed in the window."""
-        __match_args__: ClassVar[Tuple[Literal["count"], Literal["limit"]]]
-        def __new__(cls, count: int, limit: int) -> Output.InvalidRequestWarning: ...
-        @property
-        def count(self) -> int: ...
-        @property
-        def limit(self) -> int: ...
-
-    @final
     class WaitUntil(Output):
         """``WaitUntil(at_ns)``: drained; call ``handle_timeout`` at ``at_ns``."""
         __match_args__: ClassVar[Tuple[Literal["at_ns"]]]
@@ -151,201 +68,8 @@ class Output:
         @property
         def at_ns(self) -> int: ...
 
-    @final
-    class Reserve(Output):
-        """Shared mode: ask the store whether request ``id`` may be sent, then answer with
-        ``Limiter.handle_reservation``. ``processes_since_ns``, ``reporting``, ``unrecorded_ns`` and
-        ``granted_ns`` are for after a store outage (the processes back within that long; this
-        process still has sends to report; the ages of its sends made without a reservation, and
-        of those the store granted)."""
-        __match_args__: ClassVar[Tuple[Literal["id"], Literal["identity"], Literal["route"], Literal["major"], Literal["bucket"], Literal["counts_global"], Literal["global_limit"], Literal["global_want"], Literal["global_window_ns"], Literal["margin_ns"], Literal["invalid_limit"], Literal["invalid_window_ns"], Literal["processes_since_ns"], Literal["reporting"], Literal["unrecorded_ns"], Literal["granted_ns"]]]
-        def __new__(
-            cls,
-            id: int,
-            identity: str,
-            route: str,
-            major: str,
-            bucket: Optional[str],
-            counts_global: bool,
-            global_limit: int,
-            global_want: int,
-            global_window_ns: int,
-            margin_ns: int,
-            invalid_limit: int,
-            invalid_window_ns: int,
-            processes_since_ns: Optional[int],
-            reporting: bool,
-            unrecorded_ns: List[int],
-            granted_ns: List[int],
-        ) -> Output.Reserve: ...
-        @property
-        def id(self) -> int: ...
-        @property
-        def identity(self) -> str: ...
-        @property
-        def route(self) -> str: ...
-        @property
-        def major(self) -> str: ...
-        @property
-        def bucket(self) -> Optional[str]: ...
-        @property
-        def counts_global(self) -> bool: ...
-        @property
-        def global_limit(self) -> int: ...
-        @property
-        def global_want(self) -> int: ...
-        @property
-        def global_window_ns(self) -> int: ...
-        @property
-        def margin_ns(self) -> int: ...
-        @property
-        def invalid_limit(self) -> int: ...
-        @property
-        def invalid_window_ns(self) -> int: ...
-        @property
-        def processes_since_ns(self) -> Optional[int]: ...
-        @property
-        def reporting(self) -> bool: ...
-        @property
-        def unrecorded_ns(self) -> List[int]: ...
-        @property
-        def granted_ns(self) -> List[int]: ...
-
-    @final
-    class ShareBucket(Output):
-        """Shared mode: what a response said about its bucket (write it to the store, in order)."""
-        __match_args__: ClassVar[Tuple[Literal["id"], Literal["identity"], Literal["route"], Literal["major"], Literal["bucket"], Literal["unlimited"], Literal["limit"], Literal["remaining"], Literal["reset_after_ns"], Literal["window_ns"]]]
-        def __new__(
-            cls,
-            id: int,
-            identity: str,
-            route: str,
-            major: str,
-            bucket: Optional[str],
-            unlimited: bool,
-            limit: Optional[int],
-            remaining: Optional[int],
-            reset_after_ns: Optional[int],
-            window_ns: Optional[int],
-        ) -> Output.ShareBucket: ...
-        @property
-        def id(self) -> int: ...
-        @property
-        def identity(self) -> str: ...
-        @property
-        def route(self) -> str: ...
-        @property
-        def major(self) -> str: ...
-        @property
-        def bucket(self) -> Optional[str]: ...
-        @property
-        def unlimited(self) -> bool: ...
-        @property
-        def limit(self) -> Optional[int]: ...
-        @property
-        def remaining(self) -> Optional[int]: ...
-        @property
-        def reset_after_ns(self) -> Optional[int]: ...
-        @property
-        def window_ns(self) -> Optional[int]: ...
-
-    @final
-    class ShareRelease(Output):
-        """Shared mode: granted request ``id`` will not be answered (``reached``: it may have
-        reached the server)."""
-        __match_args__: ClassVar[Tuple[Literal["id"], Literal["reached"], Literal["identity"], Literal["route"], Literal["major"], Literal["bucket"], Literal["window_ns"]]]
-        def __new__(
-            cls,
-            id: int,
-            reached: bool,
-            identity: str,
-            route: str,
-            major: str,
-            bucket: Optional[str],
-            window_ns: Optional[int],
-        ) -> Output.ShareRelease: ...
-        @property
-        def id(self) -> int: ...
-        @property
-        def reached(self) -> bool: ...
-        @property
-        def identity(self) -> str: ...
-        @property
-        def route(self) -> str: ...
-        @property
-        def major(self) -> str: ...
-        @property
-        def bucket(self) -> Optional[str]: ...
-        @property
-        def window_ns(self) -> Optional[int]: ...
-
-    @final
-    class ShareHold(Output):
-        """Shared mode: every process holds ``scope`` (edge, global, route, bucket) for
-        ``retry_after_ns``."""
-        __match_args__: ClassVar[Tuple[Literal["scope"], Literal["retry_after_ns"], Literal["identity"], Literal["route"], Literal["major"], Literal["bucket"]]]
-        def __new__(
-            cls,
-            scope: str,
-            retry_after_ns: int,
-            identity: str,
-            route: str,
-            major: str,
-            bucket: Optional[str],
-        ) -> Output.ShareHold: ...
-        @property
-        def scope(self) -> str: ...
-        @property
-        def retry_after_ns(self) -> int: ...
-        @property
-        def identity(self) -> str: ...
-        @property
-        def route(self) -> str: ...
-        @property
-        def major(self) -> str: ...
-        @property
-        def bucket(self) -> Optional[str]: ...
-
-    @final
-    class ShareInvalid(Output):
-        """Shared mode: request ``id`` got an invalid response (counts for ``window_ns``)."""
-        __match_args__: ClassVar[Tuple[Literal["id"], Literal["window_ns"]]]
-        def __new__(cls, id: int, window_ns: int) -> Output.ShareInvalid: ...
-        @property
-        def id(self) -> int: ...
-        @property
-        def window_ns(self) -> int: ...
-
-    @final
-    class StoreUnavailable(Output):
-        """An observation (shared mode): the store did not answer request ``id``'s reservation;
-        it is asked again from ``retry_at_ns``."""
-        __match_args__: ClassVar[Tuple[Literal["id"], Literal["retry_at_ns"]]]
-        def __new__(cls, id: int, retry_at_ns: int) -> Output.StoreUnavailable: ...
-        @property
-        def id(self) -> int: ...
-        @property
-        def retry_at_ns(self) -> int: ...
-
-    @final
-    class StoreRecovered(Output):
-        """An observation (shared mode): the store answers again."""
-        __match_args__: ClassVar[Tuple[()]]
-        def __new__(cls) -> Output.StoreRecovered: ...
-
 Send = Output.Send
-Fail = Output.Fail
-RateLimited = Output.RateLimited
-BucketLearned = Output.BucketLearned
-InvalidRequestWarning = Output.InvalidRequestWarning
 WaitUntil = Output.WaitUntil
-Reserve = Output.Reserve
-ShareBucket = Output.ShareBucket
-ShareRelease = Output.ShareRelease
-ShareHold = Output.ShareHold
-ShareInvalid = Output.ShareInvalid
-StoreUnavailable = Output.StoreUnavailable
-StoreRecovered = Output.StoreRecovered
 
 @final
 class Idle:
@@ -353,22 +77,7 @@ class Idle:
 
     def __new__(cls) -> Idle: ...
 
-_Output: TypeAlias = Union[
-    Send,
-    Fail,
-    RateLimited,
-    BucketLearned,
-    InvalidRequestWarning,
-    Reserve,
-    ShareBucket,
-    ShareRelease,
-    ShareHold,
-    ShareInvalid,
-    StoreUnavailable,
-    StoreRecovered,
-    WaitUntil,
-    Idle,
-]
+_Output: TypeAlias = Union[Send, WaitUntil, Idle, _outputs._Output]
 
 @disjoint_base
 class Limiter:
@@ -658,18 +367,23 @@ class Store:
 
 @final
 class StoreOp:
-    """One operation of the shared store contract, read from a ``Reserve`` or ``Share*``
-    output (or any object with its attributes) by ``store_op``."""
+    """One operation of the shared store contract, read by ``store_op``."""
 
     @property
     def name(self) -> Literal["reserve", "record"]: ...
     @property
+    def kind(self) -> Literal["reserve", "bucket", "release", "hold", "invalid"]:
+        """``"reserve"``, or the update's kind."""
+    def fields(self) -> dict[str, Any]:
+        """The operation's fields in the core's serde form (an update's has ``share``)."""
+    @property
     def args(self) -> list[str]:
         """The operation's own arguments (a single call's ``ARGV[7]`` and on)."""
 
-def store_op(obj: Any) -> StoreOp:
-    """The store operation of a ``Reserve`` or ``Share*`` (TypeError for anything else,
-    InvalidArgumentError for an attribute of the wrong type)."""
+def store_op(name: str, fields: Any) -> StoreOp:
+    """The store operation ``name`` (``"reserve"`` or ``"record"``) from the core's serde
+    fields (``ratelane._outputs.core_form``); InvalidArgumentError for a field the core
+    cannot read."""
 
 def store_argv(client: str, lease_ns: int, pioneer_poll_ns: int, state_ttl_ns: int, ops: list[StoreOp]) -> list[str]:
     """The ARGV of one script call for ``ops`` (a ``batch`` call for several), by the core."""

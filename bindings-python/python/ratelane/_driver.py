@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .redis import Answer, RedisStore
 
 from . import _core
-from ._core import Fail, Idle, Reserve, Send, ShareBucket, ShareHold, ShareInvalid, ShareRelease, WaitUntil
+from ._core import Idle, Send, WaitUntil
 from ._errors import (
     DeadlineExceededError,
     DeferredError,
@@ -46,6 +46,7 @@ from ._errors import (
     RatelaneError,
     RateLimitError,
 )
+from ._outputs import Fail, Reserve, ShareBucket, ShareHold, ShareInvalid, ShareRelease
 from ._responses import body_hints, discard, failure_kind, headers_of, may_be_json, status_of
 from ._settings import config_json, seconds_settings
 

@@ -65,7 +65,8 @@ except ImportError as _missing:  # pragma: no cover - exercised without the extr
         "pip install 'ratelane[otel]' (or opentelemetry-api)"
     ) from _missing
 
-from ._core import Fail, RateLimited, Send, StoreRecovered, StoreUnavailable
+from ._core import Send
+from ._outputs import Fail, RateLimited, StoreRecovered, StoreUnavailable
 from ._driver import RateLimiter
 
 __all__ = ["Metrics", "instrument", "WAIT_BOUNDARIES"]

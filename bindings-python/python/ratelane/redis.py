@@ -79,6 +79,7 @@ from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Sequence, Tu
 
 from . import _core
 from ._core import Decision, Scheduled
+from ._outputs import core_form
 from ._errors import (
     REDIS_ERROR_CLASSES,
     InvalidArgumentError,
@@ -147,10 +148,18 @@ Answer = Tuple[str, Optional[int], Optional[str], Optional[int], Optional[int], 
 UNAVAILABLE: Answer = ("unavailable", None, None, None, None, None)
 
 
+def store_op(op: Any) -> "_core.StoreOp":
+    """A ``Reserve`` or ``Share*`` output (or any object with their attributes, a ``Share*``
+    one known by its class name) as the core's store operation. Raises ``TypeError`` for
+    anything else, ``InvalidArgumentError`` for an attribute the core cannot read."""
+    drained: "Optional[_core.StoreOp]" = getattr(op, "_op", None)  # encoded as it was drained
+    return drained if drained is not None else _core.store_op(*core_form(op))
+
+
 def reserve_args(r: Any) -> List[str]:
     """The script's ARGV after the common part for a ``Reserve`` (or any object with its
     attributes), as the core's ``ratelane::shared::wire`` writes them."""
-    op = _core.store_op(r)
+    op = store_op(r)
     if op.name != "reserve":
         raise TypeError(f"not a reservation: {r!r}")
     return op.args
@@ -160,7 +169,7 @@ def record_args(u: Any) -> List[str]:
     """The script's ARGV after the common part for a ``ShareBucket``, ``ShareRelease``,
     ``ShareHold`` or ``ShareInvalid`` (by class name, so any object with those attributes
     works), as the core writes them."""
-    op = _core.store_op(u)
+    op = store_op(u)
     if op.name != "record":
         raise TypeError(f"not a shared-mode update: {u!r}")
     return op.args
@@ -294,7 +303,7 @@ class RedisStore:
     def reserve(self, reservation: Any) -> "asyncio.Future[Answer]":
         """Queues a reservation; the future holds its answer (or an exception)."""
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        self._submit(_Op(_core.store_op(reservation), future))
+        self._submit(_Op(store_op(reservation), future))
         return future
 
     def record(self, update: Any) -> None:
@@ -308,7 +317,7 @@ class RedisStore:
                     del self._queue[i]
                     self.dropped += 1
                     break
-        self._submit(_Op(_core.store_op(update), None))
+        self._submit(_Op(store_op(update), None))
 
     async def flush(self, timeout: Optional[float] = None) -> None:
         """Waits (at most ``timeout`` seconds, default 4 x ``timeout``) until every queued

@@ -19,7 +19,7 @@ use ratelane::server::{
     LimitStore, Op, Scheduled as CoreScheduled,
 };
 
-use super::{arg_ns, arg_opt_ns, core_error, exception, invalid_argument, repr};
+use super::{checked, core_error, exception, ns as arg_ns, opt_ns as arg_opt_ns};
 
 /// The texts of the scripts, embedded at build time. `bindings-python/<name>.lua` are symlinks
 /// to the one source in `redis/scripts/` (as `shared_store.lua`): cargo and maturin's sdist
@@ -41,9 +41,7 @@ fn insufficient(py: Python<'_>, e: InsufficientCapacity) -> PyErr {
 
 /// `min_ttl_ms` (the core clamps it to `MAX_WINDOW`, as `ratelane_redis`'s `with_min_ttl_ms`).
 fn min_ttl_arg(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    obj.extract::<u64>().map_err(|_| {
-        invalid_argument(obj.py(), format!("min_ttl_ms must be an int >= 0, got {}", repr(obj)))
-    })
+    checked(obj, "min_ttl_ms")
 }
 
 // ------------------------------------------------------------------------------ answers
@@ -175,7 +173,7 @@ fn op(py: Python<'_>, name: &str, n: Option<u32>, factor: Option<f64>) -> PyResu
         ("check_scaled", None, Some(factor)) => Op::CheckScaled(factor),
         ("schedule", None, None) => Op::Schedule,
         ("release", None, None) => Op::Release,
-        _ => return Err(invalid_argument(py, format!("no op {name:?} with n={n:?}, factor={factor:?}"))),
+        _ => return Err(exception(py, "InvalidArgumentError", format!("no op {name:?} with n={n:?}, factor={factor:?}"), None)),
     })
 }
 
@@ -386,7 +384,7 @@ pub(super) fn item<'a>(obj: &'a Bound<'_, PyAny>) -> ReplyItem<'a> {
     {
         return ReplyItem::Int(n);
     }
-    ReplyItem::Other(Cow::Owned(repr(obj)))
+    ReplyItem::Other(Cow::Owned(format!("{obj:?}")))
 }
 
 /// The elements of a reply (a list or tuple); `RedisBadReplyError` for anything else.
@@ -396,7 +394,7 @@ pub(super) fn elements<'py>(reply: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py
     } else if let Ok(tuple) = reply.cast::<PyTuple>() {
         Ok(tuple.iter().collect())
     } else {
-        Err(bad(reply.py(), ReplyError::not_an_array(&repr(reply))))
+        Err(bad(reply.py(), ReplyError::not_an_array(&format!("{reply:?}"))))
     }
 }
 
