@@ -3,6 +3,8 @@
 //! Requests whose [`Route::key`] and [`Route::major`] are equal are assumed to share a
 //! rate-limit bucket until the server names the bucket.
 
+use std::borrow::Cow;
+
 use crate::types::HeaderProfile;
 
 /// Where a request belongs before its bucket is known.
@@ -48,14 +50,25 @@ pub struct Route {
 /// major parameter is `""` and nothing is exempt. (An LLM API limits per model, which is in
 /// the body: give the model as [`crate::Request::major`] to keep models apart.)
 pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
+    let mut key = String::with_capacity(method.len() + path.len() + 10);
+    let (major, global_exempt) = route_into(profile, method, path, &mut key);
+    key.shrink_to_fit();
+    Route { key, major: major.into_owned(), global_exempt }
+}
+
+/// [`route_for`] writing the key into `key` (cleared first, its room reused) and giving the
+/// major parameter and whether the route is exempt; the major parameter is borrowed from
+/// `path` when it is a part of it. The limiter derives every request's route this way, so
+/// that a request of a route it knows allocates nothing for it.
+pub(crate) fn route_into<'p>(profile: HeaderProfile, method: &str, path: &'p str, key: &mut String) -> (Cow<'p, str>, bool) {
     // The key is written once, into one buffer: `METHOD`, a space, then `/segment` by segment.
     let method = method.trim();
     let path = clean_path(path);
-    let mut key = String::with_capacity(method.len() + path.len() + 10);
+    key.clear();
     key.push_str(method);
     key.make_ascii_uppercase();
     key.push(' ');
-    let mut route = match profile {
+    match profile {
         HeaderProfile::Discord => discord(key, path),
         HeaderProfile::Ietf
         | HeaderProfile::GitHub
@@ -69,21 +82,15 @@ pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
                 key.push('/');
                 key.push_str(if is_digits(seg) || is_uuid(seg) { ":id" } else { seg });
             }
-            Route {
-                key,
-                major: String::new(),
-                global_exempt: false,
-            }
+            (Cow::Borrowed(""), false)
         }
-    };
-    // Requests keep their key while they wait: no spare capacity (shrinking in place).
-    route.key.shrink_to_fit();
-    route
+    }
 }
 
 /// The path without scheme, host, query and fragment, and without its leading `/`.
 fn clean_path(path: &str) -> &str {
-    let path = path.find(['?', '#']).map_or(path, |end| &path[..end]);
+    // Bytes, not chars: `?` and `#` are ASCII, so the index is a char boundary.
+    let path = path.bytes().position(|b| b == b'?' || b == b'#').map_or(path, |end| &path[..end]);
     // (`://` is looked for only where a `:` is.)
     let path = match path.contains(':').then(|| path.split_once("://")).flatten() {
         Some((_, rest)) => rest.find('/').map_or("", |i| rest.get(i..).unwrap_or("")),
@@ -154,9 +161,8 @@ fn push_template_segment(out: &mut String, seg: &str) {
             });
             rest = tail;
         } else {
-            let next = rest
-                .find(|c: char| c.is_ascii_digit())
-                .unwrap_or(rest.len());
+            // An ASCII digit's byte index is a char boundary.
+            let next = rest.bytes().position(|b| b.is_ascii_digit()).unwrap_or(rest.len());
             let (text, tail) = rest.split_at(next);
             out.push_str(text);
             rest = tail;
@@ -183,7 +189,7 @@ pub fn sub_limit_class(profile: HeaderProfile, route_key: &str, body_keys: &[Str
     }
 }
 
-fn discord(mut key: String, path: &str) -> Route {
+fn discord<'p>(key: &mut String, path: &'p str) -> (Cow<'p, str>, bool) {
     let mut segments = Segments(Some(path));
     let mut skip = |prefix: fn(&str) -> bool| {
         let mut next = segments;
@@ -196,7 +202,7 @@ fn discord(mut key: String, path: &str) -> Route {
     let mut head = segments;
     let head = [head.next(), head.next(), head.next(), head.next(), head.next()];
 
-    let mut major = String::new();
+    let mut major = Cow::Borrowed("");
     let mut global_exempt = false;
     // Index of a token segment (to become `:token`), if any.
     let mut token_at: Option<usize> = None;
@@ -205,12 +211,12 @@ fn discord(mut key: String, path: &str) -> Route {
         | [Some("interactions"), Some(id), Some(token), Some("callback"), None]
             if is_digits(id) && !token.is_empty() =>
         {
-            major = format!("{id}/{token}");
+            major = Cow::Owned(format!("{id}/{token}"));
             global_exempt = true;
             token_at = Some(2);
         }
         [Some("channels" | "guilds" | "webhooks"), Some(id), ..] if is_digits(id) => {
-            major = id.to_owned();
+            major = Cow::Borrowed(id);
         }
         _ => {}
     }
@@ -224,18 +230,14 @@ fn discord(mut key: String, path: &str) -> Route {
         if token_at == Some(i) {
             key.push_str(":token");
         } else {
-            push_template_segment(&mut key, seg);
+            push_template_segment(key, seg);
         }
         if seg == "reactions" && segs.peek().is_some() {
             key.push_str("/:reaction");
             break;
         }
     }
-    Route {
-        key,
-        major,
-        global_exempt,
-    }
+    (major, global_exempt)
 }
 
 #[cfg(test)]

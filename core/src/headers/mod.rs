@@ -68,7 +68,7 @@ use crate::types::{
     BodyHints, Dimension, HeaderProfile, Nanos, RateLimitInfo, Response, SECOND, Scope, Unit,
 };
 
-use num::{Decimal, f64_secs_to_wait, ms_to_wait, parse_decimal, secs_to_wait, trim_ows};
+use num::{Decimal, f64_secs_to_wait, ms_to_wait, parse_decimal, secs_to_wait, split_ascii, trim_ows};
 
 pub use providers::{
     AZURE_REQUESTS_WINDOW, AZURE_TOKENS_WINDOW, GITHUB_SECONDARY_WAIT, MAX_DIMENSIONS,
@@ -315,10 +315,10 @@ impl<'r, 'a> Ctx<'r, 'a> {
         strip_params: bool,
     ) -> impl Iterator<Item = Decimal> + 'a {
         self.lines(name)
-            .flat_map(|v| v.split(','))
+            .flat_map(|v| split_ascii(v, b','))
             .filter_map(move |p| {
                 let p = if strip_params {
-                    p.split(';').next().unwrap_or(p)
+                    split_ascii(p, b';').next().unwrap_or(p)
                 } else {
                     p
                 };
@@ -422,7 +422,7 @@ fn discord(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
         Scope::Global => 2,
     };
     let mut scope: Option<Scope> = None;
-    for part in ctx.lines("x-ratelimit-scope").flat_map(|v| v.split(',')) {
+    for part in ctx.lines("x-ratelimit-scope").flat_map(|v| split_ascii(v, b',')) {
         let part = trim_ows(part);
         let s = if part.eq_ignore_ascii_case("global") {
             Scope::Global
@@ -437,7 +437,7 @@ fn discord(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
     }
     let global_header = ctx
         .lines("x-ratelimit-global")
-        .flat_map(|v| v.split(','))
+        .flat_map(|v| split_ascii(v, b','))
         .any(|p| {
             let p = trim_ows(p);
             p.eq_ignore_ascii_case("true") || p == "1"

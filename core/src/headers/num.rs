@@ -23,7 +23,32 @@ pub(crate) struct Decimal {
 
 /// Optional whitespace around a value: SP and HTAB only.
 pub(crate) fn trim_ows(s: &str) -> &str {
-    s.trim_matches(|c| c == ' ' || c == '\t')
+    // By bytes: SP and HTAB are ASCII, so the first byte kept starts a char and the byte after
+    // the last one kept is SP, HTAB or the end.
+    let ows = |b: &u8| *b == b' ' || *b == b'\t';
+    let bytes = s.as_bytes();
+    let start = bytes.iter().position(|b| !ows(b)).unwrap_or(bytes.len());
+    let end = bytes.iter().rposition(|b| !ows(b)).map_or(start, |i| i + 1);
+    &s[start..end]
+}
+
+/// `s.split(sep)` for an ASCII `sep`, by bytes (a split point is then a char boundary):
+/// cheaper than `str::split`'s searcher on values as short as headers' are.
+pub(crate) fn split_ascii(s: &str, sep: u8) -> impl Iterator<Item = &str> {
+    let mut rest = Some(s);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match r.bytes().position(|b| b == sep) {
+            Some(i) => {
+                rest = Some(&r[i + 1..]);
+                Some(&r[..i])
+            }
+            None => {
+                rest = None;
+                Some(r)
+            }
+        }
+    })
 }
 
 /// Parses `OWS 1*DIGIT [ "." 1*DIGIT ] OWS`; anything else is `None`.
@@ -214,6 +239,23 @@ pub(crate) fn parse_duration(s: &str) -> Option<Nanos> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The byte-wise helpers give what `str::split` and `str::trim_matches` give, on values
+    /// with multi-byte characters beside the separators and the whitespace.
+    #[test]
+    fn byte_helpers_match_the_str_methods() {
+        let values = [
+            "", ",", ";;", " ", "\t", " \t ", "a", " a ", "1, 2", "1,,2,", ",1", "é,ü ;x", " é ", "\té\t",
+            "5;w=1, 7", "€", " ,€, ", "a\u{a0}", "\u{a0} ", "日本, 語",
+        ];
+        for v in values {
+            for sep in [b',', b';'] {
+                let ours: Vec<&str> = split_ascii(v, sep).collect();
+                assert_eq!(ours, v.split(sep as char).collect::<Vec<_>>(), "{v:?} on {:?}", sep as char);
+            }
+            assert_eq!(trim_ows(v), v.trim_matches(|c| c == ' ' || c == '\t'), "{v:?}");
+        }
+    }
 
     #[test]
     fn grammar_accepts() {

@@ -286,7 +286,7 @@ impl Bucket {
 #[derive(Debug, Clone)]
 pub(super) struct Ghost {
     /// Its route (a ghost follows its route if that moves to another bucket).
-    pub(super) route: String,
+    pub(super) route: super::routes::Name,
     /// When its answer came back, if one did: it reached the server before that, so the
     /// report of a request that left afterwards counts it (or its window is over). `None` for
     /// a request cancelled in flight or failed after maybe reaching the server: it may still

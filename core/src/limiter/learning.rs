@@ -18,7 +18,7 @@ impl Limiter {
         }
         let (iid, route_key, major) = {
             let r = self.req(id);
-            (r.identity, r.route_key.clone(), self.queue(qid).key.major.clone())
+            (r.identity, r.route_key.to_string(), self.queue(qid).key.major.clone())
         };
         let previous = self.routes.buckets.get(&route_key).cloned();
         // The route's own copy of the id when it is the same, so that its queues share one.
@@ -131,7 +131,7 @@ impl Limiter {
         }
         self.clear_slot(from);
         self.clear_slot(to);
-        let moves = |r: &Req| route.is_none_or(|k| r.route_key == k);
+        let moves = |r: &Req| route.is_none_or(|k| *r.route_key == *k);
         let src = self.queue_mut(from);
         let pending: Vec<RequestId> = src.pending.drain(..).collect();
         let in_flight: Vec<RequestId> = src.in_flight.drain(..).collect();
@@ -146,7 +146,7 @@ impl Limiter {
         // Ghosts follow their route: they may have been counted by the bucket it moves to.
         let (moved_ghosts, kept_ghosts): (Vec<Ghost>, Vec<Ghost>) = std::mem::take(&mut src.bucket.ghosts)
             .into_iter()
-            .partition(|g| route.is_none_or(|k| g.route == *k));
+            .partition(|g| route.is_none_or(|k| *g.route == *k));
         src.bucket.ghosts = kept_ghosts;
         self.queue_mut(to).bucket.ghosts.extend(moved_ghosts);
         for &id in moved_pending.iter().chain(moved_flight.iter()) {

@@ -180,7 +180,8 @@ pub struct Limiter {
 
 #[derive(Debug)]
 struct Req {
-    route_key: String,
+    /// Its route key, shared with the other requests of the route ([`routes::RouteKeys`]).
+    route_key: routes::Name,
     /// `"{route_key} #{class}"` when the request has a sub-limit class: the key a sub-limit
     /// 429 of this request holds (and, in shared mode, the route it reserves under).
     sub_key: Option<Box<str>>,
@@ -245,7 +246,7 @@ impl Req {
     /// Whether a sub-limit hold on `key` holds this request: a hold on its route holds every
     /// request of the route, a hold on its class only the requests of that class.
     fn held_by(&self, key: &str) -> bool {
-        key == self.route_key || self.sub_key.as_deref() == Some(key)
+        *key == *self.route_key || self.sub_key.as_deref() == Some(key)
     }
 
     /// The route this request reserves and shares under in shared mode, and the key its
@@ -348,7 +349,9 @@ impl Limiter {
         if self.closed {
             return Err(Error::Closed);
         }
-        let route = self.validate_request(&request)?;
+        self.validate_request(&request)?;
+        let (major, route_exempt) = routes::route_of(self.config.profile, &request, &mut self.routes.scratch);
+        let route_key = self.routes.keys.intern(&self.routes.scratch);
         let iid = self.identities.intern(&request.identity);
         let id = self.next_id;
         self.next_id += 1;
@@ -359,9 +362,9 @@ impl Limiter {
             return Ok(id);
         }
 
-        let exempt = request.global_exempt.unwrap_or(route.global_exempt);
-        let sub_key = self.sub_key(&request, &route.key);
-        let qid = match self.find_queue(iid, &route.key, &route.major) {
+        let exempt = request.global_exempt.unwrap_or(route_exempt);
+        let sub_key = self.sub_key(&request, &route_key);
+        let qid = match self.find_queue(iid, &route_key, &major) {
             Ok(qid) => qid,
             Err(key) => self.open_queue(key),
         };
@@ -371,7 +374,7 @@ impl Limiter {
 
         let predicted = match deadline {
             Some(_) => {
-                let place = Place::last(self.queue(qid), &route.key, sub_key.as_deref(), exempt);
+                let place = Place::last(self.queue(qid), &route_key, sub_key.as_deref(), exempt);
                 self.predict_send(now, qid, &place, &request.costs)
             }
             None => now,
@@ -392,7 +395,7 @@ impl Limiter {
         self.requests.insert(
             id,
             Req {
-                route_key: route.key,
+                route_key,
                 sub_key,
                 identity: iid,
                 deadline,
@@ -783,15 +786,17 @@ impl Limiter {
     /// [`Error::InvalidRequest`] for a malformed method or path.
     pub fn predict(&self, now: Nanos, request: &Request) -> Result<Prediction, Error> {
         let now = now.max(self.now);
-        let route = self.validate_request(request)?;
-        let exempt = request.global_exempt.unwrap_or(route.global_exempt);
-        let sub_key = self.sub_key(request, &route.key);
+        self.validate_request(request)?;
+        let mut route_key = String::new();
+        let (major, route_exempt) = routes::route_of(self.config.profile, request, &mut route_key);
+        let exempt = request.global_exempt.unwrap_or(route_exempt);
+        let sub_key = self.sub_key(request, &route_key);
         let Some(iid) = self.identities.find(&request.identity) else {
             return Ok(Prediction { send_at: now.max(self.host_hold()) });
         };
-        let send_at = match self.find_queue(iid, &route.key, &route.major).ok() {
+        let send_at = match self.find_queue(iid, &route_key, &major).ok() {
             Some(qid) => {
-                let place = Place::last(self.queue(qid), &route.key, sub_key.as_deref(), exempt);
+                let place = Place::last(self.queue(qid), &route_key, sub_key.as_deref(), exempt);
                 self.predict_send(now, qid, &place, &request.costs)
             }
             None => {

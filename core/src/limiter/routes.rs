@@ -2,8 +2,10 @@
 //! wait under (an unknown route's own queue until its pioneer's answer names the bucket), and
 //! the requests' routes as validated from what the caller gave.
 
+use std::borrow::Cow;
+
 use super::*;
-use crate::route::{Route, route_for};
+use crate::route::route_into;
 
 /// A route key or a bucket id as queue keys hold it: the queues of one route's bucket share one
 /// copy (cloned from [`Routes::buckets`]), so comparing keys reads one place in memory, and an
@@ -82,6 +84,36 @@ pub(super) struct Routes {
     pub(super) hash_periods: HashMap<String, Nanos>,
     /// Route groups known before any answer ([`Config::route_groups`]).
     pub(super) prior: crate::prior::Prior,
+    /// The route keys of the requests held, each once.
+    pub(super) keys: RouteKeys,
+    /// Where a request's route key is written before [`RouteKeys::intern`] finds it.
+    pub(super) scratch: String,
+}
+
+/// The route keys the limiter's requests hold (`Req::route_key`), each once: a request of a
+/// route it knows allocates nothing for its key, and a waiting request holds a pointer, not a
+/// copy. A key no request holds any more is dropped when the set has doubled since the last
+/// sweep, so the set stays within twice the keys in use.
+#[derive(Debug, Default)]
+pub(super) struct RouteKeys {
+    keys: hashbrown::HashSet<Name, foldhash::fast::FixedState>,
+    sweep_at: usize,
+}
+
+impl RouteKeys {
+    /// The one copy of `key`.
+    pub(super) fn intern(&mut self, key: &str) -> Name {
+        if let Some(name) = self.keys.get(key) {
+            return name.clone();
+        }
+        if self.keys.len() >= self.sweep_at {
+            self.keys.retain(|name| Name::strong_count(name) > 1);
+            self.sweep_at = (2 * self.keys.len()).max(64);
+        }
+        let name = Name::from(key);
+        self.keys.insert(name.clone());
+        name
+    }
 }
 
 impl Routes {
@@ -94,6 +126,8 @@ impl Routes {
             order: VecDeque::new(),
             hash_periods: HashMap::default(),
             prior,
+            keys: RouteKeys::default(),
+            scratch: String::new(),
         }
     }
 
@@ -196,8 +230,8 @@ impl Limiter {
         Some(format!("{route_key} #{class}").into_boxed_str())
     }
 
-    /// The route of `request`, once its method, path, sub-limit class and costs are checked.
-    pub(super) fn validate_request(&self, request: &Request) -> Result<Route, Error> {
+    /// Checks `request`'s method, path, sub-limit class and costs.
+    pub(super) fn validate_request(&self, request: &Request) -> Result<(), Error> {
         // Checked as given: upper-casing (done where the route key is written) keeps a token a
         // token.
         let method = request.method.as_str();
@@ -248,20 +282,43 @@ impl Limiter {
                 return Err(Error::InvalidRequest(format!("cost dimension {name:?} is given twice")));
             }
         }
-        Ok(match &request.major {
-            Some(major) => Route {
-                key: {
-                    let mut key = String::with_capacity(method.len() + 1 + request.path.len());
-                    key.push_str(method);
-                    key.make_ascii_uppercase();
-                    key.push(' ');
-                    key.push_str(&request.path);
-                    key
-                },
-                major: major.clone(),
-                global_exempt: false,
-            },
-            None => route_for(self.config.profile, method, &request.path),
-        })
+        Ok(())
+    }
+}
+
+/// The route of a validated `request` under `profile`: its key written into `key` (the
+/// method and template, or the method and the path given with an explicit major parameter),
+/// its major parameter (borrowed from the request where it can be), and whether the route is
+/// exempt from the global limit.
+pub(super) fn route_of<'r>(profile: HeaderProfile, request: &'r Request, key: &mut String) -> (Cow<'r, str>, bool) {
+    match &request.major {
+        Some(major) => {
+            key.clear();
+            key.push_str(&request.method);
+            key.make_ascii_uppercase();
+            key.push(' ');
+            key.push_str(&request.path);
+            (Cow::Borrowed(major), false)
+        }
+        None => route_into(profile, &request.method, &request.path, key),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_keys_are_shared_and_the_unused_ones_go() {
+        let mut keys = RouteKeys::default();
+        let held = keys.intern("POST /channels/:id/messages");
+        assert!(Name::ptr_eq(&held, &keys.intern("POST /channels/:id/messages")), "one copy per key");
+        // Ten thousand keys no request holds: the set stays within twice the keys in use
+        // (and the sweep's floor), and the held key keeps its one copy.
+        for i in 0..10_000 {
+            keys.intern(&format!("GET /x/{i}"));
+        }
+        assert!(keys.keys.len() <= 2 * 64 + 1, "{} keys kept", keys.keys.len());
+        assert!(Name::ptr_eq(&held, &keys.intern("POST /channels/:id/messages")));
     }
 }
