@@ -199,13 +199,15 @@ fn discord<'p>(key: &mut String, path: &'p str) -> (Cow<'p, str>, bool) {
     };
     skip(|s| s == "api");
     skip(|s| s.strip_prefix('v').is_some_and(is_digits));
-    let mut head = segments;
-    let head = [head.next(), head.next(), head.next(), head.next(), head.next()];
+    let mut rest = segments;
+    let head = [rest.next(), rest.next(), rest.next(), rest.next(), rest.next()];
 
     let mut major = Cow::Borrowed("");
     let mut global_exempt = false;
-    // Index of a token segment (to become `:token`), if any.
+    // Index of a token segment (to become `:token`), if any; the id before a major parameter
+    // is all digits (`:id`), known already.
     let mut token_at: Option<usize> = None;
+    let mut id_at: Option<usize> = None;
     match head {
         [Some("webhooks"), Some(id), Some(token), ..]
         | [Some("interactions"), Some(id), Some(token), Some("callback"), None]
@@ -213,10 +215,11 @@ fn discord<'p>(key: &mut String, path: &'p str) -> (Cow<'p, str>, bool) {
         {
             major = Cow::Owned(format!("{id}/{token}"));
             global_exempt = true;
-            token_at = Some(2);
+            (id_at, token_at) = (Some(1), Some(2));
         }
         [Some("channels" | "guilds" | "webhooks"), Some(id), ..] if is_digits(id) => {
             major = Cow::Borrowed(id);
+            id_at = Some(1);
         }
         _ => {}
     }
@@ -224,11 +227,14 @@ fn discord<'p>(key: &mut String, path: &'p str) -> (Cow<'p, str>, bool) {
     if head[0].is_none() {
         key.push('/');
     }
-    let mut segs = segments.enumerate().peekable();
+    // The segments in order: the head read above, then the rest (each read once).
+    let mut segs = head.into_iter().map_while(|s| s).chain(rest).enumerate().peekable();
     while let Some((i, seg)) = segs.next() {
         key.push('/');
         if token_at == Some(i) {
             key.push_str(":token");
+        } else if id_at == Some(i) {
+            key.push_str(":id");
         } else {
             push_template_segment(key, seg);
         }

@@ -389,25 +389,32 @@ const DISCORD_FAMILY: &[&str] = &[
     "x-ratelimit-scope",
 ];
 
+/// The only value of `values` if there is exactly one, and the largest by `key`.
+fn single_and_max<T: Ord>(values: impl Iterator<Item = Decimal>, key: impl Fn(Decimal) -> T) -> (Option<Decimal>, Option<T>) {
+    let (mut first, mut count, mut max) = (None, 0, None);
+    for value in values {
+        first = first.or(Some(value));
+        count += 1;
+        max = max.max(Some(key(value)));
+    }
+    (first.filter(|_| count == 1), max)
+}
+
 fn discord(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
     info.has_rate_limit_headers = ctx.has_any(DISCORD_FAMILY);
     if !ctx.cached {
         info.limit = ctx.min_count("x-ratelimit-limit", false);
         info.remaining = ctx.min_count("x-ratelimit-remaining", false);
-        info.reset_after = ctx
-            .max_wait("x-ratelimit-reset-after", false)
-            .or_else(|| ctx.max_epoch_wait("x-ratelimit-reset"));
+        // Each read once: the largest value (the wait), and the value if it is the only one.
+        let (after, after_max) = single_and_max(ctx.numbers("x-ratelimit-reset-after", false), Decimal::to_wait);
+        let (reset, reset_max) = single_and_max(ctx.numbers("x-ratelimit-reset", false), Decimal::to_epoch_ms_ceil);
+        info.reset_after = after_max.or_else(|| Some(ms_to_wait(reset_max?.saturating_sub(ctx.now_ms?))));
         info.bucket = ctx.bucket("x-ratelimit-bucket");
         info.dimensions = requests_dimension(info);
         // The same instant told twice, as an epoch time and as a delay: their difference is
         // the server's clock at the answer. Only from single values, and within the range
         // of a plausible clock (2001 to 2286), and a delay that was not clamped.
-        let single = |name| {
-            let mut values = ctx.numbers(name, false);
-            let first = values.next();
-            first.filter(|_| values.next().is_none())
-        };
-        if let (Some(reset), Some(after)) = (single("x-ratelimit-reset"), single("x-ratelimit-reset-after")) {
+        if let (Some(reset), Some(after)) = (reset, after) {
             let after = after.to_wait();
             info.server_time_ms = (after < MAX_DURATION)
                 .then(|| reset.to_epoch_ms_ceil().checked_sub(after / crate::types::MILLISECOND))
