@@ -139,8 +139,18 @@ pub const MAX_BUCKET_LEN: usize = 128;
 /// - [`HeaderProfile::RetryAfterOnly`]: `Retry-After` (and its millisecond forms) and the
 ///   body's `retry_after` only.
 pub fn parse(profile: HeaderProfile, response: &Response<'_>) -> RateLimitInfo {
-    let ctx = Ctx::new(response);
     let mut info = RateLimitInfo::default();
+    parse_into(profile, response, &mut info);
+    info
+}
+
+/// [`parse`] into `info`, reusing what it holds (the bucket id's text, the dimensions): the
+/// limiter parses every answer into one [`RateLimitInfo`], so that an answer shaped like the
+/// one before allocates nothing.
+pub(crate) fn parse_into(profile: HeaderProfile, response: &Response<'_>, info: &mut RateLimitInfo) {
+    let spare = (info.bucket.take(), std::mem::take(&mut info.dimensions));
+    *info = RateLimitInfo::default();
+    let ctx = Ctx::new(response, spare);
     let header = ctx
         .lines("retry-after")
         .filter_map(|v| parse_retry_after(v, ctx.now_ms))
@@ -162,20 +172,19 @@ pub fn parse(profile: HeaderProfile, response: &Response<'_>) -> RateLimitInfo {
     };
     info.profile = read_as;
     match read_as {
-        Some(HeaderProfile::Discord) => discord(&ctx, &mut info),
-        Some(HeaderProfile::Ietf) => ietf(&ctx, &mut info),
-        Some(HeaderProfile::GitHub) => github(&ctx, &mut info),
-        Some(HeaderProfile::OpenAi) => providers::openai(&ctx, &mut info, false),
-        Some(HeaderProfile::AzureOpenAi) => providers::openai(&ctx, &mut info, true),
-        Some(HeaderProfile::Anthropic) => providers::anthropic(&ctx, &mut info),
-        Some(HeaderProfile::Shopify) => providers::shopify(&ctx, &mut info),
+        Some(HeaderProfile::Discord) => discord(&ctx, info),
+        Some(HeaderProfile::Ietf) => ietf(&ctx, info),
+        Some(HeaderProfile::GitHub) => github(&ctx, info),
+        Some(HeaderProfile::OpenAi) => providers::openai(&ctx, info, false),
+        Some(HeaderProfile::AzureOpenAi) => providers::openai(&ctx, info, true),
+        Some(HeaderProfile::Anthropic) => providers::anthropic(&ctx, info),
+        Some(HeaderProfile::Shopify) => providers::shopify(&ctx, info),
         Some(HeaderProfile::RetryAfterOnly | HeaderProfile::Auto) | None => {
             if generic {
-                providers::generic(&ctx, &mut info);
+                providers::generic(&ctx, info);
             }
         }
     }
-    info
 }
 
 /// Reads one `retry-after-ms` / `x-ms-retry-after-ms` value: milliseconds, a legacy number
@@ -236,23 +245,44 @@ pub fn parse_duration(value: &str) -> Option<Nanos> {
     num::parse_duration(value)
 }
 
-/// The one `requests` dimension of a profile that reports a single budget.
-fn requests_dimension(info: &RateLimitInfo) -> Vec<Dimension> {
-    let mut d = Dimension::new("requests", Unit::Requests);
+/// The one `requests` dimension of a profile that reports a single budget (in the spare
+/// dimension list and name of the answer before, when there are).
+fn requests_dimension(ctx: &Ctx<'_, '_>, info: &RateLimitInfo) -> Vec<Dimension> {
+    let mut dims = ctx.spare_dimensions.take();
+    dims.truncate(1);
+    let mut d = match dims.pop() {
+        Some(mut d) => {
+            if d.name != "requests" {
+                d.name.clear();
+                d.name.push_str("requests");
+            }
+            d.unit = Unit::Requests;
+            d.refill_interval = None;
+            d
+        }
+        None => Dimension::new("requests", Unit::Requests),
+    };
     d.limit = info.limit.map(u64::from);
     d.remaining = info.remaining.map(u64::from);
     d.reset_after = info.reset_after;
-    if d.is_reported() { vec![d] } else { Vec::new() }
+    if d.is_reported() {
+        dims.push(d);
+    }
+    dims
 }
 
 /// Whether `v` is acceptable as a bucket identifier: trimmed, non-empty, at most
 /// [`MAX_BUCKET_LEN`] bytes, no control characters.
 fn valid_bucket(v: &str) -> Option<String> {
+    valid_bucket_text(v).map(str::to_owned)
+}
+
+fn valid_bucket_text(v: &str) -> Option<&str> {
     let v = trim_ows(v);
     if v.is_empty() || v.len() > MAX_BUCKET_LEN || v.chars().any(char::is_control) {
         return None;
     }
-    Some(v.to_owned())
+    Some(v)
 }
 
 fn body_retry_after(body: &BodyHints) -> Option<Nanos> {
@@ -266,14 +296,19 @@ struct Ctx<'r, 'a> {
     now_ms: Option<u64>,
     /// The response came from a cache (`Age` > 0).
     cached: bool,
+    /// What the answer parsed before left to reuse: its bucket id's text, its dimensions.
+    spare_bucket: std::cell::Cell<Option<String>>,
+    spare_dimensions: std::cell::Cell<Vec<Dimension>>,
 }
 
 impl<'r, 'a> Ctx<'r, 'a> {
-    fn new(resp: &'r Response<'a>) -> Self {
+    fn new(resp: &'r Response<'a>, (bucket, dimensions): (Option<String>, Vec<Dimension>)) -> Self {
         let mut ctx = Ctx {
             resp,
             now_ms: None,
             cached: false,
+            spare_bucket: std::cell::Cell::new(bucket),
+            spare_dimensions: std::cell::Cell::new(dimensions),
         };
         ctx.now_ms = resp.wall_clock_ms.or_else(|| {
             ctx.lines("date")
@@ -352,7 +387,11 @@ impl<'r, 'a> Ctx<'r, 'a> {
 
     /// The first valid bucket identifier among the lines of `name`.
     fn bucket(&self, name: &'static str) -> Option<String> {
-        self.lines(name).find_map(valid_bucket)
+        let text = self.lines(name).find_map(valid_bucket_text)?;
+        let mut bucket = self.spare_bucket.take().unwrap_or_default();
+        bucket.clear();
+        bucket.push_str(text);
+        Some(bucket)
     }
 
     /// The lines of a Structured Field joined with ", " (empty lines skipped), or `None`
@@ -410,7 +449,7 @@ fn discord(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
         let (reset, reset_max) = single_and_max(ctx.numbers("x-ratelimit-reset", false), Decimal::to_epoch_ms_ceil);
         info.reset_after = after_max.or_else(|| Some(ms_to_wait(reset_max?.saturating_sub(ctx.now_ms?))));
         info.bucket = ctx.bucket("x-ratelimit-bucket");
-        info.dimensions = requests_dimension(info);
+        info.dimensions = requests_dimension(ctx, info);
         // The same instant told twice, as an epoch time and as a delay: their difference is
         // the server's clock at the answer. Only from single values, and within the range
         // of a plausible clock (2001 to 2286), and a delay that was not clamped.
@@ -491,7 +530,7 @@ fn github(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
         });
         info.reset_after = ctx.max_epoch_wait("x-ratelimit-reset");
         info.bucket = ctx.bucket("x-ratelimit-resource");
-        let mut dims = requests_dimension(info);
+        let mut dims = requests_dimension(ctx, info);
         if info.bucket.as_deref().is_some_and(|b| b.eq_ignore_ascii_case("graphql")) {
             for d in &mut dims {
                 d.name = "points".into();
@@ -745,6 +784,51 @@ fn ietf(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
                 info.bucket = p.name.as_deref().and_then(valid_bucket);
             }
         }
-        info.dimensions = requests_dimension(info);
+        info.dimensions = requests_dimension(ctx, info);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parsing into the record of the answer before gives what a fresh parse gives, whatever
+    /// that answer was (another profile's dimensions, GitHub's `points`, no bucket at all).
+    #[test]
+    fn parse_into_reuses_nothing_it_should_not() {
+        let discord: &[(&str, &str)] = &[
+            ("X-RateLimit-Limit", "5"),
+            ("X-RateLimit-Remaining", "4"),
+            ("X-RateLimit-Reset-After", "1.5"),
+            ("X-RateLimit-Bucket", "abc"),
+        ];
+        let graphql: &[(&str, &str)] = &[
+            ("x-ratelimit-limit", "5000"),
+            ("x-ratelimit-remaining", "4990"),
+            ("x-ratelimit-reset", "1700000000"),
+            ("x-ratelimit-resource", "graphql"),
+        ];
+        let openai: &[(&str, &str)] = &[
+            ("x-ratelimit-limit-tokens", "10000"),
+            ("x-ratelimit-remaining-tokens", "8000"),
+            ("x-ratelimit-reset-tokens", "6s"),
+        ];
+        let none: &[(&str, &str)] = &[("retry-after", "3")];
+        let answers = [
+            (HeaderProfile::Discord, discord),
+            (HeaderProfile::GitHub, graphql),
+            (HeaderProfile::Discord, discord),
+            (HeaderProfile::OpenAi, openai),
+            (HeaderProfile::Discord, none),
+            (HeaderProfile::Discord, discord),
+            (HeaderProfile::Auto, openai),
+            (HeaderProfile::Discord, discord),
+        ];
+        let mut reused = RateLimitInfo::default();
+        for (profile, headers) in answers {
+            let response = Response { status: 200, headers, body: BodyHints::default(), wall_clock_ms: Some(1_699_999_999_000) };
+            parse_into(profile, &response, &mut reused);
+            assert_eq!(reused, parse(profile, &response), "{profile:?} {headers:?}");
+        }
     }
 }

@@ -176,6 +176,8 @@ pub struct Limiter {
     ratios: Vec<(Box<str>, Ratio)>,
     rng: u64,
     closed: bool,
+    /// The last answer's headers as parsed, kept for the next answer to parse into.
+    answer: RateLimitInfo,
 }
 
 #[derive(Debug)]
@@ -287,6 +289,7 @@ impl Limiter {
             ratios: Vec::new(),
             rng,
             closed: false,
+            answer: RateLimitInfo::default(),
         })
     }
 
@@ -487,7 +490,9 @@ impl Limiter {
     ) -> Result<Disposition, Error> {
         let now = self.advance(now);
         let mut sent_at = self.take_in_flight(id)?;
-        let mut info = headers::parse(self.config.profile, response);
+        // Parsed into the answer before's record: its bucket id's text and dimensions reused.
+        let mut info = std::mem::take(&mut self.answer);
+        headers::parse_into(self.config.profile, response, &mut info);
         {
             let costs = self.requests[&id].costs();
             if !costs.is_empty() {
@@ -571,6 +576,7 @@ impl Limiter {
         }
         self.mark_dirty(qid);
         self.pump(now);
+        self.answer = info;
         Ok(disposition)
     }
 
