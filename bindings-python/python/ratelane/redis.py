@@ -115,6 +115,7 @@ __all__ = [
     "RedisBadStateError",
     "OutOfRangeError",
     "RedisBadReplyError",
+    "store_op",
     "reserve_args",
     "record_args",
 ]
