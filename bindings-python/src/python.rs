@@ -30,13 +30,17 @@ fn module<'py>(py: Python<'py>, cell: &'static PyOnceLock<Py<PyModule>>, name: &
     cell.get_or_try_init(py, || py.import(name).map(Bound::unbind)).map(|m| m.bind(py))
 }
 
-/// `ratelane._errors.<class>(message, **kwargs)`, to raise.
-fn exception(py: Python<'_>, class: &str, message: String, kwargs: Option<&Bound<'_, PyDict>>) -> PyErr {
-    let value = module(py, &ERRORS, "ratelane._errors").and_then(|m| m.getattr(class)?.call((message,), kwargs));
-    match value {
+/// The exception to raise: the instance made, or the error making it raised.
+fn raised(made: PyResult<Bound<'_, PyAny>>) -> PyErr {
+    match made {
         Ok(value) => PyErr::from_value(value),
         Err(e) => e,
     }
+}
+
+/// `ratelane._errors.<class>(message, **kwargs)`, to raise.
+fn exception(py: Python<'_>, class: &str, message: String, kwargs: Option<&Bound<'_, PyDict>>) -> PyErr {
+    raised(module(py, &ERRORS, "ratelane._errors").and_then(|m| m.getattr(class)?.call((message,), kwargs)))
 }
 
 /// A caller error of the core, as its class in `ERROR_CLASSES` (with `request_id` if it has one).
@@ -45,16 +49,12 @@ fn core_error(py: Python<'_>, error: Error) -> PyErr {
         Error::UnknownRequest(id) | Error::InvalidState { id, .. } => Some(*id),
         _ => None,
     };
-    let raised = (|| {
+    raised((|| {
         let kwargs = PyDict::new(py);
         kwargs.set_item("request_id", id)?;
         let class = module(py, &ERRORS, "ratelane._errors")?.getattr("ERROR_CLASSES")?.get_item(error.code())?;
         class.call((error.to_string(),), Some(&kwargs))
-    })();
-    match raised {
-        Ok(value) => PyErr::from_value(value),
-        Err(e) => e,
-    }
+    })())
 }
 
 // ------------------------------------------------------------------------------ arguments

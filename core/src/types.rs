@@ -1022,3 +1022,16 @@ pub enum SharedUpdate {
         window: Nanos,
     },
 }
+
+impl SharedUpdate {
+    /// The variant's name in the store's wire format (and its serde tag): `bucket`,
+    /// `release`, `hold` or `invalid`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SharedUpdate::Bucket { .. } => "bucket",
+            SharedUpdate::Release { .. } => "release",
+            SharedUpdate::Hold { .. } => "hold",
+            SharedUpdate::Invalid { .. } => "invalid",
+        }
+    }
+}

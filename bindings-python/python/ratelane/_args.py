@@ -142,9 +142,7 @@ def errors(value: Any) -> Optional[List[str]]:
 
 
 def _pairs(value: Any, what: str) -> List[Tuple[Any, Any]]:
-    if isinstance(value, dict):
-        return list(value.items())
-    if isinstance(value, Mapping):
+    if isinstance(value, Mapping):  # a dict or any other mapping
         return list(value.items())
     _wrong(what, value)
 

@@ -8,7 +8,7 @@ use ratelane::sim::{self, Fate};
 
 use super::limiter::{limiter, request};
 use super::{
-    body_keys, core_error, costs, exception, normalized, ns, opt_bool, opt_normalized, opt_ns, opt_text, priority,
+    body_keys, core_error, costs, exception, mistake, normalized, ns, opt_bool, opt_normalized, opt_ns, opt_text, priority,
     text, ticket,
 };
 
@@ -144,7 +144,8 @@ impl Simulation {
             "deliver" => Fate::Deliver,
             "not_sent" => Fate::NotSent,
             "maybe_sent_arrived" => Fate::MaybeSent { arrives: true },
-            _ => Fate::MaybeSent { arrives: false },
+            "maybe_sent_lost" => Fate::MaybeSent { arrives: false },
+            _ => return Err(mistake(fate, "fate")),
         };
         self.inner.script_send(ticket, attempt, fate);
         Ok(())

@@ -64,10 +64,7 @@ impl PyStoreOp {
     fn kind(&self) -> &'static str {
         match &self.0 {
             Op::Reserve(_) => "reserve",
-            Op::Record(SharedUpdate::Bucket { .. }) => "bucket",
-            Op::Record(SharedUpdate::Release { .. }) => "release",
-            Op::Record(SharedUpdate::Hold { .. }) => "hold",
-            Op::Record(SharedUpdate::Invalid { .. }) => "invalid",
+            Op::Record(update) => update.kind(),
         }
     }
 

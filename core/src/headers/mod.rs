@@ -377,12 +377,12 @@ impl<'r, 'a> Ctx<'r, 'a> {
 
     /// The latest epoch-seconds value of `name`, as a wait from now (0 if past).
     fn max_epoch_wait(&self, name: &'static str) -> Option<Nanos> {
-        let now = self.now_ms?;
-        let reset = self
-            .numbers(name, false)
-            .map(Decimal::to_epoch_ms_ceil)
-            .max()?;
-        Some(ms_to_wait(reset.saturating_sub(now)))
+        self.wait_until_epoch_ms(self.numbers(name, false).map(Decimal::to_epoch_ms_ceil).max())
+    }
+
+    /// An instant in Unix milliseconds as a wait from now (0 if past); `None` without a clock.
+    fn wait_until_epoch_ms(&self, at_ms: Option<u64>) -> Option<Nanos> {
+        Some(ms_to_wait(at_ms?.saturating_sub(self.now_ms?)))
     }
 
     /// The first valid bucket identifier among the lines of `name`.
@@ -447,7 +447,7 @@ fn discord(ctx: &Ctx<'_, '_>, info: &mut RateLimitInfo) {
         // Each read once: the largest value (the wait), and the value if it is the only one.
         let (after, after_max) = single_and_max(ctx.numbers("x-ratelimit-reset-after", false), Decimal::to_wait);
         let (reset, reset_max) = single_and_max(ctx.numbers("x-ratelimit-reset", false), Decimal::to_epoch_ms_ceil);
-        info.reset_after = after_max.or_else(|| Some(ms_to_wait(reset_max?.saturating_sub(ctx.now_ms?))));
+        info.reset_after = after_max.or_else(|| ctx.wait_until_epoch_ms(reset_max));
         info.bucket = ctx.bucket("x-ratelimit-bucket");
         info.dimensions = requests_dimension(ctx, info);
         // The same instant told twice, as an epoch time and as a delay: their difference is

@@ -140,10 +140,11 @@ pub fn reserve_args(r: &Reservation) -> Vec<String> {
 /// An update's own arguments (`ARGV[7]` and on of a `record` call: the variant, then its
 /// fields).
 pub fn record_args(update: &SharedUpdate) -> Vec<String> {
+    let kind = update.kind().to_string();
     match update {
         SharedUpdate::Bucket { id, identity, route, major, bucket, unlimited, limit, remaining, reset_after, window } => {
             vec![
-                "bucket".to_string(),
+                kind,
                 id.to_string(),
                 identity.clone(),
                 route.clone(),
@@ -157,7 +158,7 @@ pub fn record_args(update: &SharedUpdate) -> Vec<String> {
             ]
         }
         SharedUpdate::Release { id, identity, route, major, bucket, reached, window } => vec![
-            "release".to_string(),
+            kind,
             id.to_string(),
             identity.clone(),
             route.clone(),
@@ -167,7 +168,7 @@ pub fn record_args(update: &SharedUpdate) -> Vec<String> {
             opt_num(*window),
         ],
         SharedUpdate::Hold { scope, identity, route, major, bucket, retry_after } => vec![
-            "hold".to_string(),
+            kind,
             scope.as_str().to_string(),
             identity.clone(),
             route.clone(),
@@ -175,7 +176,7 @@ pub fn record_args(update: &SharedUpdate) -> Vec<String> {
             opt_str(bucket.as_deref()),
             retry_after.to_string(),
         ],
-        SharedUpdate::Invalid { id, window } => vec!["invalid".to_string(), id.to_string(), window.to_string()],
+        SharedUpdate::Invalid { id, window } => vec![kind, id.to_string(), window.to_string()],
     }
 }
 
