@@ -84,27 +84,18 @@ fn opt_normalized<'py, T: FromPyObjectOwned<'py>>(obj: &Bound<'py, PyAny>, check
     if obj.is_none() { Ok(None) } else { normalized(obj, check).map(Some) }
 }
 
-fn ns(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    checked(obj, "ns")
+/// The arguments pyo3 reads by itself, each checked by the `ratelane._args` function of its
+/// name when it cannot.
+macro_rules! checks {
+    ($($name:ident: $t:ty),* $(,)?) => {$(
+        fn $name(obj: &Bound<'_, PyAny>) -> PyResult<$t> {
+            checked(obj, stringify!($name))
+        }
+    )*};
 }
-fn opt_ns(obj: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
-    checked(obj, "opt_ns")
-}
-fn request_id(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    checked(obj, "request_id")
-}
-fn ticket(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
-    checked(obj, "ticket")
-}
-fn priority(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
-    checked(obj, "priority")
-}
-fn opt_bool(obj: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
-    checked(obj, "opt_bool")
-}
-fn body_keys(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
-    checked(obj, "body_keys")
-}
+checks!(ns: u64, opt_ns: Option<u64>, request_id: u64, ticket: usize, priority: i32, opt_bool: Option<bool>,
+        body_keys: Option<Vec<String>>, retry_after: Option<f64>, errors: Option<Vec<String>>);
+
 fn costs(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, u64)>>> {
     opt_normalized(obj, "costs")
 }
@@ -113,12 +104,6 @@ fn status(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
         Ok(s) if (100..=999).contains(&s) => Ok(s),
         _ => normalized(obj, "status"),
     }
-}
-fn retry_after(obj: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
-    checked(obj, "retry_after")
-}
-fn errors(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
-    checked(obj, "errors")
 }
 /// The numeric fields of an answer's `usage` object: the first `BodyHints::MAX_USAGE`.
 fn usage(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, f64)>>> {

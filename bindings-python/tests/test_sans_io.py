@@ -288,6 +288,35 @@ def test_wrong_python_values_raise_invalid_argument(call) -> None:  # type: igno
     assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
 
 
+def test_request_options_are_keywords_read_once_for_every_call() -> None:
+    # enqueue, predict and Simulation.enqueue_at read one set of keyword options (one reader
+    # in the native module); help() shows them, an unknown one is Python's TypeError, and a
+    # positional one is refused as for any keyword-only parameter.
+    import inspect
+
+    from ratelane import _core
+
+    limiter = ratelane.Limiter()
+    simulation = _core.Simulation()
+    for call in (limiter.enqueue, limiter.predict, simulation.enqueue_at):
+        signature = inspect.signature(call)
+        assert list(signature.parameters)[3:] == [
+            "major", "identity", "deadline_ns", "defer_after_ns", "priority", "idempotent",
+            "global_exempt", "sub_limit", "body_keys", "costs",
+        ]
+        assert signature.parameters["priority"].kind is inspect.Parameter.KEYWORD_ONLY
+        with pytest.raises(TypeError, match=f"^{call.__name__}\\(\\) got an unexpected keyword argument 'deadline'$"):
+            call(0, "GET", "/x", deadline=5)
+        with pytest.raises(TypeError):
+            call(0, "GET", "/x", None)  # type: ignore[misc]
+        with pytest.raises(ratelane.InvalidArgumentError, match="priority must be a 32-bit int"):
+            call(0, "GET", "/x", priority=2**40)
+    # Every option reaches the request: an identity of its own, a deadline already past.
+    assert limiter.predict(7, "POST", CHANNEL, identity="b", priority=-1, idempotent=True) == 7
+    rid = limiter.enqueue(0, "POST", CHANNEL, identity="b", deadline_ns=0, body_keys=["name"], costs={})
+    assert isinstance(rid, int)
+
+
 def test_headers_in_every_shape() -> None:
     for shape in (
         HEADERS,

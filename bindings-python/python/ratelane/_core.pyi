@@ -1,5 +1,5 @@
 # Types of the native module ratelane._core (checked against the module with mypy.stubtest).
-from typing import Any, ClassVar, Final, Iterable, List, Literal, Mapping, Optional, Tuple, Union, final
+from typing import Any, ClassVar, Final, Iterable, List, Literal, Mapping, Optional, Tuple, Union, final, overload
 
 from typing_extensions import Self, TypeAlias, disjoint_base
 
@@ -353,10 +353,20 @@ class Store:
     def __new__(cls, limit: Limit, max_keys: int = 100000) -> Self: ...
     def check(self, key: str, now_ns: int) -> Decision:
         """Raises InvalidRequestError for a GCRA ``now_ns`` later than ``2**64 - 1 - burst * interval_ns``."""
-    def _check_n(self, key: str, now_ns: int, n: int) -> Decision: ...
-    def _check_scaled(self, key: str, now_ns: int, factor: float) -> Decision: ...
-    def _schedule(self, key: str, now_ns: int) -> Scheduled: ...
-    def _release(self, key: str, now_ns: int) -> bool: ...
+    @overload
+    def _apply(
+        self,
+        name: Literal["check_n", "check_scaled"],
+        key: str,
+        now_ns: int,
+        *,
+        n: Optional[int] = None,
+        factor: Optional[float] = None,
+    ) -> Decision: ...
+    @overload
+    def _apply(self, name: Literal["schedule"], key: str, now_ns: int) -> Scheduled: ...
+    @overload
+    def _apply(self, name: Literal["release"], key: str, now_ns: int) -> bool: ...
     def __contains__(self, key: str, /) -> bool:
         """Whether the store holds a state for ``key`` (a check that empties it drops it)."""
     def __len__(self) -> int: ...

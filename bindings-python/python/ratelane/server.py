@@ -56,7 +56,7 @@ class GcraStore(Store):
         """Checks a request of weight ``n``. Raises InsufficientCapacityError when ``n`` exceeds
         the burst, InvalidRequestError when ``now_ns`` is later than ``2**64 - 1 - burst *
         interval_ns`` (nothing is counted)."""
-        return self._check_n(key, now_ns, n)
+        return self._apply("check_n", key, now_ns, n=n)
 
 
 class LeakyBucketStore(Store):
@@ -90,7 +90,7 @@ class LeakyBucketStore(Store):
         is scaled for this subject."""
         if factor is None:
             return Store.check(self, key, now_ns)
-        return self._check_scaled(key, now_ns, factor)
+        return self._apply("check_scaled", key, now_ns, factor=factor)
 
 
 class FixedWindowStore(Store):
@@ -102,8 +102,8 @@ class FixedWindowStore(Store):
     def schedule(self, key: str, now_ns: int) -> Scheduled:
         """Books a slot for one job of group ``key``. Raises InvalidRequestError when the job
         would be released after ``2**64 - 1`` ns (nothing is booked)."""
-        return self._schedule(key, now_ns)
+        return self._apply("schedule", key, now_ns)
 
     def release(self, key: str, now_ns: int) -> bool:
         """Records that one delayed job of ``key`` was released (or dropped); False if none waits."""
-        return self._release(key, now_ns)
+        return self._apply("release", key, now_ns)

@@ -5,7 +5,8 @@
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyList, PyString};
+use pyo3::exceptions::PyTypeError;
+use pyo3::types::{PyDict, PyList, PyString};
 use pythonize::{depythonize, pythonize};
 
 use ratelane::shared::ReservationAnswer;
@@ -92,29 +93,26 @@ fn disposition<'py>(py: Python<'py>, d: Disposition) -> &'py Bound<'py, PyString
     }
 }
 
-/// A request from the arguments `enqueue`, `predict` and `Simulation.enqueue_at` share.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn request(
-    method: String,
-    path: String,
-    major: Option<String>,
-    identity: Option<String>,
-    deadline: Option<u64>,
-    defer_after: Option<u64>,
-    priority: i32,
-    idempotent: Option<bool>,
-    global_exempt: Option<bool>,
-    sub_limit: Option<String>,
-    body_keys: Option<Vec<String>>,
-    costs: Option<Vec<(String, u64)>>,
-) -> Request {
-    let mut request = Request::new(method, path);
-    (request.major, request.deadline, request.defer_after, request.priority) = (major, deadline, defer_after, priority);
-    (request.idempotent, request.global_exempt, request.sub_limit) = (idempotent, global_exempt, sub_limit);
-    request.identity = identity.unwrap_or_default();
-    request.body_keys = body_keys.unwrap_or_default();
-    request.costs = costs.unwrap_or_default();
-    request
+/// The request of `method` and `path` with the keyword options of `enqueue`, `predict` and
+/// `Simulation.enqueue_at` (`major`, `identity`, `deadline_ns`...): `_core.pyi` lists them.
+pub(super) fn request(method: String, path: String, options: Option<&Bound<'_, PyDict>>, call: &str) -> PyResult<Request> {
+    let mut r = Request::new(method, path);
+    for (name, value) in options.into_iter().flatten() {
+        match name.cast::<PyString>().ok().and_then(|s| utf8::text(s).ok()).unwrap_or_default() {
+            "major" => r.major = opt_text(&value)?,
+            "identity" => r.identity = opt_text(&value)?.unwrap_or_default(),
+            "deadline_ns" => r.deadline = opt_ns(&value)?,
+            "defer_after_ns" => r.defer_after = opt_ns(&value)?,
+            "priority" => r.priority = priority(&value)?,
+            "idempotent" => r.idempotent = opt_bool(&value)?,
+            "global_exempt" => r.global_exempt = opt_bool(&value)?,
+            "sub_limit" => r.sub_limit = opt_text(&value)?,
+            "body_keys" => r.body_keys = body_keys(&value)?.unwrap_or_default(),
+            "costs" => r.costs = costs(&value)?.unwrap_or_default(),
+            _ => return Err(PyTypeError::new_err(format!("{call}() got an unexpected keyword argument '{name}'"))),
+        }
+    }
+    Ok(r)
 }
 
 pub(super) fn limiter(py: Python<'_>, config_json: Option<&str>) -> PyResult<ratelane::Limiter> {
@@ -138,28 +136,18 @@ impl Limiter {
         Ok(Limiter { inner: limiter(py, config_json)? })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, deadline_ns = None,
-                        defer_after_ns = None, priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
-                        body_keys = None, costs = None))]
+    #[pyo3(signature = (now_ns, method, path, **options), text_signature = "($self, now_ns, method, path, *, major=None, \
+        identity=None, deadline_ns=None, defer_after_ns=None, priority=0, idempotent=None, global_exempt=None, \
+        sub_limit=None, body_keys=None, costs=None)")]
     fn enqueue(
         &mut self,
         py: Python<'_>,
         #[pyo3(from_py_with = ns)] now_ns: u64,
         #[pyo3(from_py_with = text)] method: String,
         #[pyo3(from_py_with = text)] path: String,
-        #[pyo3(from_py_with = opt_text)] major: Option<String>,
-        #[pyo3(from_py_with = opt_text)] identity: Option<String>,
-        #[pyo3(from_py_with = opt_ns)] deadline_ns: Option<u64>,
-        #[pyo3(from_py_with = opt_ns)] defer_after_ns: Option<u64>,
-        #[pyo3(from_py_with = priority)] priority: i32,
-        #[pyo3(from_py_with = opt_bool)] idempotent: Option<bool>,
-        #[pyo3(from_py_with = opt_bool)] global_exempt: Option<bool>,
-        #[pyo3(from_py_with = opt_text)] sub_limit: Option<String>,
-        #[pyo3(from_py_with = body_keys)] body_keys: Option<Vec<String>>,
-        #[pyo3(from_py_with = costs)] costs: Option<Vec<(String, u64)>>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<u64> {
-        let r = request(method, path, major, identity, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, costs);
+        let r = request(method, path, options, "enqueue")?;
         self.inner.enqueue(now_ns, r).map_err(|e| core_error(py, e))
     }
 
@@ -285,28 +273,18 @@ impl Limiter {
     }
 
     /// When the request could be sent (monotonic ns), were it enqueued now. A read.
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, deadline_ns = None,
-                        defer_after_ns = None, priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
-                        body_keys = None, costs = None))]
+    #[pyo3(signature = (now_ns, method, path, **options), text_signature = "($self, now_ns, method, path, *, major=None, \
+        identity=None, deadline_ns=None, defer_after_ns=None, priority=0, idempotent=None, global_exempt=None, \
+        sub_limit=None, body_keys=None, costs=None)")]
     fn predict(
         &self,
         py: Python<'_>,
         #[pyo3(from_py_with = ns)] now_ns: u64,
         #[pyo3(from_py_with = text)] method: String,
         #[pyo3(from_py_with = text)] path: String,
-        #[pyo3(from_py_with = opt_text)] major: Option<String>,
-        #[pyo3(from_py_with = opt_text)] identity: Option<String>,
-        #[pyo3(from_py_with = opt_ns)] deadline_ns: Option<u64>,
-        #[pyo3(from_py_with = opt_ns)] defer_after_ns: Option<u64>,
-        #[pyo3(from_py_with = priority)] priority: i32,
-        #[pyo3(from_py_with = opt_bool)] idempotent: Option<bool>,
-        #[pyo3(from_py_with = opt_bool)] global_exempt: Option<bool>,
-        #[pyo3(from_py_with = opt_text)] sub_limit: Option<String>,
-        #[pyo3(from_py_with = body_keys)] body_keys: Option<Vec<String>>,
-        #[pyo3(from_py_with = costs)] costs: Option<Vec<(String, u64)>>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<u64> {
-        let r = request(method, path, major, identity, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, costs);
+        let r = request(method, path, options, "predict")?;
         self.inner.predict(now_ns, &r).map(|p| p.send_at).map_err(|e| core_error(py, e))
     }
 

@@ -16,7 +16,7 @@ use ratelane::Error;
 use ratelane::server::script::{ReplyError, ReplyItem, ScriptReply};
 use ratelane::server::{
     Answer, Decision as CoreDecision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, LegacyLimit, Limit,
-    LimitStore, Op, Scheduled as CoreScheduled,
+    LimitStore, Op,
 };
 
 use super::{checked, core_error, exception, ns as arg_ns, opt_ns as arg_opt_ns};
@@ -46,107 +46,81 @@ fn min_ttl_arg(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
 
 // ------------------------------------------------------------------------------ answers
 
-/// What a server-side check decided for one key (`ratelane::server::Decision`).
-#[pyclass(module = "ratelane.server", name = "Decision", frozen, eq)]
+/// What a server-side check decided for one key (`ratelane::server::Decision`; durations in
+/// ns from the check's `now`).
+#[pyclass(module = "ratelane.server", name = "Decision", frozen, eq, get_all)]
 #[derive(Debug, PartialEq)]
 pub struct PyDecision {
-    inner: CoreDecision,
+    /// True when the request was admitted (and counted).
+    allowed: bool,
+    /// The policy's quota.
+    limit: u32,
+    /// Requests that could be admitted right now after this decision.
+    remaining: u32,
+    /// Until the next request is allowed (never zero when blocked).
+    reset_after_ns: u64,
+    /// Until the key is back to empty.
+    clear_after_ns: u64,
+    /// Until `remaining` next grows, or None when nothing is used.
+    replenish_after_ns: Option<u64>,
+    /// The time a full quota takes to come back.
+    window_ns: u64,
+}
+
+impl From<CoreDecision> for PyDecision {
+    fn from(d: CoreDecision) -> Self {
+        let (reset_after_ns, clear_after_ns, replenish_after_ns, window_ns) = (d.reset_after, d.clear_after, d.replenish_after, d.window);
+        PyDecision { allowed: d.allowed, limit: d.limit, remaining: d.remaining, reset_after_ns, clear_after_ns, replenish_after_ns, window_ns }
+    }
+}
+
+impl PyDecision {
+    fn core(&self) -> CoreDecision {
+        let (reset_after, clear_after, replenish_after, window) = (self.reset_after_ns, self.clear_after_ns, self.replenish_after_ns, self.window_ns);
+        CoreDecision { allowed: self.allowed, limit: self.limit, remaining: self.remaining, reset_after, clear_after, replenish_after, window }
+    }
 }
 
 #[pymethods]
 impl PyDecision {
-    /// True when the request was admitted (and counted).
-    #[getter]
-    fn allowed(&self) -> bool {
-        self.inner.allowed
-    }
-    /// The policy's quota.
-    #[getter]
-    fn limit(&self) -> u32 {
-        self.inner.limit
-    }
-    /// Requests that could be admitted right now after this decision.
-    #[getter]
-    fn remaining(&self) -> u32 {
-        self.inner.remaining
-    }
-    /// Until the next request is allowed (never zero when blocked).
-    #[getter]
-    fn reset_after_ns(&self) -> u64 {
-        self.inner.reset_after
-    }
-    /// Until the key is back to empty.
-    #[getter]
-    fn clear_after_ns(&self) -> u64 {
-        self.inner.clear_after
-    }
-    /// Until `remaining` next grows, or None when nothing is used.
-    #[getter]
-    fn replenish_after_ns(&self) -> Option<u64> {
-        self.inner.replenish_after
-    }
-    /// The time a full quota takes to come back.
-    #[getter]
-    fn window_ns(&self) -> u64 {
-        self.inner.window
-    }
     /// `Retry-After` in whole seconds (rounded up, at least 1) when blocked, else None.
     #[getter]
     fn retry_after_s(&self) -> Option<u64> {
-        self.inner.retry_after_secs()
+        self.core().retry_after_secs()
     }
     /// `X-RateLimit-Remaining`, `X-RateLimit-Clear` and, when blocked, `X-RateLimit-Reset`
     /// and `Retry-After`, as `(name, value)` pairs.
     fn x_ratelimit_headers(&self) -> Vec<(&'static str, String)> {
-        self.inner.x_ratelimit_headers()
+        self.core().x_ratelimit_headers()
     }
     /// The IETF `RateLimit-Policy` and `RateLimit` fields for `policy` (and `Retry-After` when
     /// blocked), as `(name, value)` pairs.
     fn ietf_headers(&self, policy: &str) -> Vec<(&'static str, String)> {
-        self.inner.ietf_headers(policy)
+        self.core().ietf_headers(policy)
     }
     fn __repr__(&self) -> String {
-        format!(
-            "Decision(allowed={}, limit={}, remaining={}, reset_after_ns={})",
-            if self.inner.allowed { "True" } else { "False" },
-            self.inner.limit,
-            self.inner.remaining,
-            self.inner.reset_after
-        )
+        let allowed = if self.allowed { "True" } else { "False" };
+        format!("Decision(allowed={allowed}, limit={}, remaining={}, reset_after_ns={})", self.limit, self.remaining, self.reset_after_ns)
     }
 }
 
 /// When a scheduled job may start (`ratelane::server::Scheduled`).
-#[pyclass(module = "ratelane.server", name = "Scheduled", frozen, eq)]
+#[pyclass(module = "ratelane.server", name = "Scheduled", frozen, eq, get_all)]
 #[derive(Debug, PartialEq)]
 pub struct PyScheduled {
-    inner: CoreScheduled,
+    /// True when the job runs now; it needs no release.
+    run_now: bool,
+    /// When to start (and release) the job.
+    release_at_ns: u64,
+    /// The group's delayed jobs not released yet.
+    waiting: u64,
 }
 
 #[pymethods]
 impl PyScheduled {
-    /// True when the job runs now; it needs no release.
-    #[getter]
-    fn run_now(&self) -> bool {
-        self.inner.run_now
-    }
-    /// When to start (and release) the job.
-    #[getter]
-    fn release_at_ns(&self) -> u64 {
-        self.inner.release_at
-    }
-    /// The group's delayed jobs not released yet.
-    #[getter]
-    fn waiting(&self) -> u64 {
-        self.inner.waiting
-    }
     fn __repr__(&self) -> String {
-        format!(
-            "Scheduled(run_now={}, release_at_ns={}, waiting={})",
-            if self.inner.run_now { "True" } else { "False" },
-            self.inner.release_at,
-            self.inner.waiting
-        )
+        let run_now = if self.run_now { "True" } else { "False" };
+        format!("Scheduled(run_now={run_now}, release_at_ns={}, waiting={})", self.release_at_ns, self.waiting)
     }
 }
 
@@ -154,12 +128,15 @@ impl PyScheduled {
 /// script's `now_ns` for a script: `(Scheduled, now_ns)`), `bool`; InsufficientCapacityError.
 fn answer(py: Python<'_>, answer: Answer, now: Option<u64>) -> PyResult<Py<PyAny>> {
     Ok(match answer {
-        Answer::Decision(inner) => PyDecision { inner }.into_pyobject(py)?.into_any().unbind(),
+        Answer::Decision(d) => PyDecision::from(d).into_pyobject(py)?.into_any().unbind(),
         Answer::InsufficientCapacity(e) => return Err(insufficient(py, e)),
-        Answer::Scheduled(inner) => match now {
-            None => PyScheduled { inner }.into_pyobject(py)?.into_any().unbind(),
-            Some(now) => (PyScheduled { inner }, now).into_pyobject(py)?.into_any().unbind(),
-        },
+        Answer::Scheduled(s) => {
+            let scheduled = PyScheduled { run_now: s.run_now, release_at_ns: s.release_at, waiting: s.waiting };
+            match now {
+                None => scheduled.into_pyobject(py)?.into_any().unbind(),
+                Some(now) => (scheduled, now).into_pyobject(py)?.into_any().unbind(),
+            }
+        }
         Answer::Released(released) => PyBool::new(py, released).to_owned().into_any().unbind(),
     })
 }
@@ -322,21 +299,20 @@ impl PyStore {
     fn check(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyResult<Py<PyAny>> {
         self.apply(py, key, now_ns, Op::Check)
     }
-    /// Checks a request of weight `n` (GCRA).
-    fn _check_n(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64, n: u32) -> PyResult<Py<PyAny>> {
-        self.apply(py, key, now_ns, Op::CheckN(n))
-    }
-    /// Checks one request with the bucket scaled by `factor` in (0, 1] (leaky bucket).
-    fn _check_scaled(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64, factor: f64) -> PyResult<Py<PyAny>> {
-        self.apply(py, key, now_ns, Op::CheckScaled(factor))
-    }
-    /// Books a slot for one job of group `key` (fixed window).
-    fn _schedule(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyResult<Py<PyAny>> {
-        self.apply(py, key, now_ns, Op::Schedule)
-    }
-    /// Records that one delayed job of `key` was released (fixed window).
-    fn _release(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyResult<Py<PyAny>> {
-        self.apply(py, key, now_ns, Op::Release)
+    /// Runs op `name` for `key` at `now_ns`: `check_n` (weight `n`, GCRA), `check_scaled`
+    /// (the bucket scaled by `factor` in (0, 1], leaky bucket), `schedule` (books a slot for
+    /// one job of group `key`) or `release` (one delayed job of `key` was released; fixed window).
+    #[pyo3(signature = (name, key, now_ns, *, n = None, factor = None))]
+    fn _apply(
+        &mut self,
+        py: Python<'_>,
+        name: &str,
+        key: &str,
+        #[pyo3(from_py_with = arg_ns)] now_ns: u64,
+        n: Option<u32>,
+        factor: Option<f64>,
+    ) -> PyResult<Py<PyAny>> {
+        self.apply(py, key, now_ns, op(py, name, n, factor)?)
     }
 
     /// Whether the store holds a state for `key`. A check that leaves a key empty drops it;

@@ -7,10 +7,7 @@ use pyo3::types::{IntoPyDict, PyDict};
 use ratelane::sim::{self, Fate};
 
 use super::limiter::{limiter, request};
-use super::{
-    body_keys, core_error, costs, exception, mistake, normalized, ns, opt_bool, opt_normalized, opt_ns, opt_text, priority,
-    text, ticket,
-};
+use super::{core_error, exception, mistake, normalized, ns, opt_normalized, text, ticket};
 
 /// `tokens` of `Server.handle`: `None`, or an int >= 0 (not a `bool`).
 fn tokens(obj: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
@@ -42,23 +39,19 @@ impl SimServer {
 
     /// The server's answer to a request arriving at `now_ns`, as a dict (`status`, `headers`,
     /// `retry_after`, `global_`, `usage`, `body_text`); `tokens`: what it costs of the token
-    /// budget (`Server::handle_costing`), else the budget's `cost`.
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (now_ns, method, path, *, major = None, identity = None, global_exempt = None,
-                        body_keys = None, tokens = None))]
+    /// budget (`Server::handle_costing`), else the budget's `cost`. The request's options are
+    /// `Limiter.enqueue`'s (the model reads `major`, `identity`, `global_exempt`, `body_keys`).
+    #[pyo3(signature = (now_ns, method, path, *, tokens = None, **options))]
     fn handle<'py>(
         &mut self,
         py: Python<'py>,
         #[pyo3(from_py_with = ns)] now_ns: u64,
         #[pyo3(from_py_with = text)] method: String,
         #[pyo3(from_py_with = text)] path: String,
-        #[pyo3(from_py_with = opt_text)] major: Option<String>,
-        #[pyo3(from_py_with = opt_text)] identity: Option<String>,
-        #[pyo3(from_py_with = opt_bool)] global_exempt: Option<bool>,
-        #[pyo3(from_py_with = body_keys)] body_keys: Option<Vec<String>>,
         #[pyo3(from_py_with = tokens)] tokens: Option<u64>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let r = request(method, path, major, identity, None, None, 0, None, global_exempt, None, body_keys, None);
+        let r = request(method, path, options, "handle")?;
         self.next_tag += 1;
         let answer = self.inner.handle_costing(now_ns, self.next_tag, &r, tokens);
         let dict = PyDict::new(py);
@@ -95,30 +88,21 @@ impl Simulation {
         Ok(Simulation { inner: sim::Simulation::new(limiter, server, net), scheduled: 0 })
     }
 
-    /// Schedules a request to be enqueued at `at_ns`; returns its ticket.
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (at_ns, method, path, *, major = None, identity = None, deadline_ns = None,
-                        defer_after_ns = None, priority = 0, idempotent = None, global_exempt = None, sub_limit = None,
-                        body_keys = None, costs = None))]
+    /// Schedules a request to be enqueued at `at_ns` (options: `Limiter.enqueue`'s); returns
+    /// its ticket.
+    #[pyo3(signature = (at_ns, method, path, **options), text_signature = "($self, at_ns, method, path, *, major=None, \
+        identity=None, deadline_ns=None, defer_after_ns=None, priority=0, idempotent=None, global_exempt=None, \
+        sub_limit=None, body_keys=None, costs=None)")]
     fn enqueue_at(
         &mut self,
         #[pyo3(from_py_with = ns)] at_ns: u64,
         #[pyo3(from_py_with = text)] method: String,
         #[pyo3(from_py_with = text)] path: String,
-        #[pyo3(from_py_with = opt_text)] major: Option<String>,
-        #[pyo3(from_py_with = opt_text)] identity: Option<String>,
-        #[pyo3(from_py_with = opt_ns)] deadline_ns: Option<u64>,
-        #[pyo3(from_py_with = opt_ns)] defer_after_ns: Option<u64>,
-        #[pyo3(from_py_with = priority)] priority: i32,
-        #[pyo3(from_py_with = opt_bool)] idempotent: Option<bool>,
-        #[pyo3(from_py_with = opt_bool)] global_exempt: Option<bool>,
-        #[pyo3(from_py_with = opt_text)] sub_limit: Option<String>,
-        #[pyo3(from_py_with = body_keys)] body_keys: Option<Vec<String>>,
-        #[pyo3(from_py_with = costs)] costs: Option<Vec<(String, u64)>>,
-    ) -> usize {
-        let r = request(method, path, major, identity, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, costs);
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<usize> {
+        let r = request(method, path, options, "enqueue_at")?;
         self.scheduled += 1;
-        self.inner.enqueue_at(at_ns, r).0
+        Ok(self.inner.enqueue_at(at_ns, r).0)
     }
 
     fn cancel_at(&mut self, py: Python<'_>, #[pyo3(from_py_with = ns)] at_ns: u64, #[pyo3(from_py_with = ticket)] ticket: usize) -> PyResult<()> {
