@@ -63,6 +63,10 @@ def ns(value: Any) -> int:
 opt_ns = _optional(ns)
 
 
+def param(value: Any) -> int:
+    return _whole(value, "a limit's parameter must be an int >= 0 or None")
+
+
 def request_id(value: Any) -> int:
     return _whole(value, "a request id must be an int >= 0")
 

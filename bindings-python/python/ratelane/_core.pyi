@@ -309,20 +309,17 @@ class Scheduled:
 class Limit:
     """A server-side limit (GCRA, leaky bucket or fixed window) and its Redis script."""
 
-    @staticmethod
-    def gcra(interval_ns: int, burst: int) -> Limit: ...
-    @staticmethod
-    def gcra_per_window(quota: int, window_ns: int) -> Limit: ...
-    @staticmethod
-    def leaky_bucket(
-        size: int, drip_rate_ns: int, drip_size: int = 1, min_interval_ns: Optional[int] = None
-    ) -> Limit: ...
-    @staticmethod
-    def legacy(
-        max: Optional[int] = None, duration_ns: Optional[int] = None, min_interval_ns: Optional[int] = None
-    ) -> Limit: ...
-    @staticmethod
-    def fixed_window(quota: int, window_ns: int) -> Limit: ...
+    def __new__(
+        cls,
+        kind: Literal["gcra", "gcra_per_window", "leaky_bucket", "legacy", "fixed_window"],
+        **params: Optional[int],
+    ) -> Self:
+        """The limit ``kind`` names from its parameters by name: ``gcra`` (``interval_ns``,
+        ``burst``), ``gcra_per_window`` and ``fixed_window`` (``quota``, ``window_ns``),
+        ``leaky_bucket`` (``size``, ``drip_rate_ns``, ``drip_size=1``, ``min_interval_ns``),
+        ``legacy`` (``max``, ``duration_ns``, ``min_interval_ns``). ``None``: not given.
+        Raises InvalidConfigError (a missing or refused parameter), InvalidArgumentError (a
+        name the kind does not have, a value that is not an int >= 0)."""
     @property
     def params(self) -> dict[str, Optional[int]]:
         """The config's parameters by name (``interval_ns``, ``burst``, ``window_ns``...)."""

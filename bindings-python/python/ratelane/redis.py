@@ -570,13 +570,13 @@ class RedisGcra(_RedisLimiter):
     __slots__ = ()
 
     def __init__(self, client: "_Client", interval_ns: int, burst: int, *, prefix: str, min_ttl_ms: int = 0) -> None:
-        self._setup(client, _core.Limit.gcra(interval_ns, burst), prefix, min_ttl_ms)
+        self._setup(client, _core.Limit("gcra", interval_ns=interval_ns, burst=burst), prefix, min_ttl_ms)
 
     @classmethod
     def per_window(cls, client: "_Client", quota: int, window_ns: int, *, prefix: str, min_ttl_ms: int = 0) -> "RedisGcra":
         """``quota`` requests per ``window_ns``, all allowed back to back."""
         limiter = cls.__new__(cls)
-        limiter._setup(client, _core.Limit.gcra_per_window(quota, window_ns), prefix, min_ttl_ms)
+        limiter._setup(client, _core.Limit("gcra_per_window", quota=quota, window_ns=window_ns), prefix, min_ttl_ms)
         return limiter
 
     @property
@@ -633,7 +633,7 @@ class RedisLeakyBucket(_RedisLimiter):
         prefix: str,
         min_ttl_ms: int = 0,
     ) -> None:
-        limit = _core.Limit.leaky_bucket(size, drip_rate_ns, drip_size, min_interval_ns)
+        limit = _core.Limit("leaky_bucket", size=size, drip_rate_ns=drip_rate_ns, drip_size=drip_size, min_interval_ns=min_interval_ns)
         self._setup(client, limit, prefix, min_ttl_ms)
 
     @classmethod
@@ -649,7 +649,7 @@ class RedisLeakyBucket(_RedisLimiter):
     ) -> "RedisLeakyBucket":
         """From a legacy ``{max, duration, min_interval}`` limit (Misskey/Sharkey)."""
         limiter = cls.__new__(cls)
-        limiter._setup(client, _core.Limit.legacy(max, duration_ns, min_interval_ns), prefix, min_ttl_ms)
+        limiter._setup(client, _core.Limit("legacy", max=max, duration_ns=duration_ns, min_interval_ns=min_interval_ns), prefix, min_ttl_ms)
         return limiter
 
     @property
@@ -701,7 +701,7 @@ class RedisFixedWindow(_RedisLimiter):
     __slots__ = ()
 
     def __init__(self, client: "_Client", quota: int, window_ns: int, *, prefix: str, min_ttl_ms: int = 0) -> None:
-        self._setup(client, _core.Limit.fixed_window(quota, window_ns), prefix, min_ttl_ms)
+        self._setup(client, _core.Limit("fixed_window", quota=quota, window_ns=window_ns), prefix, min_ttl_ms)
 
     @property
     def quota(self) -> int:

@@ -45,12 +45,12 @@ class GcraStore(Store):
     """GCRA per key: one request per ``interval_ns``, ``burst`` back to back."""
 
     def __new__(cls, interval_ns: int, burst: int, max_keys: int = 100000) -> "GcraStore":
-        return super().__new__(cls, Limit.gcra(interval_ns, burst), max_keys)
+        return super().__new__(cls, Limit("gcra", interval_ns=interval_ns, burst=burst), max_keys)
 
     @staticmethod
     def per_window(quota: int, window_ns: int, max_keys: int = 100000) -> "GcraStore":
         """``quota`` requests per ``window_ns``, all allowed back to back."""
-        return Store.__new__(GcraStore, Limit.gcra_per_window(quota, window_ns), max_keys)
+        return Store.__new__(GcraStore, Limit("gcra_per_window", quota=quota, window_ns=window_ns), max_keys)
 
     def check_n(self, key: str, now_ns: int, n: int) -> Decision:
         """Checks a request of weight ``n``. Raises InsufficientCapacityError when ``n`` exceeds
@@ -72,7 +72,7 @@ class LeakyBucketStore(Store):
         *,
         min_interval_ns: Optional[int] = None,
     ) -> "LeakyBucketStore":
-        return super().__new__(cls, Limit.leaky_bucket(size, drip_rate_ns, drip_size, min_interval_ns), max_keys)
+        return super().__new__(cls, Limit("leaky_bucket", size=size, drip_rate_ns=drip_rate_ns, drip_size=drip_size, min_interval_ns=min_interval_ns), max_keys)
 
     @staticmethod
     def from_legacy(
@@ -83,7 +83,7 @@ class LeakyBucketStore(Store):
         max_keys: int = 100000,
     ) -> "LeakyBucketStore":
         """From a legacy ``{max, duration, min_interval}`` limit (Misskey/Sharkey)."""
-        return Store.__new__(LeakyBucketStore, Limit.legacy(max, duration_ns, min_interval_ns), max_keys)
+        return Store.__new__(LeakyBucketStore, Limit("legacy", max=max, duration_ns=duration_ns, min_interval_ns=min_interval_ns), max_keys)
 
     def check(self, key: str, now_ns: int, factor: Optional[float] = None) -> Decision:
         """Checks one request for ``key`` at ``now_ns``; with ``factor`` (in (0, 1]) the bucket
@@ -97,7 +97,7 @@ class FixedWindowStore(Store):
     """A fixed window per key, with release-time estimates for delayed jobs."""
 
     def __new__(cls, quota: int, window_ns: int, max_keys: int = 100000) -> "FixedWindowStore":
-        return super().__new__(cls, Limit.fixed_window(quota, window_ns), max_keys)
+        return super().__new__(cls, Limit("fixed_window", quota=quota, window_ns=window_ns), max_keys)
 
     def schedule(self, key: str, now_ns: int) -> Scheduled:
         """Books a slot for one job of group ``key``. Raises InvalidRequestError when the job

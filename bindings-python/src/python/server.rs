@@ -12,11 +12,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 use std::borrow::Cow;
 
-use ratelane::Error;
 use ratelane::server::script::{ReplyError, ReplyItem, ScriptReply};
 use ratelane::server::{
-    Answer, Decision as CoreDecision, FixedWindow, Gcra, InsufficientCapacity, LeakyBucket, LegacyLimit, Limit,
-    LimitStore, Op,
+    Answer, Decision as CoreDecision, InsufficientCapacity, Limit, LimitStore, Op,
 };
 
 use super::{checked, core_error, exception, ns as arg_ns, opt_ns as arg_opt_ns};
@@ -164,51 +162,31 @@ pub struct PyLimit {
     inner: Limit,
 }
 
-fn limit(py: Python<'_>, config: Result<impl Into<Limit>, Error>) -> PyResult<PyLimit> {
-    config.map(|c| PyLimit { inner: c.into() }).map_err(|e| core_error(py, e))
-}
-
 #[pymethods]
 impl PyLimit {
-    /// One request per `interval_ns`, `burst` back to back.
-    #[staticmethod]
-    fn gcra(py: Python<'_>, #[pyo3(from_py_with = arg_ns)] interval_ns: u64, burst: u32) -> PyResult<Self> {
-        limit(py, Gcra::new(interval_ns, burst))
-    }
-    /// `quota` requests per `window_ns`, all allowed back to back.
-    #[staticmethod]
-    fn gcra_per_window(py: Python<'_>, quota: u32, #[pyo3(from_py_with = arg_ns)] window_ns: u64) -> PyResult<Self> {
-        limit(py, Gcra::per_window(quota, window_ns))
-    }
-    /// A bucket of `size` draining `drip_size` every `drip_rate_ns`, at most one request per
-    /// `min_interval_ns` if given.
-    #[staticmethod]
-    #[pyo3(signature = (size, drip_rate_ns, drip_size = 1, min_interval_ns = None))]
-    fn leaky_bucket(
-        py: Python<'_>,
-        size: u32,
-        #[pyo3(from_py_with = arg_ns)] drip_rate_ns: u64,
-        drip_size: u32,
-        #[pyo3(from_py_with = arg_opt_ns)] min_interval_ns: Option<u64>,
-    ) -> PyResult<Self> {
-        let bucket = LeakyBucket::new(size, drip_rate_ns, drip_size);
-        limit(py, bucket.and_then(|b| min_interval_ns.map_or(Ok(b), |m| b.with_min_interval(m))))
-    }
-    /// A legacy `{max, duration, min_interval}` limit (Misskey/Sharkey), translated by the core.
-    #[staticmethod]
-    #[pyo3(signature = (max = None, duration_ns = None, min_interval_ns = None))]
-    fn legacy(
-        py: Python<'_>,
-        max: Option<u32>,
-        #[pyo3(from_py_with = arg_opt_ns)] duration_ns: Option<u64>,
-        #[pyo3(from_py_with = arg_opt_ns)] min_interval_ns: Option<u64>,
-    ) -> PyResult<Self> {
-        limit(py, LeakyBucket::from_legacy(LegacyLimit { max, duration: duration_ns, min_interval: min_interval_ns }))
-    }
-    /// `quota` per fixed window of `window_ns`.
-    #[staticmethod]
-    fn fixed_window(py: Python<'_>, quota: u32, #[pyo3(from_py_with = arg_ns)] window_ns: u64) -> PyResult<Self> {
-        limit(py, FixedWindow::new(quota, window_ns))
+    /// The limit `kind` names (`gcra`, `gcra_per_window`, `leaky_bucket`, `legacy`,
+    /// `fixed_window`) from its parameters by name, ints (`None`: not given); the core's
+    /// `Limit::from_params` lists them.
+    #[new]
+    #[pyo3(signature = (kind, **params))]
+    fn new(py: Python<'_>, kind: &str, params: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let mut given = Vec::new();
+        for (name, value) in params.into_iter().flatten() {
+            if !value.is_none() {
+                given.push((name.extract::<String>()?, checked::<u64>(&value, "param")?, false));
+            }
+        }
+        let read = Limit::from_params(kind, |name| {
+            given.iter_mut().find(|(n, ..)| n == name).map(|(_, value, read)| {
+                *read = true;
+                *value
+            })
+        });
+        let inner = read.map_err(|e| core_error(py, e))?;
+        match given.iter().find(|(.., read)| !read) {
+            Some((name, ..)) => Err(exception(py, "InvalidArgumentError", format!("a {kind} limit has no parameter {name:?}"), None)),
+            None => Ok(PyLimit { inner }),
+        }
     }
 
     /// The config's parameters by name (`interval_ns`, `burst`, `window_ns`...).

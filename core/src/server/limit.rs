@@ -36,10 +36,15 @@ use super::script::{
 use super::store::{Algorithm, Store};
 use super::{
     Decision, FixedWindow, FixedWindowState, Gcra, GcraState, InsufficientCapacity, LeakyBucket,
-    LeakyBucketState, Scheduled,
+    LeakyBucketState, LegacyLimit, Scheduled,
 };
 use crate::error::Error;
 use crate::types::Nanos;
+
+/// A required duration parameter of [`Limit::from_params`].
+fn param_ns(kind: &str, name: &'static str, param: &mut impl FnMut(&'static str) -> Option<u64>) -> Result<Nanos, Error> {
+    param(name).ok_or_else(|| Error::InvalidConfig(format!("{kind}: {name} is required")))
+}
 
 /// A server-side limit: one of the three algorithms with its validated config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +201,59 @@ impl Limit {
             Limit::LeakyBucket(bucket) => bucket.window(),
             Limit::FixedWindow(window) => window.window(),
         }
+    }
+
+    /// The limit `kind` names from its parameters, each looked up by name with `param`
+    /// (`None`: not given), for a host that takes them by name: `gcra` (`interval_ns`,
+    /// `burst`), `gcra_per_window` (`quota`, `window_ns`), `leaky_bucket` (`size`,
+    /// `drip_rate_ns`, `drip_size` (default 1), `min_interval_ns` (optional)), `legacy`
+    /// (`max`, `duration_ns`, `min_interval_ns`, each optional: [`LeakyBucket::from_legacy`])
+    /// or `fixed_window` (`quota`, `window_ns`). A missing parameter, a count beyond 32 bits
+    /// or an unknown kind is [`Error::InvalidConfig`], as is what the algorithm refuses.
+    ///
+    /// ```
+    /// use ratelane::server::{Gcra, Limit};
+    ///
+    /// let params = [("interval_ns", 1_000), ("burst", 3)];
+    /// let limit = Limit::from_params("gcra", |name| params.iter().find(|p| p.0 == name).map(|p| p.1))?;
+    /// assert_eq!(limit, Limit::from(Gcra::new(1_000, 3)?));
+    /// assert_eq!(Limit::from_params("gcra", |_| None).unwrap_err().code(), "invalid_config");
+    /// # Ok::<(), ratelane::Error>(())
+    /// ```
+    pub fn from_params(kind: &str, mut param: impl FnMut(&'static str) -> Option<u64>) -> Result<Limit, Error> {
+        let mut count = |name: &'static str| {
+            let too_big = |_| Error::InvalidConfig(format!("{kind}: {name} must be at most {}", u32::MAX));
+            param(name).map(|value| u32::try_from(value).map_err(too_big)).transpose()
+        };
+        let given = |name: &'static str, value: Option<u32>| {
+            value.ok_or_else(|| Error::InvalidConfig(format!("{kind}: {name} is required")))
+        };
+        Ok(match kind {
+            "gcra" => {
+                let burst = given("burst", count("burst")?)?;
+                let interval = param_ns(kind, "interval_ns", &mut param)?;
+                Gcra::new(interval, burst)?.into()
+            }
+            "gcra_per_window" | "fixed_window" => {
+                let quota = given("quota", count("quota")?)?;
+                let window = param_ns(kind, "window_ns", &mut param)?;
+                if kind == "fixed_window" { FixedWindow::new(quota, window)?.into() } else { Gcra::per_window(quota, window)?.into() }
+            }
+            "leaky_bucket" => {
+                let (size, drip_size) = (given("size", count("size")?)?, count("drip_size")?.unwrap_or(1));
+                let bucket = LeakyBucket::new(size, param_ns(kind, "drip_rate_ns", &mut param)?, drip_size)?;
+                match param("min_interval_ns") {
+                    Some(min_interval) => bucket.with_min_interval(min_interval)?.into(),
+                    None => bucket.into(),
+                }
+            }
+            "legacy" => {
+                let max = count("max")?;
+                let (duration, min_interval) = (param("duration_ns"), param("min_interval_ns"));
+                LeakyBucket::from_legacy(LegacyLimit { max, duration, min_interval })?.into()
+            }
+            other => return Err(Error::InvalidConfig(format!("no server-side limit {other:?}"))),
+        })
     }
 
     /// The config's parameters by name, durations in nanoseconds (`None`: not set), for a
@@ -461,6 +519,27 @@ mod tests {
         assert!(gcra().argv(Op::Check, Some(u64::MAX), 0).is_err());
         assert!(Limit::from(FixedWindow::new(1, u64::MAX / 4).unwrap()).check_script().is_err());
         assert!(window().check_script().is_ok());
+    }
+
+    #[test]
+    fn from_params_reads_what_params_shows() {
+        let with = |kind: &str, given: &[(&str, u64)]| {
+            Limit::from_params(kind, |name| given.iter().find(|(n, _)| *n == name).map(|&(_, v)| v))
+        };
+        for (kind, limit) in [("gcra", gcra()), ("leaky_bucket", bucket()), ("fixed_window", window())] {
+            let shown: Vec<(&str, u64)> = limit.params().into_iter().filter_map(|(n, v)| Some((n, v?))).collect();
+            assert_eq!(with(kind, &shown), Ok(limit), "{kind}");
+        }
+        assert_eq!(with("gcra_per_window", &[("quota", 3), ("window_ns", 3 * SECOND)]), Ok(gcra()));
+        assert_eq!(
+            with("legacy", &[("max", 3), ("duration_ns", 10 * SECOND)]),
+            LeakyBucket::from_legacy(LegacyLimit { max: Some(3), duration: Some(10 * SECOND), min_interval: None }).map(Limit::from)
+        );
+        let refused = |kind, given: &[(&str, u64)]| with(kind, given).unwrap_err().to_string();
+        assert!(refused("gcra", &[("burst", 3)]).contains("gcra: interval_ns is required"));
+        assert!(refused("gcra", &[("interval_ns", 1), ("burst", 1 << 32)]).contains("burst must be at most 4294967295"));
+        assert!(refused("sliding_log", &[]).contains("no server-side limit \"sliding_log\""));
+        assert_eq!(with("fixed_window", &[("quota", 0), ("window_ns", 1)]).unwrap_err().code(), "invalid_config");
     }
 
     #[test]
