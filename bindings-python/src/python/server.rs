@@ -9,13 +9,11 @@
 //! the core's `ReplyItem`s; any other shape is `RedisBadReplyError`, never a panic.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{IntoPyDict, PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 use std::borrow::Cow;
 
 use ratelane::server::script::{ReplyError, ReplyItem, ScriptReply};
-use ratelane::server::{
-    Answer, Decision as CoreDecision, InsufficientCapacity, Limit, LimitStore, Op,
-};
+use ratelane::server::{Answer, Decision as CoreDecision, InsufficientCapacity, Limit, LimitStore, Op};
 
 use super::{checked, core_error, exception, ns as arg_ns, opt_ns as arg_opt_ns};
 
@@ -192,11 +190,7 @@ impl PyLimit {
     /// The config's parameters by name (`interval_ns`, `burst`, `window_ns`...).
     #[getter]
     fn params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let params = PyDict::new(py);
-        for (name, value) in self.inner.params() {
-            params.set_item(name, value)?;
-        }
-        Ok(params)
+        self.inner.params().into_py_dict(py)
     }
     /// The name of the script's text in this module: `GCRA_LUA`, `LEAKY_BUCKET_LUA`...
     #[getter]
