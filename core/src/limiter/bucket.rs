@@ -410,7 +410,7 @@ impl Limiter {
                 .queue(qid)
                 .in_flight
                 .iter()
-                .filter_map(|id| match self.requests[id].state {
+                .filter_map(|id| match self.taken[id] {
                     ReqState::InFlight(Flight { sent_at, .. }) => Some(sent_at),
                     _ => None,
                 })

@@ -172,8 +172,8 @@ impl Limiter {
         // are per bucket, so the old numbers mean nothing there).
         let epoch = self.queue(to).bucket.epoch;
         for id in self.queue(to).in_flight.clone() {
-            if let ReqState::InFlight(Flight { window_epoch, .. }) | ReqState::Reserving { window_epoch, .. } =
-                &mut self.req_mut(id).state
+            if let Some(ReqState::InFlight(Flight { window_epoch, .. }) | ReqState::Reserving { window_epoch, .. }) =
+                self.taken.get_mut(&id)
             {
                 *window_epoch = epoch;
             }
@@ -308,7 +308,7 @@ impl Limiter {
         // Pending lists are in enqueue (= id) order.
         let pos = self.queue(qid).pending.partition_point(|&p| p < id);
         self.queue_mut(qid).pending.insert(pos, id);
-        self.req_mut(id).state = ReqState::Queued;
+        self.req_mut(id).state = Phase::Queued;
         if !exempt {
             self.identities[iid].queued += 1;
         }
@@ -523,13 +523,13 @@ impl Limiter {
             .requests
             .iter()
             .filter(|(_, r)| {
-                matches!(r.state, ReqState::Queued | ReqState::Reserving { .. }) && which(r)
+                matches!(r.state, Phase::Queued | Phase::Reserving) && which(r)
             })
             .map(|(id, _)| *id)
             .collect();
         queued.sort_unstable();
         for id in queued {
-            if matches!(self.req(id).state, ReqState::Reserving { .. }) {
+            if self.req(id).state == Phase::Reserving {
                 self.abandon_reservation(id);
             } else {
                 self.unqueue(id);

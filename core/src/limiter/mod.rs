@@ -149,6 +149,9 @@ pub struct Limiter {
     /// Ids are issued in enqueue order, so comparing ids compares enqueue order.
     next_id: RequestId,
     requests: HashMap<RequestId, Req>,
+    /// What each request of a queue's `in_flight` list took: how it was sent, or its
+    /// reservation. Apart from [`Req`], which a queued request holds without it.
+    taken: HashMap<RequestId, ReqState>,
     queues: Queues,
     /// What routes map to which buckets, and the queue keys they take.
     routes: Routes,
@@ -199,7 +202,9 @@ struct Req {
     idempotent: bool,
     exempt: bool,
     qid: Qid,
-    state: ReqState,
+    /// Where it is; what a sent or reserving request took is in [`Limiter::taken`] (a queued
+    /// request, the common case, carries none of it).
+    state: Phase,
     /// Not sent before this (retry backoff).
     not_before: Nanos,
     sends: u32,
@@ -213,10 +218,23 @@ struct Req {
     cost: Option<Box<ReqCosts>>,
 }
 
+/// Where a request is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ReqState {
+enum Phase {
     Queued,
     /// Its response or failure is being handled: neither queued nor in flight.
+    Answered,
+    /// Shared mode: it holds its slot while the store decides ([`ReqState::Reserving`]).
+    Reserving,
+    /// Sent ([`ReqState::InFlight`]).
+    InFlight,
+}
+
+/// What a request of a queue's `in_flight` list took ([`Limiter::taken`]); `Req::state` is
+/// its [`Phase`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReqState {
+    /// Not sent or reserved yet (it has just taken its slot), or answered.
     Answered,
     /// Shared mode: it holds its slot (as if in flight) while the store decides.
     Reserving {
@@ -237,6 +255,16 @@ enum ReqState {
     },
     /// Sent: how ([`Flight`]).
     InFlight(Flight),
+}
+
+impl ReqState {
+    fn phase(&self) -> Phase {
+        match self {
+            ReqState::Answered => Phase::Answered,
+            ReqState::Reserving { .. } => Phase::Reserving,
+            ReqState::InFlight(_) => Phase::InFlight,
+        }
+    }
 }
 
 impl Req {
@@ -273,6 +301,7 @@ impl Limiter {
             now: 0,
             next_id: 1,
             requests: HashMap::default(),
+            taken: HashMap::default(),
             queues: Queues::default(),
             routes: Routes::new(prior),
             identities: Identities::default(),
@@ -408,7 +437,7 @@ impl Limiter {
                 idempotent: request.idempotent.unwrap_or_else(|| is_idempotent_method(&request.method)),
                 exempt,
                 qid,
-                state: ReqState::Queued,
+                state: Phase::Queued,
                 not_before: 0,
                 sends: 0,
                 rate_limit_retries: 0,
@@ -457,21 +486,18 @@ impl Limiter {
         if id == 0 || id >= self.next_id {
             return Err(Error::UnknownRequest(id));
         }
-        let Some(req) = self.requests.get(&id) else {
-            return Ok(());
-        };
-        let ReqState::InFlight(Flight { sent_at, global_at, left_at, .. }) = req.state else {
+        let Some(&ReqState::InFlight(Flight { sent_at, global_at, left_at, .. })) = self.taken(id) else {
             return Ok(());
         };
         if left_at != sent_at || now <= sent_at {
             return Ok(());
         }
-        let iid = req.identity;
+        let iid = self.req(id).identity;
         if let Some(old) = global_at {
             self.restamp_global(iid, old, now);
             self.identities[iid].send_log.restamp(old, now);
         }
-        if let ReqState::InFlight(Flight { global_at, left_at, .. }) = &mut self.req_mut(id).state {
+        if let Some(ReqState::InFlight(Flight { global_at, left_at, .. })) = self.taken_mut(id) {
             *global_at = global_at.map(|_| now);
             *left_at = now;
         }
@@ -639,8 +665,8 @@ impl Limiter {
         let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
         let qid = req.qid;
         match req.state {
-            ReqState::Queued => self.unqueue(id),
-            ReqState::InFlight(_) => {
+            Phase::Queued => self.unqueue(id),
+            Phase::InFlight => {
                 self.take_in_flight(id)?;
                 // It may have reached the server: it keeps its slot until the window resets.
                 self.settle_costs(id, None, false);
@@ -650,8 +676,8 @@ impl Limiter {
                     self.outputs.push_back(Output::Share(update));
                 }
             }
-            ReqState::Reserving { .. } => self.abandon_reservation(id),
-            ReqState::Answered => return Err(Error::UnknownRequest(id)),
+            Phase::Reserving => self.abandon_reservation(id),
+            Phase::Answered => return Err(Error::UnknownRequest(id)),
         }
         self.finish(id);
         self.mark_dirty(qid);
@@ -697,7 +723,8 @@ impl Limiter {
             return Ok(());
         }
         let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
-        let ReqState::Reserving {
+        let (qid, iid) = (req.qid, req.identity);
+        let (Phase::Reserving, Some(&ReqState::Reserving {
             since,
             step,
             window_seq,
@@ -706,14 +733,13 @@ impl Limiter {
             leased,
             reported,
             asked_since,
-        } = req.state
+        })) = (req.state, self.taken(id))
         else {
             return Err(Error::InvalidState { id, expected: "reserving" });
         };
-        let (qid, iid) = (req.qid, req.identity);
         let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false };
         self.reserving_total -= 1;
-        self.req_mut(id).state = ReqState::Answered;
+        self.set_state(id, ReqState::Answered);
         if answer != ReservationAnswer::Unavailable {
             // A driver's timeout is not a round trip: an outage must not widen the margin.
             self.store.learn_round_trip(now.saturating_sub(since));
@@ -775,6 +801,7 @@ impl Limiter {
     /// The next output. Call until it returns [`Output::WaitUntil`] or [`Output::Idle`].
     #[must_use]
     pub fn poll_output(&mut self) -> Output {
+        debug_assert_eq!(self.taken.len(), self.in_flight_total + self.reserving_total, "a request's slot kept twice or lost");
         if let Some(out) = self.outputs.pop_front() {
             return out;
         }
@@ -833,6 +860,31 @@ impl Limiter {
         self.requests.get_mut(&id).expect("live request")
     }
 
+    /// What request `id` took, when it is in its queue's `in_flight` list.
+    fn taken(&self, id: RequestId) -> Option<&ReqState> {
+        self.taken.get(&id)
+    }
+
+    fn taken_mut(&mut self, id: RequestId) -> Option<&mut ReqState> {
+        self.taken.get_mut(&id)
+    }
+
+    /// Sets request `id`'s state: its phase, and what it took when it is in its queue's
+    /// `in_flight` list (sent or reserving; `Answered` keeps its entry there until it leaves).
+    fn set_state(&mut self, id: RequestId, state: ReqState) {
+        self.req_mut(id).state = state.phase();
+        match state {
+            ReqState::Answered => {
+                if let Some(taken) = self.taken.get_mut(&id) {
+                    *taken = state;
+                }
+            }
+            _ => {
+                self.taken.insert(id, state);
+            }
+        }
+    }
+
     fn mark_dirty(&mut self, qid: Qid) {
         self.dirty.push(qid);
     }
@@ -840,21 +892,25 @@ impl Limiter {
     /// Takes `id` out of the in-flight set, returning how it was sent.
     fn take_in_flight(&mut self, id: RequestId) -> Result<Flight, Error> {
         let req = self.requests.get(&id).ok_or(Error::UnknownRequest(id))?;
-        let ReqState::InFlight(flight) = req.state else {
-            return Err(Error::InvalidState { id, expected: "in flight" });
-        };
-        let qid = req.qid;
-        let q = self.queue_mut(qid);
+        let not_in_flight = Error::InvalidState { id, expected: "in flight" };
+        if req.state != Phase::InFlight {
+            return Err(not_in_flight);
+        }
+        let q = self.queue_mut(req.qid);
         if let Some(pos) = q.in_flight.iter().position(|&p| p == id) {
             q.in_flight.swap_remove(pos);
         }
+        let Some(ReqState::InFlight(flight)) = self.taken.remove(&id) else {
+            return Err(not_in_flight);
+        };
         self.in_flight_total -= 1;
-        self.req_mut(id).state = ReqState::Answered;
+        self.req_mut(id).state = Phase::Answered;
         Ok(flight)
     }
 
     /// Forgets a request that reached its outcome.
     fn finish(&mut self, id: RequestId) {
+        debug_assert!(!self.taken.contains_key(&id), "request {id} ended holding its slot");
         if let Some(req) = self.requests.remove(&id) {
             self.note_idle(req.qid);
         }
@@ -910,7 +966,7 @@ impl Limiter {
             }
         }
         let q = self.queues[qid].as_mut().expect("live queue");
-        if self.store.down && has_reserving(&q.in_flight, &self.requests) {
+        if self.store.down && has_reserving(&q.in_flight, &self.taken) {
             // The store is down and this queue's probe is out: what follows it waits for its
             // answer rather than overtake it on local limits.
             return;
@@ -1045,7 +1101,7 @@ impl Limiter {
                 self.ready.remove(&key);
                 continue;
             };
-            if self.store.down && has_reserving(&self.queue(qid).in_flight, &self.requests) {
+            if self.store.down && has_reserving(&self.queue(qid).in_flight, &self.taken) {
                 // Became ready before the store went down; now it waits for the queue's probe
                 // (the answer re-evaluates the queue).
                 self.ready.remove(&key);
@@ -1126,8 +1182,9 @@ impl Limiter {
             ..flight
         });
         let r = self.req_mut(id);
-        r.state = state;
+        r.state = Phase::InFlight;
         r.sends += 1;
+        self.taken.insert(id, state);
         self.in_flight_total += 1;
         self.outputs.push_back(Output::Send(id));
     }
@@ -1160,6 +1217,7 @@ impl Limiter {
         if let Some(pos) = q.pending.iter().position(|&p| p == id) {
             q.pending.remove(pos);
         }
+        // What it took is recorded when it is sent or reserved (`taken`).
         q.in_flight.push(id);
         q.last_active = now;
         let (window_seq, window_epoch) = q.bucket.take_slot(now);

@@ -9,6 +9,8 @@ pub(super) struct Queue {
     pub(super) key: QueueKey,
     pub(super) uid: u64,
     pub(super) pending: VecDeque<RequestId>,
+    /// The requests that took a slot of its bucket: sent, or reserving at the store (what
+    /// they took: `Limiter::taken`).
     pub(super) in_flight: Vec<RequestId>,
     pub(super) bucket: Bucket,
     /// Sub-limit holds of this queue until a time: a route key (holds the whole route) or a

@@ -143,9 +143,9 @@ pub(super) fn share_of(limit: u32, share: u32) -> u32 {
     if share > 1 && limit > 0 { (limit / share).max(1) } else { limit }
 }
 
-/// Whether any of `ids` is reserving (shared mode).
-pub(super) fn has_reserving(ids: &[RequestId], requests: &HashMap<RequestId, Req>) -> bool {
-    ids.iter().any(|id| matches!(requests[id].state, ReqState::Reserving { .. }))
+/// Whether any of a queue's `in_flight` list is reserving (shared mode).
+pub(super) fn has_reserving(in_flight: &[RequestId], taken: &HashMap<RequestId, ReqState>) -> bool {
+    in_flight.iter().any(|id| matches!(taken[id], ReqState::Reserving { .. }))
 }
 
 impl Limiter {
@@ -388,9 +388,8 @@ impl Limiter {
             b.send_log.push_back(now);
         }
         let alone = self.in_flight_total == 0;
-        let r = self.req_mut(id);
-        r.state = ReqState::InFlight(Flight { sent_at: now, global_at, left_at: now, alone, ..flight });
-        r.sends += 1;
+        self.set_state(id, ReqState::InFlight(Flight { sent_at: now, global_at, left_at: now, alone, ..flight }));
+        self.req_mut(id).sends += 1;
         self.in_flight_total += 1;
         self.outputs.push_back(Output::Send(id));
     }
@@ -409,9 +408,7 @@ impl Limiter {
             r.not_before <= now && !held_apart
         });
         waiting
-            || q.in_flight.iter().any(|p| {
-                *p < id && matches!(self.requests[p].state, ReqState::Reserving { .. })
-            })
+            || q.in_flight.iter().any(|p| *p < id && matches!(self.taken[p], ReqState::Reserving { .. }))
     }
 
     /// Removes `id` from its queue's in-flight list (which also holds reserving requests).
@@ -420,6 +417,7 @@ impl Limiter {
         if let Some(pos) = q.in_flight.iter().position(|&p| p == id) {
             q.in_flight.swap_remove(pos);
         }
+        self.taken.remove(&id);
     }
 
     /// A reservation that will not be sent now (denied, or the store is unavailable and the
@@ -444,7 +442,7 @@ impl Limiter {
         let first = q
             .in_flight
             .iter()
-            .filter_map(|id| match self.requests[id].state {
+            .filter_map(|id| match self.taken[id] {
                 ReqState::InFlight(Flight { sent_at: t, window_epoch, .. })
                 | ReqState::Reserving { since: t, window_epoch, .. }
                     if window_epoch == epoch =>
@@ -466,14 +464,15 @@ impl Limiter {
     /// global token go back, and the late answer will be ignored.
     pub(super) fn abandon_reservation(&mut self, id: RequestId) {
         let r = self.req(id);
-        let ReqState::Reserving { since, step, window_seq, window_epoch, global_at, leased, asked_since, .. } = r.state
+        let (qid, iid) = (r.qid, r.identity);
+        let (Phase::Reserving, Some(&ReqState::Reserving { since, step, window_seq, window_epoch, global_at, leased, asked_since, .. })) =
+            (r.state, self.taken(id))
         else {
             return;
         };
-        let (qid, iid) = (r.qid, r.identity);
         let orphan = Orphan { step, asked_since, names: self.names(id, qid, None) };
         self.reserving_total -= 1;
-        self.req_mut(id).state = ReqState::Answered;
+        self.set_state(id, ReqState::Answered);
         self.leave_in_flight_list(qid, id);
         let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false };
         self.refund(qid, id, flight);
@@ -761,7 +760,7 @@ impl Limiter {
         let fail_open = self.fails(OnUnavailable::FailOpen);
         reservation.reporting = (self.store.down && fail_open)
             || self.identities.iter_mut().any(|ident| ident.send_log.is_pending(now, keep));
-        self.req_mut(id).state = ReqState::Reserving {
+        self.set_state(id, ReqState::Reserving {
             since: now,
             step: self.store.step,
             window_seq: flight.window_seq,
@@ -770,7 +769,7 @@ impl Limiter {
             leased,
             reported,
             asked_since,
-        };
+        });
         self.reserving_total += 1;
         self.outputs.push_back(Output::Reserve(reservation));
     }

@@ -54,7 +54,7 @@ impl Limiter {
             Timer::Identity(iid) => self.identities[iid].wake_at == Some(t),
             // Armed just after the deadline: sending at it is allowed.
             Timer::Deadline(id) => self.requests.get(&id).is_some_and(|r| {
-                r.state == ReqState::Queued && r.deadline.map(|d| d.saturating_add(1)) == Some(t)
+                r.state == Phase::Queued && r.deadline.map(|d| d.saturating_add(1)) == Some(t)
             }),
             Timer::Gate => self.timers.gate == Some(t),
             Timer::Recovery => self.store.recovery.is_some_and(|r| r.until == t),
