@@ -360,10 +360,11 @@ impl Limiter {
     /// (creating one per dimension it names). A request without costs in a queue that has
     /// budgets charges them nothing, so that its answer's report still counts.
     pub(super) fn charge_costs(&mut self, qid: Qid, id: RequestId) {
-        if self.req(id).cost.is_none() && self.queue(qid).budgets.get().is_empty() {
+        if self.req(id).costs().is_empty() && self.queue(qid).budgets.get().is_empty() {
             return;
         }
-        let mut cost = self.req_mut(id).cost.take().unwrap_or_default();
+        let mut rare = self.req_mut(id).rare.take().unwrap_or_default();
+        let cost = &mut rare.costs;
         let share = self.cost_share();
         let margins: Vec<f64> = cost.estimates.iter().map(|(name, _)| self.margin(name)).collect();
         let q = self.queues[qid].as_mut().expect("live queue");
@@ -375,7 +376,7 @@ impl Limiter {
             charges.push(b.charge(0, 1.0));
         }
         cost.charges = charges;
-        self.req_mut(id).cost = Some(cost);
+        self.req_mut(id).rare = Some(rare);
     }
 
     /// Request `id` left flight: its charges go back to its queue's budgets. `answer`, when it
@@ -387,7 +388,7 @@ impl Limiter {
         let max_wait = self.config.max_server_wait;
         let r = self.requests.get_mut(&id).expect("live request");
         let qid = r.qid;
-        let Some(cost) = r.cost.as_mut().filter(|c| !c.charges.is_empty()) else {
+        let Some(cost) = r.rare.as_mut().map(|r| &mut r.costs).filter(|c| !c.charges.is_empty()) else {
             return false;
         };
         let mut lowered = false;

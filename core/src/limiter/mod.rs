@@ -187,9 +187,6 @@ pub struct Limiter {
 struct Req {
     /// Its route key, shared with the other requests of the route ([`routes::RouteKeys`]).
     route_key: routes::Name,
-    /// `"{route_key} #{class}"` when the request has a sub-limit class: the key a sub-limit
-    /// 429 of this request holds (and, in shared mode, the route it reserves under).
-    sub_key: Option<Box<str>>,
     // Its major parameter is its queue's (`Queue::key`): not kept here.
     identity: Iid,
     /// The effective deadline: the request's own, or `enqueued + max_wait`, or
@@ -213,9 +210,22 @@ struct Req {
     /// A transport failure after which it may have reached the server happened to one of its
     /// attempts: if its retries run out, it ends in `maybe_sent`, not `network_error`.
     maybe_reached: bool,
-    /// Its estimated costs ([`Request::costs`]) and what its send in flight charged its queue's
-    /// budgets; `None` for a request without costs that charged nothing.
-    cost: Option<Box<ReqCosts>>,
+    /// Its sub-limit class's key and its costs; `None` for a request without either that
+    /// charged nothing (most requests).
+    rare: Option<Box<Rare>>,
+}
+
+/// What few requests have, held apart so that the others pay one pointer for it.
+#[derive(Debug, Default)]
+struct Rare {
+    /// `"{route_key} #{class}"` when the request has a sub-limit class: the key a sub-limit
+    /// 429 of this request holds (and, in shared mode, the route it reserves under).
+    sub_key: Option<Box<str>>,
+    /// Its estimated costs ([`Request::costs`]) and what its send in flight charged its
+    /// queue's budgets.
+    costs: ReqCosts,
+    /// A deferral's ([`Limit::Defer`]) own deadline, later than its deferral budget.
+    own_deadline: Option<Nanos>,
 }
 
 /// Where a request is.
@@ -270,19 +280,29 @@ impl ReqState {
 impl Req {
     /// Its estimated costs ([`Request::costs`]).
     fn costs(&self) -> &[(Box<str>, u64)] {
-        self.cost.as_ref().map_or(&[], |c| &c.estimates)
+        self.rare.as_ref().map_or(&[], |r| &r.costs.estimates)
+    }
+
+    /// A deferral's own deadline ([`Rare::own_deadline`]).
+    fn own_deadline(&self) -> Option<Nanos> {
+        self.rare.as_ref().and_then(|r| r.own_deadline)
+    }
+
+    /// The key of its sub-limit class, if it has one.
+    fn sub_key(&self) -> Option<&str> {
+        self.rare.as_ref().and_then(|r| r.sub_key.as_deref())
     }
 
     /// Whether a sub-limit hold on `key` holds this request: a hold on its route holds every
     /// request of the route, a hold on its class only the requests of that class.
     fn held_by(&self, key: &str) -> bool {
-        *key == *self.route_key || self.sub_key.as_deref() == Some(key)
+        *key == *self.route_key || self.sub_key() == Some(key)
     }
 
     /// The route this request reserves and shares under in shared mode, and the key its
     /// sub-limit 429 holds: its class's key when it has a sub-limit class, else its route.
     fn shared_route(&self) -> &str {
-        self.sub_key.as_deref().unwrap_or(&self.route_key)
+        self.sub_key().unwrap_or(&self.route_key)
     }
 }
 
@@ -414,7 +434,7 @@ impl Limiter {
         // Its deadline (or `max_wait`, or `defer_after`) passes before it could go, or a cost
         // budget could never hold it: it fails at once, and its queue may go idle again.
         let early = match deadline {
-            Some(d) if predicted > d => Some(limit_reason(limit, now, d, Some(predicted), now)),
+            Some(d) if predicted > d => Some(limit_reason(limit, request.deadline, now, d, Some(predicted), now)),
             _ => costs::never_fits(self.queue(qid).budgets.get(), &request.costs),
         };
         if let Some(reason) = early {
@@ -424,11 +444,13 @@ impl Limiter {
             return Ok(id);
         }
 
+        // A deferral keeps the request's own deadline, to tell `deferred` from
+        // `deadline_exceeded` when it fails; the other budgets' deadline is the own one.
+        let own_deadline = if limit == Limit::Defer { request.deadline } else { None };
         self.requests.insert(
             id,
             Req {
                 route_key,
-                sub_key,
                 identity: iid,
                 deadline,
                 limit,
@@ -443,9 +465,9 @@ impl Limiter {
                 rate_limit_retries: 0,
                 error_retries: 0,
                 maybe_reached: false,
-                cost: (!request.costs.is_empty()).then(|| {
+                rare: (sub_key.is_some() || !request.costs.is_empty() || own_deadline.is_some()).then(|| {
                     let estimates = request.costs.into_iter().map(|(n, c)| (n.into_boxed_str(), c)).collect();
-                    Box::new(ReqCosts { estimates, charges: Vec::new() })
+                    Box::new(Rare { sub_key, costs: ReqCosts { estimates, charges: Vec::new() }, own_deadline })
                 }),
             },
         );
@@ -1063,7 +1085,7 @@ impl Limiter {
             };
             let predicted = self.predict_behind(now, qid, &Place::of(r, position), &ahead, r.costs());
             if predicted > deadline {
-                doomed.push((id, limit_reason(r.limit, r.enqueued_at, deadline, Some(predicted), now)));
+                doomed.push((id, limit_reason(r.limit, r.own_deadline(), r.enqueued_at, deadline, Some(predicted), now)));
             } else {
                 position += 1;
                 self.add_charges(now, qid, r.costs(), &mut ahead);

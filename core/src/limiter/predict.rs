@@ -13,8 +13,9 @@ pub(super) enum Limit {
     Deadline,
     /// `enqueued + max_wait`.
     MaxWait,
-    /// `enqueued + min(defer_after, max_wait)`; the request's own deadline, later, if any.
-    Defer { own_deadline: Option<Nanos> },
+    /// `enqueued + min(defer_after, max_wait)` (the request's own deadline, later, if any, is
+    /// its `own_deadline`).
+    Defer,
 }
 
 /// The request's effective deadline and the budget it comes from: its own deadline,
@@ -29,8 +30,8 @@ pub(super) fn effective_deadline(
     defer_after: Option<Nanos>,
 ) -> (Option<Nanos>, Limit) {
     let relative = match (defer_after, max_wait) {
-        (Some(d), Some(m)) => Some((now.saturating_add(d.min(m)), Limit::Defer { own_deadline: own })),
-        (Some(d), None) => Some((now.saturating_add(d), Limit::Defer { own_deadline: own })),
+        (Some(d), Some(m)) => Some((now.saturating_add(d.min(m)), Limit::Defer)),
+        (Some(d), None) => Some((now.saturating_add(d), Limit::Defer)),
         (None, Some(m)) => Some((now.saturating_add(m), Limit::MaxWait)),
         (None, None) => None,
     };
@@ -44,14 +45,21 @@ pub(super) fn effective_deadline(
 
 /// Why a request with budget `limit` fails: `predicted` is its predicted send time, if
 /// known, and `now` the moment it fails. A deferral whose predicted send time is past the
-/// request's own deadline fails as `deadline_exceeded` (a retry then is no use).
-pub(super) fn limit_reason(limit: Limit, enqueued_at: Nanos, deadline: Nanos, predicted: Option<Nanos>, now: Nanos) -> FailReason {
+/// request's own deadline (`own_deadline`) fails as `deadline_exceeded` (a retry then is no use).
+pub(super) fn limit_reason(
+    limit: Limit,
+    own_deadline: Option<Nanos>,
+    enqueued_at: Nanos,
+    deadline: Nanos,
+    predicted: Option<Nanos>,
+    now: Nanos,
+) -> FailReason {
     match limit {
         Limit::Deadline => FailReason::DeadlineExceeded { predicted_send_at: predicted },
         Limit::MaxWait => FailReason::MaxWaitExceeded {
             predicted_wait: predicted.unwrap_or(deadline).saturating_sub(enqueued_at),
         },
-        Limit::Defer { own_deadline } => {
+        Limit::Defer => {
             let retry_at = predicted.unwrap_or(now).max(now);
             match own_deadline {
                 Some(d) if retry_at > d => FailReason::DeadlineExceeded { predicted_send_at: Some(retry_at) },
@@ -76,7 +84,7 @@ pub(super) struct Place<'a> {
 impl<'a> Place<'a> {
     /// The place of the queued request `r`, `position` requests behind its queue's head.
     pub(super) fn of(r: &'a Req, position: usize) -> Self {
-        let (route_key, sub_key) = (&r.route_key, r.sub_key.as_deref());
+        let (route_key, sub_key) = (&r.route_key, r.sub_key());
         Place { route_key, sub_key, exempt: r.exempt, position, not_before: r.not_before }
     }
 

@@ -345,7 +345,7 @@ impl Limiter {
             // retry time is now: the store would have let it go.)
             let reason = match r.limit {
                 Limit::MaxWait => FailReason::MaxWaitExceeded { predicted_wait: now - r.enqueued_at },
-                limit => limit_reason(limit, r.enqueued_at, deadline, None, now),
+                limit => limit_reason(limit, r.own_deadline(), r.enqueued_at, deadline, None, now),
             };
             self.leave_in_flight_list(qid, id);
             self.refund(qid, id, flight);

@@ -83,14 +83,14 @@ impl Limiter {
                 Timer::Deadline(id) => {
                     let req = &self.requests[&id];
                     let Some(deadline) = req.deadline else { continue };
-                    let (limit, enqueued_at) = (req.limit, req.enqueued_at);
+                    let (limit, enqueued_at, own_deadline) = (req.limit, req.enqueued_at, req.own_deadline());
                     // A deferral carries when it could go now: still queued past its budget
                     // (waiting on an answer, say), it is handed back with a fresh prediction.
                     let predicted = match limit {
-                        Limit::Defer { .. } => Some(self.predict_queued(t, id)),
+                        Limit::Defer => Some(self.predict_queued(t, id)),
                         Limit::Deadline | Limit::MaxWait => None,
                     };
-                    let reason = limit_reason(limit, enqueued_at, deadline, predicted, t);
+                    let reason = limit_reason(limit, own_deadline, enqueued_at, deadline, predicted, t);
                     self.unqueue(id);
                     self.fail(id, reason);
                 }
