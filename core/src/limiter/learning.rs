@@ -18,7 +18,7 @@ impl Limiter {
         }
         let (iid, route_key, major) = {
             let r = self.req(id);
-            (r.identity, r.route_key.to_string(), self.queue(qid).key.major.clone())
+            (self.iid_of(r), r.route_key.to_string(), self.queue(qid).key.major.clone())
         };
         let previous = self.routes.buckets.get(&route_key).cloned();
         // The route's own copy of the id when it is the same, so that its queues share one.
@@ -205,7 +205,7 @@ impl Limiter {
         let until = now.saturating_add(wait);
         let (iid, hold_key) = {
             let r = self.req(id);
-            (r.identity, r.shared_route().to_string())
+            (self.iid_of(r), r.shared_route().to_string())
         };
         match scope {
             RateLimitScope::Global => {
@@ -303,7 +303,7 @@ impl Limiter {
         }
         let (qid, exempt, iid) = {
             let r = self.req(id);
-            (r.qid, r.exempt, r.identity)
+            (r.qid, r.exempt(), self.iid_of(r))
         };
         // Pending lists are in enqueue (= id) order.
         let pos = self.queue(qid).pending.partition_point(|&p| p < id);
@@ -329,7 +329,7 @@ impl Limiter {
             if transport {
                 // `network_error` promises the request never reached the server; an attempt
                 // that may have reached it makes the outcome `maybe_sent`.
-                let reason = if req.maybe_reached {
+                let reason = if req.maybe_reached() {
                     FailReason::MaybeSent
                 } else {
                     FailReason::NetworkError { attempts: req.sends }
@@ -451,7 +451,7 @@ impl Limiter {
     /// Gives back the global token and bucket slot of a request that never left.
     pub(super) fn refund(&mut self, qid: Qid, id: RequestId, flight: Flight) {
         let _ = self.settle_costs(id, None, true);
-        let iid = self.req(id).identity;
+        let iid = self.iid(id);
         if let Some(at) = flight.global_at {
             self.drop_global_entry(iid, at);
             self.mark_identity_ready(iid);
@@ -504,7 +504,7 @@ impl Limiter {
 
     pub(super) fn mark_unauthorized(&mut self, iid: Iid) {
         self.identities[iid].unauthorized = true;
-        self.fail_queued(|r| r.identity == iid, FailReason::Unauthorized);
+        self.fail_queued(|_, of| of == iid, FailReason::Unauthorized);
     }
 
     /// The invalid-request budget's gate: closed while the invalid responses in the window and
@@ -517,14 +517,14 @@ impl Limiter {
         self.invalid.gate(self.in_flight_total + self.reserving_total, self.config.invalid_request_stop_at)
     }
 
-    /// Fails every queued (or reserving: never sent either) request that `which` selects, in
-    /// enqueue order.
-    pub(super) fn fail_queued(&mut self, which: impl Fn(&Req) -> bool, reason: FailReason) {
+    /// Fails every queued (or reserving: never sent either) request that `which` selects (from
+    /// the request and its identity), in enqueue order.
+    pub(super) fn fail_queued(&mut self, which: impl Fn(&Req, Iid) -> bool, reason: FailReason) {
         let mut queued: Vec<RequestId> = self
             .requests
             .iter()
             .filter(|(_, r)| {
-                matches!(r.state, Phase::Queued | Phase::Reserving) && which(r)
+                matches!(r.state, Phase::Queued | Phase::Reserving) && which(r, self.iid_of(r))
             })
             .map(|(id, _)| *id)
             .collect();

@@ -85,7 +85,7 @@ impl<'a> Place<'a> {
     /// The place of the queued request `r`, `position` requests behind its queue's head.
     pub(super) fn of(r: &'a Req, position: usize) -> Self {
         let (route_key, sub_key) = (&r.route_key, r.sub_key());
-        Place { route_key, sub_key, exempt: r.exempt, position, not_before: r.not_before }
+        Place { route_key, sub_key, exempt: r.exempt(), position, not_before: r.not_before }
     }
 
     /// The place a new request would take: behind every request queued in `q`.

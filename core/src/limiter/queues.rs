@@ -58,11 +58,13 @@ impl Slab {
     }
 
     pub(super) fn get(&self, qid: Qid) -> Option<&Option<Queue>> {
-        (qid < self.len).then(|| &self.chunks[qid / CHUNK][qid % CHUNK])
+        let i = qid as usize;
+        (i < self.len).then(|| &self.chunks[i / CHUNK][i % CHUNK])
     }
 
     pub(super) fn get_mut(&mut self, qid: Qid) -> Option<&mut Option<Queue>> {
-        (qid < self.len).then(|| &mut self.chunks[qid / CHUNK][qid % CHUNK])
+        let i = qid as usize;
+        (i < self.len).then(|| &mut self.chunks[i / CHUNK][i % CHUNK])
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = &Option<Queue>> {
@@ -117,8 +119,10 @@ impl Queues {
                 qid
             }
             None => {
+                // Each queue holds hundreds of bytes: 2^32 of them would not fit in memory.
+                let qid = Qid::try_from(self.slab.len()).expect("fewer than 2^32 queues");
                 self.slab.push(Some(queue));
-                self.slab.len() - 1
+                qid
             }
         };
         self.index.insert(key, qid);
@@ -283,7 +287,7 @@ impl Limiter {
     pub(super) fn unqueue(&mut self, id: RequestId) {
         let (qid, exempt, iid) = {
             let r = self.req(id);
-            (r.qid, r.exempt, r.identity)
+            (r.qid, r.exempt(), self.iid_of(r))
         };
         let q = self.queue_mut(qid);
         if let Some(pos) = q.pending.iter().position(|&p| p == id) {
@@ -364,7 +368,7 @@ impl Limiter {
     /// Marks for re-evaluation every queue of `identity` (every queue with `None`), so that a
     /// pause that just started fails at once the queued requests it makes hopeless.
     pub(super) fn recheck_queues(&mut self, identity: Option<Iid>) {
-        for (qid, q) in self.queues.iter().enumerate() {
+        for (qid, q) in (0..).zip(self.queues.iter()) {
             if let Some(q) = q
                 && !q.pending.is_empty()
                 && identity.is_none_or(|iid| q.key.identity == iid)

@@ -199,7 +199,7 @@ impl Limiter {
     pub(super) fn names(&self, id: RequestId, qid: Qid, bucket: Option<String>) -> Names {
         let r = self.req(id);
         Names {
-            identity: self.identities[r.identity].name.clone(),
+            identity: self.identities[self.iid_of(r)].name.clone(),
             route: r.shared_route().to_string(),
             major: self.queue(r.qid).key.major.clone(),
             bucket: bucket.or_else(|| self.queue_hash(qid)),
@@ -363,7 +363,7 @@ impl Limiter {
             self.unreserve(qid, id, flight);
             return;
         }
-        let iid = r.identity;
+        let iid = self.iid_of(r);
         // The send happens now, not when the reservation left: re-stamp the global token and
         // the sliding log so the local windows count from the real send.
         let global_at = flight.global_at.map(|old| {
@@ -464,7 +464,7 @@ impl Limiter {
     /// global token go back, and the late answer will be ignored.
     pub(super) fn abandon_reservation(&mut self, id: RequestId) {
         let r = self.req(id);
-        let (qid, iid) = (r.qid, r.identity);
+        let (qid, iid) = (r.qid, self.iid_of(r));
         let (Phase::Reserving, Some(&ReqState::Reserving { since, step, window_seq, window_epoch, global_at, leased, asked_since, .. })) =
             (r.state, self.taken(id))
         else {
@@ -493,7 +493,7 @@ impl Limiter {
         match scope {
             SharedScope::Edge | SharedScope::Invalid => self.hold_host(until),
             SharedScope::Global => {
-                let iid = self.req(id).identity;
+                let iid = self.iid(id);
                 let ident = &mut self.identities[iid];
                 if !leased && ident.lease.until > now {
                     // It asked the window for tokens and the window is full, but this process
@@ -559,7 +559,7 @@ impl Limiter {
     pub(super) fn share_budgets(&mut self) {
         let share = self.cost_share();
         let mut changed = Vec::new();
-        for (qid, q) in self.queues.iter_mut().enumerate() {
+        for (qid, q) in (0..).zip(self.queues.iter_mut()) {
             let Some(q) = q else { continue };
             for b in q.budgets.get_mut() {
                 if b.share != share {
@@ -740,7 +740,7 @@ impl Limiter {
     /// Reserves request `id` at the store (shared mode): it holds the slot and global token
     /// `flight` took while the store decides ([`ReqState::Reserving`]).
     pub(super) fn reserve(&mut self, now: Nanos, id: RequestId, flight: Flight) {
-        let iid = self.req(id).identity;
+        let iid = self.iid(id);
         let (counts_global, global_want, leased) = self.global_ask(now, iid, id, flight.global_at.is_some());
         let mut reservation = self.reservation(now, id, counts_global);
         reservation.global_want = global_want;
