@@ -145,11 +145,7 @@ pub fn body(
 
 /// `'not_sent'` or `'maybe_sent'`.
 pub fn failure(name: &str) -> Result<Failure> {
-    match name {
-        "not_sent" => Ok(Failure::NotSent),
-        "maybe_sent" => Ok(Failure::MaybeSent),
-        _ => Err("failure must be 'not_sent' or 'maybe_sent'".to_string()),
-    }
+    Failure::from_name(name).ok_or_else(|| "failure must be 'not_sent' or 'maybe_sent'".to_string())
 }
 
 /// How a disposition reads in JS.

@@ -483,6 +483,17 @@ pub enum Failure {
     MaybeSent,
 }
 
+impl Failure {
+    /// The failure a binding's caller names: `"not_sent"` or `"maybe_sent"`.
+    pub fn from_name(name: &str) -> Option<Failure> {
+        match name {
+            "not_sent" => Some(Failure::NotSent),
+            "maybe_sent" => Some(Failure::MaybeSent),
+            _ => None,
+        }
+    }
+}
+
 /// What the core tells the driver after a response (the return value of
 /// [`crate::Limiter::handle_response`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -195,11 +195,8 @@ impl Limiter {
         #[pyo3(from_py_with = request_id)] id: u64,
         failure: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyString>> {
-        let failure = match failure.cast::<PyString>().ok().and_then(|s| utf8::text(s).ok()) {
-            Some("not_sent") => Failure::NotSent,
-            Some("maybe_sent") => Failure::MaybeSent,
-            _ => return Err(mistake(failure, "failure")),
-        };
+        let named = failure.cast::<PyString>().ok().and_then(|s| utf8::text(s).ok()).and_then(Failure::from_name);
+        let Some(failure) = named else { return Err(mistake(failure, "failure")) };
         let d = self.inner.handle_failure(now_ns, id, failure).map_err(|e| core_error(py, e))?;
         Ok(disposition(py, d).clone())
     }

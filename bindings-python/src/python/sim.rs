@@ -124,13 +124,7 @@ impl Simulation {
         fate: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let ticket = self.ticket(py, ticket)?;
-        let fate = match normalized::<String>(fate, "fate")?.as_str() {
-            "deliver" => Fate::Deliver,
-            "not_sent" => Fate::NotSent,
-            "maybe_sent_arrived" => Fate::MaybeSent { arrives: true },
-            "maybe_sent_lost" => Fate::MaybeSent { arrives: false },
-            _ => return Err(mistake(fate, "fate")),
-        };
+        let Some(fate) = Fate::from_name(&normalized::<String>(fate, "fate")?) else { return Err(mistake(fate, "fate")) };
         self.inner.script_send(ticket, attempt, fate);
         Ok(())
     }

@@ -281,6 +281,20 @@ pub enum Fate {
     },
 }
 
+impl Fate {
+    /// The fate a binding's caller names: `"deliver"`, `"not_sent"`, `"maybe_sent_arrived"`
+    /// or `"maybe_sent_lost"`.
+    pub fn from_name(name: &str) -> Option<Fate> {
+        match name {
+            "deliver" => Some(Fate::Deliver),
+            "not_sent" => Some(Fate::NotSent),
+            "maybe_sent_arrived" => Some(Fate::MaybeSent { arrives: true }),
+            "maybe_sent_lost" => Some(Fate::MaybeSent { arrives: false }),
+            _ => None,
+        }
+    }
+}
+
 /// A handle on a request scheduled with [`Simulation::enqueue_at`] (its index in
 /// [`Report::requests`]); the [`RequestId`] exists only once the limiter has taken it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
