@@ -1067,6 +1067,10 @@ function createRatelane(core, host) {
       if (store !== null) store.bind(JSON.parse(this._core.configJson()).shared)
       /** id -> entry of each request not yet settled. */
       this._entries = new Map()
+      // Whether the profile reads the body of an answer with a status, asked of the core once
+      // per status (at most 900): the profile never changes, and a crossing costs more than
+      // the rest of the question.
+      this._readsBody = new Map()
       this._timer = null
       this._timerAt = null
       this._timerRef = true
@@ -1303,6 +1307,16 @@ function createRatelane(core, host) {
       return spec
     }
 
+    /** `readsBody(status)` of the core, kept per status. */
+    _readsBodyOf(status) {
+      let reads = this._readsBody.get(status)
+      if (reads === undefined) {
+        reads = this._core.readsBody(status)
+        this._readsBody.set(status, reads)
+      }
+      return reads
+    }
+
     /** Drains the core after an input (the drain invariant) and acts on each output. */
     _pump() {
       if (this._pumping) {
@@ -1498,7 +1512,7 @@ function createRatelane(core, host) {
       // Shopify's GraphQL cost in every answer): the core says which statuses. A request with
       // costs has every JSON answer read for its `usage` (the actual costs, which settle the
       // estimates), from a clone as a 429's; nothing else of such a body is passed.
-      if (response.status === 429 || (this._core.readsBody(response.status) && mayBeJson(response))) {
+      if (response.status === 429 || (this._readsBodyOf(response.status) && mayBeJson(response))) {
         hints = await readHints(response, entry.costs ? MAX_USAGE_BODY_CHARS : MAX_BODY_CHARS)
         if (!this._current(entry, controller)) return
       } else if (entry.costs && mayBeJson(response)) {
