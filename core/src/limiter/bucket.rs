@@ -410,8 +410,8 @@ impl Limiter {
                 .queue(qid)
                 .in_flight
                 .iter()
-                .filter_map(|id| match self.taken[id] {
-                    ReqState::InFlight(Flight { sent_at, .. }) => Some(sent_at),
+                .filter_map(|id| match self.taken.get(id) {
+                    Some(ReqState::InFlight(Flight { sent_at, .. })) => Some(*sent_at),
                     _ => None,
                 })
                 .collect();

@@ -143,9 +143,10 @@ pub(super) fn share_of(limit: u32, share: u32) -> u32 {
     if share > 1 && limit > 0 { (limit / share).max(1) } else { limit }
 }
 
-/// Whether any of a queue's `in_flight` list is reserving (shared mode).
+/// Whether any of a queue's `in_flight` list is reserving (shared mode). A request that has
+/// just taken its slot and is not sent or reserved yet has no entry in `taken`: not reserving.
 pub(super) fn has_reserving(in_flight: &[RequestId], taken: &HashMap<RequestId, ReqState>) -> bool {
-    in_flight.iter().any(|id| matches!(taken[id], ReqState::Reserving { .. }))
+    in_flight.iter().any(|id| matches!(taken.get(id), Some(ReqState::Reserving { .. })))
 }
 
 impl Limiter {
@@ -408,7 +409,7 @@ impl Limiter {
             r.not_before <= now && !held_apart
         });
         waiting
-            || q.in_flight.iter().any(|p| *p < id && matches!(self.taken[p], ReqState::Reserving { .. }))
+            || q.in_flight.iter().any(|p| *p < id && matches!(self.taken.get(p), Some(ReqState::Reserving { .. })))
     }
 
     /// Removes `id` from its queue's in-flight list (which also holds reserving requests).
@@ -442,13 +443,11 @@ impl Limiter {
         let first = q
             .in_flight
             .iter()
-            .filter_map(|id| match self.taken[id] {
-                ReqState::InFlight(Flight { sent_at: t, window_epoch, .. })
-                | ReqState::Reserving { since: t, window_epoch, .. }
-                    if window_epoch == epoch =>
-                {
-                    Some(t)
-                }
+            .filter_map(|id| match self.taken.get(id) {
+                Some(
+                    &ReqState::InFlight(Flight { sent_at: t, window_epoch, .. })
+                    | &ReqState::Reserving { since: t, window_epoch, .. },
+                ) if window_epoch == epoch => Some(t),
                 _ => None,
             })
             .min();
