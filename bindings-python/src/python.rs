@@ -44,17 +44,20 @@ fn exception(py: Python<'_>, class: &str, message: String, kwargs: Option<&Bound
 }
 
 /// A caller error of the core, as its class in `ERROR_CLASSES` (with `request_id` if it has one).
-fn core_error(py: Python<'_>, error: Error) -> PyErr {
+/// (Attaches to the interpreter itself, so that a method needs no `py` only to raise.)
+fn core_error(error: Error) -> PyErr {
     let id = match &error {
         Error::UnknownRequest(id) | Error::InvalidState { id, .. } => Some(*id),
         _ => None,
     };
-    raised((|| {
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("request_id", id)?;
-        let class = module(py, &ERRORS, "ratelane._errors")?.getattr("ERROR_CLASSES")?.get_item(error.code())?;
-        class.call((error.to_string(),), Some(&kwargs))
-    })())
+    Python::attach(|py| {
+        raised((|| {
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("request_id", id)?;
+            let class = module(py, &ERRORS, "ratelane._errors")?.getattr("ERROR_CLASSES")?.get_item(error.code())?;
+            class.call((error.to_string(),), Some(&kwargs))
+        })())
+    })
 }
 
 // ------------------------------------------------------------------------------ arguments

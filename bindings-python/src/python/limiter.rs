@@ -115,9 +115,9 @@ pub(super) fn request(method: String, path: String, options: Option<&Bound<'_, P
     Ok(r)
 }
 
-pub(super) fn limiter(py: Python<'_>, config_json: Option<&str>) -> PyResult<ratelane::Limiter> {
-    let config = ratelane::json::config_from_json(config_json.unwrap_or("{}")).map_err(|e| core_error(py, e))?;
-    ratelane::Limiter::new(config).map_err(|e| core_error(py, e))
+pub(super) fn limiter(config_json: Option<&str>) -> PyResult<ratelane::Limiter> {
+    let config = ratelane::json::config_from_json(config_json.unwrap_or("{}")).map_err(core_error)?;
+    ratelane::Limiter::new(config).map_err(core_error)
 }
 
 /// The sans-IO rate limiter, one to one with `ratelane::Limiter`. Times are integer
@@ -132,8 +132,8 @@ pub struct Limiter {
 impl Limiter {
     #[new]
     #[pyo3(signature = (config_json = None))]
-    fn new(py: Python<'_>, config_json: Option<&str>) -> PyResult<Self> {
-        Ok(Limiter { inner: limiter(py, config_json)? })
+    fn new(config_json: Option<&str>) -> PyResult<Self> {
+        Ok(Limiter { inner: limiter(config_json)? })
     }
 
     #[pyo3(signature = (now_ns, method, path, **options), text_signature = "($self, now_ns, method, path, *, major=None, \
@@ -141,14 +141,13 @@ impl Limiter {
         sub_limit=None, body_keys=None, costs=None)")]
     fn enqueue(
         &mut self,
-        py: Python<'_>,
         #[pyo3(from_py_with = ns)] now_ns: u64,
         #[pyo3(from_py_with = text)] method: String,
         #[pyo3(from_py_with = text)] path: String,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<u64> {
         let r = request(method, path, options, "enqueue")?;
-        self.inner.enqueue(now_ns, r).map_err(|e| core_error(py, e))
+        self.inner.enqueue(now_ns, r).map_err(core_error)
     }
 
     /// `cost`: Shopify's `extensions.cost` (a dict of `requested`, `actual`,
@@ -177,7 +176,7 @@ impl Limiter {
         };
         let (errors, usage) = (errors.unwrap_or_default(), usage.unwrap_or_default());
         let response = Response { status, headers: &pairs, body: BodyHints { retry_after, global: global_, cost, errors, usage }, wall_clock_ms };
-        let d = self.inner.handle_response(now_ns, id, &response).map_err(|e| core_error(py, e))?;
+        let d = self.inner.handle_response(now_ns, id, &response).map_err(core_error)?;
         Ok(disposition(py, d).clone())
     }
 
@@ -197,16 +196,16 @@ impl Limiter {
     ) -> PyResult<Bound<'py, PyString>> {
         let named = failure.cast::<PyString>().ok().and_then(|s| utf8::text(s).ok()).and_then(Failure::from_name);
         let Some(failure) = named else { return Err(mistake(failure, "failure")) };
-        let d = self.inner.handle_failure(now_ns, id, failure).map_err(|e| core_error(py, e))?;
+        let d = self.inner.handle_failure(now_ns, id, failure).map_err(core_error)?;
         Ok(disposition(py, d).clone())
     }
 
-    fn handle_written(&mut self, py: Python<'_>, #[pyo3(from_py_with = ns)] now_ns: u64, #[pyo3(from_py_with = request_id)] id: u64) -> PyResult<()> {
-        self.inner.handle_written(now_ns, id).map_err(|e| core_error(py, e))
+    fn handle_written(&mut self, #[pyo3(from_py_with = ns)] now_ns: u64, #[pyo3(from_py_with = request_id)] id: u64) -> PyResult<()> {
+        self.inner.handle_written(now_ns, id).map_err(core_error)
     }
 
-    fn cancel(&mut self, py: Python<'_>, #[pyo3(from_py_with = ns)] now_ns: u64, #[pyo3(from_py_with = request_id)] id: u64) -> PyResult<()> {
-        self.inner.cancel(now_ns, id).map_err(|e| core_error(py, e))
+    fn cancel(&mut self, #[pyo3(from_py_with = ns)] now_ns: u64, #[pyo3(from_py_with = request_id)] id: u64) -> PyResult<()> {
+        self.inner.cancel(now_ns, id).map_err(core_error)
     }
 
     fn handle_timeout(&mut self, #[pyo3(from_py_with = ns)] now_ns: u64) {
@@ -245,7 +244,7 @@ impl Limiter {
                 depythonize(&args.call_method1("reservation", (answer, retry_after_ns, scope, processes, leased, store_time_ns))?)?
             }
         };
-        self.inner.handle_reservation(now_ns, id, read).map_err(|e| core_error(py, e))
+        self.inner.handle_reservation(now_ns, id, read).map_err(core_error)
     }
 
     fn close(&mut self, #[pyo3(from_py_with = ns)] now_ns: u64) {
@@ -275,14 +274,13 @@ impl Limiter {
         sub_limit=None, body_keys=None, costs=None)")]
     fn predict(
         &self,
-        py: Python<'_>,
         #[pyo3(from_py_with = ns)] now_ns: u64,
         #[pyo3(from_py_with = text)] method: String,
         #[pyo3(from_py_with = text)] path: String,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<u64> {
         let r = request(method, path, options, "predict")?;
-        self.inner.predict(now_ns, &r).map(|p| p.send_at).map_err(|e| core_error(py, e))
+        self.inner.predict(now_ns, &r).map(|p| p.send_at).map_err(core_error)
     }
 
     #[getter]
@@ -330,14 +328,13 @@ impl Limiter {
     /// Restores a snapshot's JSON text: the core reads and checks it, then restores it.
     fn restore(
         &mut self,
-        py: Python<'_>,
         #[pyo3(from_py_with = ns)] now_ns: u64,
         #[pyo3(from_py_with = ns)] wall_clock_ms: u64,
         #[pyo3(from_py_with = text)] snapshot: String,
     ) -> PyResult<()> {
         ratelane::snapshot::Snapshot::from_json(&snapshot)
             .and_then(|s| self.inner.restore(now_ns, wall_clock_ms, &s))
-            .map_err(|e| core_error(py, e))
+            .map_err(core_error)
     }
 }
 

@@ -180,7 +180,7 @@ impl PyLimit {
                 *value
             })
         });
-        let inner = read.map_err(|e| core_error(py, e))?;
+        let inner = read.map_err(core_error)?;
         match given.iter().find(|(.., read)| !read) {
             Some((name, ..)) => Err(exception(py, "InvalidArgumentError", format!("a {kind} limit has no parameter {name:?}"), None)),
             None => Ok(PyLimit { inner }),
@@ -198,8 +198,8 @@ impl PyLimit {
         format!("{}_LUA", self.inner.script().to_uppercase())
     }
     /// Raises InvalidConfigError when the script cannot evaluate this limit exactly.
-    fn check_script(&self, py: Python<'_>) -> PyResult<()> {
-        self.inner.check_script().map_err(|e| core_error(py, e))
+    fn check_script(&self) -> PyResult<()> {
+        self.inner.check_script().map_err(core_error)
     }
 
     /// The script's `ARGV` for op `name`. Raises `InsufficientCapacityError` when `n` exceeds
@@ -215,7 +215,7 @@ impl PyLimit {
         n: Option<u32>,
         factor: Option<f64>,
     ) -> PyResult<Vec<String>> {
-        let argv = self.inner.argv(op(py, name, n, factor)?, now_ns, min_ttl_ms).map_err(|e| core_error(py, e))?;
+        let argv = self.inner.argv(op(py, name, n, factor)?, now_ns, min_ttl_ms).map_err(core_error)?;
         Ok(argv.map_err(|e| insufficient(py, e))?.iter().map(ToString::to_string).collect())
     }
 
@@ -255,7 +255,7 @@ pub struct PyStore {
 
 impl PyStore {
     fn apply(&mut self, py: Python<'_>, key: &str, now_ns: u64, op: Op) -> PyResult<Py<PyAny>> {
-        answer(py, self.inner.apply(key, now_ns, op).map_err(|e| core_error(py, e))?, None)
+        answer(py, self.inner.apply(key, now_ns, op).map_err(core_error)?, None)
     }
 }
 
@@ -263,8 +263,8 @@ impl PyStore {
 impl PyStore {
     #[new]
     #[pyo3(signature = (limit, max_keys = 100_000))]
-    fn new(py: Python<'_>, limit: &PyLimit, max_keys: usize) -> PyResult<Self> {
-        Ok(PyStore { inner: LimitStore::new(limit.inner, max_keys).map_err(|e| core_error(py, e))? })
+    fn new(limit: &PyLimit, max_keys: usize) -> PyResult<Self> {
+        Ok(PyStore { inner: LimitStore::new(limit.inner, max_keys).map_err(core_error)? })
     }
 
     /// Checks one request for `key` at `now_ns`, and counts it if admitted.

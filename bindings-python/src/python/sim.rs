@@ -14,10 +14,10 @@ fn tokens(obj: &Bound<'_, PyAny>) -> PyResult<Option<u64>> {
     opt_normalized(obj, "tokens")
 }
 
-fn server(py: Python<'_>, text: Option<&str>) -> PyResult<sim::Server> {
+fn server(text: Option<&str>) -> PyResult<sim::Server> {
     // The core's parser checks everything `Server::new` asserts (known buckets, non-zero
     // windows), so a bad configuration is an InvalidConfigError, never a panic.
-    let config = ratelane::json::server_config_from_json(text.unwrap_or("{}")).map_err(|e| core_error(py, e))?;
+    let config = ratelane::json::server_config_from_json(text.unwrap_or("{}")).map_err(core_error)?;
     Ok(sim::Server::new(config))
 }
 
@@ -33,8 +33,8 @@ pub struct SimServer {
 impl SimServer {
     #[new]
     #[pyo3(signature = (server_config_json = None))]
-    fn new(py: Python<'_>, server_config_json: Option<&str>) -> PyResult<Self> {
-        Ok(SimServer { inner: server(py, server_config_json)?, next_tag: 0 })
+    fn new(server_config_json: Option<&str>) -> PyResult<Self> {
+        Ok(SimServer { inner: server(server_config_json)?, next_tag: 0 })
     }
 
     /// The server's answer to a request arriving at `now_ns`, as a dict (`status`, `headers`,
@@ -82,9 +82,9 @@ pub struct Simulation {
 impl Simulation {
     #[new]
     #[pyo3(signature = (config_json = None, server_config_json = None, sim_config_json = None))]
-    fn new(py: Python<'_>, config_json: Option<&str>, server_config_json: Option<&str>, sim_config_json: Option<&str>) -> PyResult<Self> {
-        let (limiter, server) = (limiter(py, config_json)?, server(py, server_config_json)?);
-        let net = ratelane::json::sim_config_from_json(sim_config_json.unwrap_or("{}")).map_err(|e| core_error(py, e))?;
+    fn new(config_json: Option<&str>, server_config_json: Option<&str>, sim_config_json: Option<&str>) -> PyResult<Self> {
+        let (limiter, server) = (limiter(config_json)?, server(server_config_json)?);
+        let net = ratelane::json::sim_config_from_json(sim_config_json.unwrap_or("{}")).map_err(core_error)?;
         Ok(Simulation { inner: sim::Simulation::new(limiter, server, net), scheduled: 0 })
     }
 
