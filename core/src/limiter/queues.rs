@@ -2,6 +2,8 @@
 //! key's first request and forgotten once idle past their windows; where each queue's head
 //! sits (ready to go, or blocked on its identity's global budget).
 
+use std::hash::BuildHasher;
+
 use super::*;
 
 #[derive(Debug)]
@@ -87,7 +89,10 @@ pub(super) enum Listed {
 #[derive(Debug, Default)]
 pub(super) struct Queues {
     slab: Slab,
-    index: HashMap<QueueKey, Qid>,
+    /// The queues by key: each entry is a queue id, found by its key's hash and compared with
+    /// the key its queue holds, so that a key (and its major parameter's text) is held once.
+    index: hashbrown::HashTable<Qid>,
+    hasher: foldhash::fast::FixedState,
     free: Vec<Qid>,
     /// Told apart a queue and a later one in the same slot (timers and idle listings name both).
     next_uid: u64,
@@ -105,13 +110,33 @@ impl Queues {
     where
         Q: std::hash::Hash + hashbrown::Equivalent<QueueKey> + ?Sized,
     {
-        self.index.get(key).copied()
+        let hash = self.hasher.hash_one(key);
+        self.index.find(hash, |&qid| key.equivalent(self.key(qid))).copied()
     }
 
-    /// Adds the queue `make` builds from its uid under `key` (which no live queue has).
-    pub(super) fn insert(&mut self, key: QueueKey, make: impl FnOnce(u64) -> Queue) -> Qid {
-        debug_assert!(self.find(&key).is_none(), "a second queue for one key");
+    /// The key of live queue `qid`.
+    fn key(&self, qid: Qid) -> &QueueKey {
+        &self.slab[qid].as_ref().expect("an indexed queue is live").key
+    }
+
+    /// Files `qid` in the index under the key its queue holds.
+    fn file(&mut self, qid: Qid) {
+        let (slab, hasher) = (&self.slab, &self.hasher);
+        let key_hash = |&q: &Qid| hasher.hash_one(&slab[q].as_ref().expect("an indexed queue is live").key);
+        self.index.insert_unique(key_hash(&qid), qid, key_hash);
+    }
+
+    /// Takes `qid` out of the index, where it is filed under `key`.
+    fn unfile(&mut self, qid: Qid, key: &QueueKey) {
+        if let Ok(entry) = self.index.find_entry(self.hasher.hash_one(key), |&q| q == qid) {
+            entry.remove();
+        }
+    }
+
+    /// Adds the queue `make` builds from its uid (its key no live queue has).
+    pub(super) fn insert(&mut self, make: impl FnOnce(u64) -> Queue) -> Qid {
         let queue = make(self.next_uid);
+        debug_assert!(self.find(&queue.key).is_none(), "a second queue for one key");
         self.next_uid += 1;
         let qid = match self.free.pop() {
             Some(qid) => {
@@ -125,23 +150,23 @@ impl Queues {
                 qid
             }
         };
-        self.index.insert(key, qid);
+        self.file(qid);
         qid
     }
 
     /// Files queue `qid` under `key` instead of its own key, which it returns.
     pub(super) fn rekey(&mut self, qid: Qid, key: QueueKey) -> QueueKey {
         let q = self.slab[qid].as_mut().expect("live queue");
-        let old = std::mem::replace(&mut q.key, key.clone());
-        self.index.remove(&old);
-        self.index.insert(key, qid);
+        let old = std::mem::replace(&mut q.key, key);
+        self.unfile(qid, &old);
+        self.file(qid);
         old
     }
 
     /// Forgets queue `qid`; its slot is reused.
     pub(super) fn remove(&mut self, qid: Qid) -> Queue {
         let q = self.slab[qid].take().expect("live queue");
-        self.index.remove(&q.key);
+        self.unfile(qid, &q.key);
         self.free.push(qid);
         q
     }
@@ -255,7 +280,7 @@ impl Limiter {
             BucketId::Route(_) => None,
         };
         self.routes.queue_opened(&key);
-        self.queues.insert(key.clone(), |uid| Queue {
+        self.queues.insert(|uid| Queue {
             key,
             uid,
             pending: VecDeque::new(),
