@@ -27,11 +27,6 @@ pub(super) struct Bucket {
     /// flight: the lowest report is the server's latest state, and anything it did not count
     /// yet is either still in flight or came back with a lower report.
     pub(super) reported: Option<u32>,
-    /// Requests the current window may hold that no report may count (cancelled in flight,
-    /// failed after maybe reaching the server, answered without a count, or answered from
-    /// before the local reset): they count as in flight until the window resets, or until a
-    /// report proves them counted (see [`Ghost`]).
-    pub(super) ghosts: Vec<Ghost>,
     /// End of the current window as the client sees it; `None` after a local reset until the
     /// next response tells (or a provisional end from the learned window length).
     pub(super) reset_at: Option<Nanos>,
@@ -59,6 +54,19 @@ pub(super) struct Bucket {
     /// An upper bound on the window length: a reported window end minus the first send of
     /// the local window (that send arrived at or after the server's window start).
     pub(super) window_upper: Nanos,
+    /// What few buckets need: ghosts, a sliding log, a shared-scope cap. `None` until one is
+    /// needed, so that the many buckets that never need them pay one pointer.
+    pub(super) rare: Option<Box<BucketRare>>,
+}
+
+/// The parts of a [`Bucket`] few buckets need ([`Bucket::rare`]).
+#[derive(Debug, Default)]
+pub(super) struct BucketRare {
+    /// Requests the current window may hold that no report may count (cancelled in flight,
+    /// failed after maybe reaching the server, answered without a count, or answered from
+    /// before the local reset): they count as in flight until the window resets, or until a
+    /// report proves them counted (see [`Ghost`]).
+    pub(super) ghosts: Vec<Ghost>,
     /// Send times, kept while `sliding` (at most `limit`, capped).
     pub(super) send_log: VecDeque<Nanos>,
     /// A shared-scope limit below the bucket's, learned from `shared` 429s: how many requests a
@@ -69,9 +77,32 @@ pub(super) struct Bucket {
     pub(super) shared_refused: (u64, u32),
 }
 
+/// The sliding log of a bucket that has none.
+static NO_SEND_LOG: VecDeque<Nanos> = VecDeque::new();
+
 const SLIDING_LOG_CAP: u32 = 4096;
 
 impl Bucket {
+    /// Its rare parts, made when first needed.
+    pub(super) fn rare_mut(&mut self) -> &mut BucketRare {
+        self.rare.get_or_insert_default()
+    }
+
+    /// Its ghosts ([`BucketRare::ghosts`]).
+    pub(super) fn ghosts(&self) -> &[Ghost] {
+        self.rare.as_ref().map_or(&[], |r| &r.ghosts)
+    }
+
+    /// Its sliding log ([`BucketRare::send_log`]).
+    pub(super) fn send_log(&self) -> &VecDeque<Nanos> {
+        self.rare.as_ref().map_or(&NO_SEND_LOG, |r| &r.send_log)
+    }
+
+    /// Its shared-scope cap ([`BucketRare::shared_cap`]).
+    pub(super) fn shared_cap(&self) -> Option<(u32, Nanos)> {
+        self.rare.as_ref().and_then(|r| r.shared_cap)
+    }
+
     /// The window length as well as it is known (1 s when nothing is known).
     pub(super) fn window_estimate(&self) -> Nanos {
         self.period.unwrap_or_else(|| {
@@ -118,7 +149,9 @@ impl Bucket {
             self.epoch += 1;
             self.sends_in_window = 0;
             self.carried = self.outstanding(in_flight);
-            self.ghosts.clear();
+            if let Some(rare) = &mut self.rare {
+                rare.ghosts.clear();
+            }
             self.reported = None;
             self.reset_provisional = false;
             self.window_first_send = None;
@@ -128,12 +161,12 @@ impl Bucket {
     /// The bucket's limit, or the shared-scope limit learned below it; of that, this
     /// process's `share` (see [`share_of`]: 1 but in a fail-open store outage).
     pub(super) fn effective_limit(&self, share: u32) -> u32 {
-        share_of(self.shared_cap.map_or(self.limit, |(cap, _)| self.limit.min(cap)), share)
+        share_of(self.shared_cap().map_or(self.limit, |(cap, _)| self.limit.min(cap)), share)
     }
 
     /// Requests counted as in flight for this bucket.
     pub(super) fn outstanding(&self, in_flight: usize) -> u32 {
-        (in_flight as u32).saturating_add(self.ghosts.len() as u32)
+        (in_flight as u32).saturating_add(self.ghosts().len() as u32)
     }
 
     /// How many more requests the window allows, given `in_flight` answers outstanding and
@@ -147,7 +180,7 @@ impl Bucket {
             .saturating_sub(self.carried)
             .saturating_sub(self.sends_in_window);
         match self.reported {
-            Some(r) if self.shared_cap.is_some() || share > 1 => r.saturating_sub(outstanding).min(local),
+            Some(r) if self.shared_cap().is_some() || share > 1 => r.saturating_sub(outstanding).min(local),
             Some(r) => r.saturating_sub(outstanding),
             None => local,
         }
@@ -157,17 +190,20 @@ impl Bucket {
     /// is over is dropped, the window rolls if due ([`Bucket::roll_if_due`]), and the sliding
     /// log keeps only the sends still within a window.
     pub(super) fn refresh(&mut self, now: Nanos, lead: Nanos, in_flight: usize) {
-        if self.shared_cap.is_some_and(|(_, until)| until <= now) {
-            self.shared_cap = None;
+        if let Some(rare) = &mut self.rare
+            && rare.shared_cap.is_some_and(|(_, until)| until <= now)
+        {
+            rare.shared_cap = None;
         }
         self.roll_if_due(now, lead, in_flight);
         if self.known
             && !self.unlimited
             && self.sliding
             && let Some(period) = self.period
+            && let Some(rare) = &mut self.rare
         {
-            while self.send_log.front().is_some_and(|&t| t.saturating_add(period) <= now) {
-                self.send_log.pop_front();
+            while rare.send_log.front().is_some_and(|&t| t.saturating_add(period) <= now) {
+                rare.send_log.pop_front();
             }
         }
     }
@@ -188,9 +224,10 @@ impl Bucket {
             self.reset_provisional = true;
         }
         if self.sliding {
-            self.send_log.push_back(now);
-            while self.send_log.len() > SLIDING_LOG_CAP as usize {
-                self.send_log.pop_front();
+            let log = &mut self.rare_mut().send_log;
+            log.push_back(now);
+            while log.len() > SLIDING_LOG_CAP as usize {
+                log.pop_front();
             }
         }
         (self.sends_in_window, self.epoch)
@@ -201,8 +238,10 @@ impl Bucket {
     pub(super) fn give_back(&mut self, sent_at: Nanos, epoch: u64) {
         if epoch == self.epoch && self.known && !self.unlimited {
             self.sends_in_window = self.sends_in_window.saturating_sub(1);
-            if let Some(pos) = self.send_log.iter().rposition(|&t| t == sent_at) {
-                self.send_log.remove(pos);
+            if let Some(log) = self.rare.as_mut().map(|r| &mut r.send_log)
+                && let Some(pos) = log.iter().rposition(|&t| t == sent_at)
+            {
+                log.remove(pos);
             }
         }
     }
@@ -269,9 +308,9 @@ impl Bucket {
         if b.sliding
             && let Some(period) = b.period
             && sliding_limit > 0
-            && b.send_log.len() >= sliding_limit
+            && b.send_log().len() >= sliding_limit
         {
-            let oldest = b.send_log[b.send_log.len() - sliding_limit];
+            let oldest = b.send_log()[b.send_log().len() - sliding_limit];
             return Gate::Until(oldest.saturating_add(period).max(now + 1));
         }
         if b.available(in_flight, share) > 0 {
@@ -402,7 +441,9 @@ impl Limiter {
             // `many_channels`: a whole window late). When it left: the transport's report
             // where there is one (a burst is written well after its `Send`s), else the `Send`.
             let left = flight.left_at;
-            b.ghosts.retain(|g| g.answered_at.is_none_or(|a| a > left));
+            if let Some(rare) = &mut b.rare {
+                rare.ghosts.retain(|g| g.answered_at.is_none_or(|a| a > left));
+            }
         }
         if detected_sliding {
             // Seed the send log with what is still out there and this request.
@@ -417,7 +458,7 @@ impl Limiter {
                 .collect();
             log.push(flight.sent_at);
             log.sort_unstable();
-            self.queue_mut(qid).bucket.send_log = log.into();
+            self.queue_mut(qid).bucket.rare_mut().send_log = log.into();
         }
         let b = &mut self.queue_mut(qid).bucket;
         if let Some(reset_after) = info.reset_after {

@@ -144,11 +144,15 @@ impl Limiter {
         src.pending = kept_pending.into();
         src.in_flight = kept_flight;
         // Ghosts follow their route: they may have been counted by the bucket it moves to.
-        let (moved_ghosts, kept_ghosts): (Vec<Ghost>, Vec<Ghost>) = std::mem::take(&mut src.bucket.ghosts)
-            .into_iter()
-            .partition(|g| route.is_none_or(|k| *g.route == *k));
-        src.bucket.ghosts = kept_ghosts;
-        self.queue_mut(to).bucket.ghosts.extend(moved_ghosts);
+        let ghosts = src.bucket.rare.as_mut().map(|r| std::mem::take(&mut r.ghosts)).unwrap_or_default();
+        let (moved_ghosts, kept_ghosts): (Vec<Ghost>, Vec<Ghost>) =
+            ghosts.into_iter().partition(|g| route.is_none_or(|k| *g.route == *k));
+        if let Some(rare) = &mut src.bucket.rare {
+            rare.ghosts = kept_ghosts;
+        }
+        if !moved_ghosts.is_empty() {
+            self.queue_mut(to).bucket.rare_mut().ghosts.extend(moved_ghosts);
+        }
         for &id in moved_pending.iter().chain(moved_flight.iter()) {
             self.req_mut(id).qid = to;
         }
@@ -237,14 +241,16 @@ impl Limiter {
                 // that many per window, for ten windows after the hold (then probe again).
                 let b = &mut q.bucket;
                 if flight.window_epoch == b.epoch {
-                    b.shared_refused = match b.shared_refused {
-                        (epoch, n) if epoch == b.epoch => (epoch, n + 1),
-                        _ => (b.epoch, 1),
+                    let (epoch, sends, remember) =
+                        (b.epoch, b.sends_in_window, until.saturating_add(b.window_estimate().saturating_mul(10)));
+                    let rare = b.rare_mut();
+                    rare.shared_refused = match rare.shared_refused {
+                        (e, n) if e == epoch => (e, n + 1),
+                        _ => (epoch, 1),
                     };
-                    let admitted = b.sends_in_window.saturating_sub(b.shared_refused.1).max(1);
-                    let cap = b.shared_cap.map_or(admitted, |(c, _)| c.min(admitted));
-                    let remember = until.saturating_add(b.window_estimate().saturating_mul(10));
-                    b.shared_cap = Some((cap, remember));
+                    let admitted = sends.saturating_sub(rare.shared_refused.1).max(1);
+                    let cap = rare.shared_cap.map_or(admitted, |(c, _)| c.min(admitted));
+                    rare.shared_cap = Some((cap, remember));
                 }
             }
             RateLimitScope::Edge => self.hold_host(until),
@@ -471,7 +477,7 @@ impl Limiter {
     /// it may still be on its way.
     pub(super) fn add_ghost(&mut self, qid: Qid, id: RequestId, answered_at: Option<Nanos>) {
         let route = self.requests[&id].route_key.clone();
-        self.queue_mut(qid).bucket.ghosts.push(Ghost { route, answered_at });
+        self.queue_mut(qid).bucket.rare_mut().ghosts.push(Ghost { route, answered_at });
     }
 
     pub(super) fn record_invalid(&mut self, now: Nanos, id: RequestId) {

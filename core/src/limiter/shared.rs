@@ -383,10 +383,11 @@ impl Limiter {
             b.window_first_send = Some(now);
         }
         if b.sliding && flight.window_epoch == b.epoch {
-            if let Some(pos) = b.send_log.iter().rposition(|&t| t == flight.sent_at) {
-                b.send_log.remove(pos);
+            let log = &mut b.rare_mut().send_log;
+            if let Some(pos) = log.iter().rposition(|&t| t == flight.sent_at) {
+                log.remove(pos);
             }
-            b.send_log.push_back(now);
+            log.push_back(now);
         }
         let alone = self.in_flight_total == 0;
         self.set_state(id, ReqState::InFlight(Flight { sent_at: now, global_at, left_at: now, alone, ..flight }));
