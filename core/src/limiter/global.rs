@@ -23,7 +23,8 @@ impl Identities {
         if let Some(&iid) = self.by_name.get(name) {
             return iid;
         }
-        let iid = self.list.len();
+        // Each identity holds hundreds of bytes: 2^32 of them would not fit in memory.
+        let iid = Iid::try_from(self.list.len()).expect("fewer than 2^32 identities");
         self.list.push(Identity {
             name: name.to_string(),
             sends: VecDeque::new(),
@@ -57,13 +58,13 @@ impl Identities {
 impl std::ops::Index<Iid> for Identities {
     type Output = Identity;
     fn index(&self, iid: Iid) -> &Identity {
-        &self.list[iid]
+        &self.list[iid as usize]
     }
 }
 
 impl std::ops::IndexMut<Iid> for Identities {
     fn index_mut(&mut self, iid: Iid) -> &mut Identity {
-        &mut self.list[iid]
+        &mut self.list[iid as usize]
     }
 }
 
@@ -325,10 +326,10 @@ impl Limiter {
         for key in blocked {
             let qid = key.2;
             if let Some(Some(q)) = self.queues.get_mut(qid)
-                && let Slot::Blocked(k, head) = q.slot
+                && let Slot::Blocked(k) = q.slot
                 && k == key
             {
-                q.slot = Slot::Ready(key, head);
+                q.slot = Slot::Ready(key);
                 self.ready.insert(key);
             }
         }

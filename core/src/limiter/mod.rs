@@ -136,7 +136,7 @@ type HashMap<K, V> = hashbrown::HashMap<K, V, foldhash::fast::FixedState>;
 /// Index of a queue in the slab.
 type Qid = u32;
 /// Index of an identity.
-type Iid = usize;
+type Iid = u32;
 /// Order of a queue head among eligible heads: higher priority first, then older first.
 type ReadyKey = (Reverse<i32>, u64, Qid);
 
@@ -1072,7 +1072,7 @@ impl Limiter {
                 Some(id) => {
                     let r = &self.requests[&id];
                     let key = (Reverse(r.priority), id, qid);
-                    q.slot = Slot::Ready(key, id);
+                    q.slot = Slot::Ready(key);
                     self.ready.insert(key);
                     return;
                 }
@@ -1142,7 +1142,7 @@ impl Limiter {
                 Gate::UntilResponse => break,
             }
             let qid = key.2;
-            let Slot::Ready(_, id) = self.queue(qid).slot else {
+            let Slot::Ready((_, id, _)) = self.queue(qid).slot else {
                 self.ready.remove(&key);
                 continue;
             };
@@ -1160,7 +1160,7 @@ impl Limiter {
             if !exempt && self.waits_for_lease(now, iid) {
                 // The identity's lease request is out: its answer says how many may go (the
                 // answer marks the identity ready again; no timer).
-                self.block_on_identity(key, id, iid);
+                self.block_on_identity(key, iid);
                 continue;
             }
             let wait = if exempt { None } else { self.global_wait(now, iid) };
@@ -1175,7 +1175,7 @@ impl Limiter {
                 continue;
             }
             if let Some(t) = wait {
-                self.block_on_identity(key, id, iid);
+                self.block_on_identity(key, iid);
                 self.wake_identity_at(iid, t);
                 continue;
             }
@@ -1200,11 +1200,11 @@ impl Limiter {
         sent
     }
 
-    /// Moves the ready head `id` of queue `key.2` to its identity's `blocked` set, to wait for
-    /// the identity's global budget.
-    fn block_on_identity(&mut self, key: ReadyKey, id: RequestId, iid: Iid) {
+    /// Moves the ready head `key.1` of queue `key.2` to its identity's `blocked` set, to wait
+    /// for the identity's global budget.
+    fn block_on_identity(&mut self, key: ReadyKey, iid: Iid) {
         self.ready.remove(&key);
-        self.queue_mut(key.2).slot = Slot::Blocked(key, id);
+        self.queue_mut(key.2).slot = Slot::Blocked(key);
         self.identities[iid].blocked.insert(key);
     }
 

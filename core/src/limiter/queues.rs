@@ -236,11 +236,13 @@ impl std::ops::IndexMut<Qid> for Queues {
     }
 }
 
+/// Where a queue's head sits, by its key in `ready` or in its identity's `blocked` set (the
+/// key holds the head's id: `key.1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Slot {
     None,
-    Ready(ReadyKey, RequestId),
-    Blocked(ReadyKey, RequestId),
+    Ready(ReadyKey),
+    Blocked(ReadyKey),
 }
 
 impl Queue {
@@ -318,7 +320,7 @@ impl Limiter {
         if let Some(pos) = q.pending.iter().position(|&p| p == id) {
             q.pending.remove(pos);
         }
-        if let Slot::Ready(_, head) | Slot::Blocked(_, head) = q.slot
+        if let Slot::Ready((_, head, _)) | Slot::Blocked((_, head, _)) = q.slot
             && head == id
         {
             self.clear_slot(qid);
@@ -346,10 +348,10 @@ impl Limiter {
         let q = self.queues[qid].as_mut().expect("live queue");
         match std::mem::replace(&mut q.slot, Slot::None) {
             Slot::None => {}
-            Slot::Ready(key, _) => {
+            Slot::Ready(key) => {
                 self.ready.remove(&key);
             }
-            Slot::Blocked(key, _) => {
+            Slot::Blocked(key) => {
                 let iid = q.key.identity;
                 self.identities[iid].blocked.remove(&key);
             }

@@ -25,7 +25,7 @@ pub(super) enum BucketId {
 pub(super) struct QueueKey {
     pub(super) identity: Iid,
     pub(super) bucket: BucketId,
-    pub(super) major: String,
+    pub(super) major: Box<str>,
 }
 
 /// A [`QueueKey`] borrowed from what a request's route and the route table hold: finding a
@@ -191,7 +191,7 @@ impl Limiter {
             return found(route_queue).ok_or_else(|| QueueKey {
                 identity: iid,
                 bucket: BucketId::Route(unlearned.into()),
-                major: major.to_string(),
+                major: major.into(),
             });
         };
         // A route queue still waiting for its pioneer keeps taking the route's requests until
@@ -216,7 +216,7 @@ impl Limiter {
         {
             return Ok(qid);
         }
-        Err(QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.to_string() })
+        Err(QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.into() })
     }
 
     /// The sub-limit key of `request` on route `route_key`: `"{route_key} #{class}"` when it

@@ -202,7 +202,7 @@ impl Limiter {
         Names {
             identity: self.identities[self.iid_of(r)].name.clone(),
             route: r.shared_route().to_string(),
-            major: self.queue(r.qid).key.major.clone(),
+            major: self.queue(r.qid).key.major.to_string(),
             bucket: bucket.or_else(|| self.queue_hash(qid)),
         }
     }
@@ -658,7 +658,7 @@ impl Limiter {
     /// queue decides again, and the ones waiting for a global budget recheck it.
     pub(super) fn share_changed(&mut self) {
         self.recheck_queues(None);
-        for iid in 0..self.identities.len() {
+        for iid in 0..Iid::try_from(self.identities.len()).unwrap_or(Iid::MAX) {
             self.mark_identity_ready(iid);
         }
     }
