@@ -338,9 +338,14 @@ impl<'r, 'a> Ctx<'r, 'a> {
         ctx
     }
 
+    /// The headers that may be named `name`: none when no header has its bit.
+    fn candidates(&self, name: &str) -> &'a [(&'a str, &'a str)] {
+        if self.present & name_bit(name) != 0 { self.resp.headers } else { &[] }
+    }
+
     /// Every value of header `name` (case-insensitive), in order.
     fn lines(&self, name: &'static str) -> impl Iterator<Item = &'a str> + 'a {
-        let headers: &'a [(&'a str, &'a str)] = if self.present & name_bit(name) != 0 { self.resp.headers } else { &[] };
+        let headers = self.candidates(name);
         headers
             .iter()
             .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
@@ -360,8 +365,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
         name: &'static str,
         strip_params: bool,
     ) -> impl Iterator<Item = Decimal> + 'a {
-        let headers: &'a [(&'a str, &'a str)] = if self.present & name_bit(name) != 0 { self.resp.headers } else { &[] };
-        Numbers { headers: headers.iter(), name, strip_params, rest: None }
+        Numbers { headers: self.candidates(name).iter(), name, strip_params, rest: None }
     }
 
     fn min_count(&self, name: &'static str, strip_params: bool) -> Option<u32> {

@@ -1220,16 +1220,19 @@ impl Limiter {
             let (iid, keep) = (self.iid(id), self.report_horizon());
             self.identities[iid].send_log.unrecorded(now, keep);
         }
-        let state = ReqState::InFlight(Flight {
-            sent_at: now,
-            left_at: now,
-            alone: self.in_flight_total == 0,
-            ..flight
-        });
+        self.sent(now, id, flight);
+    }
+
+    /// Request `id`, holding the slot `flight` took, is sent at `now` (`send`, or a
+    /// reservation's `grant`): it is in flight from now, and the driver is told.
+    // Inlined into both callers: a call took 30 instructions more per request life (callgrind).
+    #[inline(always)]
+    fn sent(&mut self, now: Nanos, id: RequestId, flight: Flight) {
+        let flight = Flight { sent_at: now, left_at: now, alone: self.in_flight_total == 0, ..flight };
         let r = self.req_mut(id);
         r.state = Phase::InFlight;
         r.sends += 1;
-        self.taken.insert(id, state);
+        self.taken.insert(id, ReqState::InFlight(flight));
         self.in_flight_total += 1;
         self.outputs.push_back(Output::Send(id));
     }

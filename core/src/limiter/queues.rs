@@ -69,6 +69,11 @@ impl Slab {
         (i < self.len).then(|| &mut self.chunks[i / CHUNK][i % CHUNK])
     }
 
+    /// The key of live queue `qid`.
+    fn key(&self, qid: Qid) -> &QueueKey {
+        &self.get(qid).and_then(Option::as_ref).expect("an indexed queue is live").key
+    }
+
     pub(super) fn iter(&self) -> impl Iterator<Item = &Option<Queue>> {
         self.chunks.iter().flat_map(|c| c.iter()).take(self.len)
     }
@@ -111,18 +116,13 @@ impl Queues {
         Q: std::hash::Hash + hashbrown::Equivalent<QueueKey> + ?Sized,
     {
         let hash = self.hasher.hash_one(key);
-        self.index.find(hash, |&qid| key.equivalent(self.key(qid))).copied()
-    }
-
-    /// The key of live queue `qid`.
-    fn key(&self, qid: Qid) -> &QueueKey {
-        &self.slab[qid].as_ref().expect("an indexed queue is live").key
+        self.index.find(hash, |&qid| key.equivalent(self.slab.key(qid))).copied()
     }
 
     /// Files `qid` in the index under the key its queue holds.
     fn file(&mut self, qid: Qid) {
         let (slab, hasher) = (&self.slab, &self.hasher);
-        let key_hash = |&q: &Qid| hasher.hash_one(&slab[q].as_ref().expect("an indexed queue is live").key);
+        let key_hash = |&q: &Qid| hasher.hash_one(slab.key(q));
         self.index.insert_unique(key_hash(&qid), qid, key_hash);
     }
 

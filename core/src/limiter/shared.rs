@@ -389,11 +389,7 @@ impl Limiter {
             }
             log.push_back(now);
         }
-        let alone = self.in_flight_total == 0;
-        self.set_state(id, ReqState::InFlight(Flight { sent_at: now, global_at, left_at: now, alone, ..flight }));
-        self.req_mut(id).sends += 1;
-        self.in_flight_total += 1;
-        self.outputs.push_back(Output::Send(id));
+        self.sent(now, id, Flight { global_at, ..flight });
     }
 
     /// Whether sending `id` now would overtake an earlier request of its queue that is waiting
