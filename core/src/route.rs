@@ -89,14 +89,37 @@ pub(crate) fn route_into<'p>(profile: HeaderProfile, method: &str, path: &'p str
 
 /// The path without scheme, host, query and fragment, and without its leading `/`.
 fn clean_path(path: &str) -> &str {
-    // Bytes, not chars: `?` and `#` are ASCII, so the index is a char boundary.
-    let path = path.bytes().position(|b| b == b'?' || b == b'#').map_or(path, |end| &path[..end]);
+    // One pass over the bytes for the end (`?`, `#`) and whether a `:` comes before it;
+    // all three are ASCII, so the index is a char boundary.
+    let (mut end, mut colon) = (path.len(), false);
+    for (i, &b) in path.as_bytes().iter().enumerate() {
+        match b {
+            b'?' | b'#' => {
+                end = i;
+                break;
+            }
+            b':' => colon = true,
+            _ => {}
+        }
+    }
+    let path = &path[..end];
     // (`://` is looked for only where a `:` is.)
-    let path = match path.contains(':').then(|| path.split_once("://")).flatten() {
+    let path = match colon.then(|| path.split_once("://")).flatten() {
         Some((_, rest)) => rest.find('/').map_or("", |i| rest.get(i..).unwrap_or("")),
         None => path,
     };
     path.strip_prefix('/').unwrap_or(path)
+}
+
+/// The first `/`-separated segment of `rest`, and what follows its `/` (`None`: it was the
+/// last; `Some("")`: one empty segment follows).
+#[inline]
+fn first_segment(rest: &str) -> (&str, Option<&str>) {
+    // `/` is ASCII: the byte index is a char boundary.
+    match rest.as_bytes().iter().position(|&b| b == b'/') {
+        Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+        None => (rest, None),
+    }
 }
 
 /// The `/`-separated segments of a path (`""` is one empty segment; `None`, none left).
@@ -106,19 +129,11 @@ struct Segments<'a>(Option<&'a str>);
 impl<'a> Iterator for Segments<'a> {
     type Item = &'a str;
 
+    #[inline]
     fn next(&mut self) -> Option<&'a str> {
-        let rest = self.0?;
-        // `/` is ASCII: the byte index is a char boundary.
-        match rest.bytes().position(|b| b == b'/') {
-            Some(i) => {
-                self.0 = Some(&rest[i + 1..]);
-                Some(&rest[..i])
-            }
-            None => {
-                self.0 = None;
-                Some(rest)
-            }
-        }
+        let (seg, rest) = first_segment(self.0?);
+        self.0 = rest;
+        Some(seg)
     }
 }
 
@@ -144,7 +159,13 @@ fn is_uuid(s: &str) -> bool {
 /// Appends `seg` to `out` with an all-digit segment, or any run of 17..=20 digits in it (a
 /// snowflake), as `:id`.
 fn push_template_segment(out: &mut String, seg: &str) {
-    if is_digits(seg) {
+    let digits = seg.bytes().filter(u8::is_ascii_digit).count();
+    if digits == 0 {
+        // Most segments of a route's template (`messages`, `reactions`...).
+        out.push_str(seg);
+        return;
+    }
+    if digits == seg.len() {
         out.push_str(":id");
         return;
     }
@@ -190,55 +211,67 @@ pub fn sub_limit_class(profile: HeaderProfile, route_key: &str, body_keys: &[Str
 }
 
 fn discord<'p>(key: &mut String, path: &'p str) -> (Cow<'p, str>, bool) {
-    let mut segments = Segments(Some(path));
-    let mut skip = |prefix: fn(&str) -> bool| {
-        let mut next = segments;
-        if next.next().is_some_and(prefix) {
-            segments = next;
-        }
+    // The optional `api` and `v{N}` prefixes, each looked at without splitting the path.
+    let mut rest = Some(path);
+    let prefix = |rest: Option<&'p str>, is: fn(&str) -> bool| match rest.map(first_segment) {
+        Some((seg, after)) if is(seg) => after,
+        _ => rest,
     };
-    skip(|s| s == "api");
-    skip(|s| s.strip_prefix('v').is_some_and(is_digits));
-    let mut rest = segments;
-    let head = [rest.next(), rest.next(), rest.next(), rest.next(), rest.next()];
+    if path.starts_with("api") {
+        rest = prefix(rest, |s| s == "api");
+    }
+    if rest.is_some_and(|r| r.starts_with('v')) {
+        rest = prefix(rest, |s| s.strip_prefix('v').is_some_and(is_digits));
+    }
+    // The first five segments, each split once (a major parameter is in the first four;
+    // an interaction callback has exactly four).
+    let mut segments = Segments(rest);
+    let mut head = [""; 5];
+    let mut n = 0;
+    while n < head.len() {
+        match segments.next() {
+            Some(seg) => head[n] = seg,
+            None => break,
+        }
+        n += 1;
+    }
 
     let mut major = Cow::Borrowed("");
     let mut global_exempt = false;
     // Index of a token segment (to become `:token`), if any; the id before a major parameter
     // is all digits (`:id`), known already.
-    let mut token_at: Option<usize> = None;
-    let mut id_at: Option<usize> = None;
-    match head {
-        [Some("webhooks"), Some(id), Some(token), ..]
-        | [Some("interactions"), Some(id), Some(token), Some("callback"), None]
-            if is_digits(id) && !token.is_empty() =>
-        {
-            major = Cow::Owned(format!("{id}/{token}"));
-            global_exempt = true;
-            (id_at, token_at) = (Some(1), Some(2));
-        }
-        [Some("channels" | "guilds" | "webhooks"), Some(id), ..] if is_digits(id) => {
-            major = Cow::Borrowed(id);
-            id_at = Some(1);
-        }
-        _ => {}
+    let mut token_at = usize::MAX;
+    let mut id_at = usize::MAX;
+    let webhook = n >= 3 && head[0] == "webhooks";
+    let callback = n == 4 && head[0] == "interactions" && head[3] == "callback";
+    if (webhook || callback) && !head[2].is_empty() && is_digits(head[1]) {
+        let (id, token) = (head[1], head[2]);
+        major = Cow::Owned(format!("{id}/{token}"));
+        global_exempt = true;
+        (id_at, token_at) = (1, 2);
+    } else if n >= 2 && matches!(head[0], "channels" | "guilds" | "webhooks") && is_digits(head[1]) {
+        major = Cow::Borrowed(head[1]);
+        id_at = 1;
     }
 
-    if head[0].is_none() {
+    if n == 0 {
         key.push('/');
     }
     // The segments in order: the head read above, then the rest (each read once).
-    let mut segs = head.into_iter().map_while(|s| s).chain(rest).enumerate().peekable();
-    while let Some((i, seg)) = segs.next() {
+    let mut i = 0;
+    let mut next = if n > 0 { Some(head[0]) } else { None };
+    while let Some(seg) = next {
+        i += 1;
+        next = if i < n { Some(head[i]) } else { segments.next() };
         key.push('/');
-        if token_at == Some(i) {
+        if token_at == i - 1 {
             key.push_str(":token");
-        } else if id_at == Some(i) {
+        } else if id_at == i - 1 {
             key.push_str(":id");
         } else {
             push_template_segment(key, seg);
         }
-        if seg == "reactions" && segs.peek().is_some() {
+        if next.is_some() && seg == "reactions" {
             key.push_str("/:reaction");
             break;
         }
