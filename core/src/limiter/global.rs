@@ -10,17 +10,25 @@ use super::latency::{FirstWindow, Uplinks, spread_margin};
 pub(super) struct Identities {
     by_name: HashMap<String, Iid>,
     list: Vec<Identity>,
+    /// The identity named `""` (the default), kept apart from `by_name`: finding an empty
+    /// name there ends in a `memcmp` of two empty strings at a dangling address, which glibc's
+    /// AVX-512 `memcmp` reads with a masked load that faults and takes a microcode assist
+    /// (measured: 7 % of a request's whole life at 10,000 buckets).
+    unnamed: Option<Iid>,
 }
 
 impl Identities {
     /// The identity named `name`, if a request was ever enqueued under it.
     pub(super) fn find(&self, name: &str) -> Option<Iid> {
+        if name.is_empty() {
+            return self.unnamed;
+        }
         self.by_name.get(name).copied()
     }
 
     /// The identity named `name`, made on first use.
     pub(super) fn intern(&mut self, name: &str) -> Iid {
-        if let Some(&iid) = self.by_name.get(name) {
+        if let Some(iid) = self.find(name) {
             return iid;
         }
         // Each identity holds hundreds of bytes: 2^32 of them would not fit in memory.
@@ -38,7 +46,11 @@ impl Identities {
             lease: Lease::default(),
             send_log: SendLog::default(),
         });
-        self.by_name.insert(name.to_string(), iid);
+        if name.is_empty() {
+            self.unnamed = Some(iid);
+        } else {
+            self.by_name.insert(name.to_string(), iid);
+        }
         iid
     }
 
