@@ -25,7 +25,81 @@ pub(super) enum BucketId {
 pub(super) struct QueueKey {
     pub(super) identity: Iid,
     pub(super) bucket: BucketId,
-    pub(super) major: Box<str>,
+    pub(super) major: Major,
+}
+
+/// A queue's major parameter as its key holds it: a channel's, guild's or webhook's id (1 to
+/// 19 digits, no leading zero) as its number, in the key itself; any other text boxed.
+/// Finding a channel's queue then compares two integers instead of reading the id's text from
+/// an allocation of its own (a cache miss at every lookup among thousands of queues), and a
+/// queue allocates nothing for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Major {
+    /// No major parameter (`""`).
+    None,
+    Id(u64),
+    /// Boxed twice, so that the key stays as small as with a text alone (a webhook's
+    /// `id/token` is the rarer major parameter).
+    Text(Box<Box<str>>),
+}
+
+/// A [`Major`] borrowed from a request's route: what finding a queue compares and hashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum MajorRef<'a> {
+    None,
+    Id(u64),
+    Text(&'a str),
+}
+
+impl<'a> MajorRef<'a> {
+    /// The form of `text`: each text has exactly one (an id's digits never read as text).
+    pub(super) fn of(text: &'a str) -> Self {
+        let b = text.as_bytes();
+        if b.is_empty() {
+            return MajorRef::None;
+        }
+        if b.len() <= 19 && b[0] != b'0' {
+            // At most 19 digits: below 10^19, within u64.
+            let mut id = 0u64;
+            for &d in b {
+                if !d.is_ascii_digit() {
+                    return MajorRef::Text(text);
+                }
+                id = id * 10 + u64::from(d - b'0');
+            }
+            return MajorRef::Id(id);
+        }
+        MajorRef::Text(text)
+    }
+
+    pub(super) fn to_owned(self) -> Major {
+        match self {
+            MajorRef::None => Major::None,
+            MajorRef::Id(id) => Major::Id(id),
+            MajorRef::Text(text) => Major::Text(Box::new(text.into())),
+        }
+    }
+}
+
+impl Major {
+    fn as_ref(&self) -> MajorRef<'_> {
+        match self {
+            Major::None => MajorRef::None,
+            Major::Id(id) => MajorRef::Id(*id),
+            Major::Text(text) => MajorRef::Text(text),
+        }
+    }
+}
+
+/// The parameter's text, as the request gave it.
+impl std::fmt::Display for Major {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Major::None => Ok(()),
+            Major::Id(id) => write!(f, "{id}"),
+            Major::Text(text) => f.write_str(text),
+        }
+    }
 }
 
 /// A [`QueueKey`] borrowed from what a request's route and the route table hold: finding a
@@ -36,7 +110,7 @@ pub(super) struct KeyRef<'a> {
     /// [`BucketId::Hash`] (else [`BucketId::Route`]).
     learned: bool,
     bucket: &'a str,
-    major: &'a str,
+    major: MajorRef<'a>,
 }
 
 impl QueueKey {
@@ -45,7 +119,7 @@ impl QueueKey {
             BucketId::Route(route) => (false, &**route),
             BucketId::Hash(hash) => (true, &**hash),
         };
-        KeyRef { identity: self.identity, learned, bucket, major: &self.major }
+        KeyRef { identity: self.identity, learned, bucket, major: self.major.as_ref() }
     }
 }
 
@@ -183,6 +257,7 @@ impl Limiter {
     /// The queue a request of `route_key` (major parameter `major`) of identity `iid` waits
     /// in now, if it exists; else the key of the queue to make for it.
     pub(super) fn find_queue(&self, iid: Iid, route_key: &str, major: &str) -> Result<Qid, QueueKey> {
+        let major = MajorRef::of(major);
         let found = |key: KeyRef<'_>| self.queues.find(&key);
         // Before its bucket is known a route waits in its own queue, or in its prior group's.
         let unlearned = self.routes.prior.unlearned_key(route_key);
@@ -191,7 +266,7 @@ impl Limiter {
             return found(route_queue).ok_or_else(|| QueueKey {
                 identity: iid,
                 bucket: BucketId::Route(unlearned.into()),
-                major: major.into(),
+                major: major.to_owned(),
             });
         };
         // A route queue still waiting for its pioneer keeps taking the route's requests until
@@ -216,7 +291,7 @@ impl Limiter {
         {
             return Ok(qid);
         }
-        Err(QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.into() })
+        Err(QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.to_owned() })
     }
 
     /// The sub-limit key of `request` on route `route_key`: `"{route_key} #{class}"` when it
@@ -307,6 +382,30 @@ pub(super) fn route_of<'r>(profile: HeaderProfile, request: &'r Request, key: &m
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_major_parameter_has_one_form_and_gives_its_text_back() {
+        let forms = [
+            ("", MajorRef::None),
+            ("7", MajorRef::Id(7)),
+            ("872712139712913438", MajorRef::Id(872_712_139_712_913_438)),
+            ("9999999999999999999", MajorRef::Id(9_999_999_999_999_999_999)),
+            // Not an id's only spelling, or beyond 19 digits: text.
+            ("0", MajorRef::Text("0")),
+            ("0872712139712913438", MajorRef::Text("0872712139712913438")),
+            ("18446744073709551616", MajorRef::Text("18446744073709551616")),
+            ("12a", MajorRef::Text("12a")),
+            ("+12", MajorRef::Text("+12")),
+            ("1 ", MajorRef::Text("1 ")),
+            ("123/tok", MajorRef::Text("123/tok")),
+            ("١٢", MajorRef::Text("١٢")),
+        ];
+        for (text, form) in forms {
+            assert_eq!(MajorRef::of(text), form, "{text:?}");
+            assert_eq!(MajorRef::of(text).to_owned().to_string(), text);
+            assert_eq!(MajorRef::of(text).to_owned().as_ref(), form);
+        }
+    }
 
     #[test]
     fn route_keys_are_shared_and_the_unused_ones_go() {
