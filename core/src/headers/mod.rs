@@ -279,7 +279,9 @@ fn valid_bucket(v: &str) -> Option<String> {
 
 fn valid_bucket_text(v: &str) -> Option<&str> {
     let v = trim_ows(v);
-    if v.is_empty() || v.len() > MAX_BUCKET_LEN || v.chars().any(char::is_control) {
+    // Printable ASCII, the usual id, is checked by bytes; other text by its chars.
+    let printable = |b: &u8| (b' '..b'\x7f').contains(b);
+    if v.is_empty() || v.len() > MAX_BUCKET_LEN || (!v.bytes().all(|b| printable(&b)) && v.chars().any(char::is_control)) {
         return None;
     }
     Some(v)
@@ -453,9 +455,9 @@ impl Iterator for Numbers<'_> {
                     line
                 }
             };
-            let part = match part.bytes().position(|b| b == b';') {
-                Some(i) if self.strip_params => &part[..i],
-                _ => part,
+            let part = match self.strip_params.then(|| part.bytes().position(|b| b == b';')).flatten() {
+                Some(i) => &part[..i],
+                None => part,
             };
             if let Some(number) = parse_decimal(part) {
                 return Some(number);
