@@ -89,26 +89,32 @@ pub(crate) fn route_into<'p>(profile: HeaderProfile, method: &str, path: &'p str
 
 /// The path without scheme, host, query and fragment, and without its leading `/`.
 fn clean_path(path: &str) -> &str {
-    // One pass over the bytes for the end (`?`, `#`) and whether a `:` comes before it;
-    // all three are ASCII, so the index is a char boundary.
-    let (mut end, mut colon) = (path.len(), false);
-    for (i, &b) in path.as_bytes().iter().enumerate() {
-        match b {
-            b'?' | b'#' => {
-                end = i;
-                break;
-            }
-            b':' => colon = true,
-            _ => {}
-        }
-    }
-    let path = &path[..end];
+    let path = if has_special(path.as_bytes()) { strip_url(path) } else { path };
+    path.strip_prefix('/').unwrap_or(path)
+}
+
+/// Whether `bytes` hold a `?`, `#` or `:` (which only a URL's parts, not a route's path, have),
+/// eight bytes at a time: most paths have none, and this is read for every request.
+fn has_special(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // Whether a byte of `x` is zero (exact: the borrow can only misplace which one).
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & (ONES << 7) != 0;
+    let words = bytes.chunks_exact(8);
+    let tail = words.remainder();
+    words.map(|w| <[u8; 8]>::try_from(w).map_or(0, u64::from_ne_bytes)).any(|w| {
+        zero(w ^ (ONES * u64::from(b'?'))) || zero(w ^ (ONES * u64::from(b'#'))) || zero(w ^ (ONES * u64::from(b':')))
+    }) || tail.iter().any(|b| matches!(b, b'?' | b'#' | b':'))
+}
+
+/// The path of a URL: without scheme and host (`https://host`), query and fragment.
+fn strip_url(path: &str) -> &str {
+    // Bytes, not chars: `?` and `#` are ASCII, so the index is a char boundary.
+    let path = path.bytes().position(|b| b == b'?' || b == b'#').map_or(path, |end| &path[..end]);
     // (`://` is looked for only where a `:` is.)
-    let path = match colon.then(|| path.split_once("://")).flatten() {
+    match path.contains(':').then(|| path.split_once("://")).flatten() {
         Some((_, rest)) => rest.find('/').map_or("", |i| rest.get(i..).unwrap_or("")),
         None => path,
-    };
-    path.strip_prefix('/').unwrap_or(path)
+    }
 }
 
 /// The first `/`-separated segment of `rest`, and what follows its `/` (`None`: it was the
@@ -159,13 +165,12 @@ fn is_uuid(s: &str) -> bool {
 /// Appends `seg` to `out` with an all-digit segment, or any run of 17..=20 digits in it (a
 /// snowflake), as `:id`.
 fn push_template_segment(out: &mut String, seg: &str) {
-    let digits = seg.bytes().filter(u8::is_ascii_digit).count();
-    if digits == 0 {
+    if !seg.bytes().any(|b| b.is_ascii_digit()) {
         // Most segments of a route's template (`messages`, `reactions`...).
         out.push_str(seg);
         return;
     }
-    if digits == seg.len() {
+    if is_digits(seg) {
         out.push_str(":id");
         return;
     }
