@@ -133,8 +133,8 @@ impl Limiter {
         self.clear_slot(to);
         let moves = |r: &Req| route.is_none_or(|k| *r.route_key == *k);
         let src = self.queue_mut(from);
-        let pending: Vec<RequestId> = src.pending.drain(..).collect();
-        let in_flight: Vec<RequestId> = src.in_flight.drain(..).collect();
+        let pending = src.pending.take_all();
+        let in_flight = src.in_flight.take_all();
         let split = |ids: Vec<RequestId>| -> (Vec<RequestId>, Vec<RequestId>) {
             ids.into_iter().partition(|id| moves(&self.requests[id]))
         };
@@ -142,7 +142,7 @@ impl Limiter {
         let (moved_flight, kept_flight) = split(in_flight);
         let src = self.queue_mut(from);
         src.pending = kept_pending.into();
-        src.in_flight = kept_flight;
+        src.in_flight = kept_flight.into();
         // Ghosts follow their route: they may have been counted by the bucket it moves to.
         let ghosts = src.bucket.rare.as_mut().map(|r| std::mem::take(&mut r.ghosts)).unwrap_or_default();
         let (moved_ghosts, kept_ghosts): (Vec<Ghost>, Vec<Ghost>) =
@@ -157,7 +157,7 @@ impl Limiter {
             self.req_mut(id).qid = to;
         }
         // Merge by enqueue order.
-        let mut merged: Vec<RequestId> = self.queue_mut(to).pending.drain(..).collect();
+        let mut merged = self.queue_mut(to).pending.take_all();
         merged.extend(moved_pending);
         merged.sort_unstable();
         let dst = self.queue_mut(to);
@@ -175,7 +175,7 @@ impl Limiter {
         // Requests in flight now belong to the destination's current window (window epochs
         // are per bucket, so the old numbers mean nothing there).
         let epoch = self.queue(to).bucket.epoch;
-        for id in self.queue(to).in_flight.clone() {
+        for id in self.queue(to).in_flight.clone().take_all() {
             if let Some(ReqState::InFlight(Flight { window_epoch, .. }) | ReqState::Reserving { window_epoch, .. }) =
                 self.taken.get_mut(&id)
             {

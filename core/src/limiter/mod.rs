@@ -97,6 +97,7 @@ mod bucket;
 mod costs;
 mod global;
 mod host;
+mod ids;
 mod latency;
 mod learning;
 mod outage;
@@ -110,6 +111,7 @@ mod timers;
 use bucket::{Bucket, Gate, Ghost};
 use costs::{Blocked, Budgets, Pack, Ratio, ReqCosts};
 use global::{Identities, RoundTrips};
+use ids::Ids;
 use host::{EdgeBan, InvalidBudget};
 use latency::{Recent, widen};
 use outage::SendLog;
@@ -1266,7 +1268,7 @@ impl Limiter {
             q.pending.remove(pos);
         }
         // What it took is recorded when it is sent or reserved (`taken`).
-        q.in_flight.push(id);
+        q.in_flight.push_back(id);
         q.last_active = now;
         let (window_seq, window_epoch) = q.bucket.take_slot(now);
         Flight { sent_at: now, window_seq, window_epoch, global_at, left_at: now, alone: false }

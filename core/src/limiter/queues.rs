@@ -10,10 +10,10 @@ use super::*;
 pub(super) struct Queue {
     pub(super) key: QueueKey,
     pub(super) uid: u64,
-    pub(super) pending: VecDeque<RequestId>,
+    pub(super) pending: Ids,
     /// The requests that took a slot of its bucket: sent, or reserving at the store (what
     /// they took: `Limiter::taken`).
-    pub(super) in_flight: Vec<RequestId>,
+    pub(super) in_flight: Ids,
     pub(super) bucket: Bucket,
     /// Sub-limit holds of this queue until a time: a route key (holds the whole route) or a
     /// request's `sub_key` (holds that class of the route).
@@ -285,8 +285,8 @@ impl Limiter {
         self.queues.insert(|uid| Queue {
             key,
             uid,
-            pending: VecDeque::new(),
-            in_flight: Vec::new(),
+            pending: Ids::Empty,
+            in_flight: Ids::Empty,
             bucket: Bucket {
                 period,
                 ..Bucket::default()
@@ -337,11 +337,6 @@ impl Limiter {
         let q = self.queue_mut(qid);
         q.last_active = now;
         if q.pending.is_empty() && q.in_flight.is_empty() && !q.idle_listed {
-            // An idle queue keeps no list buffer: the next request's comes from the allocator's
-            // cache of the blocks just freed, in the processor's cache, where this queue's own
-            // would be a miss (and 96 bytes of every idle queue).
-            q.pending = VecDeque::new();
-            q.in_flight = Vec::new();
             q.idle_listed = true;
             let uid = q.uid;
             self.queues.list_idle(qid, uid);

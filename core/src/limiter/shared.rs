@@ -145,7 +145,7 @@ pub(super) fn share_of(limit: u32, share: u32) -> u32 {
 
 /// Whether any of a queue's `in_flight` list is reserving (shared mode). A request that has
 /// just taken its slot and is not sent or reserved yet has no entry in `taken`: not reserving.
-pub(super) fn has_reserving(in_flight: &[RequestId], taken: &HashMap<RequestId, ReqState>) -> bool {
+pub(super) fn has_reserving(in_flight: &Ids, taken: &HashMap<RequestId, ReqState>) -> bool {
     in_flight.iter().any(|id| matches!(taken.get(id), Some(ReqState::Reserving { .. })))
 }
 
