@@ -1026,12 +1026,13 @@ impl Limiter {
                 return;
             }
         };
-        if q.shared_until > now {
-            wait = Some(wait.map_or(q.shared_until, |w| w.max(q.shared_until)));
+        let shared_until = q.holds.shared_until();
+        if shared_until > now {
+            wait = Some(wait.map_or(shared_until, |w| w.max(shared_until)));
         }
         if wait.is_none() {
             // Find the first request not held by its own backoff or a sub-limit.
-            q.sub_limits.retain(|(_, t)| *t > now);
+            q.holds.expire(now);
             let mut earliest: Option<Nanos> = None;
             let mut head = None;
             for (scanned, &id) in q.pending.iter().enumerate() {

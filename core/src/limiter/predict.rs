@@ -140,10 +140,10 @@ impl Limiter {
     fn predict_position(&self, now: Nanos, qid: Qid, place: &Place<'_>) -> Nanos {
         let position = place.position;
         let q = self.queue(qid);
-        let mut t = now.max(self.host_hold()).max(q.shared_until);
+        let mut t = now.max(self.host_hold()).max(q.holds.shared_until());
         // A sub-limit holds this route (and major parameter), or this class of it, whatever
         // the bucket says.
-        for &(ref k, until) in &q.sub_limits {
+        for &(ref k, until) in q.holds.sub_limits() {
             if place.held_by(k) {
                 t = t.max(until);
             }

@@ -15,11 +15,8 @@ pub(super) struct Queue {
     /// they took: `Limiter::taken`).
     pub(super) in_flight: Ids,
     pub(super) bucket: Bucket,
-    /// Sub-limit holds of this queue until a time: a route key (holds the whole route) or a
-    /// request's `sub_key` (holds that class of the route).
-    pub(super) sub_limits: Vec<(String, Nanos)>,
-    /// A shared-scope 429 holds the whole resource until then.
-    pub(super) shared_until: Nanos,
+    /// What holds the queue apart from its bucket: a shared-scope 429, sub-limits.
+    pub(super) holds: Holds,
     /// The registered wake-up, if any.
     pub(super) wake_at: Option<Nanos>,
     /// Where the queue's head sits: in `ready`, or in its identity's `blocked`.
@@ -245,23 +242,58 @@ pub(super) enum Slot {
     Blocked(ReadyKey),
 }
 
+/// What holds a queue apart from its bucket's window, boxed on the first hold: few queues
+/// ever meet a shared-scope 429 or a sub-limit, and every idle queue paid 32 bytes for them.
+#[derive(Debug, Default)]
+pub(super) struct Holds(Option<Box<HoldsInner>>);
+
+#[derive(Debug, Default)]
+struct HoldsInner {
+    /// A shared-scope 429 holds the whole resource until then.
+    shared_until: Nanos,
+    /// Sub-limit holds until a time: a route key (holds the whole route) or a request's
+    /// `sub_key` (holds that class of the route).
+    sub_limits: Vec<(String, Nanos)>,
+}
+
+impl Holds {
+    /// Until when a shared-scope 429 holds the whole queue (0: never held).
+    pub(super) fn shared_until(&self) -> Nanos {
+        self.0.as_ref().map_or(0, |h| h.shared_until)
+    }
+
+    /// The sub-limit holds, each until a time.
+    pub(super) fn sub_limits(&self) -> &[(String, Nanos)] {
+        self.0.as_ref().map_or(&[], |h| h.sub_limits.as_slice())
+    }
+
+    /// Forgets the sub-limit holds over by `now`.
+    pub(super) fn expire(&mut self, now: Nanos) {
+        if let Some(h) = &mut self.0 {
+            h.sub_limits.retain(|(_, t)| *t > now);
+        }
+    }
+}
+
 impl Queue {
     /// Until when a sub-limit holds `r` (see [`Req::held_by`]).
     pub(super) fn sub_limit_until(&self, r: &Req) -> Option<Nanos> {
-        self.sub_limits.iter().filter(|(k, _)| r.held_by(k)).map(|&(_, t)| t).max()
+        self.holds.sub_limits().iter().filter(|(k, _)| r.held_by(k)).map(|&(_, t)| t).max()
     }
 
     /// Holds the whole queue (a shared resource) until `until`, or longer if it already is.
     pub(super) fn hold_shared(&mut self, until: Nanos) {
-        self.shared_until = self.shared_until.max(until);
+        let h = self.holds.0.get_or_insert_default();
+        h.shared_until = h.shared_until.max(until);
     }
 
     /// Holds sub-limit key `key` (a route or a class of it) until `until`, or longer if it
     /// already is.
     pub(super) fn hold_sub_limit(&mut self, key: String, until: Nanos) {
-        match self.sub_limits.iter_mut().find(|(k, _)| *k == key) {
+        let holds = &mut self.holds.0.get_or_insert_default().sub_limits;
+        match holds.iter_mut().find(|(k, _)| *k == key) {
             Some((_, t)) => *t = (*t).max(until),
-            None => self.sub_limits.push((key, until)),
+            None => holds.push((key, until)),
         }
     }
 }
@@ -291,8 +323,7 @@ impl Limiter {
                 period,
                 ..Bucket::default()
             },
-            sub_limits: Vec::new(),
-            shared_until: 0,
+            holds: Holds::default(),
             wake_at: None,
             slot: Slot::None,
             last_active: 0,
@@ -378,9 +409,9 @@ impl Limiter {
                 self.queues.drop_idle();
                 continue;
             }
-            let sub_limits = q.sub_limits.iter().map(|(_, t)| *t).max().unwrap_or(0);
+            let sub_limits = q.holds.sub_limits().iter().map(|(_, t)| *t).max().unwrap_or(0);
             let quiet_since =
-                q.bucket.reset_at.unwrap_or(0).max(q.shared_until).max(sub_limits).max(q.last_active);
+                q.bucket.reset_at.unwrap_or(0).max(q.holds.shared_until()).max(sub_limits).max(q.last_active);
             let expires = quiet_since.saturating_add(self.config.bucket_idle_ttl);
             if expires > now {
                 return;

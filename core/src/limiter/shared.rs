@@ -402,7 +402,7 @@ impl Limiter {
         let me = &self.requests[&id];
         let waiting = q.pending.iter().take_while(|&&p| p < id).any(|p| {
             let r = &self.requests[p];
-            let held_apart = q.sub_limits.iter().any(|(k, t)| *t > now && r.held_by(k) && !me.held_by(k));
+            let held_apart = q.holds.sub_limits().iter().any(|(k, t)| *t > now && r.held_by(k) && !me.held_by(k));
             r.not_before <= now && !held_apart
         });
         waiting
