@@ -263,23 +263,22 @@ fn discord<'p>(key: &mut String, path: &'p str) -> (Cow<'p, str>, bool) {
         key.push('/');
     }
     // The segments in order: the head read above, then the rest (each read once).
-    let mut i = 0;
-    let mut next = if n > 0 { Some(head[0]) } else { None };
-    while let Some(seg) = next {
-        i += 1;
-        next = if i < n { Some(head[i]) } else { segments.next() };
+    let (mut at, mut seg) = (0, (n > 0).then(|| head[0]));
+    while let Some(this) = seg {
+        let next = if at + 1 < n { Some(head[at + 1]) } else { segments.next() };
         key.push('/');
-        if token_at == i - 1 {
+        if token_at == at {
             key.push_str(":token");
-        } else if id_at == i - 1 {
+        } else if id_at == at {
             key.push_str(":id");
         } else {
-            push_template_segment(key, seg);
+            push_template_segment(key, this);
         }
-        if next.is_some() && seg == "reactions" {
+        if next.is_some() && this == "reactions" {
             key.push_str("/:reaction");
             break;
         }
+        (at, seg) = (at + 1, next);
     }
     (major, global_exempt)
 }

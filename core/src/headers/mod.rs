@@ -280,8 +280,8 @@ fn valid_bucket(v: &str) -> Option<String> {
 fn valid_bucket_text(v: &str) -> Option<&str> {
     let v = trim_ows(v);
     // Printable ASCII, the usual id, is checked by bytes; other text by its chars.
-    let printable = |b: &u8| (b' '..b'\x7f').contains(b);
-    if v.is_empty() || v.len() > MAX_BUCKET_LEN || (!v.bytes().all(|b| printable(&b)) && v.chars().any(char::is_control)) {
+    let printable = v.bytes().all(|b| (b' '..b'\x7f').contains(&b));
+    if v.is_empty() || v.len() > MAX_BUCKET_LEN || (!printable && v.chars().any(char::is_control)) {
         return None;
     }
     Some(v)

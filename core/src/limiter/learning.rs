@@ -175,7 +175,8 @@ impl Limiter {
         // Requests in flight now belong to the destination's current window (window epochs
         // are per bucket, so the old numbers mean nothing there).
         let epoch = self.queue(to).bucket.epoch;
-        for id in self.queue(to).in_flight.clone().take_all() {
+        let in_flight: Vec<RequestId> = self.queue(to).in_flight.iter().copied().collect();
+        for id in in_flight {
             if let Some(ReqState::InFlight(Flight { window_epoch, .. }) | ReqState::Reserving { window_epoch, .. }) =
                 self.taken.get_mut(&id)
             {
