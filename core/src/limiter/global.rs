@@ -338,10 +338,9 @@ impl Limiter {
         for key in blocked {
             let qid = key.2;
             if let Some(Some(q)) = self.queues.get_mut(qid)
-                && let Slot::Blocked(k) = q.slot
-                && k == key
+                && q.slot == Slot::blocked(key)
             {
-                q.slot = Slot::Ready(key);
+                q.slot = Slot::ready(key);
                 self.ready.insert(key);
             }
         }

@@ -1075,7 +1075,7 @@ impl Limiter {
                 Some(id) => {
                     let r = &self.requests[&id];
                     let key = (Reverse(r.priority), id, qid);
-                    q.slot = Slot::Ready(key);
+                    q.slot = Slot::ready(key);
                     self.ready.insert(key);
                     return;
                 }
@@ -1084,8 +1084,8 @@ impl Limiter {
         }
         if let Some(t) = wait {
             let uid = q.uid;
-            if q.wake_at != Some(t) {
-                q.wake_at = Some(t);
+            if q.wake_at() != Some(t) {
+                q.set_wake_at(Some(t));
                 self.timers.arm(t, Timer::Queue(qid, uid));
             }
             if t > q.checked_wait {
@@ -1145,7 +1145,7 @@ impl Limiter {
                 Gate::UntilResponse => break,
             }
             let qid = key.2;
-            let Slot::Ready((_, id, _)) = self.queue(qid).slot else {
+            let Slot::Ready { head: id, .. } = self.queue(qid).slot else {
                 self.ready.remove(&key);
                 continue;
             };
@@ -1207,7 +1207,7 @@ impl Limiter {
     /// for the identity's global budget.
     fn block_on_identity(&mut self, key: ReadyKey, iid: Iid) {
         self.ready.remove(&key);
-        self.queue_mut(key.2).slot = Slot::Blocked(key);
+        self.queue_mut(key.2).slot = Slot::blocked(key);
         self.identities[iid].blocked.insert(key);
     }
 

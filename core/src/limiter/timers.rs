@@ -49,7 +49,7 @@ impl Limiter {
     fn timer_live(&self, t: Nanos, timer: Timer) -> bool {
         match timer {
             Timer::Queue(qid, uid) => {
-                self.queues.get(qid).and_then(Option::as_ref).is_some_and(|q| q.uid == uid && q.wake_at == Some(t))
+                self.queues.get(qid).and_then(Option::as_ref).is_some_and(|q| q.uid == uid && q.wake_at() == Some(t))
             }
             Timer::Identity(iid) => self.identities[iid].wake_at == Some(t),
             // Armed just after the deadline: sending at it is allowed.
@@ -73,7 +73,7 @@ impl Limiter {
             }
             match timer {
                 Timer::Queue(qid, _) => {
-                    self.queue_mut(qid).wake_at = None;
+                    self.queue_mut(qid).set_wake_at(None);
                     self.dirty.push(qid);
                 }
                 Timer::Identity(iid) => {
