@@ -22,14 +22,13 @@ pub(super) struct Bucket {
     /// A success came back without rate-limit headers: only the global limit applies.
     pub(super) unlimited: bool,
     pub(super) limit: u32,
-    /// The lowest `remaining` the server reported in the current window (`None` until a
-    /// response from this window arrives). What may still be sent is this minus what is in
-    /// flight: the lowest report is the server's latest state, and anything it did not count
-    /// yet is either still in flight or came back with a lower report.
-    pub(super) reported: Option<u32>,
-    /// End of the current window as the client sees it; `None` after a local reset until the
-    /// next response tells (or a provisional end from the learned window length).
-    pub(super) reset_at: Option<Nanos>,
+    /// [`Bucket::reported`], when [`Bucket::HAS_REPORTED`] is set in `has`.
+    reported_value: u32,
+    /// [`Bucket::reset_at`], when [`Bucket::HAS_RESET_AT`] is set in `has`.
+    reset_at_value: Nanos,
+    /// Which of the optional values are set: an `Option` of each would cost 8 bytes more (a
+    /// `u64` has no spare value for `None`), in every bucket.
+    has: u8,
     /// `reset_at` is an estimate from the window length, not yet confirmed by a response.
     pub(super) reset_provisional: bool,
     /// When the next window's requests may go by the answers' own trips: the latest of each
@@ -43,20 +42,55 @@ pub(super) struct Bucket {
     pub(super) carried: u32,
     /// The server's window appears to slide: slots come back one by one.
     pub(super) sliding: bool,
-    /// Window length, learned from the first answer of a window (an upper bound).
-    pub(super) period: Option<Nanos>,
+    /// [`Bucket::period`], when [`Bucket::HAS_PERIOD`] is set in `has`.
+    period_value: Nanos,
     /// The longest `reset_after` any answer gave: a fallback window estimate.
     pub(super) longest_reset: Nanos,
     /// When the last request of this bucket was sent.
     pub(super) last_send: Nanos,
-    /// When the first request since the last local reset was sent.
-    pub(super) window_first_send: Option<Nanos>,
+    /// [`Bucket::window_first_send`], when [`Bucket::HAS_FIRST_SEND`] is set in `has`.
+    first_send_value: Nanos,
     /// An upper bound on the window length: a reported window end minus the first send of
     /// the local window (that send arrived at or after the server's window start).
     pub(super) window_upper: Nanos,
     /// What few buckets need: ghosts, a sliding log, a shared-scope cap. `None` until one is
     /// needed, so that the many buckets that never need them pay one pointer.
     pub(super) rare: Option<Box<BucketRare>>,
+}
+
+/// A bucket's optional values, each a value and a bit of `has`.
+macro_rules! optional {
+    ($($(#[$doc:meta])* $get:ident, $set:ident: $t:ty = $value:ident, $bit:ident = $mask:expr;)*) => {
+        impl Bucket {
+            $(const $bit: u8 = $mask;)*
+            $(
+                $(#[$doc])*
+                pub(super) fn $get(&self) -> Option<$t> {
+                    (self.has & Self::$bit != 0).then_some(self.$value)
+                }
+
+                pub(super) fn $set(&mut self, value: Option<$t>) {
+                    self.$value = value.unwrap_or_default();
+                    self.has = if value.is_some() { self.has | Self::$bit } else { self.has & !Self::$bit };
+                }
+            )*
+        }
+    };
+}
+
+optional! {
+    /// The lowest `remaining` the server reported in the current window (`None` until a
+    /// response from this window arrives). What may still be sent is this minus what is in
+    /// flight: the lowest report is the server's latest state, and anything it did not count
+    /// yet is either still in flight or came back with a lower report.
+    reported, set_reported: u32 = reported_value, HAS_REPORTED = 1;
+    /// End of the current window as the client sees it; `None` after a local reset until the
+    /// next response tells (or a provisional end from the learned window length).
+    reset_at, set_reset_at: Nanos = reset_at_value, HAS_RESET_AT = 2;
+    /// Window length, learned from the first answer of a window (an upper bound).
+    period, set_period: Nanos = period_value, HAS_PERIOD = 4;
+    /// When the first request since the last local reset was sent.
+    window_first_send, set_window_first_send: Nanos = first_send_value, HAS_FIRST_SEND = 8;
 }
 
 /// The parts of a [`Bucket`] few buckets need ([`Bucket::rare`]).
@@ -83,6 +117,13 @@ static NO_SEND_LOG: VecDeque<Nanos> = VecDeque::new();
 const SLIDING_LOG_CAP: u32 = 4096;
 
 impl Bucket {
+    /// A new bucket, knowing its window's length if learned from another of its hash.
+    pub(super) fn with_period(period: Option<Nanos>) -> Self {
+        let mut bucket = Bucket::default();
+        bucket.set_period(period);
+        bucket
+    }
+
     /// Its rare parts, made when first needed.
     pub(super) fn rare_mut(&mut self) -> &mut BucketRare {
         self.rare.get_or_insert_default()
@@ -105,7 +146,7 @@ impl Bucket {
 
     /// The window length as well as it is known (1 s when nothing is known).
     pub(super) fn window_estimate(&self) -> Nanos {
-        self.period.unwrap_or_else(|| {
+        self.period().unwrap_or_else(|| {
             let seen = self.longest_reset.max(self.window_upper);
             if seen > 0 { seen } else { SECOND }
         })
@@ -133,7 +174,7 @@ impl Bucket {
     /// ([`RoundTrips::lead`]), or the answers' own `reset_ready` where that is earlier (each
     /// rule alone keeps the next request after the window's end).
     pub(super) fn ready_at(&self, lead: Nanos) -> Option<Nanos> {
-        let reset = self.reset_at?;
+        let reset = self.reset_at()?;
         let by_link = reset.saturating_sub(self.lead(lead));
         Some(if self.reset_provisional { by_link } else { by_link.min(self.reset_ready) })
     }
@@ -145,16 +186,16 @@ impl Bucket {
             return;
         }
         if self.ready_at(lead).is_some_and(|ready| ready <= now) {
-            self.reset_at = None;
+            self.set_reset_at(None);
             self.epoch += 1;
             self.sends_in_window = 0;
             self.carried = self.outstanding(in_flight);
             if let Some(rare) = &mut self.rare {
                 rare.ghosts.clear();
             }
-            self.reported = None;
+            self.set_reported(None);
             self.reset_provisional = false;
-            self.window_first_send = None;
+            self.set_window_first_send(None);
         }
     }
 
@@ -179,7 +220,7 @@ impl Bucket {
             .effective_limit(share)
             .saturating_sub(self.carried)
             .saturating_sub(self.sends_in_window);
-        match self.reported {
+        match self.reported() {
             Some(r) if self.shared_cap().is_some() || share > 1 => r.saturating_sub(outstanding).min(local),
             Some(r) => r.saturating_sub(outstanding),
             None => local,
@@ -199,7 +240,7 @@ impl Bucket {
         if self.known
             && !self.unlimited
             && self.sliding
-            && let Some(period) = self.period
+            && let Some(period) = self.period()
             && let Some(rare) = &mut self.rare
         {
             while rare.send_log.front().is_some_and(|&t| t.saturating_add(period) <= now) {
@@ -214,13 +255,13 @@ impl Bucket {
     pub(super) fn take_slot(&mut self, now: Nanos) -> (u32, u64) {
         self.sends_in_window = self.sends_in_window.saturating_add(1);
         self.last_send = now;
-        if self.window_first_send.is_none() {
-            self.window_first_send = Some(now);
+        if self.window_first_send().is_none() {
+            self.set_window_first_send(Some(now));
         }
-        if self.known && !self.unlimited && self.reset_at.is_none() && self.sends_in_window == 1 {
+        if self.known && !self.unlimited && self.reset_at().is_none() && self.sends_in_window == 1 {
             // A new window opens with this send; until a response says when it ends, assume
             // the learned window length, so lost answers never leave the bucket without a reset.
-            self.reset_at = Some(now.saturating_add(self.window_estimate()));
+            self.set_reset_at(Some(now.saturating_add(self.window_estimate())));
             self.reset_provisional = true;
         }
         if self.sliding {
@@ -274,7 +315,7 @@ impl Bucket {
             return None;
         }
         let period =
-            self.period.unwrap_or_else(|| next_reset.map_or(fallback, |r| r.saturating_sub(now).max(1)));
+            self.period().unwrap_or_else(|| next_reset.map_or(fallback, |r| r.saturating_sub(now).max(1)));
         let first_reset = next_reset.unwrap_or_else(|| now.saturating_add(period));
         let windows = ((position - available) / limit) as u64;
         Some(first_reset.saturating_add(period.saturating_mul(windows)))
@@ -306,7 +347,7 @@ impl Bucket {
         }
         let sliding_limit = share_of(b.limit, share) as usize;
         if b.sliding
-            && let Some(period) = b.period
+            && let Some(period) = b.period()
             && sliding_limit > 0
             && b.send_log().len() >= sliding_limit
         {
@@ -364,8 +405,8 @@ impl Limiter {
                 // be later than the trip that length was learned through allows: the window
                 // ends a window after its answer at most, not before.
                 let at = now.saturating_add(b.window_floor());
-                if b.reset_at.is_some_and(|r| r < at) {
-                    b.reset_at = Some(at);
+                if b.reset_at().is_some_and(|r| r < at) {
+                    b.set_reset_at(Some(at));
                 }
             }
         }
@@ -397,8 +438,8 @@ impl Limiter {
             // the window length, say): the bucket's window lasts until then at least.
             if let Some(reset_after) = info.reset_after.filter(|&ra| ra > 0) {
                 let at = now.saturating_add(reset_after.min(max_wait));
-                if b.reset_at.is_none_or(|r| r < at) {
-                    b.reset_at = Some(at);
+                if b.reset_at().is_none_or(|r| r < at) {
+                    b.set_reset_at(Some(at));
                     b.reset_ready = at;
                     b.reset_provisional = false;
                 } else if !b.reset_provisional {
@@ -412,11 +453,11 @@ impl Limiter {
         {
             // First request of a window: its reset is the window length (an upper bound).
             let length = reset_after.saturating_add(now.saturating_sub(flight.sent_at));
-            let period = b.period.map_or(length, |p| p.max(length)).min(max_wait);
-            b.period = Some(period);
+            let period = b.period().map_or(length, |p| p.max(length)).min(max_wait);
+            b.set_period(Some(period));
             learned_period = Some(period);
         }
-        let first_of_window = fresh || b.reported.is_none();
+        let first_of_window = fresh || b.reported().is_none();
         if let Some(rem) = info.remaining {
             // Evidence of a sliding window: the server counts more requests in this window
             // than were sent since the window was reset locally.
@@ -430,10 +471,10 @@ impl Limiter {
                 b.sliding = true;
                 detected_sliding = true;
             }
-            b.reported = Some(match b.reported {
+            b.set_reported(Some(match b.reported() {
                 Some(old) if !fresh => old.min(rem),
                 _ => rem,
-            });
+            }));
             // A ghost answered before this request left reached the server first: this report
             // counts it if they share a window (and the lowest report is at most this one), or
             // its window is over. Counting it again held a window's last slot until the next
@@ -468,7 +509,7 @@ impl Limiter {
             }
             let at = now.saturating_add(reset_after);
             if flight.window_epoch == b.epoch
-                && let Some(first) = b.window_first_send
+                && let Some(first) = b.window_first_send()
             {
                 b.window_upper = b.window_upper.max(at.saturating_sub(first).min(max_wait));
             }
@@ -476,10 +517,12 @@ impl Limiter {
             // them does (a later end reported through a faster trip back may still be the
             // one to wait for).
             let ready = at.saturating_sub(answer_lead);
-            (b.reset_at, b.reset_ready) = match b.reset_at {
-                Some(old) if !first_of_window && !b.reset_provisional => (Some(old.max(at)), b.reset_ready.max(ready)),
-                _ => (Some(at), ready),
+            let (reset_at, reset_ready) = match b.reset_at() {
+                Some(old) if !first_of_window && !b.reset_provisional => (old.max(at), b.reset_ready.max(ready)),
+                _ => (at, ready),
             };
+            b.set_reset_at(Some(reset_at));
+            b.reset_ready = reset_ready;
             b.reset_provisional = false;
         }
         if let (Some(period), BucketId::Hash(hash)) = (learned_period, &self.queue(qid).key.bucket)
@@ -492,8 +535,8 @@ impl Limiter {
             let id = BucketId::Hash(hash.clone());
             self.routes.hash_periods.insert(hash.to_string(), period);
             for q in self.queues.iter_mut().flatten() {
-                if q.key.bucket == id && q.bucket.period.is_none_or(|p| p < period) {
-                    q.bucket.period = Some(period);
+                if q.key.bucket == id && q.bucket.period().is_none_or(|p| p < period) {
+                    q.bucket.set_period(Some(period));
                 }
             }
         }

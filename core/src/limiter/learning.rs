@@ -71,10 +71,10 @@ impl Limiter {
                     // Until the new bucket shows its own window, the old one's length is the
                     // best estimate there is (Discord keeps a route's limit when it renames its
                     // bucket): far better than one guessed from a 429 or a 5xx.
-                    let old_period = self.queue(qid).bucket.period;
+                    let old_period = self.queue(qid).bucket.period();
                     let b = &mut self.queue_mut(target).bucket;
-                    if b.period.is_none() {
-                        b.period = old_period;
+                    if b.period().is_none() {
+                        b.set_period(old_period);
                     }
                 }
                 self.move_route(qid, target, if from_route_queue { None } else { Some(&route_key) });
@@ -102,8 +102,8 @@ impl Limiter {
         let BucketId::Hash(hash) = &self.queue(qid).key.bucket else { return };
         let Some(&period) = self.routes.hash_periods.get(&**hash) else { return };
         let b = &mut self.queue_mut(qid).bucket;
-        if b.period.is_none_or(|p| p < period) {
-            b.period = Some(period);
+        if b.period().is_none_or(|p| p < period) {
+            b.set_period(Some(period));
         }
     }
 
@@ -260,8 +260,8 @@ impl Limiter {
                 let b = &mut self.queue_mut(qid).bucket;
                 b.known = true;
                 b.unlimited = false;
-                b.reported = Some(0);
-                b.reset_ready = match b.reset_at {
+                b.set_reported(Some(0));
+                b.reset_ready = match b.reset_at() {
                     Some(_) if !b.reset_provisional => b.reset_ready.max(until),
                     other => other.map_or(until, |r| r.max(until)),
                 };
@@ -269,7 +269,7 @@ impl Limiter {
                 if b.limit == 0 {
                     b.limit = 1;
                 }
-                b.reset_at = Some(b.reset_at.map_or(until, |r| r.max(until)));
+                b.set_reset_at(Some(b.reset_at().map_or(until, |r| r.max(until))));
             }
         }
         if scope != RateLimitScope::Shared {

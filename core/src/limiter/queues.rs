@@ -343,10 +343,7 @@ impl Limiter {
             uid,
             pending: Ids::Empty,
             in_flight: Ids::Empty,
-            bucket: Bucket {
-                period,
-                ..Bucket::default()
-            },
+            bucket: Bucket::with_period(period),
             holds: Holds::default(),
             wake: 0,
             waking: false,
@@ -436,7 +433,7 @@ impl Limiter {
             }
             let sub_limits = q.holds.sub_limits().iter().map(|(_, t)| *t).max().unwrap_or(0);
             let quiet_since =
-                q.bucket.reset_at.unwrap_or(0).max(q.holds.shared_until()).max(sub_limits).max(q.last_active);
+                q.bucket.reset_at().unwrap_or(0).max(q.holds.shared_until()).max(sub_limits).max(q.last_active);
             let expires = quiet_since.saturating_add(self.config.bucket_idle_ttl);
             if expires > now {
                 return;

@@ -379,8 +379,8 @@ impl Limiter {
         q.last_active = now;
         let b = &mut q.bucket;
         b.last_send = now;
-        if b.window_first_send == Some(flight.sent_at) {
-            b.window_first_send = Some(now);
+        if b.window_first_send() == Some(flight.sent_at) {
+            b.set_window_first_send(Some(now));
         }
         if b.sliding && flight.window_epoch == b.epoch {
             let log = &mut b.rare_mut().send_log;
@@ -434,7 +434,7 @@ impl Limiter {
     pub(super) fn undo_window_start(&mut self, qid: Qid, flight: Flight) {
         let q = self.queue(qid);
         let epoch = q.bucket.epoch;
-        if flight.window_epoch != epoch || q.bucket.window_first_send != Some(flight.sent_at) {
+        if flight.window_epoch != epoch || q.bucket.window_first_send() != Some(flight.sent_at) {
             return;
         }
         let first = q
@@ -449,9 +449,9 @@ impl Limiter {
             })
             .min();
         let b = &mut self.queue_mut(qid).bucket;
-        b.window_first_send = first;
+        b.set_window_first_send(first);
         if first.is_none() && b.reset_provisional {
-            b.reset_at = None;
+            b.set_reset_at(None);
             b.reset_provisional = false;
         }
     }
