@@ -26,8 +26,8 @@ pub(super) struct Bucket {
     reported_value: u32,
     /// [`Bucket::reset_at`], when [`Bucket::HAS_RESET_AT`] is set in `has`.
     reset_at_value: Nanos,
-    /// Which of the optional values are set: an `Option` of each would cost 8 bytes more (a
-    /// `u64` has no spare value for `None`), in every bucket.
+    /// Which of the optional values are set: an `Option` of each would add a tag beside it
+    /// (8 bytes beside a `u64`, which has no spare value for `None`), in every bucket.
     has: u8,
     /// `reset_at` is an estimate from the window length, not yet confirmed by a response.
     pub(super) reset_provisional: bool,
