@@ -46,20 +46,6 @@ impl Ids {
         a.iter().chain(b)
     }
 
-    /// The deque, made from what the list holds.
-    fn many(&mut self) -> &mut VecDeque<RequestId> {
-        let ids = match std::mem::take(self) {
-            Ids::Empty => VecDeque::new(),
-            Ids::One(id) => VecDeque::from([id]),
-            Ids::Many(ids) => *ids,
-        };
-        *self = Ids::Many(Box::new(ids));
-        match self {
-            Ids::Many(ids) => ids,
-            _ => unreachable!("just made"),
-        }
-    }
-
     /// Frees an emptied deque.
     fn tidy(&mut self) {
         if matches!(self, Ids::Many(ids) if ids.is_empty()) {
@@ -70,7 +56,8 @@ impl Ids {
     pub(super) fn push_back(&mut self, id: RequestId) {
         match self {
             Ids::Empty => *self = Ids::One(id),
-            _ => self.many().push_back(id),
+            Ids::One(first) => *self = Ids::Many(Box::new(VecDeque::from([*first, id]))),
+            Ids::Many(ids) => ids.push_back(id),
         }
     }
 
@@ -78,7 +65,12 @@ impl Ids {
     pub(super) fn insert(&mut self, index: usize, id: RequestId) {
         match self {
             Ids::Empty => *self = Ids::One(id),
-            _ => self.many().insert(index, id),
+            Ids::One(first) => {
+                let mut ids = VecDeque::from([*first]);
+                ids.insert(index, id);
+                *self = Ids::Many(Box::new(ids));
+            }
+            Ids::Many(ids) => ids.insert(index, id),
         }
     }
 
