@@ -525,17 +525,17 @@ impl Limiter {
             b.reset_ready = reset_ready;
             b.reset_provisional = false;
         }
-        if let (Some(period), BucketId::Hash(hash)) = (learned_period, &self.queue(qid).key.bucket)
+        if let (Some(period), BucketId::Hash(hash)) = (learned_period, self.queue(qid).key.bucket())
             && (self.routes.hash_periods.len() < self.config.max_routes || self.routes.hash_periods.contains_key(&**hash))
             && self.routes.hash_periods.get(&**hash).is_none_or(|&known| known < period)
         {
             // A longer window for this hash: every queue of it (other major parameters) that
             // has not seen one of its own answered takes it, rather than an estimate that may
             // have been drawn from a window another queue's request opened.
-            let id = BucketId::Hash(hash.clone());
+            let hash = hash.clone();
             self.routes.hash_periods.insert(hash.to_string(), period);
             for q in self.queues.iter_mut().flatten() {
-                if q.key.bucket == id && q.bucket.period().is_none_or(|p| p < period) {
+                if q.key.bucket() == BucketId::Hash(&hash) && q.bucket.period().is_none_or(|p| p < period) {
                     q.bucket.set_period(Some(period));
                 }
             }

@@ -246,28 +246,6 @@ impl Budget {
     }
 }
 
-/// A queue's budgets: none until a request with costs goes through it, and then one pointer in
-/// the queue (most queues never have one).
-#[derive(Debug, Default)]
-// A box of a Vec on purpose: 8 bytes in every queue instead of the Vec's 24.
-#[allow(clippy::box_collection)]
-pub(super) struct Budgets(Option<Box<Vec<Budget>>>);
-
-impl Budgets {
-    pub(super) fn get(&self) -> &[Budget] {
-        self.0.as_deref().map_or(&[], Vec::as_slice)
-    }
-
-    pub(super) fn get_mut(&mut self) -> &mut [Budget] {
-        self.0.as_deref_mut().map_or(&mut [], Vec::as_mut_slice)
-    }
-
-    /// The list, made if there is none yet.
-    pub(super) fn vec_mut(&mut self) -> &mut Vec<Budget> {
-        self.0.get_or_insert_with(Default::default)
-    }
-}
-
 /// A request's costs: its estimates, and what its send in flight charged. Held apart (most
 /// requests have none) so that a request without costs pays one pointer for them.
 #[derive(Debug, Default)]

@@ -13,7 +13,7 @@ impl Limiter {
     pub(super) fn learn_bucket(&mut self, id: RequestId, bucket: Option<&str>, flight: Flight) -> (Qid, bool) {
         let qid = self.req(id).qid;
         let Some(hash) = bucket else { return (qid, false) };
-        if matches!(&self.queue(qid).key.bucket, BucketId::Hash(h) if **h == *hash) {
+        if matches!(self.queue(qid).key.bucket(), BucketId::Hash(h) if **h == *hash) {
             return (qid, false); // the common case: nothing new, nothing to allocate
         }
         let (iid, route_key, major) = {
@@ -23,7 +23,7 @@ impl Limiter {
         let previous = self.routes.buckets.get(&route_key).cloned();
         // The route's own copy of the id when it is the same, so that its queues share one.
         let name = previous.clone().filter(|old| **old == *hash).unwrap_or_else(|| hash.into());
-        let target_key = QueueKey { identity: iid, bucket: BucketId::Hash(name.clone()), major };
+        let target_key = QueueKey::new(iid, BucketId::Hash(name.clone()), major);
         if previous.as_deref().is_some_and(|old| old != hash)
             && self.routes.taught_at.get(&route_key).is_some_and(|&t| flight.sent_at <= t)
         {
@@ -53,7 +53,7 @@ impl Limiter {
         // with its state: it counts what the old bucket counted, for every route still in it
         // (other routes of that hash, or requests that were counted there). Only this route's
         // requests move.
-        let from_route_queue = matches!(self.queue(qid).key.bucket, BucketId::Route(_));
+        let from_route_queue = matches!(self.queue(qid).key.bucket(), BucketId::Route(_));
         if let Some(old) = previous.filter(|old| &**old != hash) {
             self.routes.renamed.insert(route_key.clone(), old);
         }
@@ -99,7 +99,7 @@ impl Limiter {
     /// given that queue's state) starts from the longest window learned for the hash, like a
     /// queue created for it (see `hash_periods`).
     pub(super) fn adopt_hash_period(&mut self, qid: Qid) {
-        let BucketId::Hash(hash) = &self.queue(qid).key.bucket else { return };
+        let BucketId::Hash(hash) = self.queue(qid).key.bucket() else { return };
         let Some(&period) = self.routes.hash_periods.get(&**hash) else { return };
         let b = &mut self.queue_mut(qid).bucket;
         if b.period().is_none_or(|p| p < period) {
@@ -367,7 +367,7 @@ impl Limiter {
     /// (creating one per dimension it names). A request without costs in a queue that has
     /// budgets charges them nothing, so that its answer's report still counts.
     pub(super) fn charge_costs(&mut self, qid: Qid, id: RequestId) {
-        if self.req(id).costs().is_empty() && self.queue(qid).budgets.get().is_empty() {
+        if self.req(id).costs().is_empty() && self.queue(qid).rare.budgets().is_empty() {
             return;
         }
         let mut rare = self.req_mut(id).rare.take().unwrap_or_default();
@@ -377,9 +377,9 @@ impl Limiter {
         let q = self.queues[qid].as_mut().expect("live queue");
         let mut charges = Vec::new();
         for ((name, estimate), margin) in cost.estimates.iter().zip(margins) {
-            charges.push(costs::budget_mut(q.budgets.vec_mut(), name, share).charge(*estimate, margin));
+            charges.push(costs::budget_mut(q.rare.budget_list(), name, share).charge(*estimate, margin));
         }
-        for b in q.budgets.get_mut().iter_mut().filter(|b| !cost.estimates.iter().any(|(n, _)| *n == b.name)) {
+        for b in q.rare.budgets_mut().iter_mut().filter(|b| !cost.estimates.iter().any(|(n, _)| *n == b.name)) {
             charges.push(b.charge(0, 1.0));
         }
         cost.charges = charges;
@@ -405,7 +405,7 @@ impl Limiter {
         for charge in &charges {
             // Made anew when its route moved to another queue meanwhile: that queue keeps the
             // budget now.
-            let budget = costs::budget_mut(q.budgets.vec_mut(), &charge.name, share);
+            let budget = costs::budget_mut(q.rare.budget_list(), &charge.name, share);
             let (report, actual) = match answer {
                 Some((_, info, body)) => {
                     let report = info
@@ -447,7 +447,7 @@ impl Limiter {
             .pending
             .iter()
             .filter(|id| !self.requests[*id].costs().is_empty())
-            .filter_map(|id| costs::never_fits(self.queue(qid).budgets.get(), self.requests[id].costs()).map(|reason| (*id, reason)))
+            .filter_map(|id| costs::never_fits(self.queue(qid).rare.budgets(), self.requests[id].costs()).map(|reason| (*id, reason)))
             .collect();
         for (id, reason) in doomed {
             self.unqueue(id);

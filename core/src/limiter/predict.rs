@@ -140,10 +140,10 @@ impl Limiter {
     fn predict_position(&self, now: Nanos, qid: Qid, place: &Place<'_>) -> Nanos {
         let position = place.position;
         let q = self.queue(qid);
-        let mut t = now.max(self.host_hold()).max(q.holds.shared_until());
+        let mut t = now.max(self.host_hold()).max(q.rare.shared_until());
         // A sub-limit holds this route (and major parameter), or this class of it, whatever
         // the bucket says.
-        for &(ref k, until) in q.holds.sub_limits() {
+        for &(ref k, until) in q.rare.sub_limits() {
             if place.held_by(k) {
                 t = t.max(until);
             }
@@ -171,7 +171,7 @@ impl Limiter {
     /// Queues what `costs` would be charged in `packs` (one per budget of queue `qid`, made on
     /// first use; see [`costs::Pack`]).
     pub(super) fn add_charges<N: AsRef<str>>(&self, now: Nanos, qid: Qid, costs: &[(N, u64)], packs: &mut Vec<Option<Pack>>) {
-        let budgets = self.queue(qid).budgets.get();
+        let budgets = self.queue(qid).rare.budgets();
         if budgets.is_empty() || costs.is_empty() {
             return;
         }
@@ -188,7 +188,7 @@ impl Limiter {
     /// The first `position` requests queued in `qid`, packed into its budgets.
     pub(super) fn charges_ahead(&self, now: Nanos, qid: Qid, position: usize) -> Vec<Option<Pack>> {
         let mut packs = Vec::new();
-        if !self.queue(qid).budgets.get().is_empty() {
+        if !self.queue(qid).rare.budgets().is_empty() {
             for id in self.queue(qid).pending.iter().take(position) {
                 self.add_charges(now, qid, self.requests[id].costs(), &mut packs);
             }
@@ -201,7 +201,7 @@ impl Limiter {
     pub(super) fn cost_wait<N: AsRef<str>>(&self, now: Nanos, qid: Qid, ahead: &[Option<Pack>], own: &[(N, u64)]) -> Option<Nanos> {
         let mut packs = ahead.to_vec();
         self.add_charges(now, qid, own, &mut packs);
-        let budgets = self.queue(qid).budgets.get();
+        let budgets = self.queue(qid).rare.budgets();
         let mut wait: Option<Nanos> = None;
         for (b, pack) in budgets.iter().zip(&packs) {
             if !own.iter().any(|(n, _)| n.as_ref() == &*b.name) {

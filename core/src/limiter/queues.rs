@@ -4,19 +4,22 @@
 
 use std::hash::BuildHasher;
 
+use super::costs::Budget;
 use super::*;
 
 #[derive(Debug)]
 pub(super) struct Queue {
     pub(super) key: QueueKey,
-    pub(super) uid: u64,
+    /// Tells this queue from the earlier and later ones in its slot (see [`Uid`]).
+    pub(super) uid: Uid,
     pub(super) pending: Ids,
     /// The requests that took a slot of its bucket: sent, or reserving at the store (what
     /// they took: `Limiter::taken`).
     pub(super) in_flight: Ids,
     pub(super) bucket: Bucket,
-    /// What holds the queue apart from its bucket: a shared-scope 429, sub-limits.
-    pub(super) holds: Holds,
+    /// What holds the queue apart from its bucket (a shared-scope 429, sub-limits), and one
+    /// budget per cost dimension its requests named (see `costs`).
+    pub(super) rare: Rare,
     /// The registered wake-up, when `waking` (`wake_at()`: an `Option` would take 16 bytes,
     /// and the flag sits beside `idle_listed` for nothing).
     wake: Nanos,
@@ -29,8 +32,6 @@ pub(super) struct Queue {
     pub(super) idle_listed: bool,
     /// The latest wait for which the pending requests were checked against their deadlines.
     pub(super) checked_wait: Nanos,
-    /// One budget per cost dimension its requests named (see `costs`).
-    pub(super) budgets: Budgets,
 }
 
 /// The queues' slab, in chunks of [`CHUNK`]: growing it never moves the queues (a `Vec` of a
@@ -97,10 +98,9 @@ pub(super) struct Queues {
     /// the key its queue holds, so that a key (and its major parameter's text) is held once.
     index: hashbrown::HashTable<Qid>,
     hasher: foldhash::fast::FixedState,
-    free: Vec<Qid>,
-    /// Told apart a queue and a later one in the same slot (timers and idle listings name both).
-    next_uid: u64,
-    idle: VecDeque<(Qid, u64)>,
+    /// The free slots, each with the generation its next queue takes.
+    free: Vec<(Qid, Uid)>,
+    idle: VecDeque<(Qid, Uid)>,
 }
 
 impl Queues {
@@ -133,22 +133,17 @@ impl Queues {
     }
 
     /// Adds the queue `make` builds from its uid (its key no live queue has).
-    pub(super) fn insert(&mut self, make: impl FnOnce(u64) -> Queue) -> Qid {
-        let queue = make(self.next_uid);
+    pub(super) fn insert(&mut self, make: impl FnOnce(Uid) -> Queue) -> Qid {
+        // A new slot's first queue is its generation 0. Each queue holds hundreds of bytes:
+        // 2^32 of them would not fit in memory.
+        let (qid, uid) = self.free.pop().unwrap_or_else(|| (Qid::try_from(self.slab.len()).expect("fewer than 2^32 queues"), 0));
+        let queue = make(uid);
         debug_assert!(self.find(&queue.key).is_none(), "a second queue for one key");
-        self.next_uid += 1;
-        let qid = match self.free.pop() {
-            Some(qid) => {
-                self.slab[qid] = Some(queue);
-                qid
-            }
-            None => {
-                // Each queue holds hundreds of bytes: 2^32 of them would not fit in memory.
-                let qid = Qid::try_from(self.slab.len()).expect("fewer than 2^32 queues");
-                self.slab.push(Some(queue));
-                qid
-            }
-        };
+        if qid as usize == self.slab.len() {
+            self.slab.push(Some(queue));
+        } else {
+            self.slab[qid] = Some(queue);
+        }
         self.file(qid);
         qid
     }
@@ -166,12 +161,12 @@ impl Queues {
     pub(super) fn remove(&mut self, qid: Qid) -> Queue {
         let q = self.slab[qid].take().expect("live queue");
         self.unfile(qid, &q.key);
-        self.free.push(qid);
+        self.free.push((qid, q.uid.wrapping_add(1)));
         q
     }
 
     /// Lists queue `qid` (with its uid) as gone idle now.
-    pub(super) fn list_idle(&mut self, qid: Qid, uid: u64) {
+    pub(super) fn list_idle(&mut self, qid: Qid, uid: Uid) {
         self.idle.push_back((qid, uid));
     }
 
@@ -257,21 +252,25 @@ impl Slot {
     }
 }
 
-/// What holds a queue apart from its bucket's window, boxed on the first hold: few queues
-/// ever meet a shared-scope 429 or a sub-limit, and every idle queue paid 32 bytes for them.
+/// What few queues need, boxed on first use: what holds the queue apart from its bucket's
+/// window (a shared-scope 429, sub-limits) and its cost budgets. Every idle queue would pay 32
+/// bytes for the holds and 24 for the budgets; one pointer for both, as few queues meet a hold
+/// and fewer carry costs.
 #[derive(Debug, Default)]
-pub(super) struct Holds(Option<Box<HoldsInner>>);
+pub(super) struct Rare(Option<Box<RareInner>>);
 
 #[derive(Debug, Default)]
-struct HoldsInner {
+struct RareInner {
     /// A shared-scope 429 holds the whole resource until then.
     shared_until: Nanos,
     /// Sub-limit holds until a time: a route key (holds the whole route) or a request's
     /// `sub_key` (holds that class of the route).
     sub_limits: Vec<(String, Nanos)>,
+    /// One budget per cost dimension its requests named (see `costs`).
+    budgets: Vec<Budget>,
 }
 
-impl Holds {
+impl Rare {
     /// Until when a shared-scope 429 holds the whole queue (0: never held).
     pub(super) fn shared_until(&self) -> Nanos {
         self.0.as_ref().map_or(0, |h| h.shared_until)
@@ -288,6 +287,20 @@ impl Holds {
             h.sub_limits.retain(|(_, t)| *t > now);
         }
     }
+
+    /// The cost budgets.
+    pub(super) fn budgets(&self) -> &[Budget] {
+        self.0.as_ref().map_or(&[], |h| h.budgets.as_slice())
+    }
+
+    pub(super) fn budgets_mut(&mut self) -> &mut [Budget] {
+        self.0.as_mut().map_or(&mut [], |h| h.budgets.as_mut_slice())
+    }
+
+    /// The list of budgets, the box made if there is none yet.
+    pub(super) fn budget_list(&mut self) -> &mut Vec<Budget> {
+        &mut self.0.get_or_insert_default().budgets
+    }
 }
 
 impl Queue {
@@ -302,19 +315,19 @@ impl Queue {
 
     /// Until when a sub-limit holds `r` (see [`Req::held_by`]).
     pub(super) fn sub_limit_until(&self, r: &Req) -> Option<Nanos> {
-        self.holds.sub_limits().iter().filter(|(k, _)| r.held_by(k)).map(|&(_, t)| t).max()
+        self.rare.sub_limits().iter().filter(|(k, _)| r.held_by(k)).map(|&(_, t)| t).max()
     }
 
     /// Holds the whole queue (a shared resource) until `until`, or longer if it already is.
     pub(super) fn hold_shared(&mut self, until: Nanos) {
-        let h = self.holds.0.get_or_insert_default();
+        let h = self.rare.0.get_or_insert_default();
         h.shared_until = h.shared_until.max(until);
     }
 
     /// Holds sub-limit key `key` (a route or a class of it) until `until`, or longer if it
     /// already is.
     pub(super) fn hold_sub_limit(&mut self, key: String, until: Nanos) {
-        let holds = &mut self.holds.0.get_or_insert_default().sub_limits;
+        let holds = &mut self.rare.0.get_or_insert_default().sub_limits;
         match holds.iter_mut().find(|(k, _)| *k == key) {
             Some((_, t)) => *t = (*t).max(until),
             None => holds.push((key, until)),
@@ -333,7 +346,7 @@ impl Limiter {
 
     /// Makes the queue of `key`, which no live queue has (what `find_queue` answered).
     pub(super) fn open_queue(&mut self, key: QueueKey) -> Qid {
-        let period = match &key.bucket {
+        let period = match key.bucket() {
             BucketId::Hash(hash) => self.routes.hash_periods.get(&**hash).copied(),
             BucketId::Route(_) => None,
         };
@@ -344,14 +357,13 @@ impl Limiter {
             pending: Ids::Empty,
             in_flight: Ids::Empty,
             bucket: Bucket::with_period(period),
-            holds: Holds::default(),
+            rare: Rare::default(),
             wake: 0,
             waking: false,
             slot: Slot::None,
             last_active: 0,
             idle_listed: false,
             checked_wait: 0,
-            budgets: Budgets::default(),
         })
     }
 
@@ -431,9 +443,9 @@ impl Limiter {
                 self.queues.drop_idle();
                 continue;
             }
-            let sub_limits = q.holds.sub_limits().iter().map(|(_, t)| *t).max().unwrap_or(0);
+            let sub_limits = q.rare.sub_limits().iter().map(|(_, t)| *t).max().unwrap_or(0);
             let quiet_since =
-                q.bucket.reset_at().unwrap_or(0).max(q.holds.shared_until()).max(sub_limits).max(q.last_active);
+                q.bucket.reset_at().unwrap_or(0).max(q.rare.shared_until()).max(sub_limits).max(q.last_active);
             let expires = quiet_since.saturating_add(self.config.bucket_idle_ttl);
             if expires > now {
                 return;

@@ -12,19 +12,24 @@ use crate::route::route_into;
 /// idle queue does not carry its own copy of the id.
 pub(super) type Name = std::sync::Arc<str>;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum BucketId {
+/// What a queue key names its bucket by: owned (`N` = [`Name`]) to make a key, borrowed from
+/// one by [`QueueKey::bucket`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum BucketId<N = Name> {
     /// Not learned yet: the route and its major parameter.
-    Route(Name),
+    Route(N),
     /// Learned: the server's bucket id.
-    Hash(Name),
+    Hash(N),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 /// Where a request waits: per identity, per bucket (or unknown route), per major parameter.
+/// The bucket's [`BucketId`] is held as its name and a flag beside the identity, where a
+/// `BucketId` field would take 8 bytes more for its tag in every queue.
 pub(super) struct QueueKey {
     pub(super) identity: Iid,
-    pub(super) bucket: BucketId,
+    learned: bool,
+    name: Name,
     pub(super) major: Major,
 }
 
@@ -114,12 +119,20 @@ pub(super) struct KeyRef<'a> {
 }
 
 impl QueueKey {
-    fn as_ref(&self) -> KeyRef<'_> {
-        let (learned, bucket) = match &self.bucket {
-            BucketId::Route(route) => (false, &**route),
-            BucketId::Hash(hash) => (true, &**hash),
+    pub(super) fn new(identity: Iid, bucket: BucketId, major: Major) -> Self {
+        let (learned, name) = match bucket {
+            BucketId::Route(route) => (false, route),
+            BucketId::Hash(hash) => (true, hash),
         };
-        KeyRef { identity: self.identity, learned, bucket, major: self.major.as_ref() }
+        QueueKey { identity, learned, name, major }
+    }
+
+    pub(super) fn bucket(&self) -> BucketId<&Name> {
+        if self.learned { BucketId::Hash(&self.name) } else { BucketId::Route(&self.name) }
+    }
+
+    fn as_ref(&self) -> KeyRef<'_> {
+        KeyRef { identity: self.identity, learned: self.learned, bucket: &self.name, major: self.major.as_ref() }
     }
 }
 
@@ -224,14 +237,14 @@ impl Routes {
 
     /// Bookkeeping for `queues` when a queue keyed `key` is made.
     pub(super) fn queue_opened(&mut self, key: &QueueKey) {
-        if let BucketId::Route(route) = &key.bucket {
+        if let BucketId::Route(route) = key.bucket() {
             *self.queues.entry_ref(&**route).or_insert(0) += 1;
         }
     }
 
     /// Bookkeeping for `queues` when a queue keyed `key` goes away (or takes a bucket's key).
     pub(super) fn queue_closed(&mut self, key: &QueueKey) {
-        if let BucketId::Route(route) = &key.bucket
+        if let BucketId::Route(route) = key.bucket()
             && let Some(n) = self.queues.get_mut(&**route)
         {
             *n -= 1;
@@ -263,11 +276,8 @@ impl Limiter {
         let unlearned = self.routes.prior.unlearned_key(route_key);
         let route_queue = KeyRef { identity: iid, learned: false, bucket: unlearned, major };
         let Some(hash) = self.routes.buckets.get(route_key) else {
-            return found(route_queue).ok_or_else(|| QueueKey {
-                identity: iid,
-                bucket: BucketId::Route(unlearned.into()),
-                major: major.to_owned(),
-            });
+            return found(route_queue)
+                .ok_or_else(|| QueueKey::new(iid, BucketId::Route(unlearned.into()), major.to_owned()));
         };
         // A route queue still waiting for its pioneer keeps taking the route's requests until
         // the pioneer's answer merges it into the bucket's queue: two queues never probe one
@@ -291,7 +301,7 @@ impl Limiter {
         {
             return Ok(qid);
         }
-        Err(QueueKey { identity: iid, bucket: BucketId::Hash(hash.clone()), major: major.to_owned() })
+        Err(QueueKey::new(iid, BucketId::Hash(hash.clone()), major.to_owned()))
     }
 
     /// The sub-limit key of `request` on route `route_key`: `"{route_key} #{class}"` when it

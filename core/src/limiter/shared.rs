@@ -189,7 +189,7 @@ impl Limiter {
 
     /// The bucket hash of queue `qid`, if learned.
     pub(super) fn queue_hash(&self, qid: Qid) -> Option<String> {
-        match &self.queue(qid).key.bucket {
+        match self.queue(qid).key.bucket() {
             BucketId::Hash(h) => Some(h.to_string()),
             BucketId::Route(_) => None,
         }
@@ -402,7 +402,7 @@ impl Limiter {
         let me = &self.requests[&id];
         let waiting = q.pending.iter().take_while(|&&p| p < id).any(|p| {
             let r = &self.requests[p];
-            let held_apart = q.holds.sub_limits().iter().any(|(k, t)| *t > now && r.held_by(k) && !me.held_by(k));
+            let held_apart = q.rare.sub_limits().iter().any(|(k, t)| *t > now && r.held_by(k) && !me.held_by(k));
             r.not_before <= now && !held_apart
         });
         waiting
@@ -557,7 +557,7 @@ impl Limiter {
         let mut changed = Vec::new();
         for (qid, q) in (0..).zip(self.queues.iter_mut()) {
             let Some(q) = q else { continue };
-            for b in q.budgets.get_mut() {
+            for b in q.rare.budgets_mut() {
                 if b.share != share {
                     b.share = share;
                     changed.push(qid);

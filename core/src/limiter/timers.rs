@@ -8,7 +8,7 @@ use super::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Timer {
     /// Re-evaluate a queue (bucket reset, retry backoff, sub-limit end). Carries the queue uid.
-    Queue(Qid, u64),
+    Queue(Qid, Uid),
     /// An identity's global window has room again, or its global pause ends.
     Identity(Iid),
     /// A request's deadline.
