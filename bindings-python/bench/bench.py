@@ -13,6 +13,11 @@ parses them before calling the manager), which favours it.
 
 * ``sans-IO``: ``Limiter.enqueue`` -> ``drain()`` -> ``handle_response(status, 4 headers)`` ->
   ``drain()``, time advanced 1 ms per life (as the core's criterion bench).
+* ``floor``: the least any asyncio driver over this native module does per request: one
+  coroutine that reads the loop's clock, calls ``enqueue`` and ``drain``, awaits ``send()``,
+  reads the clock again and calls ``handle_response`` and ``drain`` (no waiting, no retry, no
+  error handling). What ``driver run`` can at best come down to; issue 16 asks for hikari / run
+  >= 2, so hikari / floor says whether that is within reach of a driver at all.
 * ``driver run``: ``await RateLimiter.run(method, path, send)`` where ``send`` returns a ready
   response object (``status``, ``headers`` dict).
 * ``driver permit``: ``async with RateLimiter.acquire(method, path) as p: p.update(200, headers)``.
@@ -81,6 +86,34 @@ class Response:
     def __init__(self) -> None:
         self.status = 200
         self.headers = HEADERS
+
+
+async def bench_floor(channels: int, lives: int) -> float:
+    limiter = ratelane.Limiter(**SETTINGS)
+    enqueue, drain, respond = limiter.enqueue, limiter.drain, limiter.handle_response
+    clock = asyncio.get_running_loop().time
+    ps = paths(channels)
+    response = Response()
+
+    async def send() -> Response:
+        return response
+
+    async def run(method: str, path: str, send: Callable[[], Any]) -> Any:
+        rid = enqueue(int(clock() * 1e9), method, path)
+        drain()
+        answer = await send()
+        respond(int(clock() * 1e9), rid, answer.status, answer.headers)
+        drain()
+        return answer
+
+    for path in ps:
+        await run("POST", path, send)
+    step, i = stride(channels), 0
+    start = time.process_time()
+    for _ in range(lives):
+        i = (i + step) % channels
+        await run("POST", ps[i], send)
+    return (time.process_time() - start) / lives * 1e6
 
 
 async def bench_driver_run(channels: int, lives: int) -> float:
@@ -175,13 +208,20 @@ def main() -> None:
 
     print(f"CPython {platform.python_version()}, ratelane {ratelane.__version__}, hikari {hikari.__version__}")
     print(f"best of {args.rounds} rounds; microseconds per request life\n")
-    print(f"{'channels':>8}  {'sans-IO':>8}  {'driver run':>10}  {'driver permit':>13}  {'hikari':>7}  {'hikari / run':>12}")
+    print(
+        f"{'channels':>8}  {'sans-IO':>8}  {'floor':>6}  {'driver run':>10}  {'driver permit':>13}  {'hikari':>7}"
+        f"  {'hikari / run':>12}  {'hikari / floor':>14}"
+    )
     for n in args.channels:
         sans_io = best(args.rounds, lambda: bench_sans_io(n, args.lives * 4))
+        floor = best(args.rounds, lambda: asyncio.run(bench_floor(n, args.lives)))
         run = best(args.rounds, lambda: asyncio.run(bench_driver_run(n, args.lives)))
         permit = best(args.rounds, lambda: asyncio.run(bench_driver_permit(n, args.lives)))
         hik = best(args.rounds, lambda: asyncio.run(bench_hikari(n, args.lives)))
-        print(f"{n:>8}  {sans_io:>8.2f}  {run:>10.2f}  {permit:>13.2f}  {hik:>7.2f}  {hik / run:>11.1f}x")
+        print(
+            f"{n:>8}  {sans_io:>8.2f}  {floor:>6.2f}  {run:>10.2f}  {permit:>13.2f}  {hik:>7.2f}"
+            f"  {hik / run:>11.1f}x  {hik / floor:>13.2f}x"
+        )
 
 
 if __name__ == "__main__":
