@@ -1,8 +1,10 @@
-// Benchmark of the ratelane Node package (command in BENCHMARKS.md):
+// Benchmark of the ratelane Node package (command in BENCHMARKS.md; `--micro`: part 1 only):
 //
 //  1. cost per request of the sans-IO API (Limiter: enqueue, drain, handleResponse, drain; the
-//     same through the positional surface enqueueParts, drainPacked, respond) and of the
-//     Promise driver (RateLimiter.run with an in-process response), no HTTP;
+//     same through the positional surface enqueueParts, drainPacked, respond), of the least any
+//     Promise driver over that surface does (the floor: one Promise around those four calls and
+//     two clock reads, the same batches as the driver's) and of the Promise driver
+//     (RateLimiter.run with an in-process response), no HTTP;
 //  2. the same Discord workloads sent through ratelane's driver + fetch and through
 //     @discordjs/rest, one after the other in this process, each against its own fresh copy of
 //     the local Discord-like server (../test/discord-server.cjs, run in a child process so only
@@ -75,6 +77,44 @@ function sansIoFast(n) {
   const cpu = process.cpuUsage()
   const t0 = process.hrtime.bigint()
   run(n)
+  const wallNs = Number(process.hrtime.bigint() - t0)
+  return { perRequestNs: wallNs / n, cpuPerRequestUs: (cpuMs(cpu) * 1000) / n }
+}
+
+/**
+ * The least a Promise driver over the positional surface does per request: a Promise, the
+ * clock read, enqueueParts and drainPacked, the response awaited, the clock again, respond and
+ * drainPacked; no timers, retries or errors. What RateLimiter.run can at best come down to.
+ */
+async function floor(n) {
+  const limiter = new native.Limiter(JSON.stringify({ global_limit: 0 }))
+  const lines = [
+    'x-ratelimit-limit', '1000000', 'x-ratelimit-remaining', '999999', 'x-ratelimit-reset-after', '60', 'x-ratelimit-bucket', 'bench',
+  ].join('\n')
+  const response = { status: 200, headers: lines }
+  const send = () => response
+  const nowNs = () => Number(process.hrtime.bigint())
+  const life = (method, path) => new Promise((resolve) => {
+    const id = limiter.enqueueParts(nowNs(), method, path)
+    limiter.drainPacked()
+    Promise.resolve(send()).then((answer) => {
+      limiter.respond(nowNs(), id, answer.status, answer.headers, 0)
+      const after = limiter.drainPacked()
+      if (after[after.length - 2] === 3) { limiter.takeHeld(); limiter.drainPacked() } // bucket_learned, the first time
+      resolve(answer)
+    })
+  })
+  const run = async (count) => {
+    for (let i = 0; i < count; i += 100) {
+      const runs = []
+      for (let j = 0; j < 100; j++) runs.push(life('POST', '/channels/100000000000000001/messages'))
+      await Promise.all(runs)
+    }
+  }
+  await run(Math.min(n, 20_000))
+  const cpu = process.cpuUsage()
+  const t0 = process.hrtime.bigint()
+  await run(n)
   const wallNs = Number(process.hrtime.bigint() - t0)
   return { perRequestNs: wallNs / n, cpuPerRequestUs: (cpuMs(cpu) * 1000) / n }
 }
@@ -200,13 +240,16 @@ async function main() {
   console.log(`node ${process.version}; ${n} requests per micro-benchmark`)
   const s = sansIo(n)
   const f = sansIoFast(n)
+  const fl = await floor(Math.round(n / 4))
   const d = await driverOnly(Math.round(n / 4))
   console.log('\nper request, no HTTP (one bucket, no waits):')
   console.table({
     'sans-IO Limiter (enqueue, drain, handleResponse, drain)': { wallUs: +(s.perRequestNs / 1000).toFixed(2), cpuUs: +s.cpuPerRequestUs.toFixed(2) },
     'sans-IO positional (enqueueParts, drainPacked, respond, drainPacked)': { wallUs: +(f.perRequestNs / 1000).toFixed(2), cpuUs: +f.cpuPerRequestUs.toFixed(2) },
+    'floor: one Promise around the four positional calls': { wallUs: +(fl.perRequestNs / 1000).toFixed(2), cpuUs: +fl.cpuPerRequestUs.toFixed(2) },
     'RateLimiter.run (driver, in-process response)': { wallUs: +(d.perRequestNs / 1000).toFixed(2), cpuUs: +d.cpuPerRequestUs.toFixed(2) },
   })
+  if (process.argv.includes('--micro')) return // part 1 only
   for (const [name, options, channels] of workloads()) {
     const rows = {}
     for (const [label, client] of [['ratelane + fetch', viaRatelane], ['ratelane + undici.request', viaRatelaneUndici], ['@discordjs/rest 2.6.3', viaDiscordjs]]) {
