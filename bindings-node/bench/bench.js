@@ -82,6 +82,26 @@ function sansIoFast(n) {
 }
 
 /**
+ * Per request figures of `life()` (a Promise per request) run n times in batches of 100
+ * concurrent ones, after a warm-up.
+ */
+async function inBatches(n, life) {
+  const run = async (count) => {
+    for (let i = 0; i < count; i += 100) {
+      const runs = []
+      for (let j = 0; j < 100; j++) runs.push(life())
+      await Promise.all(runs)
+    }
+  }
+  await run(Math.min(n, 20_000))
+  const cpu = process.cpuUsage()
+  const t0 = process.hrtime.bigint()
+  await run(n)
+  const wallNs = Number(process.hrtime.bigint() - t0)
+  return { perRequestNs: wallNs / n, cpuPerRequestUs: (cpuMs(cpu) * 1000) / n }
+}
+
+/**
  * The least a Promise driver over the positional surface does per request: a Promise, the
  * clock read, enqueueParts and drainPacked, the response awaited, the clock again, respond and
  * drainPacked; no timers, retries or errors. What RateLimiter.run can at best come down to.
@@ -104,19 +124,7 @@ async function floor(n) {
       resolve(answer)
     })
   })
-  const run = async (count) => {
-    for (let i = 0; i < count; i += 100) {
-      const runs = []
-      for (let j = 0; j < 100; j++) runs.push(life('POST', '/channels/100000000000000001/messages'))
-      await Promise.all(runs)
-    }
-  }
-  await run(Math.min(n, 20_000))
-  const cpu = process.cpuUsage()
-  const t0 = process.hrtime.bigint()
-  await run(n)
-  const wallNs = Number(process.hrtime.bigint() - t0)
-  return { perRequestNs: wallNs / n, cpuPerRequestUs: (cpuMs(cpu) * 1000) / n }
+  return inBatches(n, () => life('POST', '/channels/100000000000000001/messages'))
 }
 
 async function driverOnly(n) {
@@ -126,21 +134,9 @@ async function driverOnly(n) {
     headers: { 'x-ratelimit-limit': '1000000', 'x-ratelimit-remaining': '999999', 'x-ratelimit-reset-after': '60', 'x-ratelimit-bucket': 'bench' },
   }
   const send = () => response
-  const run = async (count) => {
-    const batch = 100
-    for (let i = 0; i < count; i += batch) {
-      const runs = []
-      for (let j = 0; j < batch; j++) runs.push(limiter.run('POST', '/channels/100000000000000001/messages', send))
-      await Promise.all(runs)
-    }
-  }
-  await run(Math.min(n, 20_000))
-  const cpu = process.cpuUsage()
-  const t0 = process.hrtime.bigint()
-  await run(n)
-  const wallNs = Number(process.hrtime.bigint() - t0)
+  const figures = await inBatches(n, () => limiter.run('POST', '/channels/100000000000000001/messages', send))
   await limiter.close()
-  return { perRequestNs: wallNs / n, cpuPerRequestUs: (cpuMs(cpu) * 1000) / n }
+  return figures
 }
 
 // ------------------------------------------------------------------ 2. against the server
