@@ -62,6 +62,13 @@ export declare class Limiter {
    */
   drainPacked(one?: boolean | null): number[]
   /**
+   * `drainPacked` written into `buf` instead of a new list: returns how many numbers it
+   * wrote. When `buf` fills before a pair of kind 1, 2 or 3 the last pair is a `send`:
+   * call again. The driver's drain: an array built by N-API element by element cost more
+   * than the engine's work on an answer (`BENCHMARKS.md`, "Node package").
+   */
+  drainInto(buf: Float64Array, one?: boolean | null): number
+  /**
    * The output `drainPacked` held, as JSON text: `{"output": <the core's serde form>,
    * "message": <a failure's text>}`; `null` when none is held.
    */

@@ -355,6 +355,12 @@ export interface NativeLimiter extends LimiterReads {
    * Float64Array (wasm).
    */
   drainPacked(one?: boolean | null): ArrayLike<number>
+  /**
+   * `drainPacked` written into `buf` (at least 2 numbers): returns how many numbers it wrote.
+   * When `buf` fills before a pair of kind 1, 2 or 3, the last pair written is a `send`: call
+   * again. The driver's drain (no list is made per call).
+   */
+  drainInto(buf: Float64Array, one?: boolean | null): number
   /** The held output as JSON text: `{"output": <the core's serde form>, "message"?: string}`. */
   takeHeld(): string | null | undefined
   /** `predict` with the `RequestSpec`'s fields in one array, in `enqueueParts`'s order. */

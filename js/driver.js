@@ -282,7 +282,10 @@ function createRatelane(core, host) {
     return config
   }
 
-  /** `drainPacked`'s kinds (js/CONTRACT.md, "The positional surface"); 3: an output is held. */
+  /**
+   * The packed drain's kinds (`drainInto`, `drainPacked`: js/CONTRACT.md, "The positional
+   * surface"); 3: an output is held.
+   */
   const PACKED_SEND = 0
   const PACKED_WAIT_UNTIL = 1
   const PACKED_IDLE = 2
@@ -470,7 +473,7 @@ function createRatelane(core, host) {
     }
   }
 
-  /** One `drainPacked` pair as an `Output` object (kind 3: the held output). */
+  /** One packed drain pair as an `Output` object (kind 3: the held output). */
   function packedObject(native, kind, value) {
     if (kind === PACKED_SEND) return { type: 'send', id: value }
     if (kind === PACKED_WAIT_UNTIL) return { type: 'wait_until', atNs: value }
@@ -488,6 +491,8 @@ function createRatelane(core, host) {
   class Limiter {
     constructor(configJson) {
       this._native = new core.Limiter(configJson)
+      /** Where the core writes each drain's pairs (`drainInto`). */
+      this._drained = new Float64Array(32)
     }
 
     enqueue(nowNs, request) { return this._native.enqueueParts(nowNs, ...requestParts(request)) }
@@ -508,16 +513,18 @@ function createRatelane(core, host) {
 
     /** The next output. */
     pollOutput() {
-      const packed = this._native.drainPacked(true)
+      const packed = this._drained
+      this._native.drainInto(packed, true)
       return packedObject(this._native, packed[0], packed[1])
     }
 
     /** Every output up to and including the `wait_until` or `idle` that ends the drain. */
     drain() {
       const outputs = []
+      const packed = this._drained
       for (;;) {
-        const packed = this._native.drainPacked()
-        for (let i = 0; i < packed.length; i += 2) {
+        const n = this._native.drainInto(packed)
+        for (let i = 0; i < n; i += 2) {
           outputs.push(packedObject(this._native, packed[i], packed[i + 1]))
           if (packed[i] === PACKED_WAIT_UNTIL || packed[i] === PACKED_IDLE) return outputs
         }
@@ -1071,6 +1078,8 @@ function createRatelane(core, host) {
       // per status (at most 900): the profile never changes, and a crossing costs more than
       // the rest of the question.
       this._readsBody = new Map()
+      /** Where the core writes each drain's pairs (`drainInto`), 16 outputs at a time. */
+      this._drained = new Float64Array(32)
       this._timer = null
       this._timerAt = null
       this._timerRef = true
@@ -1328,13 +1337,15 @@ function createRatelane(core, host) {
         do {
           this._again = false
           // The packed drain carries send, wait_until and idle as numbers (js/CONTRACT.md,
-          // "The positional surface"); kind 3: the core holds an output, taken as its serde
-          // form, and the drain goes on.
-          let held
+          // "The positional surface"), written into `_drained`; kind 3: the core holds an
+          // output, taken as its serde form, and the drain goes on, as it does when the
+          // buffer filled (its last pair a send).
+          const packed = this._drained
+          let more
           do {
-            held = false
-            const packed = this._core.drainPacked()
-            for (let i = 0; i < packed.length; i += 2) {
+            more = false
+            const n = this._core.drainInto(packed)
+            for (let i = 0; i < n; i += 2) {
               const kind = packed[i]
               if (kind === PACKED_SEND) {
                 this._start(packed[i + 1])
@@ -1344,10 +1355,11 @@ function createRatelane(core, host) {
                 this._clearTimer()
               } else {
                 this._act(outputObject(this._core.takeHeld()))
-                held = true
+                more = true
               }
             }
-          } while (held)
+            if (packed[n - 2] === PACKED_SEND) more = true
+          } while (more)
         } while (this._again)
       } finally {
         this._pumping = false
@@ -1914,12 +1926,12 @@ function createRatelane(core, host) {
     restore(nowNs, wallClockMs, snapshot) { this.inner.restore(nowNs, wallClockMs, snapshot); this._at(nowNs) }
 
     // outputs
-    drainPacked() {
-      const packed = this.inner.drainPacked()
-      for (let i = 0; i < packed.length; i += 2) {
-        if (packed[i] === PACKED_SEND) this._sent(packed[i + 1])
+    drainInto(buf, one) {
+      const n = this.inner.drainInto(buf, one)
+      for (let i = 0; i < n; i += 2) {
+        if (buf[i] === PACKED_SEND) this._sent(buf[i + 1])
       }
-      return packed
+      return n
     }
     takeHeld() {
       const text = this.inner.takeHeld()

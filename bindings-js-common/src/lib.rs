@@ -218,6 +218,42 @@ pub fn pack(output: &Output) -> Option<(f64, f64)> {
     }
 }
 
+/// `drain`'s pairs written into `out`: the held output first, then the core's (`poll`), until
+/// the first pair of kind 1, 2 or 3, after the first pair with `one` (`pollOutput`), or when
+/// `out` has no room for another pair (the last pair written is then a `send`: drain again).
+/// An output the pairs do not carry is kept in `held` and written as kind 3. Returns how many
+/// numbers it wrote (0 when `out` holds fewer than two).
+pub fn fill(out: &mut [f64], one: bool, held: &mut Option<Output>, mut poll: impl FnMut() -> Output) -> usize {
+    let mut n = 0;
+    while let Some(pair) = out.get_mut(n..n + 2) {
+        let output = held.take().unwrap_or_else(&mut poll);
+        let (kind, value) = pack(&output).unwrap_or_else(|| {
+            *held = Some(output);
+            (HELD, 0.0)
+        });
+        pair.copy_from_slice(&[kind, value]);
+        n += 2;
+        if one || kind != 0.0 {
+            break;
+        }
+    }
+    n
+}
+
+/// `drain`'s pairs as a list (see [`fill`]), ending with its first pair of kind 1, 2 or 3, or
+/// after the first pair with `one`.
+pub fn drain_packed(one: bool, held: &mut Option<Output>, mut poll: impl FnMut() -> Output) -> Vec<f64> {
+    let mut packed = Vec::new();
+    let mut chunk = [0.0; 8];
+    loop {
+        let n = fill(&mut chunk, one, held, &mut poll);
+        packed.extend_from_slice(&chunk[..n]);
+        if one || chunk[n - 2] != 0.0 {
+            return packed;
+        }
+    }
+}
+
 /// A held output as JSON text: `{"output": <the core's serde form>, "message": <a failure's
 /// Display text>}` (`js/driver.js`, `outputObject`, turns it into the contract's object).
 pub fn held_json(output: &Output) -> String {

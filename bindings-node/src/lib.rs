@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use napi::bindgen_prelude::{Either, Either3, Null, Object, Unknown};
+use napi::bindgen_prelude::{Either, Either3, Float64ArraySlice, Null, Object, Unknown};
 use napi::ValueType;
 use napi_derive::napi;
 use ratelane::sim::{Server, SimError};
@@ -349,25 +349,24 @@ impl Limiter {
     /// with a 1, 2 or 3 pair, or after the first pair with `one` (`pollOutput`). No object is built.
     #[napi(ts_args_type = "one?: boolean | null", ts_return_type = "number[]")]
     pub fn drain_packed(&mut self, one: Option<bool>) -> Vec<f64> {
-        let mut packed = Vec::with_capacity(4);
-        loop {
-            let output = self.next_output();
-            match common::pack(&output) {
-                Some((kind, value)) => {
-                    packed.push(kind);
-                    packed.push(value);
-                    if one == Some(true) || matches!(output, Output::WaitUntil(_) | Output::Idle) {
-                        return packed;
-                    }
-                }
-                None => {
-                    self.held = Some(output);
-                    packed.push(common::HELD);
-                    packed.push(0.0);
-                    return packed;
-                }
-            }
+        common::drain_packed(one == Some(true), &mut self.held, || self.inner.poll_output())
+    }
+
+    /// `drainPacked` written into `buf` instead of a new list: returns how many numbers it
+    /// wrote. When `buf` fills before a pair of kind 1, 2 or 3 the last pair is a `send`:
+    /// call again. The driver's drain: an array built by N-API element by element cost more
+    /// than the engine's work on an answer (`BENCHMARKS.md`, "Node package").
+    #[napi(ts_args_type = "buf: Float64Array, one?: boolean | null")]
+    #[allow(unsafe_code)]
+    pub fn drain_into(&mut self, mut buf: Float64ArraySlice<'_>, one: Option<bool>) -> Result<u32> {
+        // SAFETY: the slice is the typed array's own memory, borrowed for this call only. No
+        // JavaScript runs while the call lasts (the thread is in it), so nothing else reads or
+        // writes the array meanwhile; napi-rs marks the access `unsafe` for that reason alone.
+        let out = unsafe { buf.as_mut() };
+        if out.len() < 2 {
+            return Err(invalid_argument(format!("buf must hold at least 2 numbers, got {}", out.len())));
         }
+        Ok(saturate(common::fill(out, one == Some(true), &mut self.held, || self.inner.poll_output())))
     }
 
     /// The output `drainPacked` held, as JSON text: `{"output": <the core's serde form>,
@@ -459,13 +458,6 @@ impl Limiter {
         ratelane::snapshot::Snapshot::from_json(&text)
             .and_then(|s| self.inner.restore(now, wall, &s))
             .map_err(core_error)
-    }
-}
-
-impl Limiter {
-    /// The held output (see `drain_packed`), else the core's next one.
-    fn next_output(&mut self) -> Output {
-        self.held.take().unwrap_or_else(|| self.inner.poll_output())
     }
 }
 

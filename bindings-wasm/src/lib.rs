@@ -365,20 +365,22 @@ impl Limiter {
     /// with a 1, 2 or 3 pair, or after the first pair with `one` (`pollOutput`). No object is built.
     #[wasm_bindgen(js_name = drainPacked)]
     pub fn drain_packed(&mut self, #[wasm_bindgen(unchecked_optional_param_type = "boolean | null")] one: JsValue) -> Vec<f64> {
-        let one = one.as_bool() == Some(true);
-        let mut packed = Vec::with_capacity(4);
-        loop {
-            let output = self.next_output();
-            let Some((kind, value)) = common::pack(&output) else {
-                self.held = Some(output);
-                packed.extend([common::HELD, 0.0]);
-                return packed;
-            };
-            packed.extend([kind, value]);
-            if one || kind != 0.0 {
-                return packed;
-            }
+        common::drain_packed(one.as_bool() == Some(true), &mut self.held, || self.inner.poll_output())
+    }
+
+    /// `drainPacked` written into `buf` (a `Float64Array`): returns how many numbers it
+    /// wrote. When `buf` fills before a pair of kind 1, 2 or 3 the last pair is a `send`: call
+    /// again. (The Node addon's cheaper drain; here the array is copied in and out.)
+    #[wasm_bindgen(js_name = drainInto)]
+    pub fn drain_into(
+        &mut self,
+        buf: &mut [f64],
+        #[wasm_bindgen(unchecked_optional_param_type = "boolean | null")] one: JsValue,
+    ) -> Result<usize, JsValue> {
+        if buf.len() < 2 {
+            return Err(invalid_argument(&format!("buf must hold at least 2 numbers, got {}", buf.len())));
         }
+        Ok(common::fill(buf, one.as_bool() == Some(true), &mut self.held, || self.inner.poll_output()))
     }
 
     /// The output `drainPacked` held, as JSON text: `{"output": <the core's serde form>,
@@ -483,13 +485,6 @@ impl Limiter {
         ratelane::snapshot::Snapshot::from_json(&text)
             .and_then(|s| self.inner.restore(now, wall, &s))
             .map_err(core_error)
-    }
-}
-
-impl Limiter {
-    /// The held output (see `drain_packed`), else the core's next one.
-    fn next_output(&mut self) -> Output {
-        self.held.take().unwrap_or_else(|| self.inner.poll_output())
     }
 }
 

@@ -174,6 +174,45 @@ test('the positional surface: the same answers as the object forms; a packed dra
   assert.equal(other.drainPacked()[0], 1, 'the 5xx retry waits')
 })
 
+test('drainInto writes the packed drain into a buffer, and goes on where a full buffer stopped', () => {
+  // Two limiters fed the same inputs: one drained by drainPacked, one by drainInto through a
+  // buffer of one pair, so that every drain longer than one output fills it.
+  const a = new native.Limiter()
+  const b = new native.Limiter()
+  const buf = new Float64Array(2)
+  const into = (one) => {
+    const pairs = []
+    for (;;) {
+      const n = b.drainInto(buf, one)
+      assert.equal(n, 2)
+      pairs.push(buf[0], buf[1])
+      if (one || buf[0] !== 0) return pairs
+    }
+  }
+  const ids = []
+  for (let i = 0; i < 5; i++) ids.push([a.enqueueParts(0, 'GET', `/users/${i}`), b.enqueueParts(0, 'GET', `/users/${i}`)])
+  assert.deepEqual(into(), [...a.drainPacked()])
+  assert.deepEqual(into().length, 2, 'drained: one closing pair')
+  a.drainPacked()
+  for (const [x, y] of ids) {
+    a.respond(1, x, 200, 'X-RateLimit-Limit\n5\nX-RateLimit-Remaining\n4\nX-RateLimit-Reset-After\n1\nX-RateLimit-Bucket\nu')
+    b.respond(1, y, 200, 'X-RateLimit-Limit\n5\nX-RateLimit-Remaining\n4\nX-RateLimit-Reset-After\n1\nX-RateLimit-Bucket\nu')
+  }
+  // A held output (kind 3) ends a call as it ends a drainPacked list.
+  for (;;) {
+    const packed = [...a.drainPacked()]
+    assert.deepEqual(into(), packed)
+    if (packed[packed.length - 2] !== 3) break
+    assert.equal(b.takeHeld(), a.takeHeld())
+  }
+  const c = a.enqueueParts(2, 'GET', '/users/9')
+  b.enqueueParts(2, 'GET', '/users/9')
+  assert.deepEqual(into(true), [0, c], 'with one: one pair, as pollOutput')
+  assert.deepEqual([...a.drainPacked(true)], [0, c])
+  assert.equal(b.drainInto(new Float64Array(8)), 2)
+  assert.throws(() => b.drainInto(new Float64Array(1)), (e) => e.code === 'invalid_argument')
+})
+
 test('fail outputs carry the message and the code fields', () => {
   const l = new core.Limiter('{"max_wait_ns": 1000000000}')
   const id = l.enqueue(0, { method: 'POST', path: '/channels/1/messages' })
