@@ -1,7 +1,7 @@
 // Benchmark of the ratelane Node package (command in BENCHMARKS.md; `--micro`: part 1 only):
 //
 //  1. cost per request of the sans-IO API (Limiter: enqueue, drain, handleResponse, drain; the
-//     same through the positional surface enqueueParts, drainPacked, respond), of the least any
+//     same through the positional surface enqueueParts, drainInto, respond), of the least any
 //     Promise driver over that surface does (the floor: one Promise around those four calls and
 //     two clock reads, the same batches as the driver's) and of the Promise driver
 //     (RateLimiter.run with an in-process response), no HTTP;
@@ -61,16 +61,17 @@ function sansIoFast(n) {
     'X-RateLimit-Reset-After', '60', 'X-RateLimit-Bucket', 'bench', 'Content-Type', 'application/json',
   ].join('\n')
   const wallClockMs = Date.now()
+  const out = new Float64Array(32)
   let now = 0
   const run = (count) => {
     for (let i = 0; i < count; i++) {
       now += 1000
       const id = limiter.enqueueParts(now, 'POST', '/channels/100000000000000001/messages')
-      const out = limiter.drainPacked()
+      limiter.drainInto(out)
       if (out[0] !== 0 || out[1] !== id) throw new Error(`unexpected ${out}`)
       limiter.respond(now + 500, id, 200, lines, wallClockMs)
-      const after = limiter.drainPacked()
-      if (after[after.length - 2] === 3) { limiter.takeHeld(); limiter.drainPacked() } // bucket_learned, the first time
+      const n = limiter.drainInto(out)
+      if (out[n - 2] === 3) { limiter.takeHeld(); limiter.drainInto(out) } // bucket_learned, the first time
     }
   }
   run(Math.min(n, 20_000)) // warm-up
@@ -103,8 +104,8 @@ async function inBatches(n, life) {
 
 /**
  * The least a Promise driver over the positional surface does per request: a Promise, the
- * clock read, enqueueParts and drainPacked, the response awaited, the clock again, respond and
- * drainPacked; no timers, retries or errors. What RateLimiter.run can at best come down to.
+ * clock read, enqueueParts and drainInto, the response awaited, the clock again, respond and
+ * drainInto; no timers, retries or errors. What RateLimiter.run can at best come down to.
  */
 async function floor(n) {
   const limiter = new native.Limiter(JSON.stringify({ global_limit: 0 }))
@@ -114,13 +115,14 @@ async function floor(n) {
   const response = { status: 200, headers: lines }
   const send = () => response
   const nowNs = () => Number(process.hrtime.bigint())
+  const out = new Float64Array(32)
   const life = (method, path) => new Promise((resolve) => {
     const id = limiter.enqueueParts(nowNs(), method, path)
-    limiter.drainPacked()
+    limiter.drainInto(out)
     Promise.resolve(send()).then((answer) => {
       limiter.respond(nowNs(), id, answer.status, answer.headers, 0)
-      const after = limiter.drainPacked()
-      if (after[after.length - 2] === 3) { limiter.takeHeld(); limiter.drainPacked() } // bucket_learned, the first time
+      const n = limiter.drainInto(out)
+      if (out[n - 2] === 3) { limiter.takeHeld(); limiter.drainInto(out) } // bucket_learned, the first time
       resolve(answer)
     })
   })
@@ -241,7 +243,7 @@ async function main() {
   console.log('\nper request, no HTTP (one bucket, no waits):')
   console.table({
     'sans-IO Limiter (enqueue, drain, handleResponse, drain)': { wallUs: +(s.perRequestNs / 1000).toFixed(2), cpuUs: +s.cpuPerRequestUs.toFixed(2) },
-    'sans-IO positional (enqueueParts, drainPacked, respond, drainPacked)': { wallUs: +(f.perRequestNs / 1000).toFixed(2), cpuUs: +f.cpuPerRequestUs.toFixed(2) },
+    'sans-IO positional (enqueueParts, drainInto, respond, drainInto)': { wallUs: +(f.perRequestNs / 1000).toFixed(2), cpuUs: +f.cpuPerRequestUs.toFixed(2) },
     'floor: one Promise around the four positional calls': { wallUs: +(fl.perRequestNs / 1000).toFixed(2), cpuUs: +fl.cpuPerRequestUs.toFixed(2) },
     'RateLimiter.run (driver, in-process response)': { wallUs: +(d.perRequestNs / 1000).toFixed(2), cpuUs: +d.cpuPerRequestUs.toFixed(2) },
   })
