@@ -3,8 +3,9 @@
 // ("wasm"):   node bindings-wasm/bench/throughput.cjs
 // * sans-IO cycle: enqueue, drain, handleResponse (5 Discord headers), drain, over 100
 //   channels with room to spare and the global limit off, so nothing waits; then the same
-//   cycle through the positional surface the driver uses (enqueueParts, drainPacked,
-//   respond);
+//   cycle through the positional surface (enqueueParts, drainPacked, respond), as is
+//   (X-RateLimit-Reset never moves), with X-RateLimit-Reset moving with time as a real
+//   server's, and without it;
 // * RateLimiter.run with an in-process response (the shared driver plus its Promise);
 // * a Simulation of 5000 messages to 50 channels, run inside the module.
 // Each row is the best of 5 rounds: wall and CPU (user + system) per item.
@@ -65,21 +66,34 @@ measure('sans-IO cycle', CYCLES, () => {
 });
 
 const LINES = HEADERS.map(([name, value]) => `${name}\n${value}`).join('\n');
-measure('sans-IO cycle, positional', CYCLES, () => {
-  const limiter = new native.Limiter('{"global_limit": 0}');
-  let now = 0;
-  for (let i = 0; i < CYCLES; i++) {
-    now += 1000;
-    const channel = 100000000000000000 + (i % 100);
-    const id = limiter.enqueueParts(now, 'POST', `/channels/${channel}/messages`);
-    const sent = limiter.drainPacked();
-    if (sent[0] !== 0 || sent[1] !== id) throw new Error(`unexpected ${sent}`);
-    limiter.respond(now + 500, id, 200, LINES);
-    const after = limiter.drainPacked();
-    if (after[after.length - 2] === 3) { limiter.takeHeld(); limiter.drainPacked(); } // bucket_learned, the first time
-  }
-  limiter.free();
-});
+/** The positional life with each answer's headers from `lines(now)`. */
+function positional(lines) {
+  return () => {
+    const limiter = new native.Limiter('{"global_limit": 0}');
+    let now = 0;
+    for (let i = 0; i < CYCLES; i++) {
+      now += 1000;
+      const channel = 100000000000000000 + (i % 100);
+      const id = limiter.enqueueParts(now, 'POST', `/channels/${channel}/messages`);
+      const sent = limiter.drainPacked();
+      if (sent[0] !== 0 || sent[1] !== id) throw new Error(`unexpected ${sent}`);
+      limiter.respond(now + 500, id, 200, lines(now));
+      const after = limiter.drainPacked();
+      if (after[after.length - 2] === 3) { limiter.takeHeld(); limiter.drainPacked(); } // bucket_learned, the first time
+    }
+    limiter.free();
+  };
+}
+measure('sans-IO cycle, positional', CYCLES, positional(() => LINES));
+// The same with the server's clock running as this process's does (X-RateLimit-Reset moves
+// with the answers' time, as a real server's), where the row above holds it still, which
+// makes every answer's uplink a new extreme; and without X-RateLimit-Reset at all. The lines
+// are made before the loop: the rows time the engine, not the text.
+const MOVING = Array.from({ length: CYCLES }, (_, i) => LINES.replace(
+  '1700000005.000', (1700000005 + Math.floor(((i + 1) * 1000 + 500) / 1e6) / 1000).toFixed(3)));
+const NO_RESET = HEADERS.filter(([name]) => name !== 'X-RateLimit-Reset').map(([name, value]) => `${name}\n${value}`).join('\n');
+measure('sans-IO cycle, positional, X-RateLimit-Reset moving', CYCLES, positional((now) => MOVING[now / 1000 - 1]));
+measure('sans-IO cycle, positional, no X-RateLimit-Reset', CYCLES, positional(() => NO_RESET));
 
 const RUNS = 20_000;
 const MESSAGES = 5000;
