@@ -17,30 +17,13 @@ const CORES = [
   { name: 'wasm', pkg: require(path.join(repo, 'bindings-wasm', 'pkg', 'node', 'index.cjs')), native: require(path.join(repo, 'bindings-wasm', 'pkg', 'node', 'core.cjs')) },
 ];
 
-const HEADERS = [
-  ['X-RateLimit-Limit', '5'], ['X-RateLimit-Remaining', '4'], ['X-RateLimit-Reset', '1700000005.000'],
-  ['X-RateLimit-Reset-After', '5.000'], ['X-RateLimit-Bucket', 'abcd'],
-];
-const LINES = HEADERS.map(([name, value]) => `${name}\n${value}`).join('\n');
+const { HEADERS, positionalLives } = require('./life.cjs');
 const CYCLES = 50_000;
 const RUNS = 20_000;
 const ROUNDS = Number(process.env.ROUNDS || 5);
 
 function positional(native) {
-  const limiter = new native.Limiter('{"global_limit": 0}');
-  let now = 0;
-  for (let i = 0; i < CYCLES; i++) {
-    now += 1000;
-    const channel = 100000000000000000 + (i % 100);
-    const id = limiter.enqueueParts(now, 'POST', `/channels/${channel}/messages`);
-    const sent = limiter.drainPacked();
-    if (sent[0] !== 0 || sent[1] !== id) throw new Error(`unexpected ${sent}`);
-    limiter.respond(now + 500, id, 200, LINES);
-    const after = limiter.drainPacked();
-    if (after[after.length - 2] === 3) { limiter.takeHeld(); limiter.drainPacked(); } // bucket_learned
-  }
-  if (typeof limiter.free === 'function') limiter.free();
-  return CYCLES;
+  return positionalLives(native, CYCLES);
 }
 
 async function driver(pkg) {

@@ -45,10 +45,7 @@ async function measureAsync(label, count, fn) {
   console.log(`${label}: ${best.wall.toFixed(2)} µs wall, ${best.cpu.toFixed(2)} µs CPU per item (${count} items)`);
 }
 
-const HEADERS = [
-  ['X-RateLimit-Limit', '5'], ['X-RateLimit-Remaining', '4'], ['X-RateLimit-Reset', '1700000005.000'],
-  ['X-RateLimit-Reset-After', '5.000'], ['X-RateLimit-Bucket', 'abcd'],
-];
+const { HEADERS, LINES, positionalLives } = require('./life.cjs');
 
 const CYCLES = 50_000;
 measure('sans-IO cycle', CYCLES, () => {
@@ -65,24 +62,9 @@ measure('sans-IO cycle', CYCLES, () => {
   limiter.free();
 });
 
-const LINES = HEADERS.map(([name, value]) => `${name}\n${value}`).join('\n');
 /** The positional life with each answer's headers from `lines(now)`. */
 function positional(lines) {
-  return () => {
-    const limiter = new native.Limiter('{"global_limit": 0}');
-    let now = 0;
-    for (let i = 0; i < CYCLES; i++) {
-      now += 1000;
-      const channel = 100000000000000000 + (i % 100);
-      const id = limiter.enqueueParts(now, 'POST', `/channels/${channel}/messages`);
-      const sent = limiter.drainPacked();
-      if (sent[0] !== 0 || sent[1] !== id) throw new Error(`unexpected ${sent}`);
-      limiter.respond(now + 500, id, 200, lines(now));
-      const after = limiter.drainPacked();
-      if (after[after.length - 2] === 3) { limiter.takeHeld(); limiter.drainPacked(); } // bucket_learned, the first time
-    }
-    limiter.free();
-  };
+  return () => positionalLives(native, CYCLES, lines);
 }
 measure('sans-IO cycle, positional', CYCLES, positional(() => LINES));
 // The same with the server's clock running as this process's does (X-RateLimit-Reset moves
