@@ -12,7 +12,7 @@ import pytest
 import ratelane
 import ratelane.discordpy
 from discord_server import DiscordImitation, run, serve
-from test_discordpy import TOKEN, busy_discord, library_client, pointed_at, post_all
+from discord_libraries import TOKEN, busy_discord, library_client, pointed_at, post_all
 
 
 def test_this_is_pycord() -> None:
