@@ -149,7 +149,9 @@ class RateLimiter(Engine):
         names that class outright, so a sub-limit 429 holds only that kind of request;
         ``costs`` (``{"tokens": 1200}``) is what it will cost beyond one request, estimated:
         it waits until every dimension it names has room, and the ``usage`` of its answer's
-        JSON body (read for it, even on a 200) settles the estimate. Transport exceptions from ``send`` are classified
+        JSON body (read for it, even on a 200) settles the estimate; ``model`` keys an LLM
+        API's per-model budgets (``read_llm_request`` reads both from an OpenAI or Anthropic
+        body). Transport exceptions from ``send`` are classified
         (connection refused: never sent; reset or timeout: maybe sent); a non-idempotent
         request that may have been sent is not re-sent.
 

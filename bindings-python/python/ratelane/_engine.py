@@ -60,6 +60,11 @@ class RequestOptions(TypedDict, total=False):
     estimate, so the driver reads the JSON body of every answer to such a request. Ints >= 0;
     names of 1 to 32 bytes of ``[a-z0-9_]``, not ``requests``, at most 8. An estimate above
     the dimension's whole limit fails with ``InsufficientCapacityError``."""
+    model: Optional[str]
+    """The LLM model the request asks for (``read_llm_request(body).model``): under the
+    ``openai``, ``azure_openai``, ``anthropic`` and ``auto`` profiles, whose providers limit
+    per model, it keeps the model's queue and budgets apart from other models' (unless
+    ``major`` is given). 1 to 256 bytes."""
 
 
 OPTION_NAMES = frozenset(RequestOptions.__annotations__)
@@ -114,7 +119,7 @@ def native_options(options: Mapping[str, Any], now_ns: int) -> Tuple[Dict[str, A
     defer_after = options.get("defer_after")
     if defer_after is not None:
         native["defer_after_ns"] = round(_seconds(defer_after, "defer_after", finite=True) * 1e9)
-    for name in ("major", "identity", "idempotent", "global_exempt", "sub_limit", "body_keys"):
+    for name in ("major", "identity", "idempotent", "global_exempt", "sub_limit", "body_keys", "model"):
         value = options.get(name)
         if value is not None:
             native[name] = value
