@@ -9,7 +9,9 @@ import contextlib
 from types import ModuleType
 from typing import Any, Iterator, List, Tuple
 
-from discord_server import DiscordImitation
+import ratelane
+import ratelane.discordpy
+from discord_server import DiscordImitation, run, serve
 
 SECOND = 1_000_000_000
 TOKEN = "not-a-real-token"
@@ -55,3 +57,56 @@ async def post_all(client: Any, channels: int, per_channel: int) -> Tuple[int, L
 def library_client(library: ModuleType, **kwargs: Any) -> Any:
     intents = library.Intents.none()
     return library.Client(intents=intents, **kwargs)
+
+
+def fork_burst_without_429(library: ModuleType, **connector: Any) -> None:
+    """A fork's client with ``connector(library=...)`` posts 36 messages over 12 channels at
+    the imitation's global limit: every one sent, none refused, every answer seen by the
+    limiter, and the limiter closed with the client."""
+    imitation = busy_discord()
+
+    async def main() -> Any:
+        async with serve(imitation) as base:
+            with pointed_at(library, base):
+                made = ratelane.discordpy.connector(global_limit=10, max_wait=30.0, **connector)
+                client = library_client(library, connector=made)
+                try:
+                    sent, errors = await post_all(client, channels=12, per_channel=3)
+                    assert (sent, errors) == (36, []), errors
+                    assert (made.limiter.queued, made.limiter.in_flight) == (0, 0)
+                    assert made.limiter.limiter.buckets >= 12  # answers reached the limiter
+                finally:
+                    await client.close()
+                return made
+
+    made = run(main(), 60)
+    assert imitation.count(429) == 0, imitation.scopes
+    assert made.limiter.closed
+
+
+def fork_refusal_is_its_http_exception(library: ModuleType, **connector: Any) -> None:
+    """A request over a client-side budget of 2 per 30 s (``max_wait`` 1 s) raises the fork's
+    ``HTTPException`` (status 429), which is also ratelane's ``MaxWaitExceededError``, and is
+    never sent."""
+    import pytest
+
+    imitation = DiscordImitation(objects=True)
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            with pointed_at(library, base):
+                made = ratelane.discordpy.connector(global_limit=2, global_window=30.0, max_wait=1.0, **connector)
+                client = library_client(library, connector=made)
+                try:
+                    await client.login(TOKEN)
+                    channel = client.get_partial_messageable(200000000000000001)
+                    await channel.send("fits")
+                    with pytest.raises(library.HTTPException) as info:
+                        await channel.send("would wait")
+                    assert isinstance(info.value, ratelane.MaxWaitExceededError)
+                    assert info.value.status == 429 and info.value.retry_after > 1.0
+                finally:
+                    await client.close()
+
+    run(main())
+    assert imitation.count(429) == 0 and len(imitation.log) == 2

@@ -17,7 +17,15 @@ import pytest
 
 import ratelane
 import ratelane.discordpy
-from discord_libraries import TOKEN, busy_discord, library_client, pointed_at, post_all
+from discord_libraries import (
+    TOKEN,
+    busy_discord,
+    fork_burst_without_429,
+    fork_refusal_is_its_http_exception,
+    library_client,
+    pointed_at,
+    post_all,
+)
 from discord_server import DiscordImitation, run, serve
 
 
@@ -95,53 +103,12 @@ def test_discordpy_refusal_is_discord_rate_limited_and_cdn_passes_through() -> N
 
 @pytest.mark.parametrize("name", ["nextcord", "disnake"])
 def test_fork_connector_sends_everything_without_429(name: str) -> None:
-    library = __import__(name)
-    imitation = busy_discord()
-
-    async def main() -> Any:
-        async with serve(imitation) as base:
-            with pointed_at(library, base):
-                connector = ratelane.discordpy.connector(library=library, global_limit=10, max_wait=30.0)
-                client = library_client(library, connector=connector)
-                try:
-                    sent, errors = await post_all(client, channels=12, per_channel=3)
-                    assert (sent, errors) == (36, []), errors
-                    assert (connector.limiter.queued, connector.limiter.in_flight) == (0, 0)
-                    assert connector.limiter.limiter.buckets >= 12  # answers reached the limiter
-                finally:
-                    await client.close()
-                return connector
-
-    connector = run(main(), 60)
-    assert imitation.count(429) == 0, imitation.scopes
-    assert connector.limiter.closed  # the client closed its connector, which closed the limiter
+    fork_burst_without_429(__import__(name), library=__import__(name))
 
 
 @pytest.mark.parametrize("name", ["nextcord", "disnake"])
 def test_fork_refusal_is_its_http_exception(name: str) -> None:
-    library = __import__(name)
-    imitation = DiscordImitation(objects=True)
-
-    async def main() -> None:
-        async with serve(imitation) as base:
-            with pointed_at(library, base):
-                connector = ratelane.discordpy.connector(
-                    library=library, global_limit=2, global_window=30.0, max_wait=1.0
-                )
-                client = library_client(library, connector=connector)
-                try:
-                    await client.login(TOKEN)
-                    channel = client.get_partial_messageable(200000000000000001)
-                    await channel.send("fits")
-                    with pytest.raises(library.HTTPException) as info:
-                        await channel.send("would wait")
-                    assert isinstance(info.value, ratelane.MaxWaitExceededError)
-                    assert info.value.status == 429 and info.value.retry_after > 1.0
-                finally:
-                    await client.close()
-
-    run(main())
-    assert imitation.count(429) == 0 and len(imitation.log) == 2
+    fork_refusal_is_its_http_exception(__import__(name), library=__import__(name))
 
 
 # ---------------------------------------------------------------------------- shared mode

@@ -158,3 +158,28 @@ def test_typed_settings_are_the_cores() -> None:
     expected.discard("shared")  # the asyncio driver's shared=RedisStore(...)
     assert set(ratelane.LimiterSettings.__annotations__) == expected
     assert set(get_args(Profile)) == set(ratelane.PROFILES)
+
+
+# ------------------------------------------------------------------------------ LLM bodies
+
+
+def test_transports_estimate_tokens_and_model_from_an_llm_body() -> None:
+    """What the httpx / httpx2 transports and the requests adapter give the driver for an
+    OpenAI-style body: the core's estimate (``read_llm_request``) as ``costs`` and the model,
+    or the caller's own estimate; nothing for a body that is not an LLM request."""
+    import json
+
+    from ratelane._transport import request_options
+
+    body = json.dumps({"model": "gpt-sim", "messages": [{"role": "user", "content": "x" * 400}], "max_tokens": 64})
+    headers = {"content-type": "application/json", "authorization": "Bearer k"}
+    core = ratelane.read_llm_request(body)
+    assert core is not None and core.tokens == 100 + 64
+    options = request_options("POST", headers, body.encode())
+    assert options["costs"] == {"tokens": core.tokens} and options["model"] == "gpt-sim"
+    assert options["identity"] and options["body_keys"] == ["model", "messages", "max_tokens"]
+    own = request_options("POST", headers, body.encode(), estimate=lambda raw: len(raw))
+    assert own["costs"] == {"tokens": len(body)} and own["model"] == "gpt-sim"
+    assert "costs" not in request_options("POST", headers, body.encode(), estimate=lambda raw: None)
+    discord = request_options("POST", headers, json.dumps({"content": "hi"}).encode())
+    assert "costs" not in discord and "model" not in discord

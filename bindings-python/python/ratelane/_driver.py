@@ -265,51 +265,6 @@ class RateLimiter(Engine):
         """
         return Permit(self, method, path, options)
 
-    def predict(
-        self,
-        method: str,
-        path: str,
-        *,
-        major: Optional[str] = None,
-        identity: Optional[str] = None,
-        priority: int = 0,
-        sub_limit: Optional[str] = None,
-        body_keys: Optional[Iterable[str]] = None,
-    ) -> float:
-        """Seconds until a request enqueued now would be sent, as far as the limiter knows
-        (0.0 when it could go at once; an unknown bucket is assumed open).
-
-        Raises:
-            LimiterClosedError: after ``aclose()`` (nothing will be sent).
-            InvalidRequestError: a malformed method or path."""
-        return self._predict(method, path, major, identity, priority, sub_limit, body_keys)
-
-    def snapshot(self) -> str:
-        """What this limiter learned, as JSON text to keep across a restart.
-
-        Holds the routes found to share a bucket, the learned window lengths, global and
-        host-wide pauses still running, and the invalid-request budget spent (format
-        ``"ratelane.snapshot"``, versioned; see the README). Instants are stored on the wall
-        clock (``time.time()``), since the event loop's clock does not survive a restart.
-        Take it at shutdown, or every few minutes; pass it to ``restore`` in the next run.
-        """
-        return self._snapshot()
-
-    def restore(self, snapshot: str) -> None:
-        """Restores ``snapshot`` (text from ``snapshot()``, usually of the previous run), so the
-        first requests after a restart share one pioneer per known bucket and honour pauses
-        that are still running. Call it before the first request (inside the event loop).
-
-        Raises:
-            SnapshotForeignError: not a ratelane snapshot, or one of another header profile.
-            SnapshotVersionError: written by a newer ratelane.
-            SnapshotMalformedError: a ratelane snapshot with malformed content.
-            LimiterBusyError: requests are queued or in flight.
-            LimiterClosedError: after ``aclose()``.
-            InvalidArgumentError: ``snapshot`` is not a ``str``.
-        """
-        self._restore(snapshot)
-
     async def aclose(self) -> None:
         """Closes the limiter: every queued request fails with ``ClosedError``, new ones
         raise ``LimiterClosedError``. Requests already sent still get their answers (they

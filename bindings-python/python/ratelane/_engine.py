@@ -6,8 +6,9 @@ how options, settings and failures are read. Only the waiting differs (an asynci
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypedDict
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Dict, Iterable, List, Mapping, Optional, Tuple, TypedDict
 
 from ._core import Idle, Send, WaitUntil
 from ._core import Limiter as NativeLimiter
@@ -260,29 +261,66 @@ class Engine:
             exc.set_clocks(now, time.time(), now / 1e9)
         return exc
 
-    def _predict(
+    def _locked(self) -> ContextManager[Any]:
+        """What guards the core around a call from the caller's side: nothing on one event
+        loop, the lock for threads."""
+        return contextlib.nullcontext()
+
+    def predict(
         self,
         method: str,
         path: str,
-        major: Optional[str],
-        identity: Optional[str],
-        priority: int,
-        sub_limit: Optional[str],
-        body_keys: Optional[Iterable[str]],
+        *,
+        major: Optional[str] = None,
+        identity: Optional[str] = None,
+        priority: int = 0,
+        sub_limit: Optional[str] = None,
+        body_keys: Optional[Iterable[str]] = None,
     ) -> float:
-        now = self._now()
-        at = self._core.predict(
-            now, method, path, major=major, identity=identity, priority=priority, sub_limit=sub_limit, body_keys=body_keys
-        )
-        return max(0, at - now) / 1e9
+        """Seconds until a request enqueued now would be sent, as far as the limiter knows
+        (0.0 when it could go at once; an unknown bucket is assumed open).
 
-    def _snapshot(self) -> str:
-        now = self._clock_ns()
-        return self._core.snapshot(0 if now is None else now, int(time.time() * 1000))
+        Raises:
+            LimiterClosedError: after the limiter was closed (nothing will be sent).
+            InvalidRequestError: a malformed method or path."""
+        with self._locked():
+            now = self._now()
+            at = self._core.predict(
+                now, method, path, major=major, identity=identity, priority=priority, sub_limit=sub_limit,
+                body_keys=body_keys,
+            )
+            return max(0, at - now) / 1e9
 
-    def _restore(self, snapshot: str) -> None:
-        self._core.restore(self._now(), int(time.time() * 1000), snapshot)
-        self._pump()
+    def snapshot(self) -> str:
+        """What this limiter learned, as JSON text to keep across a restart.
+
+        Holds the routes found to share a bucket, the learned window lengths, global and
+        host-wide pauses still running, and the invalid-request budget spent (format
+        ``"ratelane.snapshot"``, versioned; see the README). Instants are stored on the wall
+        clock (``time.time()``), since the driver's clock does not survive a restart. Take it
+        at shutdown, or every few minutes; pass it to ``restore`` in the next run.
+        """
+        with self._locked():
+            now = self._clock_ns()
+            return self._core.snapshot(0 if now is None else now, int(time.time() * 1000))
+
+    def restore(self, snapshot: str) -> None:
+        """Restores ``snapshot`` (text from ``snapshot()``, usually of the previous run), so the
+        first requests after a restart share one pioneer per known bucket and honour pauses
+        that are still running. Call it before the first request (the asyncio driver: inside
+        the event loop).
+
+        Raises:
+            SnapshotForeignError: not a ratelane snapshot, or one of another header profile.
+            SnapshotVersionError: written by a newer ratelane.
+            SnapshotMalformedError: a ratelane snapshot with malformed content.
+            LimiterBusyError: requests are queued or in flight.
+            LimiterClosedError: after the limiter was closed.
+            InvalidArgumentError: ``snapshot`` is not a ``str``.
+        """
+        with self._locked():
+            self._core.restore(self._now(), int(time.time() * 1000), snapshot)
+            self._pump()
 
     @property
     def queued(self) -> int:

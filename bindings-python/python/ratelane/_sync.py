@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Type, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Optional, Type, TypeVar
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -126,36 +126,8 @@ class SyncRateLimiter(Engine):
                 else:
                     self._forget(waiter)
 
-    def predict(
-        self,
-        method: str,
-        path: str,
-        *,
-        major: Optional[str] = None,
-        identity: Optional[str] = None,
-        priority: int = 0,
-        sub_limit: Optional[str] = None,
-        body_keys: Optional[Iterable[str]] = None,
-    ) -> float:
-        """Seconds until a request enqueued now would be sent, as far as the limiter knows
-        (0.0 when it could go at once; an unknown bucket is assumed open).
-
-        Raises:
-            LimiterClosedError: after ``close()`` (nothing will be sent).
-            InvalidRequestError: a malformed method or path."""
-        with self._lock:
-            return self._predict(method, path, major, identity, priority, sub_limit, body_keys)
-
-    def snapshot(self) -> str:
-        """What this limiter learned, as JSON text to keep across a restart (see
-        ``RateLimiter.snapshot``)."""
-        with self._lock:
-            return self._snapshot()
-
-    def restore(self, snapshot: str) -> None:
-        """Restores ``snapshot`` before the first request (see ``RateLimiter.restore``)."""
-        with self._lock:
-            self._restore(snapshot)
+    def _locked(self) -> ContextManager[Any]:
+        return self._lock
 
     def close(self) -> None:
         """Closes the limiter: every queued request fails with ``ClosedError`` (its thread

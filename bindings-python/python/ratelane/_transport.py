@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, Literal, Optional, Tuple, TypeVar, Union
 
 from ._body import json_body_keys
+from ._core import read_llm_request
 from ._driver import RateLimiter, report_written
 from ._errors import InvalidArgumentError, RateLimitError
 from ._identity import identity_of
@@ -37,6 +38,7 @@ __all__ = [
     "run_sync",
     "reporting_trace",
     "REFUSAL_HEADERS",
+    "Estimate",
     "AsyncTransport",
     "SyncTransport",
 ]
@@ -55,19 +57,43 @@ def check_refusal(refusal: Any) -> Refusal:
     return result
 
 
-def request_options(method: str, headers: Any, content: Union[bytes, str, None]) -> Dict[str, Any]:
-    """The driver's options for a request: ``identity`` (the ``Authorization`` header,
-    hashed) and ``body_keys`` (the keys of a JSON object body, which tell the profile a
-    request the server limits apart), each only when there is one. ``content`` is ``None``
-    when the body is a stream that is not read."""
+Estimate = Callable[[bytes], Optional[int]]
+"""A user's token estimate for an LLM request body (``estimate=`` of the transports): the
+tokens it will cost, or ``None`` for no estimate (the request then carries no ``costs``)."""
+
+
+def request_options(
+    method: str, headers: Any, content: Union[bytes, str, None], estimate: Optional[Estimate] = None
+) -> Dict[str, Any]:
+    """The driver's options for a request, each only when there is one: ``identity`` (the
+    ``Authorization`` header, hashed), ``body_keys`` (the keys of a JSON object body, which
+    tell the profile a request the server limits apart) and, for an OpenAI- or
+    Anthropic-style JSON body, ``model`` and ``costs={"tokens": n}``. ``n`` is the core's
+    documented estimate (``ratelane.read_llm_request``: the prompt's characters / 4 plus the
+    completion budget the body asks for), or ``estimate(body)`` when the caller gives one;
+    the engine settles it from the answer's ``usage``. ``content`` is ``None`` when the body is
+    a stream that is not read."""
     options: Dict[str, Any] = {}
     identity = identity_of(headers.get("authorization"))
     if identity is not None:
         options["identity"] = identity
     if content is not None:
-        keys = json_body_keys(headers.get("content-type"), content)
+        content_type = headers.get("content-type")
+        keys = json_body_keys(content_type, content)
         if keys is not None:
             options["body_keys"] = keys
+        # Any size (a long prompt is beyond body_keys' 64 KiB), JSON only.
+        if content and "json" in (content_type or "").lower():
+            llm = read_llm_request(content)
+            if llm is not None:
+                if llm.model is not None:
+                    options["model"] = llm.model
+                tokens: Optional[int] = llm.tokens
+                if estimate is not None:
+                    body = content.encode() if isinstance(content, str) else content
+                    tokens = estimate(body)
+                if tokens is not None:
+                    options["costs"] = {"tokens": tokens}
     return options
 
 
@@ -168,13 +194,13 @@ def reporting_trace(inner: Optional[Trace]) -> Callable[[str, Dict[str, Any]], A
 # ---------------------------------------------------------------------- httpx and httpx2
 
 
-def _httpx_options(library: ModuleType, request: Any) -> Dict[str, Any]:
+def _httpx_options(library: ModuleType, request: Any, estimate: Optional[Estimate]) -> Dict[str, Any]:
     """The driver's options for an httpx / httpx2 ``Request`` (a streamed body is not read)."""
     try:
         content: Union[bytes, None] = request.content
     except library.RequestNotRead:
         content = None
-    return request_options(request.method, request.headers, content)
+    return request_options(request.method, request.headers, content, estimate)
 
 
 class AsyncTransport:
@@ -189,11 +215,13 @@ class AsyncTransport:
         transport: Optional[Any] = None,
         *,
         refusal: Refusal = "respond",
+        estimate: Optional[Estimate] = None,
         **settings: Unpack[LimiterSettings],
     ) -> None:
         self.limiter: RateLimiter
         self.limiter, self._owns_limiter = own_limiter(limiter, RateLimiter, dict(settings), type(self).__name__)
         self._refusal = check_refusal(refusal)
+        self._estimate = estimate
         self._transport = transport if transport is not None else self._library.AsyncHTTPTransport()
 
     def _response(self, status: int, headers: Dict[str, str], body: bytes) -> Any:
@@ -208,7 +236,7 @@ class AsyncTransport:
             request.method,
             request.url.path,
             lambda: transport.handle_async_request(request),
-            _httpx_options(self._library, request),
+            _httpx_options(self._library, request, self._estimate),
             self._response,
         )
 
@@ -230,11 +258,13 @@ class SyncTransport:
         transport: Optional[Any] = None,
         *,
         refusal: Refusal = "respond",
+        estimate: Optional[Estimate] = None,
         **settings: Unpack[LimiterSettings],
     ) -> None:
         self.limiter: SyncRateLimiter
         self.limiter, self._owns_limiter = own_limiter(limiter, SyncRateLimiter, dict(settings), type(self).__name__)
         self._refusal = check_refusal(refusal)
+        self._estimate = estimate
         self._transport = transport if transport is not None else self._library.HTTPTransport()
 
     def _response(self, status: int, headers: Dict[str, str], body: bytes) -> Any:
@@ -248,7 +278,7 @@ class SyncTransport:
             request.method,
             request.url.path,
             lambda: transport.handle_request(request),
-            _httpx_options(self._library, request),
+            _httpx_options(self._library, request, self._estimate),
             self._response,
         )
 

@@ -35,7 +35,7 @@ from requests.adapters import DEFAULT_POOLBLOCK, DEFAULT_POOLSIZE, HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
 from ._sync import SyncRateLimiter
-from ._transport import Refusal, check_refusal, own_limiter, request_options, run_sync
+from ._transport import Estimate, Refusal, check_refusal, own_limiter, request_options, run_sync
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -53,6 +53,7 @@ class RateLimitedAdapter(HTTPAdapter):
         limiter: Optional[SyncRateLimiter] = None,
         *,
         refusal: Refusal = "respond",
+        estimate: Optional[Estimate] = None,
         pool_connections: int = DEFAULT_POOLSIZE,
         pool_maxsize: int = DEFAULT_POOLSIZE,
         pool_block: bool = DEFAULT_POOLBLOCK,
@@ -61,6 +62,7 @@ class RateLimitedAdapter(HTTPAdapter):
         self.limiter: SyncRateLimiter
         self.limiter, self._owns_limiter = own_limiter(limiter, SyncRateLimiter, dict(settings), type(self).__name__)
         self._refusal = check_refusal(refusal)
+        self._estimate = estimate
         super().__init__(pool_connections=pool_connections, pool_maxsize=pool_maxsize, pool_block=pool_block)
 
     def send(
@@ -92,7 +94,7 @@ class RateLimitedAdapter(HTTPAdapter):
             request.method or "GET",
             urlsplit(request.url or "").path or "/",
             lambda: send(request, stream=stream, timeout=timeout, verify=verify, cert=cert, proxies=proxies),
-            request_options(request.method or "GET", request.headers, body),
+            request_options(request.method or "GET", request.headers, body, self._estimate),
             make,
         )
         return response

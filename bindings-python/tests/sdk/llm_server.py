@@ -6,7 +6,7 @@ behind ``discord_server.serve``, answering the SDKs' real requests (``POST
 Each request's real cost is computed from its JSON body as an API would (a token per 0.75
 word of the prompt, and the completion the model's choice between a quarter of
 ``max_tokens`` and all of it), charged when it arrives (``Server.handle(..., tokens=N)``),
-and reported in the answer's ``usage``.
+and reported in the answer's ``usage``. Each model has its own limits.
 """
 
 from __future__ import annotations
@@ -61,8 +61,9 @@ class LlmImitation:
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.json()
         prompt, completion = true_cost(body)
+        # Limits are per model (the providers' rule): the model is the major parameter.
         answer = self.model.handle(time.monotonic_ns() - self.start, request.method, request.path,
-                                   tokens=prompt + completion)
+                                   major=str(body.get("model")), tokens=prompt + completion)
         self.statuses[answer.status] = self.statuses.get(answer.status, 0) + 1
         headers = [(k, v) for k, v in answer.headers if k.lower() not in ("content-type", "date")]
         if answer.status != 200:

@@ -56,6 +56,10 @@ async def chat_all(client: Any, dialect: str, burst: List[Tuple[str, int]]) -> L
 
 @pytest.mark.parametrize("dialect", ["openai", "anthropic"])
 def test_sdk_with_the_transport_completes_every_request(dialect: str) -> None:
+    """A burst of long prompts over a token budget: with the one line, every request
+    completes and the server refuses none (the transport estimates each request's tokens
+    from its body, the engine waits for room); the SDK alone does get 429s (so this can
+    fail: see test_the_sdk_alone_takes_429s)."""
     imitation = LlmImitation(dialect, requests=20, tokens=5000, window_s=2.0)
     burst = prompts(30)
 
@@ -71,6 +75,42 @@ def test_sdk_with_the_transport_completes_every_request(dialect: str) -> None:
     errors = [r for r in replies if isinstance(r, BaseException)]
     assert errors == []
     assert len(imitation.admitted) == len(burst)
+    assert imitation.count(429) == 0, imitation.statuses
+
+
+def test_the_sdk_alone_takes_429s() -> None:
+    imitation = LlmImitation("openai", requests=20, tokens=5000, window_s=2.0)
+
+    async def main() -> List[Any]:
+        async with serve(imitation) as base:
+            async with openai_client(base) as client:
+                return await chat_all(client, "openai", prompts(30))
+
+    run(main(), 120)
+    assert imitation.count(429) > 0
+
+
+def test_two_models_keep_apart_budgets() -> None:
+    """The model read from each body keys its own token budget: a model whose budget is spent
+    does not hold another's requests (the imitation limits each model separately too)."""
+    imitation = LlmImitation("openai", requests=20, tokens=5000, window_s=2.0)
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            transport = ratelane.httpx2.RateLimitedTransport(profile="openai")
+            async with openai_client(base, transport) as client:
+
+                async def one(model: str, prompt: str, max_tokens: int) -> Any:
+                    messages = [{"role": "user", "content": prompt}]
+                    return await client.chat.completions.create(model=model, messages=messages, max_tokens=max_tokens)
+
+                jobs = [one(f"gpt-sim-{i % 2}", p, m) for i, (p, m) in enumerate(prompts(24))]
+                results = await asyncio.gather(*jobs, return_exceptions=True)
+                assert [r for r in results if isinstance(r, BaseException)] == []
+
+    run(main(), 120)
+    assert imitation.count(429) == 0, imitation.statuses
+    assert set(imitation.models) == {"gpt-sim-0", "gpt-sim-1"}
 
 
 @pytest.mark.parametrize("dialect", ["openai", "anthropic"])
