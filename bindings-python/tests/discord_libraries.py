@@ -59,17 +59,17 @@ def library_client(library: ModuleType, **kwargs: Any) -> Any:
     return library.Client(intents=intents, **kwargs)
 
 
-def fork_burst_without_429(library: ModuleType, **connector: Any) -> None:
-    """A fork's client with ``connector(library=...)`` posts 36 messages over 12 channels at
+def fork_burst_without_429(fork: ModuleType, **connector: Any) -> None:
+    """A fork's client (``fork``, the module) with ``connector(**connector)`` posts 36 messages over 12 channels at
     the imitation's global limit: every one sent, none refused, every answer seen by the
     limiter, and the limiter closed with the client."""
     imitation = busy_discord()
 
     async def main() -> Any:
         async with serve(imitation) as base:
-            with pointed_at(library, base):
+            with pointed_at(fork, base):
                 made = ratelane.discordpy.connector(global_limit=10, max_wait=30.0, **connector)
-                client = library_client(library, connector=made)
+                client = library_client(fork, connector=made)
                 try:
                     sent, errors = await post_all(client, channels=12, per_channel=3)
                     assert (sent, errors) == (36, []), errors
@@ -84,7 +84,7 @@ def fork_burst_without_429(library: ModuleType, **connector: Any) -> None:
     assert made.limiter.closed
 
 
-def fork_refusal_is_its_http_exception(library: ModuleType, **connector: Any) -> None:
+def fork_refusal_is_its_http_exception(fork: ModuleType, **connector: Any) -> None:
     """A request over a client-side budget of 2 per 30 s (``max_wait`` 1 s) raises the fork's
     ``HTTPException`` (status 429), which is also ratelane's ``MaxWaitExceededError``, and is
     never sent."""
@@ -94,14 +94,14 @@ def fork_refusal_is_its_http_exception(library: ModuleType, **connector: Any) ->
 
     async def main() -> None:
         async with serve(imitation) as base:
-            with pointed_at(library, base):
+            with pointed_at(fork, base):
                 made = ratelane.discordpy.connector(global_limit=2, global_window=30.0, max_wait=1.0, **connector)
-                client = library_client(library, connector=made)
+                client = library_client(fork, connector=made)
                 try:
                     await client.login(TOKEN)
                     channel = client.get_partial_messageable(200000000000000001)
                     await channel.send("fits")
-                    with pytest.raises(library.HTTPException) as info:
+                    with pytest.raises(fork.HTTPException) as info:
                         await channel.send("would wait")
                     assert isinstance(info.value, ratelane.MaxWaitExceededError)
                     assert info.value.status == 429 and info.value.retry_after > 1.0

@@ -174,7 +174,7 @@ def test_transports_estimate_tokens_and_model_from_an_llm_body() -> None:
     body = json.dumps({"model": "gpt-sim", "messages": [{"role": "user", "content": "x" * 400}], "max_tokens": 64})
     headers = {"content-type": "application/json", "authorization": "Bearer k"}
     core = ratelane.read_llm_request(body)
-    assert core is not None and core.tokens == 100 + 64
+    assert core is not None and core.tokens == (4 + 400) // 4 + 64  # "user" counts too
     options = request_options("POST", headers, body.encode())
     assert options["costs"] == {"tokens": core.tokens} and options["model"] == "gpt-sim"
     assert options["identity"] and options["body_keys"] == ["model", "messages", "max_tokens"]
