@@ -15,7 +15,7 @@ It reads each request's JSON body, computes what it costs and answers with OpenA
 ``x-ratelimit-*-requests`` / ``-tokens`` headers and a ``usage`` object, or a 429 when the
 window's tokens are spent.
 
-Run (after ``pip install ./bindings-python aiohttp``):
+Run (after ``pip install './bindings-python[aiohttp]'``):
 
     python examples/python/openai_chat.py
 

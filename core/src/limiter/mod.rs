@@ -861,8 +861,12 @@ impl Limiter {
     /// shed load; [`Limiter::enqueue`] uses the same prediction for deadlines and `max_wait`.
     ///
     /// # Errors
-    /// [`Error::InvalidRequest`] for a malformed method or path.
+    /// [`Error::InvalidRequest`] for a malformed method or path, [`Error::Closed`] after
+    /// [`Limiter::close`] (a closed limiter sends nothing: no time would be true).
     pub fn predict(&self, now: Nanos, request: &Request) -> Result<Prediction, Error> {
+        if self.closed {
+            return Err(Error::Closed);
+        }
         let now = now.max(self.now);
         self.validate_request(request)?;
         let mut route_key = String::new();
@@ -1324,5 +1328,16 @@ mod tests {
     fn a_queue_stays_within_224_bytes() {
         let size = size_of::<super::queues::Queue>();
         assert!(size <= 224, "Queue is {size} B");
+    }
+
+    /// After `close` nothing will be sent, so no send time is true: `predict` says so as
+    /// `enqueue` does, rather than answering "now".
+    #[test]
+    fn predict_after_close_is_the_closed_error() {
+        let mut l = super::Limiter::new(crate::Config::default()).unwrap();
+        let request = crate::Request::new("GET", "/users/@me");
+        assert!(l.predict(0, &request).is_ok());
+        l.close(0);
+        assert_eq!(l.predict(0, &request).unwrap_err().code(), "limiter_closed");
     }
 }
