@@ -155,12 +155,17 @@ pub async fn serve(
     Ok(())
 }
 
-fn app(settings: &Settings) -> Result<App, Box<dyn std::error::Error + Send + Sync>> {
-    // reqwest is built without a default TLS provider: ring's, once per process. (ring, not
-    // aws-lc-rs: it builds in a fraction of the time; rustls 0.23.48 deprecates it only for
-    // lacking post-quantum key exchange.)
+/// Installs ring as the process's TLS provider (reqwest is built without a default one), once;
+/// call it before building a `reqwest::Client` yourself in a process that runs a proxy. (ring,
+/// not aws-lc-rs: it builds in a fraction of the time; rustls 0.23.48 deprecates it only for
+/// lacking post-quantum key exchange.)
+pub fn install_tls_provider() {
     #[allow(deprecated)]
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+fn app(settings: &Settings) -> Result<App, Box<dyn std::error::Error + Send + Sync>> {
+    install_tls_provider();
     let client = reqwest::Client::builder()
         .timeout(settings.upstream_timeout)
         .tcp_nodelay(true)
