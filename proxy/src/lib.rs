@@ -47,7 +47,7 @@ use ratelane::{BodyHints, Config, FailReason, Failure};
 use ratelane_tokio::metrics::Metrics;
 use ratelane_tokio::middleware::headers_of;
 use ratelane_tokio::redis::{RedisSettings, RedisStore};
-use ratelane_tokio::{Error, Options, RateLimiter, Reply, TransportError, body_hints};
+use ratelane_tokio::{Error, Options, RateLimiter, Reply, TransportError, WrittenBody, body_hints};
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 
@@ -269,10 +269,12 @@ async fn forward(app: &App, req: Request<Incoming>) -> Response<Body> {
     let method = parts.method.clone();
     let result = app
         .limiter
-        .run_with(method.as_str(), &target, &options, || {
+        .run_attempts(method.as_str(), &target, &options, |attempt| {
+            // The body reports the attempt written when the client starts sending it (after
+            // the request's headers): the global window then counts from that moment.
             let body = match &mut outgoing {
-                Outgoing::Held(bytes) => Some(reqwest::Body::from(bytes.clone())),
-                Outgoing::Stream(stream) => stream.take().map(reqwest::Body::wrap),
+                Outgoing::Held(bytes) => Some(reqwest::Body::wrap(WrittenBody::new(Full::new(bytes.clone()), attempt))),
+                Outgoing::Stream(stream) => stream.take().map(|s| reqwest::Body::wrap(WrittenBody::new(s, attempt))),
             };
             let request =
                 body.map(|body| app.client.request(method.clone(), url.as_str()).headers(headers.clone()).body(body));

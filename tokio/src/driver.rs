@@ -330,6 +330,30 @@ impl RateLimiter {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<R, E>>,
     {
+        self.run_attempts(method, path, options, |_| send()).await
+    }
+
+    /// [`run_with`](Self::run_with), with `send` given each attempt's [`Attempt`]: the
+    /// transport reports through it when the request was written to the network
+    /// ([`Attempt::written`]; [`WrittenBody`](crate::WrittenBody) does it for a request body),
+    /// so that the global window counts the request from when it left, not from when the
+    /// limiter let it go (later, on a busy runtime or a new connection).
+    ///
+    /// # Errors
+    /// As for [`run`](Self::run).
+    pub async fn run_attempts<R, E, F, Fut>(
+        &self,
+        method: &str,
+        path: &str,
+        options: &Options,
+        mut send: F,
+    ) -> Result<R, Error<E>>
+    where
+        R: Reply,
+        E: TransportError,
+        F: FnMut(Attempt) -> Fut,
+        Fut: Future<Output = Result<R, E>>,
+    {
         let inner = &*self.inner;
         let settles = !options.costs.is_empty();
         let id = inner.enqueue(method, path, options).map_err(Error::Usage)?;
@@ -338,7 +362,7 @@ impl RateLimiter {
             if let Err(reason) = inner.wait(id).await {
                 return Err(Error::Rejected(Rejection { reason, source: None, epoch: inner.epoch }));
             }
-            match send().await {
+            match send(Attempt { inner: inner.me.clone(), id }).await {
                 Err(e) => {
                     let Some(kind) = e.failure() else {
                         return Err(Error::Send(e)); // the ticket cancels it
@@ -463,6 +487,38 @@ impl RateLimiter {
     /// The header profile the limiter reads answers with.
     pub fn profile(&self) -> HeaderProfile {
         self.inner.profile
+    }
+}
+
+/// One attempt of a request, given to the `send` of [`RateLimiter::run_attempts`].
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    inner: Weak<Inner>,
+    id: RequestId,
+}
+
+impl Attempt {
+    /// Reports that this attempt was just written to the network (call it when the request's
+    /// bytes are handed to the socket: the first report of an attempt counts, a later one or
+    /// one for a request already answered changes nothing).
+    pub fn written(&self) {
+        if let Some(inner) = self.inner.upgrade() {
+            let mut st = inner.lock();
+            let now = inner.now(&mut st);
+            // An error: the id is unknown (never, for an attempt the driver made).
+            let _ = st.core.handle_written(now, self.id);
+        }
+    }
+
+    /// The request's id in the core.
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner").finish_non_exhaustive()
     }
 }
 

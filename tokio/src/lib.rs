@@ -50,7 +50,11 @@ pub mod metrics;
 pub mod middleware;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "reqwest")]
+mod written;
 
-pub use driver::{Builder, Observer, Options, RateLimiter, SharedStore};
+pub use driver::{Attempt, Builder, Observer, Options, RateLimiter, SharedStore};
+#[cfg(feature = "reqwest")]
+pub use written::WrittenBody;
 pub use error::{Error, Rejection};
 pub use reply::{Buffered, MAX_HINTS_BODY, Reply, TransportError, body_hints};

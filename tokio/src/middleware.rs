@@ -36,6 +36,7 @@ use reqwest_middleware::{Middleware, Next};
 use crate::driver::{Options, RateLimiter};
 use crate::error::Error;
 use crate::reply::{Reply, TransportError, body_hints};
+use crate::written::WrittenBody;
 
 /// What a refusal of the middleware holds (inside `reqwest_middleware::Error::Middleware`).
 pub type MiddlewareError = Error<reqwest_middleware::Error>;
@@ -93,11 +94,17 @@ impl Middleware for RateLimitMiddleware {
         let shared: &Extensions = extensions;
         let result = self
             .limiter
-            .run_with(&method, &url, &options, || {
-                let attempt = match original.as_ref().and_then(Request::try_clone) {
+            .run_attempts(&method, &url, &options, |report| {
+                let mut attempt = match original.as_ref().and_then(Request::try_clone) {
                     Some(copy) => Some(copy),
                     None => original.take(),
                 };
+                // The body reports the attempt written when reqwest starts sending it.
+                if let Some(req) = attempt.as_mut()
+                    && let Some(body) = req.body_mut().take()
+                {
+                    *req.body_mut() = Some(reqwest::Body::wrap(WrittenBody::new(body, report)));
+                }
                 let next = next.clone();
                 let mut ext = shared.clone();
                 async move {
