@@ -33,6 +33,11 @@ struct Args {
     /// (fail-open) or wait for Redis (fail-closed).
     #[arg(long, env = "RATELANE_PROXY_ON_UNAVAILABLE", value_enum, default_value_t = Policy::FailOpen)]
     on_unavailable: Policy,
+    /// Shared mode: seconds the store holds what a proxy took and never gave back (a pioneer
+    /// lock, a grant whose answer never came): how long a proxy that dies mid-request holds
+    /// anything. Every proxy of the fleet gives the same.
+    #[arg(long, env = "RATELANE_PROXY_REDIS_LEASE", default_value_t = 30.0)]
+    redis_lease: f64,
     /// Requests per second per token (Discord's global limit; larger bots have a higher one).
     #[arg(long, env = "RATELANE_PROXY_GLOBAL_LIMIT", default_value_t = 50)]
     global_limit: u32,
@@ -71,6 +76,7 @@ fn settings(args: &Args) -> Result<Settings, String> {
     settings.grace = seconds("grace", args.grace)?;
     if let Some(url) = &args.redis {
         let mut shared = SharedConfig::default();
+        shared.lease = seconds("redis-lease", args.redis_lease)?.as_nanos() as u64;
         shared.on_unavailable = match args.on_unavailable {
             Policy::FailOpen => OnUnavailable::FailOpen,
             Policy::FailClosed => OnUnavailable::FailClosed,

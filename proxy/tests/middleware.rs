@@ -10,6 +10,7 @@ use support::{Imitation, TOKEN, message_path};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reqwest_burst_at_the_global_cap_takes_no_429() {
+    let _serial = support::serial().await;
     let imitation = Imitation::start(50).await;
     let limiter = RateLimiter::new(Config::default()).expect("the default config");
     let client = reqwest_middleware::ClientBuilder::new(support::http_client())
@@ -45,6 +46,7 @@ async fn reqwest_burst_at_the_global_cap_takes_no_429() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_is_a_middleware_error_with_the_cores_code() {
+    let _serial = support::serial().await;
     let imitation = Imitation::start(50).await;
     let mut config = Config::default();
     config.global_limit = 2;

@@ -35,6 +35,7 @@ async fn burst(base: &str, token: &str, n: u64, channels: u64, first: u64) -> Ve
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bursts_of_two_tokens_at_their_caps_take_no_429_and_come_back_unchanged() {
+    let _serial = support::serial().await;
     let imitation = Imitation::start(50).await;
     let mut proxy = Proxy::start(settings(&imitation.base)).await;
     let other = "bench-token-2";
@@ -66,6 +67,7 @@ async fn bursts_of_two_tokens_at_their_caps_take_no_429_and_come_back_unchanged(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_request_is_answered_as_discord_would() {
+    let _serial = support::serial().await;
     let imitation = Imitation::start(50).await;
     let mut s = settings(&imitation.base);
     s.config.global_limit = 2;
@@ -90,6 +92,7 @@ async fn a_refused_request_is_answered_as_discord_would() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_and_health() {
+    let _serial = support::serial().await;
     let imitation = Imitation::start(50).await;
     let mut proxy = Proxy::start(settings(&imitation.base)).await;
     let _ = burst(&proxy.url(), TOKEN, 10, 10, 0).await;
@@ -116,6 +119,7 @@ async fn metrics_and_health() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_answers_every_request_it_holds() {
+    let _serial = support::serial().await;
     let imitation = Imitation::start(50).await;
     let mut s = settings(&imitation.base);
     s.config.global_limit = 4; // 20 requests: five seconds' worth

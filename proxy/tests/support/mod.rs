@@ -24,6 +24,15 @@ mod http;
 
 pub use ratelane_realtime::workload::TOKEN;
 
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Held for a whole test: the tests of one binary run one at a time, so that one test's burst
+/// does not starve another's of the machine's two cores (the global window at the server is a
+/// matter of when requests really leave).
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().await
+}
+
 /// The imitation: Discord's limits with per-route windows at a fifth (messages 5 per second
 /// per channel), `global` requests per second per token, a 20 ms round trip, fixed windows.
 pub struct Imitation {
