@@ -129,16 +129,19 @@ pub trait SharedStore: Send + Sync + 'static {
 /// behind an `Arc`); `Send + Sync`.
 ///
 /// ```no_run
-/// # async fn demo(http: reqwest::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// use ratelane::Config;
-/// use ratelane_tokio::RateLimiter;
+/// use ratelane_tokio::{Buffered, RateLimiter};
 ///
 /// let limiter = RateLimiter::new(Config::default())?;
-/// let url = "https://discord.com/api/v10/channels/123/messages";
 /// let answer = limiter
-///     .run("POST", url, || http.post(url).header("authorization", "Bot ...").send())
+///     .run("POST", "/channels/123/messages", || async {
+///         // Send it with any HTTP client (reqwest::Response is a `Reply` with the feature
+///         // `reqwest`); hand back what came.
+///         Ok::<_, std::io::Error>(Buffered { status: 200, headers: vec![], body: vec![] })
+///     })
 ///     .await?;
-/// println!("{}", answer.status());
+/// println!("{}", answer.status);
 /// limiter.close().await;
 /// # Ok(()) }
 /// ```
