@@ -79,6 +79,12 @@ pub struct Rejection<E = std::convert::Infallible> {
 }
 
 impl<E> Rejection<E> {
+    /// The rejection of a request the core failed with `reason`, its times counted from
+    /// `epoch` (the limiter's [`epoch`](crate::RateLimiter::epoch)).
+    pub fn new(reason: FailReason, epoch: Instant) -> Self {
+        Rejection { reason, source: None, epoch }
+    }
+
     /// The stable code ([`FailReason::code`]).
     pub fn code(&self) -> &'static str {
         self.reason.code()
