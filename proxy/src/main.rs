@@ -71,7 +71,7 @@ fn settings(args: &Args) -> Result<Settings, String> {
     let mut settings = Settings { upstream: args.upstream.clone(), buffer_limit: args.buffer_limit, ..Settings::default() };
     settings.config.global_limit = args.global_limit;
     let max_wait = seconds("max-wait", args.max_wait)?;
-    settings.config.max_wait = (!max_wait.is_zero()).then(|| max_wait.as_nanos() as u64);
+    settings.config.max_wait = (!max_wait.is_zero()).then_some(max_wait.as_nanos() as u64);
     settings.upstream_timeout = seconds("upstream-timeout", args.upstream_timeout)?;
     settings.grace = seconds("grace", args.grace)?;
     if let Some(url) = &args.redis {
