@@ -43,7 +43,11 @@ pub struct Imitation {
 
 impl Imitation {
     pub async fn start(global: u32) -> Imitation {
-        let limits = Limits::discord(0.2, global, 20 * MILLISECOND, WindowKind::Fixed);
+        Imitation::start_with(Limits::discord(0.2, global, 20 * MILLISECOND, WindowKind::Fixed)).await
+    }
+
+    /// The imitation enforcing `limits`.
+    pub async fn start_with(limits: Limits) -> Imitation {
         let (server, port) = http::Server::start(limits).await.expect("the imitation binds 127.0.0.1");
         Imitation { server, base: format!("http://127.0.0.1:{port}") }
     }
@@ -111,7 +115,8 @@ pub struct ProxyProcess {
 
 impl ProxyProcess {
     pub fn start(args: &[&str]) -> ProxyProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ratelane-proxy"))
+        let binary = option_env!("CARGO_BIN_EXE_ratelane-proxy").expect("an integration test of ratelane-proxy");
+        let mut child = Command::new(binary)
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .stdout(Stdio::piped())
