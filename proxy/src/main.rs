@@ -1,6 +1,7 @@
 //! `ratelane-proxy`: a Discord REST proxy on ratelane. `--help` lists the flags; each has an
 //! environment variable (`RATELANE_PROXY_*`). See `docs/proxy.md`.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -117,26 +118,27 @@ async fn main() -> std::process::ExitCode {
     let settings = match settings(&args) {
         Ok(s) => s,
         Err(message) => {
-            eprintln!("ratelane-proxy: {message}");
+            let _ = writeln!(std::io::stderr(), "ratelane-proxy: {message}");
             return std::process::ExitCode::from(2);
         }
     };
     let (listener, addr) = match bind(args.listen).await {
         Ok(bound) => bound,
         Err(e) => {
-            eprintln!("ratelane-proxy: cannot listen on {}: {e}", args.listen);
+            let _ = writeln!(std::io::stderr(), "ratelane-proxy: cannot listen on {}: {e}", args.listen);
             return std::process::ExitCode::from(1);
         }
     };
     let shared = args.redis.as_deref().map_or("no (one proxy)".to_string(), |_| format!("Redis, prefix {}", args.redis_prefix));
-    println!("ratelane-proxy listening on http://{addr} (upstream {}, shared: {shared})", settings.upstream);
+    // Written so that a closed stdout (a log pipe gone) never stops the proxy.
+    let _ = writeln!(std::io::stdout(), "ratelane-proxy listening on http://{addr} (upstream {}, shared: {shared})", settings.upstream);
     match serve(listener, settings, signal()).await {
         Ok(()) => {
-            println!("ratelane-proxy stopped");
+            let _ = writeln!(std::io::stdout(), "ratelane-proxy stopped");
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("ratelane-proxy: {e}");
+            let _ = writeln!(std::io::stderr(), "ratelane-proxy: {e}");
             std::process::ExitCode::from(1)
         }
     }

@@ -148,3 +148,27 @@ async fn shutdown_answers_every_request_it_holds() {
     assert_eq!(imitation.tally().per_rid.values().filter(|&&(_, ok)| ok > 0).count(), ok);
     proxy.stopped().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_stops_on_sigterm_after_answering_what_it_holds() {
+    let _serial = support::serial().await;
+    let imitation = Imitation::start(50).await;
+    let mut process = support::ProxyProcess::start(&["--upstream", &imitation.base, "--global-limit", "4"]);
+    let url = process.url();
+    let sending = tokio::spawn(async move { burst(&url, TOKEN, 12, 12, 0).await });
+    for _ in 0..200 {
+        if imitation.tally().arrivals >= 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let pid = process.child.id().to_string();
+    let killed = std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
+    assert!(killed.success());
+    let answers = tokio::time::timeout(Duration::from_secs(20), sending).await.expect("answered").expect("no panic");
+    let statuses: Vec<u16> = answers.iter().map(|a| a.0).collect();
+    assert!(statuses.iter().all(|&s| s == 200 || s == 503), "{statuses:?}");
+    assert!(statuses.contains(&503), "{statuses:?}");
+    let exit = tokio::task::spawn_blocking(move || process.child.wait()).await.unwrap().unwrap();
+    assert!(exit.success(), "{exit:?}");
+}
