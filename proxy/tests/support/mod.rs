@@ -115,7 +115,9 @@ pub struct ProxyProcess {
 
 impl ProxyProcess {
     pub fn start(args: &[&str]) -> ProxyProcess {
-        let binary = option_env!("CARGO_BIN_EXE_ratelane-proxy").expect("an integration test of ratelane-proxy");
+        let Some(binary) = option_env!("CARGO_BIN_EXE_ratelane-proxy") else {
+            panic!("the binary's path is known to the integration tests of ratelane-proxy only");
+        };
         let mut child = Command::new(binary)
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
