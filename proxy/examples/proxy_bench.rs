@@ -10,7 +10,7 @@
 //!    discord.js alone against the imitation, then discord.js through the proxy (needs
 //!    `proxy/tests/discordjs/node_modules`: `bash scripts/tests.d/50-proxy.sh` installs it).
 //!
-//! `cargo run --profile scoreboard -p ratelane-proxy --example bench`
+//! `cargo run --profile scoreboard -p ratelane-proxy --example proxy_bench`
 #![allow(clippy::disallowed_methods)] // a benchmark reads the clock
 #![allow(unsafe_code)] // the counting allocator below; nothing else (as core/benches/client.rs)
 
