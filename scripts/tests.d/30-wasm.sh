@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The browser and edge package (bindings-wasm/, npm `ratelane-wasm`): build it for the nodejs,
 # web and bundler targets, then in one `node --test` run
-#   * the shared tests of js/test/ with the wasm core of the nodejs build (RATELANE_CORE):
-#     every tests/vectors/client_*.json replayed, the contract, the Promise driver,
+#   * the shared tests of js/test/ with the wasm core of the nodejs build (RATELANE_CORE: the
+#     client module's Limiter, the sim and server modules' classes): every
+#     tests/vectors/client_*.json replayed on the client module, the contract, the Promise driver,
 #   * its own tests (argument conversion, the package entry points of every build,
 #     web-standard globals only, tsc on the types),
 #   * the web build in headless Chromium (Debian's `chromium`, installed here when missing).
@@ -41,7 +42,7 @@ bash bindings-wasm/build.sh
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 set +e
-RATELANE_CORE="$PWD/bindings-wasm/pkg/node/core.cjs" node --test \
+RATELANE_CORE="$PWD/bindings-wasm/test/core.cjs" node --test \
   --test-reporter=spec --test-reporter-destination=stdout \
   --test-reporter=tap --test-reporter-destination="$log" \
   bindings-wasm/test/*.test.cjs bindings-wasm/test/*.test.mjs \
