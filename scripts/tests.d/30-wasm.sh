@@ -5,7 +5,7 @@
 #     client module's Limiter, the sim and server modules' classes): every
 #     tests/vectors/client_*.json replayed on the client module, the contract, the Promise driver,
 #   * its own tests (argument conversion, the package entry points of every build,
-#     web-standard globals only, tsc on the types),
+#     web-standard globals only, tsc on the types, the client module's gzip budget),
 #   * the web build in headless Chromium (Debian's `chromium`, installed here when missing).
 # Installs only what is missing: the wasm32 target, wasm-bindgen-cli in .tools/ (the version
 # of Cargo.lock's wasm-bindgen), npm packages in bindings-wasm/node_modules, chromium.
