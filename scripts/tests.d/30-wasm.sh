@@ -16,11 +16,15 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
 
-# wasm-bindgen-cli must equal the wasm-bindgen crate exactly (TOOLCHAIN.md P10). Not
-# --locked: its lock names a webpki-roots this registry does not have (P7).
+# wasm-bindgen-cli must equal the wasm-bindgen crate exactly (TOOLCHAIN.md P10). No registry
+# here has it prebuilt (npm and PyPI have no such package), so it is compiled, the quickest way:
+# the one binary build.sh runs, without TLS (rustls, ring: only the test runner downloads), and
+# unoptimised (a run takes 0.5 s instead of 0.1; BENCHMARKS.md, "Module size", has the times).
+# Not --locked: its lock names a webpki-roots this registry does not have (P7).
 wbg=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/"/, "", $3); print $3 }' Cargo.lock)
 if [ "$(.tools/bin/wasm-bindgen --version 2>/dev/null || true)" != "wasm-bindgen $wbg" ]; then
-  cargo install --root .tools wasm-bindgen-cli --version "$wbg"
+  CARGO_PROFILE_DEV_DEBUG=0 cargo install --root .tools wasm-bindgen-cli --version "$wbg" \
+    --no-default-features --bin wasm-bindgen --debug
 fi
 
 # binaryen (wasm-opt; never Debian's, P9), playwright-core, typescript.
