@@ -14,8 +14,18 @@
 //! The server-side limiters of `ratelane::server` (`GcraStore`, `LeakyBucketStore`,
 //! `FixedWindowStore`) are in the `server` module.
 //!
+//! Cargo features pick the classes a module exports: `client` ([`Limiter`]), `sim`
+//! ([`SimServer`], [`Simulation`]), `server` (the `server` module). `bindings-wasm/build.sh`
+//! builds one module per feature, so the client module a browser downloads holds neither the
+//! simulator nor the server-side limiters (what the linker keeps is what the exports reach);
+//! the host build has all three.
+//!
 //! The module never reads a clock (the driver passes `performance.now()`), and imports nothing
 //! but the glue wasm-bindgen generates: it needs no Node API.
+
+// A module built with one feature leaves the helpers only the others use unused; the default
+// build (all three, the one clippy checks) still reports dead code.
+#![cfg_attr(not(all(feature = "client", feature = "sim", feature = "server")), allow(dead_code, unused_imports))]
 
 use js_sys::{Array, Object, Reflect};
 use ratelane::sim::{Server, Ticket};
@@ -23,6 +33,7 @@ use ratelane::{FailReason, Output, Request, Response, json};
 use wasm_bindgen::prelude::*;
 use ratelane_js_common::{self as common, RequestParts};
 
+#[cfg(feature = "server")]
 mod server;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -150,6 +161,7 @@ fn pairs(headers: &[(String, String)]) -> Array {
 /// Drain invariant: after every input (`enqueue`, `handleResponse`, `handleFailure`, `cancel`,
 /// `handleTimeout`, `close`) call `drain()` (or `pollOutput()` until it returns `wait_until`
 /// or `idle`). Times are integer nanoseconds as JS numbers, from an epoch of your choice.
+#[cfg(feature = "client")]
 #[wasm_bindgen]
 #[derive(Debug)]
 pub struct Limiter {
@@ -158,6 +170,7 @@ pub struct Limiter {
     held: Option<Output>,
 }
 
+#[cfg(feature = "client")]
 #[wasm_bindgen]
 impl Limiter {
     /// A limiter configured by JSON text (`ratelane::json::config_from_json`; omitted: `"{}"`,
@@ -539,6 +552,7 @@ fn string_arg(what: &str, value: &JsValue) -> Result<String, JsValue> {
 
 /// A model of Discord's REST rate limiting (`ratelane::sim::Server`), to answer a driver's
 /// requests in tests and demos.
+#[cfg(feature = "sim")]
 #[wasm_bindgen]
 #[derive(Debug)]
 pub struct SimServer {
@@ -546,6 +560,7 @@ pub struct SimServer {
     next_tag: u64,
 }
 
+#[cfg(feature = "sim")]
 #[wasm_bindgen]
 impl SimServer {
     /// A server configured by JSON text (`ratelane::json::server_config_from_json`; omitted:
@@ -622,6 +637,7 @@ impl SimServer {
 }
 
 /// A limiter driven against a [`SimServer`] in virtual time (`ratelane::sim::Simulation`).
+#[cfg(feature = "sim")]
 #[wasm_bindgen]
 #[derive(Debug)]
 pub struct Simulation {
@@ -629,6 +645,7 @@ pub struct Simulation {
     tickets: usize,
 }
 
+#[cfg(feature = "sim")]
 #[wasm_bindgen]
 impl Simulation {
     /// A simulation from three JSON texts: the limiter's config, the server's and the
@@ -720,6 +737,7 @@ impl Simulation {
 /// embeddings) or Anthropic (messages) request body, a string or a `Uint8Array`
 /// (`ratelane::llm::read_request`): `{ model, tokens }` (`model` null when the body names
 /// none), or null for a body that is not such JSON. Throws `invalid_argument` for another type.
+#[cfg(feature = "client")]
 #[wasm_bindgen(js_name = readLlmRequest, unchecked_return_type = "LlmRequest | null")]
 pub fn read_llm_request(#[wasm_bindgen(unchecked_param_type = "string | Uint8Array")] body: JsValue) -> Result<JsValue, JsValue> {
     let read = match body.as_string() {
@@ -743,6 +761,7 @@ pub fn read_llm_request(#[wasm_bindgen(unchecked_param_type = "string | Uint8Arr
 // ------------------------------------------------------------------------------ codes
 
 /// Every failure code (`FailReason::ALL_CODES`). The packages export it as `FAIL_CODES`.
+#[cfg(any(feature = "client", feature = "sim"))]
 #[wasm_bindgen(js_name = failCodes, unchecked_return_type = "FailCode[]")]
 pub fn fail_codes() -> Vec<String> {
     FailReason::ALL_CODES
@@ -753,6 +772,7 @@ pub fn fail_codes() -> Vec<String> {
 
 /// Every caller-error code of the core (`Error::ALL_CODES`). The packages export it as
 /// `ERROR_CODES`.
+#[cfg(any(feature = "client", feature = "sim"))]
 #[wasm_bindgen(js_name = errorCodes)]
 pub fn error_codes() -> Vec<String> {
     ratelane::Error::ALL_CODES

@@ -6,7 +6,9 @@ const assert = require('node:assert/strict');
 const wasm = require('ratelane-wasm');
 const raw = require('../pkg/node/ratelane_wasm.js');
 
-const { Limiter, SimServer, Simulation, FAIL_CODES, ERROR_CODES } = wasm;
+const { Limiter, FAIL_CODES, ERROR_CODES } = wasm;
+// The simulator's own module (`ratelane-wasm/sim`).
+const { SimServer, Simulation } = require('ratelane-wasm/sim');
 const MSG = { method: 'POST', path: '/channels/100000000000000001/messages' };
 const MS = 1e6;
 const S = 1e9;

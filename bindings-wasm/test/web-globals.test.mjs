@@ -1,6 +1,6 @@
 // The web build needs nothing but web-standard APIs:
 //
-// * the wasm module imports only wasm-bindgen's generated glue;
+// * each wasm module (client, sim, server) imports only wasm-bindgen's generated glue;
 // * the JavaScript shipped for the web and bundler builds mentions no Node API;
 // * imported into a V8 context whose only globals are the JavaScript built-ins plus a list of
 //   web-standard APIs (no process, Buffer, require, fs), the package initialises with
@@ -26,17 +26,19 @@ async function parent() {
   const { default: assert } = await import('node:assert/strict');
   const { execFileSync } = await import('node:child_process');
 
-  test('the wasm module imports nothing but the wasm-bindgen glue', () => {
-    const module = new WebAssembly.Module(fs.readFileSync(new URL('ratelane_wasm_bg.wasm', pkgWeb)));
-    const imports = WebAssembly.Module.imports(module);
-    assert.ok(imports.length > 0);
-    for (const { module: from, name } of imports) {
-      assert.equal(from, './ratelane_wasm_bg.js', `${from}.${name}`);
-      assert.match(name, /^__wbg_|^__wbindgen_/, `${from}.${name}`);
+  test('each wasm module imports nothing but the wasm-bindgen glue', () => {
+    for (const name of ['ratelane_wasm', 'ratelane_wasm_sim', 'ratelane_wasm_server']) {
+      const module = new WebAssembly.Module(fs.readFileSync(new URL(`${name}_bg.wasm`, pkgWeb)));
+      const imports = WebAssembly.Module.imports(module);
+      assert.ok(imports.length > 0);
+      for (const { module: from, name: imported } of imports) {
+        assert.equal(from, `./${name}_bg.js`, `${from}.${imported}`);
+        assert.match(imported, /^__wbg_|^__wbindgen_/, `${from}.${imported}`);
+      }
+      // Every import is provided by the generated glue itself.
+      const glue = fs.readFileSync(new URL(`${name}.js`, pkgWeb), 'utf8');
+      for (const { name: imported } of imports) assert.ok(glue.includes(imported), `${imported} not in the glue`);
     }
-    // Every import is provided by the generated glue itself.
-    const glue = fs.readFileSync(new URL('ratelane_wasm.js', pkgWeb), 'utf8');
-    for (const { name } of imports) assert.ok(glue.includes(name), `${name} not in the glue`);
   });
 
   test('the JavaScript of the web and bundler builds uses no Node API', () => {
@@ -89,6 +91,7 @@ async function child() {
     ...webGlobals(),
     // The bytes an edge runtime would have as an imported module; compiled inside the context.
     wasmBytes: new Uint8Array(fs.readFileSync(new URL('ratelane_wasm_bg.wasm', pkgWeb))),
+    simBytes: new Uint8Array(fs.readFileSync(new URL('ratelane_wasm_sim_bg.wasm', pkgWeb))),
   });
 
   const cache = new Map();
@@ -104,9 +107,10 @@ async function child() {
     return cache.get(url);
   }
   const entry = new URL('index.js', pkgWeb).href;
+  const simEntry = new URL('sim.js', pkgWeb).href;
   async function link(specifier, referencing) {
     // The package's files import each other by relative paths only (no node: or bare names).
-    if (!specifier.startsWith('.') && specifier !== entry) {
+    if (!specifier.startsWith('.') && specifier !== entry && specifier !== simEntry) {
       throw new Error(`${referencing.identifier} imports ${specifier}: only relative imports are allowed`);
     }
     return load(new URL(specifier, referencing.identifier).href);
@@ -114,6 +118,7 @@ async function child() {
 
   const workload = new vm.SourceTextModule(`
     import * as ratelane from ${JSON.stringify(entry)};
+    import * as sim from ${JSON.stringify(simEntry)};
 
     const nodeGlobals = {
       process: typeof process, Buffer: typeof Buffer, require: typeof require,
@@ -123,9 +128,10 @@ async function child() {
     try { new ratelane.Limiter(); } catch (e) { beforeInit = e.message; }
 
     ratelane.initSync({ module: new WebAssembly.Module(wasmBytes) });
+    sim.initSync({ module: new WebAssembly.Module(simBytes) });
 
     // A fake server: Discord's model from the core's simulator, 5 messages per 100 ms.
-    const server = new ratelane.SimServer(JSON.stringify({
+    const server = new sim.SimServer(JSON.stringify({
       buckets: { msgs: { limit: 5, window_ns: 100e6 } },
       routes: { 'POST /channels/:id/messages': { bucket: 'msgs' } },
     }));

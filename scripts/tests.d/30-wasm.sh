@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The browser and edge package (bindings-wasm/, npm `ratelane-wasm`): build it for the nodejs,
 # web and bundler targets, then in one `node --test` run
-#   * the shared tests of js/test/ with the wasm core of the nodejs build (RATELANE_CORE):
-#     every tests/vectors/client_*.json replayed, the contract, the Promise driver,
+#   * the shared tests of js/test/ with the wasm core of the nodejs build (RATELANE_CORE: the
+#     client module's Limiter, the sim and server modules' classes): every
+#     tests/vectors/client_*.json replayed on the client module, the contract, the Promise driver,
 #   * its own tests (argument conversion, the package entry points of every build,
-#     web-standard globals only, tsc on the types),
+#     web-standard globals only, tsc on the types, the client module's gzip budget),
 #   * the web build in headless Chromium (Debian's `chromium`, installed here when missing).
 # Installs only what is missing: the wasm32 target, wasm-bindgen-cli in .tools/ (the version
 # of Cargo.lock's wasm-bindgen), npm packages in bindings-wasm/node_modules, chromium.
@@ -15,11 +16,15 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
 
-# wasm-bindgen-cli must equal the wasm-bindgen crate exactly (TOOLCHAIN.md P10). Not
-# --locked: its lock names a webpki-roots this registry does not have (P7).
+# wasm-bindgen-cli must equal the wasm-bindgen crate exactly (TOOLCHAIN.md P10). No registry
+# here has it prebuilt (npm and PyPI have no such package), so it is compiled, the quickest way:
+# the one binary build.sh runs, without TLS (rustls, ring: only the test runner downloads), and
+# unoptimised (a run takes 0.5 s instead of 0.1; BENCHMARKS.md, "Module size", has the times).
+# Not --locked: its lock names a webpki-roots this registry does not have (P7).
 wbg=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/"/, "", $3); print $3 }' Cargo.lock)
 if [ "$(.tools/bin/wasm-bindgen --version 2>/dev/null || true)" != "wasm-bindgen $wbg" ]; then
-  cargo install --root .tools wasm-bindgen-cli --version "$wbg"
+  CARGO_PROFILE_DEV_DEBUG=0 cargo install --root .tools wasm-bindgen-cli --version "$wbg" \
+    --no-default-features --bin wasm-bindgen --debug
 fi
 
 # binaryen (wasm-opt; never Debian's, P9), playwright-core, typescript.
@@ -41,7 +46,7 @@ bash bindings-wasm/build.sh
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 set +e
-RATELANE_CORE="$PWD/bindings-wasm/pkg/node/core.cjs" node --test \
+RATELANE_CORE="$PWD/bindings-wasm/test/core.cjs" node --test \
   --test-reporter=spec --test-reporter-destination=stdout \
   --test-reporter=tap --test-reporter-destination="$log" \
   bindings-wasm/test/*.test.cjs bindings-wasm/test/*.test.mjs \
