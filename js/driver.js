@@ -239,7 +239,7 @@ function createRatelane(core, host) {
     globalExempt: ['a boolean', (v) => typeof v === 'boolean'],
     subLimit: ['a string', (v) => typeof v === 'string'],
     bodyKeys: ['an array of strings or the JSON body object', (v) => typeof v === 'object'],
-    costs: ['an object of dimension names to whole numbers (e.g. { tokens: 1200 })', (v) => typeof v === 'object' && !Array.isArray(v)],
+    costs: ['an object', () => true], // checked where it crosses, naming request.costs (costParts)
   }
 
   /** Throws InvalidArgumentError for an unknown per-request option or a value of the wrong type. */

@@ -127,7 +127,7 @@ test('run options: an unknown name or a wrong type rejects with InvalidArgumentE
     [{ idempotent: 'yes' }, /^idempotent must be a boolean, got a string/],
     [{ major: 5 }, /^major must be a string, got 5$/],
     [{ signal: {} }, /^signal must be an AbortSignal, got an object$/],
-    [{ costs: [1] }, /^costs must be an object of dimension names to whole numbers .*, got an array$/],
+    [{ costs: [1] }, /^request\.costs must be an object of dimension names to whole numbers .*, got an array$/],
     ['fast', /^options must be an object, got a string$/],
   ]
   for (const [options, message] of cases) {
