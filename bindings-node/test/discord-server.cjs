@@ -10,7 +10,6 @@
 // It listens on a free port, stops by itself after `lifetimeMs` (default 60 s) and on close().
 'use strict'
 const http = require('node:http')
-const { SimServer } = require('..')
 
 /**
  * @param {object} options
@@ -22,15 +21,20 @@ const { SimServer } = require('..')
  *     body (null when it has none or it is not JSON); undefined: the config's `tokens.cost`.
  *     Each answer is then listed in `stats.tokens` as { atNs, tokens, status } (simulator
  *     time: ns since the server started);
- *   lifetimeMs: the server closes itself after this long.
+ *   lifetimeMs: the server closes itself after this long;
+ *   SimServer: the simulator's class (default: this package's; the wasm package's tests pass
+ *     their own).
+ * `stats.byScope` counts the refusals by kind: a 429's `X-RateLimit-Scope` (`global` when
+ * `X-RateLimit-Global` is set), or `status <n>` for another refusal (GitHub's 403).
  */
 async function startDiscordServer(options = {}) {
+  const SimServer = options.SimServer || require('..').SimServer
   // The simulator's time 0 is `origin`; its wall clock then is the wall clock now (its
   // epoch resets, GitHub's `x-ratelimit-reset` say, are read against the client's clock).
   const origin = performance.now()
   const config = { wall_epoch_ms: Date.now(), ...(options.config || {}) }
   const sim = new SimServer(JSON.stringify(config))
-  const stats = { arrivals: 0, byStatus: {}, aborted: 0, dropped: 0, tokens: [] }
+  const stats = { arrivals: 0, byStatus: {}, byScope: {}, aborted: 0, dropped: 0, tokens: [] }
   const latency = options.latencyMs || 0
   const jitter = options.jitterMs || 0
   const sockets = new Set()
@@ -73,6 +77,12 @@ async function startDiscordServer(options = {}) {
         if (options.costOf) stats.tokens.push({ atNs: nowNs, tokens, status: r.status })
         const headers = {}
         for (const [name, value] of r.headers) headers[name] = value
+        if (r.status === 429 || r.status === 403) {
+          const lower = Object.fromEntries(r.headers.map(([name, value]) => [name.toLowerCase(), value]))
+          const scope = r.status !== 429 ? `status ${r.status}`
+            : lower['x-ratelimit-global'] === 'true' ? 'global' : (lower['x-ratelimit-scope'] || 'unscoped')
+          stats.byScope[scope] = (stats.byScope[scope] || 0) + 1
+        }
         res.writeHead(r.status, headers)
         const ok = { id: String(stats.arrivals), ok: true }
         if (r.body.usage) ok.usage = r.body.usage

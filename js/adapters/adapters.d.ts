@@ -1,0 +1,56 @@
+// Types of the adapters (js/adapters/*.js), shared by the Node and the wasm package.
+import type { RateLimiter, RateLimiterOptions, RunOptions } from './driver.js'
+
+/** What an `estimate` function is given: the request as the adapter sees it. */
+export interface EstimateRequest {
+  method: string
+  url: string
+  /** The body when it is text or bytes already; null for none, a stream, a Blob or FormData. */
+  body: string | Uint8Array | null
+}
+
+/**
+ * A request's estimate: its tokens (or costs per dimension) and the model that keys the
+ * per-model budgets. Returned by an `estimate` function; null: none.
+ */
+export interface LlmEstimate {
+  tokens?: number | null
+  costs?: Record<string, number> | null
+  model?: string | null
+}
+
+/**
+ * How a request ratelane refuses before sending (deadline, `maxWait`, `deferAfter`, a cost
+ * above a whole budget) reaches the caller: `'response'`, a 429 `Response` with
+ * `x-should-retry: false`, `retry-after` and `x-ratelane-code` (the SDK raises its own
+ * rate-limit error); `'throw'`, ratelane's own error (`MaxWaitExceededError`, ...).
+ */
+export type Refusal = 'response' | 'throw'
+
+export interface FetchOptions {
+  /** The fetch it calls (default: the global `fetch` at the time of each call). */
+  fetch?: (input: any, init?: any) => Promise<Response>
+  /**
+   * The estimate of a request, replacing the core's reading of OpenAI and Anthropic JSON
+   * bodies (`readLlmRequest`); `false`: no estimate.
+   */
+  estimate?: ((request: EstimateRequest) => LlmEstimate | null | undefined | Promise<LlmEstimate | null | undefined>) | false | null
+  /** Default `'response'`. */
+  refusal?: Refusal | null
+  /** Options given to every `run` (`deadline`, `priority`, `identity`, ...). */
+  run?: RunOptions | null
+}
+
+/** A fetch-compatible function over a RateLimiter. */
+export interface RatelaneFetch {
+  (input: string | URL | Request, init?: RequestInit): Promise<Response>
+  /** The RateLimiter it runs on (`close()` it when done). */
+  readonly limiter: RateLimiter
+}
+
+/**
+ * A `fetch` that waits for the rate limits before each request and hands its answers to the
+ * core: `new OpenAI({ fetch: ratelaneFetch({ profile: 'openai' }) })`. `limiter`: a
+ * RateLimiter, or the options of a new one.
+ */
+export declare function ratelaneFetch(limiter?: RateLimiter | RateLimiterOptions | null, options?: FetchOptions | null): RatelaneFetch
