@@ -26,9 +26,10 @@ const here = __dirname
 const ADAPTERS = [
   ['common', 'createAdapterCommon'],
   ['fetch', 'createFetchAdapter'],
+  ['undici', 'createUndiciAdapter'],
 ]
 /** The CommonJS entries that get an ES module twin (`X.mjs`, `X.d.mts`). */
-const ESM_ENTRIES = ['index', 'redis', 'fetch']
+const ESM_ENTRIES = ['index', 'redis', 'fetch', 'undici']
 const root = path.join(here, '..')
 const force = process.argv.includes('--force')
 const inRepo = fs.existsSync(path.join(root, 'Cargo.toml')) && fs.existsSync(path.join(root, 'js', 'driver.js'))

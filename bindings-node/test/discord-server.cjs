@@ -49,8 +49,7 @@ async function startDiscordServer(options = {}) {
       return
     }
     const chunks = []
-    if (options.costOf) req.on('data', (chunk) => chunks.push(chunk))
-    else req.resume()
+    req.on('data', (chunk) => chunks.push(chunk))
     req.on('end', () => {
       if (options.hold && options.hold(method, path)) {
         res.on('close', () => { stats.aborted += 1 })
@@ -64,15 +63,15 @@ async function startDiscordServer(options = {}) {
           return
         }
         let tokens
-        if (options.costOf) {
-          let body = null
-          try {
-            body = JSON.parse(Buffer.concat(chunks).toString('utf8'))
-          } catch (_) { /* no JSON body */ }
-          tokens = options.costOf(body, method, path)
-        }
+        let body = null
+        try {
+          body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : null
+        } catch (_) { /* no JSON body */ }
+        if (options.costOf) tokens = options.costOf(body, method, path)
+        // The body's top-level keys decide its sub-limit class (a channel rename), as Discord's.
+        const bodyKeys = body !== null && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : null
         const nowNs = Math.round((performance.now() - origin) * 1e6)
-        const r = sim.handle(nowNs, { method, path }, tokens)
+        const r = sim.handle(nowNs, { method, path, bodyKeys }, tokens)
         stats.byStatus[r.status] = (stats.byStatus[r.status] || 0) + 1
         if (options.costOf) stats.tokens.push({ atNs: nowNs, tokens, status: r.status })
         const headers = {}

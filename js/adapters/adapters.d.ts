@@ -54,3 +54,39 @@ export interface RatelaneFetch {
  * RateLimiter, or the options of a new one.
  */
 export declare function ratelaneFetch(limiter?: RateLimiter | RateLimiterOptions | null, options?: FetchOptions | null): RatelaneFetch
+
+/** Options of the undici interceptor. */
+export interface InterceptorOptions {
+  /**
+   * The origins it limits (`'https://discord.com'`, or a list), or `'*'` for every origin;
+   * requests to any other origin pass untouched. Required.
+   */
+  origins: string | string[]
+  /** Default `'response'`: a refusal is a 429 answer; `'throw'`: `onError` with ratelane's error. */
+  refusal?: Refusal | null
+  /** As `ratelaneFetch`'s. */
+  estimate?: FetchOptions['estimate']
+  /** Options given to every `run`. */
+  run?: RunOptions | null
+}
+
+/** An undici interceptor (`Dispatcher.compose`): `dispatch => (options, handler) => boolean`. */
+export interface RatelaneInterceptor {
+  (dispatch: (options: any, handler: any) => boolean): (options: any, handler: any) => boolean
+  /** The RateLimiter it runs on. */
+  readonly limiter: RateLimiter
+}
+
+/** `agent.compose(interceptor(limiter, { origins: ['https://discord.com'] }))`. */
+export declare function interceptor(limiter: RateLimiter | RateLimiterOptions | null | undefined, options: InterceptorOptions): RatelaneInterceptor
+
+export interface InstallOptions extends InterceptorOptions {
+  /** The undici module (default: the application's `undici`, 7 or later). */
+  undici?: { getGlobalDispatcher(): any; setGlobalDispatcher(dispatcher: any): void } | null
+}
+
+/**
+ * Composes the interceptor into undici's global dispatcher (Node's built-in `fetch` uses it
+ * too). Returns a function that restores the previous one; it has `limiter` as a property.
+ */
+export declare function install(limiter: RateLimiter | RateLimiterOptions | null | undefined, options: InstallOptions): (() => void) & { readonly limiter: RateLimiter }
