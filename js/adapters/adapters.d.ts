@@ -90,3 +90,29 @@ export interface InstallOptions extends InterceptorOptions {
  * too). Returns a function that restores the previous one; it has `limiter` as a property.
  */
 export declare function install(limiter: RateLimiter | RateLimiterOptions | null | undefined, options: InstallOptions): (() => void) & { readonly limiter: RateLimiter }
+
+/** Options of `discordRest`. */
+export interface DiscordRestOptions {
+  /** The HTTP it calls (default: @discordjs/rest's own `makeRequest`, undici's `request`). */
+  makeRequest?: ((url: string, init: any) => Promise<any>) | null
+  /** Options given to every `run`. */
+  run?: RunOptions | null
+}
+
+/** REST options for discord.js (`rest:`) and @discordjs/rest (`new REST(...)`). */
+export interface DiscordRest {
+  makeRequest(url: string, init: any): Promise<any>
+  /** Infinity: the global limit is ratelane's alone. */
+  globalRequestsPerSecond: number
+  /** The RateLimiter it runs on (not enumerable: it never reaches discord.js's options). */
+  readonly limiter: RateLimiter
+}
+
+/**
+ * `new Client({ intents, rest: discordRest(limiter) })`: ratelane under discord.js's own
+ * handlers (the global limit at the server, shared through the limiter's store, and the
+ * invalid-request budget); discord.js keeps its buckets, sub-limit queue, retries and errors.
+ * `limiter`: a RateLimiter with `maxRateLimitRetries: 0, maxErrorRetries: 0`, or the options
+ * of a new one.
+ */
+export declare function discordRest(limiter?: RateLimiter | RateLimiterOptions | null, options?: DiscordRestOptions | null): DiscordRest
