@@ -28,9 +28,10 @@ const ADAPTERS = [
   ['fetch', 'createFetchAdapter'],
   ['undici', 'createUndiciAdapter'],
   ['discordjs', 'createDiscordjsAdapter'],
+  ['octokit', 'createOctokitAdapter'],
 ]
 /** The CommonJS entries that get an ES module twin (`X.mjs`, `X.d.mts`). */
-const ESM_ENTRIES = ['index', 'redis', 'fetch', 'undici', 'discordjs']
+const ESM_ENTRIES = ['index', 'redis', 'fetch', 'undici', 'discordjs', 'octokit']
 const root = path.join(here, '..')
 const force = process.argv.includes('--force')
 const inRepo = fs.existsSync(path.join(root, 'Cargo.toml')) && fs.existsSync(path.join(root, 'js', 'driver.js'))

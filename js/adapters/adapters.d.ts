@@ -116,3 +116,31 @@ export interface DiscordRest {
  * of a new one.
  */
 export declare function discordRest(limiter?: RateLimiter | RateLimiterOptions | null, options?: DiscordRestOptions | null): DiscordRest
+
+/**
+ * `onRateLimit` / `onSecondaryRateLimit`, as @octokit/plugin-throttling calls them: the
+ * request was refused all the same; true sends it again once the core's pause is over.
+ */
+export type OctokitRateLimitHook = (retryAfter: number, options: any, octokit: any, retryCount: number) => boolean | Promise<boolean>
+
+/** `throttle` options of `ratelaneOctokit`. */
+export interface OctokitThrottleOptions {
+  onRateLimit?: OctokitRateLimitHook | null
+  onSecondaryRateLimit?: OctokitRateLimitHook | null
+  /** false: the plugin does nothing. */
+  enabled?: boolean | null
+}
+
+/**
+ * The Octokit plugin: `Octokit.plugin(ratelaneOctokit)`, then `new MyOctokit({ auth, ratelane:
+ * limiterOrOptions, throttle: { onRateLimit, onSecondaryRateLimit } })`. The instance gets
+ * `ratelane.limiter`.
+ */
+export declare function ratelaneOctokit(octokit: any, options: any): { ratelane?: { limiter: RateLimiter } }
+
+/** The options `ratelaneOctokit` reads from Octokit's constructor options. */
+export interface RatelaneOctokitOptions {
+  /** A RateLimiter of the `github` profile with `maxRateLimitRetries: 0`, or the options of a new one. */
+  ratelane?: RateLimiter | RateLimiterOptions | null
+  throttle?: OctokitThrottleOptions | null
+}

@@ -69,6 +69,26 @@ test('TypeScript: tsc --module nodenext --strict accepts the ES module and Commo
   }
 })
 
+test('TypeScript: the README one-liners type-check against the libraries\' own types, and run', (t) => {
+  const dir = tempDir(t)
+  const tsconfig = {
+    compilerOptions: {
+      module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', lib: ['es2022', 'dom'], types: ['node'],
+      strict: true, skipLibCheck: true, outDir: path.join(dir, 'out'), rootDir: path.join(here, 'types'),
+    },
+    files: [path.join(here, 'types', 'libraries-consumer.mts')],
+  }
+  const config = path.join(dir, 'tsconfig.json')
+  fs.writeFileSync(config, JSON.stringify(tsconfig))
+  try {
+    execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', config], { encoding: 'utf8' })
+  } catch (error) {
+    assert.fail(`tsc failed:\n${error.stdout}${error.stderr}`)
+  }
+  const out = JSON.parse(execFileSync(process.execPath, [path.join(dir, 'out', 'libraries-consumer.mjs')], { encoding: 'utf8' }))
+  assert.deepEqual(out, { form: 'libraries', checks: { made: true } })
+})
+
 test('esbuild bundles an ES module and a CommonJS app for Node; the bundles run', async (t) => {
   const esbuild = require('esbuild')
   const dir = tempDir(t)
