@@ -77,8 +77,6 @@ function createAdapterCommon(ratelane) {
 
   // ---------------------------------------------------------------- request bodies
 
-  const encoder = typeof TextEncoder === 'function' ? new TextEncoder() : null
-
   /**
    * A request body as text or bytes when it is one already (a string, a typed array, an
    * ArrayBuffer, a DataView, URLSearchParams); `null` for a stream, a Blob, FormData or none,
@@ -172,5 +170,5 @@ function createAdapterCommon(ratelane) {
   const REFUSALS = ['response', 'throw']
   const refusalOption = [`one of ${REFUSALS.map((r) => `'${r}'`).join(', ')}`, (v) => REFUSALS.includes(v)]
 
-  return { argumentError, shown, checkOptions, limiterFrom, bodyBytes, estimated, refusalResponse, refusalOption, encoder }
+  return { argumentError, shown, checkOptions, limiterFrom, bodyBytes, estimated, refusalResponse, refusalOption }
 }
