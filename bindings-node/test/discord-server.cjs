@@ -22,6 +22,8 @@ const http = require('node:http')
  *     Each answer is then listed in `stats.tokens` as { atNs, tokens, status } (simulator
  *     time: ns since the server started);
  *   lifetimeMs: the server closes itself after this long;
+ *   unref: true to let the process exit while the server listens (a stand-in started in
+ *     the same process as the program it serves);
  *   SimServer: the simulator's class (default: this package's; the wasm package's tests pass
  *     their own).
  * `stats.byScope` counts the refusals by kind: a 429's `X-RateLimit-Scope` (`global` when
@@ -93,11 +95,13 @@ async function startDiscordServer(options = {}) {
     })
   })
   server.on('connection', (socket) => {
+    if (options.unref) socket.unref()
     sockets.add(socket)
     socket.on('close', () => sockets.delete(socket))
   })
   server.keepAliveTimeout = 5000
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  if (options.unref) server.unref()
   const { port } = server.address()
   const stopper = setTimeout(() => close(), options.lifetimeMs || 60_000)
   stopper.unref()
