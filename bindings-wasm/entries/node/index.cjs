@@ -1,6 +1,6 @@
 'use strict';
 // Package entry, `nodejs` build: the shared Promise driver (driver.cjs, built from
-// js/driver.js) over the wasm core (core.cjs). The same exports as the napi package
+// js/driver.js) over the wasm core (core.cjs), and the fetch adapter (adapters.cjs). The same exports as the napi package
 // `ratelane`, plus init/initSync, which have nothing to do here (the module was instantiated
 // by require) and exist so code written for the `web` build runs unchanged.
 const core = require('./core.cjs');
@@ -13,4 +13,9 @@ function initSync() {}
 // when fetch wrote a request.
 const host = { diagnosticsChannel: require('node:diagnostics_channel') };
 
-module.exports = { ...createRatelane(core, host), createRatelane, init, initSync, default: init };
+const ratelane = createRatelane(core, host);
+// The fetch adapter (js/adapters/fetch.js): ratelaneFetch.
+const adapters = require('./adapters.cjs');
+Object.assign(ratelane, adapters.createFetchAdapter(ratelane, adapters.createAdapterCommon(ratelane)));
+
+module.exports = { ...ratelane, createRatelane, init, initSync, default: init };
