@@ -27,7 +27,8 @@ const http = require('node:http')
  *   SimServer: the simulator's class (default: this package's; the wasm package's tests pass
  *     their own).
  * `stats.byScope` counts the refusals by kind: a 429's `X-RateLimit-Scope` (`global` when
- * `X-RateLimit-Global` is set), or `status <n>` for another refusal (GitHub's 403).
+ * `X-RateLimit-Global` is set; `429` when it has none: another API's dialect), or the status of
+ * another refusal (`403`: GitHub's).
  */
 async function startDiscordServer(options = {}) {
   const SimServer = options.SimServer || require('..').SimServer
@@ -80,8 +81,8 @@ async function startDiscordServer(options = {}) {
         for (const [name, value] of r.headers) headers[name] = value
         if (r.status === 429 || r.status === 403) {
           const lower = Object.fromEntries(r.headers.map(([name, value]) => [name.toLowerCase(), value]))
-          const scope = r.status !== 429 ? `status ${r.status}`
-            : lower['x-ratelimit-global'] === 'true' ? 'global' : (lower['x-ratelimit-scope'] || 'unscoped')
+          const scope = r.status !== 429 ? String(r.status)
+            : lower['x-ratelimit-global'] === 'true' ? 'global' : (lower['x-ratelimit-scope'] || '429')
           stats.byScope[scope] = (stats.byScope[scope] || 0) + 1
         }
         res.writeHead(r.status, headers)
