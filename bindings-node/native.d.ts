@@ -40,7 +40,7 @@ export declare class Limiter {
    * names and amounts): the positional surface the driver uses. Throws `invalid_request`,
    * `limiter_closed`, or `invalid_argument` for a value of the wrong type or range.
    */
-  enqueueParts(nowNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null): number
+  enqueueParts(nowNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null, model?: string | null): number
   /**
    * `handleResponse` with the `ResponseSpec`'s fields as arguments: the headers as one
    * string, names and values on alternate lines (`""` for none), or as a flat list `[name,
@@ -227,6 +227,24 @@ export declare const GCRA_LUA: string
 
 /** `redis/scripts/leaky_bucket.lua`, embedded at build time. */
 export declare const LEAKY_BUCKET_LUA: string
+
+/** What `readLlmRequest` read from an LLM API request body. */
+export interface LlmRequest {
+  /** The body's `model`, or null. */
+  model: string | null
+  /**
+   * The estimated tokens: the prompt's characters / 4 (rounded up) plus the completion
+   * budget the body asks for (`ratelane::llm`).
+   */
+  tokens: number
+}
+
+/**
+ * The model and estimated tokens of an OpenAI (chat completions, completions, responses,
+ * embeddings) or Anthropic (messages) request body, text or bytes (`ratelane::llm::read_request`);
+ * null for a body that is not such JSON. Throws `invalid_argument` for another type.
+ */
+export declare function readLlmRequest(body: string | Uint8Array): LlmRequest | null
 
 /**
  * A booking in Redis (`fixed_window.lua schedule`). Absolute times are `BigInt`s: with

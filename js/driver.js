@@ -388,6 +388,19 @@ function createRatelane(core, host) {
   }
 
   /**
+   * The model and estimated tokens of an OpenAI or Anthropic request body (a string or a
+   * Uint8Array): `{ model, tokens }` (`model` null when the body names none), or null for a
+   * body that is not such JSON. The core's `ratelane::llm::read_request`, as every binding has it.
+   */
+  function readLlmRequest(body) {
+    try {
+      return core.readLlmRequest(body)
+    } catch (error) {
+      throw fromCoreError(error)
+    }
+  }
+
+  /**
    * A `RequestSpec` as the arguments of `enqueueParts` after the time (spread), and as the
    * one array `predictParts`, `handleParts` and `enqueueAtParts` take.
    */
@@ -396,7 +409,7 @@ function createRatelane(core, host) {
     const costs = costParts(spec.costs)
     return [spec.method, spec.path, spec.identity, spec.major, spec.deadlineNs, spec.deferAfterNs, spec.priority,
       spec.idempotent, spec.globalExempt, spec.subLimit, stringList(spec.bodyKeys, 'request.bodyKeys'),
-      costs === null ? null : costs[0], costs === null ? null : costs[1]]
+      costs === null ? null : costs[0], costs === null ? null : costs[1], spec.model]
   }
 
   function numberOrNull(value) {
@@ -1187,7 +1200,9 @@ function createRatelane(core, host) {
      * `costs` (`{ tokens: 1200 }`): the estimated cost per dimension beyond the one request; the
      * request waits until each dimension has room for it, and its answer's JSON `usage` (read
      * from a clone) settles the estimate; an estimate above a dimension's whole limit rejects
-     * with InsufficientCapacityError.
+     * with InsufficientCapacityError. `model`: the LLM model it asks for, which keys an LLM
+     * API's per-model budgets (`readLlmRequest(body)` reads it and a token estimate from an
+     * OpenAI or Anthropic body).
      *
      * Rejects with a RateLimitError subclass when the core gives up on the request.
      */
@@ -1208,7 +1223,7 @@ function createRatelane(core, host) {
         let spec
         if (opts.major == null && opts.priority === undefined && opts.idempotent === undefined &&
             opts.globalExempt === undefined && opts.deadline == null && opts.deferAfter == null && opts.subLimit == null &&
-            opts.bodyKeys == null && opts.costs == null) {
+            opts.bodyKeys == null && opts.costs == null && opts.model == null) {
           // Nothing but method, path and identity: no spec object to build.
           spec = this._methodPath(method, path)
           const identity = opts.identity !== undefined ? opts.identity : this._identity
@@ -1348,6 +1363,7 @@ function createRatelane(core, host) {
       // Checked by the core module (InvalidArgumentError naming request.costs, or
       // InvalidRequestError for a name the core refuses).
       if (opts.costs !== undefined && opts.costs !== null) spec.costs = opts.costs
+      if (opts.model !== undefined && opts.model !== null) spec.model = opts.model
       if (opts.deadline !== undefined && opts.deadline !== null) {
         if (typeof opts.deadline !== 'number' || !(opts.deadline >= 0)) {
           throw usage(InvalidArgumentError, 'invalid_argument', 'deadline must be a number of ms >= 0')
@@ -2042,5 +2058,6 @@ function createRatelane(core, host) {
     FixedWindowStore: core.FixedWindowStore,
     FAIL_CODES: core.FAIL_CODES,
     ERROR_CODES: core.ERROR_CODES,
+    readLlmRequest,
   }
 }

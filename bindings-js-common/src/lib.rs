@@ -35,7 +35,7 @@ pub fn status(value: f64) -> Result<u16> {
 
 /// `enqueue`'s and `predict`'s arguments after the time: a `RequestSpec` (`js/CONTRACT.md`)
 /// field by field, in the contract's order. Costs come as two lists, names
-/// and whole numbers, in the object's key order.
+/// and whole numbers, in the object's key order; the model last.
 #[derive(Debug, Default)]
 pub struct RequestParts {
     pub method: String,
@@ -51,6 +51,7 @@ pub struct RequestParts {
     pub body_keys: Option<Vec<String>>,
     pub cost_names: Option<Vec<String>>,
     pub cost_values: Option<Vec<f64>>,
+    pub model: Option<String>,
 }
 
 impl RequestParts {
@@ -73,6 +74,7 @@ impl RequestParts {
         request.global_exempt = self.global_exempt;
         request.sub_limit = self.sub_limit;
         request.body_keys = self.body_keys.unwrap_or_default();
+        request.model = self.model;
         let names = self.cost_names.unwrap_or_default();
         let values = self.cost_values.unwrap_or_default();
         if names.len() != values.len() {

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use napi::bindgen_prelude::{Either, Either3, Float64ArraySlice, Null, Object, Unknown};
+use napi::bindgen_prelude::{Either, Either3, Float64ArraySlice, Null, Object, Uint8Array, Unknown};
 use napi::ValueType;
 use napi_derive::napi;
 use ratelane::sim::{Server, SimError};
@@ -120,7 +120,8 @@ fn is_absent(value: &Unknown<'_>) -> bool {
 /// A `RequestSpec` field by field, in the contract's order, as `requestParts` in `js/driver.js`
 /// lays it out: `method`, `path`, `identity`, `major`, `deadlineNs`, `deferAfterNs`,
 /// `priority`, `idempotent`, `globalExempt`, `subLimit`, `bodyKeys`, `costNames`,
-/// `costAmounts` (`enqueueParts` takes them as arguments, the rarer calls as one array).
+/// `costAmounts`, `model` (`enqueueParts` takes them as arguments, the rarer calls as one
+/// array).
 type Parts<'a> = (
     StrArg<'a>,
     StrArg<'a>,
@@ -135,11 +136,12 @@ type Parts<'a> = (
     Option<Vec<String>>,
     Option<Vec<String>>,
     Option<Vec<f64>>,
+    Option<StrArg<'a>>,
 );
 
 /// A core [`Request`] from its parts.
 fn request(parts: Parts<'_>) -> Result<Request> {
-    let (method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, cost_names, cost_values) = parts;
+    let (method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, cost_names, cost_values, model) = parts;
     RequestParts {
         method: string_arg(method, "request.method")?,
         path: string_arg(path, "request.path")?,
@@ -154,6 +156,7 @@ fn request(parts: Parts<'_>) -> Result<Request> {
         body_keys,
         cost_names,
         cost_values,
+        model: opt_string(model, "request.model")?,
     }
     .request()
     .map_err(invalid_argument)
@@ -241,7 +244,7 @@ impl Limiter {
     /// `enqueue` with the `RequestSpec`'s fields as arguments, in the contract's order (costs as
     /// names and amounts): the positional surface the driver uses. Throws `invalid_request`,
     /// `limiter_closed`, or `invalid_argument` for a value of the wrong type or range.
-    #[napi(ts_args_type = "nowNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null")]
+    #[napi(ts_args_type = "nowNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null, model?: string | null")]
     #[allow(clippy::too_many_arguments)]
     pub fn enqueue_parts(
         &mut self,
@@ -259,11 +262,12 @@ impl Limiter {
         body_keys: Option<Vec<String>>,
         cost_names: Option<Vec<String>>,
         cost_amounts: Option<Vec<f64>>,
+        model: Option<StrArg<'_>>,
     ) -> Result<f64> {
         let now = whole_arg(now_ns, "nowNs")?;
         let request = request((
             method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit,
-            body_keys, cost_names, cost_amounts,
+            body_keys, cost_names, cost_amounts, model,
         ))?;
         let id = self.inner.enqueue(now, request).map_err(core_error)?;
         Ok(to_js_number(id))
@@ -621,6 +625,38 @@ impl Simulation {
         let report = self.inner.run().map_err(|e: SimError| js_error("simulation_contract", e.to_string()))?;
         serde_json::from_str(&ratelane::json::report_to_json(&report))
             .map_err(|e| js_error("simulation_contract", format!("report: {e}")))
+    }
+}
+
+// ------------------------------------------------------------------------------ LLM bodies
+
+/// What `readLlmRequest` read from an LLM API request body.
+#[napi(object)]
+#[derive(Debug)]
+pub struct LlmRequest {
+    /// The body's `model`, or null.
+    #[napi(ts_type = "string | null")]
+    pub model: Either<String, Null>,
+    /// The estimated tokens: the prompt's characters / 4 (rounded up) plus the completion
+    /// budget the body asks for (`ratelane::llm`).
+    pub tokens: f64,
+}
+
+/// The model and estimated tokens of an OpenAI (chat completions, completions, responses,
+/// embeddings) or Anthropic (messages) request body, text or bytes (`ratelane::llm::read_request`);
+/// null for a body that is not such JSON. Throws `invalid_argument` for another type.
+#[napi(ts_args_type = "body: string | Uint8Array", ts_return_type = "LlmRequest | null")]
+pub fn read_llm_request(body: Either3<String, Uint8Array, Unknown<'_>>) -> Result<Option<LlmRequest>> {
+    let read = |bytes: &[u8]| {
+        ratelane::llm::read_request(bytes).map(|r| LlmRequest {
+            model: r.model.map_or(Either::B(Null), Either::A),
+            tokens: to_js_number(r.tokens),
+        })
+    };
+    match &body {
+        Either3::A(text) => Ok(read(text.as_bytes())),
+        Either3::B(bytes) => Ok(read(bytes)),
+        Either3::C(_) => Err(invalid_argument("body must be a string or a Uint8Array")),
     }
 }
 

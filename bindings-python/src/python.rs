@@ -16,6 +16,7 @@ use pyo3::types::{PyDict, PyList, PyString};
 use ratelane::{Error, FailReason};
 
 mod limiter;
+mod llm;
 mod server;
 mod sim;
 mod store;
@@ -197,6 +198,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
         return Err(PyRuntimeError::new_err("ratelane needs CPython 3.9 or newer"));
     }
     limiter::register(m)?;
+    llm::register(m)?;
     sim::register(m)?;
     m.add("FAIL_CODES", FailReason::ALL_CODES.to_vec())?;
     m.add("ERROR_CODES", Error::ALL_CODES.to_vec())?;

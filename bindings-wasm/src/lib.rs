@@ -30,7 +30,7 @@ const TYPES: &str = r#"
 // The contract's types (js/CONTRACT.md) are written once, in js/core.d.ts, which build.sh
 // copies beside this file; the Node package uses the same file.
 import type {
-  Disposition, FailCode, RequestParts, SimReport, SimResponseSpec, TransportFailure,
+  Disposition, FailCode, LlmRequest, RequestParts, SimReport, SimResponseSpec, TransportFailure,
 } from './core.js';
 "#;
 
@@ -90,10 +90,10 @@ fn settings_arg(what: &str, value: &JsValue) -> Result<String, JsValue> {
 /// A core [`Request`] from the `RequestSpec` fields in the contract's order, as `requestParts`
 /// in `js/driver.js` lays them out: `method`, `path`, `identity`, `major`, `deadlineNs`,
 /// `deferAfterNs`, `priority`, `idempotent`, `globalExempt`, `subLimit`, `bodyKeys`,
-/// `costNames`, `costAmounts` (`enqueueParts` takes them as arguments, the rarer calls as one
-/// array, [`request_array`]).
-fn request_parts(args: [&JsValue; 13]) -> Result<Request, JsValue> {
-    let [method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, cost_names, cost_amounts] = args;
+/// `costNames`, `costAmounts`, `model` (`enqueueParts` takes them as arguments, the rarer calls
+/// as one array, [`request_array`]).
+fn request_parts(args: [&JsValue; 14]) -> Result<Request, JsValue> {
+    let [method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, cost_names, cost_amounts, model] = args;
     RequestParts {
         method: string_arg("request.method", method)?,
         path: string_arg("request.path", path)?,
@@ -108,6 +108,7 @@ fn request_parts(args: [&JsValue; 13]) -> Result<Request, JsValue> {
         body_keys: opt_strings("request.bodyKeys", body_keys)?,
         cost_names: opt_strings("request.costs", cost_names)?,
         cost_values: opt_numbers("request.costs", cost_amounts)?,
+        model: opt_string("request.model", model)?,
     }
     .request()
     .map_err(|m| invalid_argument(&m))
@@ -116,7 +117,7 @@ fn request_parts(args: [&JsValue; 13]) -> Result<Request, JsValue> {
 /// A core [`Request`] from the parts in one array (`predictParts`, `SimServer.handleParts`,
 /// `Simulation.enqueueAtParts`).
 fn request_array(parts: &Array) -> Result<Request, JsValue> {
-    let values: [JsValue; 13] = std::array::from_fn(|i| parts.get(i as u32));
+    let values: [JsValue; 14] = std::array::from_fn(|i| parts.get(i as u32));
     request_parts(values.each_ref())
 }
 
@@ -264,11 +265,12 @@ impl Limiter {
         #[wasm_bindgen(js_name = bodyKeys, unchecked_optional_param_type = "string[] | null")] body_keys: JsValue,
         #[wasm_bindgen(js_name = costNames, unchecked_optional_param_type = "string[] | null")] cost_names: JsValue,
         #[wasm_bindgen(js_name = costAmounts, unchecked_optional_param_type = "number[] | null")] cost_amounts: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] model: JsValue,
     ) -> Result<f64, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
         let request = request_parts([
             &method, &path, &identity, &major, &deadline_ns, &defer_after_ns, &priority, &idempotent, &global_exempt,
-            &sub_limit, &body_keys, &cost_names, &cost_amounts,
+            &sub_limit, &body_keys, &cost_names, &cost_amounts, &model,
         ])?;
         let id = self.inner.enqueue(now, request).map_err(core_error)?;
         Ok(id as f64)
@@ -710,6 +712,32 @@ impl Simulation {
             .map_err(|e| js_error("simulation_contract", &e.to_string()))?;
         js_sys::JSON::parse(&json::report_to_json(&report))
     }
+}
+
+// ------------------------------------------------------------------------------ LLM bodies
+
+/// The model and estimated tokens of an OpenAI (chat completions, completions, responses,
+/// embeddings) or Anthropic (messages) request body, a string or a `Uint8Array`
+/// (`ratelane::llm::read_request`): `{ model, tokens }` (`model` null when the body names
+/// none), or null for a body that is not such JSON. Throws `invalid_argument` for another type.
+#[wasm_bindgen(js_name = readLlmRequest, unchecked_return_type = "LlmRequest | null")]
+pub fn read_llm_request(#[wasm_bindgen(unchecked_param_type = "string | Uint8Array")] body: JsValue) -> Result<JsValue, JsValue> {
+    let read = match body.as_string() {
+        Some(text) => ratelane::llm::read_request(text.as_bytes()),
+        None => match body.dyn_ref::<js_sys::Uint8Array>() {
+            Some(bytes) => ratelane::llm::read_request(&bytes.to_vec()),
+            None => return Err(invalid_argument(&format!("body must be a string or a Uint8Array, got {}", type_of(&body)))),
+        },
+    };
+    Ok(match read {
+        Some(r) => {
+            let out: JsValue = Object::new().into();
+            set(&out, "model", r.model.map_or(JsValue::NULL, |m| JsValue::from_str(&m)));
+            set(&out, "tokens", r.tokens as f64);
+            out
+        }
+        None => JsValue::NULL,
+    })
 }
 
 // ------------------------------------------------------------------------------ codes

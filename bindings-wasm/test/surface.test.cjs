@@ -246,3 +246,12 @@ test('Simulation runs in virtual time and reports', () => {
   closing.closeAt(0);
   assert.equal(closing.run().stop, 'finished');
 });
+
+test('readLlmRequest: the package exports the core reader (the vectors are js/test/llm.test.js)', () => {
+  const body = '{"model": "gpt-4o-mini", "max_tokens": 100, "messages": [{"role": "user", "content": "Say hello in French."}]}';
+  assert.deepEqual(wasm.readLlmRequest(body), { model: 'gpt-4o-mini', tokens: 106 });
+  assert.deepEqual(wasm.readLlmRequest(new TextEncoder().encode(body)), { model: 'gpt-4o-mini', tokens: 106 });
+  assert.equal(wasm.readLlmRequest('not json'), null);
+  assert.deepEqual(raw.readLlmRequest('{"prompt": "abcd", "max_tokens": 0}'), { model: null, tokens: 1 });
+  throwsCode(() => wasm.readLlmRequest(42), 'invalid_argument', /string or a Uint8Array/);
+});

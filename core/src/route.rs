@@ -48,7 +48,8 @@ pub struct Route {
 /// provider before its first answer): the key is `METHOD /template` with all-digit segments
 /// and UUID-looking segments (8-4-4-4-12 hex digits, or 32 hex digits) replaced by `:id`; the
 /// major parameter is `""` and nothing is exempt. (An LLM API limits per model, which is in
-/// the body: give the model as [`crate::Request::major`] to keep models apart.)
+/// the body: give it as [`crate::Request::model`], see [`limits_per_model`], to keep models
+/// apart.)
 pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
     let mut key = String::with_capacity(method.len() + path.len() + 10);
     let (major, global_exempt) = route_into(profile, method, path, &mut key);
@@ -85,6 +86,13 @@ pub(crate) fn route_into<'p>(profile: HeaderProfile, method: &str, path: &'p str
             (Cow::Borrowed(""), false)
         }
     }
+}
+
+/// Whether `profile`'s provider limits per model, so that a request's model
+/// ([`crate::Request::model`]) is its major parameter: OpenAI, Azure OpenAI, Anthropic, and
+/// [`HeaderProfile::Auto`] (which cannot tell the provider before the first answer).
+pub fn limits_per_model(profile: HeaderProfile) -> bool {
+    matches!(profile, HeaderProfile::OpenAi | HeaderProfile::AzureOpenAi | HeaderProfile::Anthropic | HeaderProfile::Auto)
 }
 
 /// The path without scheme, host, query and fragment, and without its leading `/`.

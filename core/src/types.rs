@@ -657,6 +657,14 @@ pub struct Request {
     /// not `requests` (every request costs one of those), no name twice. Empty: it costs one
     /// request and nothing else is known. See the [`crate::Limiter`] docs, "Costs".
     pub costs: Vec<(String, u64)>,
+    /// The LLM model the request asks for (an OpenAI or Anthropic body's `model`;
+    /// `ratelane::llm::read_request`, feature `json`, reads it). Under the profiles whose provider limits per
+    /// model ([`HeaderProfile::OpenAi`], [`HeaderProfile::AzureOpenAi`],
+    /// [`HeaderProfile::Anthropic`], and [`HeaderProfile::Auto`], which cannot tell before the
+    /// first answer) it is the request's major parameter when [`Request::major`] is not set, so
+    /// two models never share a queue and its budgets; other profiles ignore it. At most 256
+    /// bytes. `None`: every model of a route shares one queue.
+    pub model: Option<String>,
 }
 
 impl Request {
@@ -675,6 +683,7 @@ impl Request {
             sub_limit: None,
             body_keys: Vec::new(),
             costs: Vec::new(),
+            model: None,
         }
     }
 

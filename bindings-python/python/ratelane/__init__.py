@@ -8,6 +8,8 @@
   ``BucketLearned``, ``InvalidRequestWarning``; in shared mode also ``Reserve``, the updates
   ``ShareBucket``, ``ShareRelease``, ``ShareHold``, ``ShareInvalid`` and the observations
   ``StoreUnavailable``, ``StoreRecovered``.
+* ``read_llm_request(body)``: the model and estimated tokens of an OpenAI or Anthropic request
+  body (``LlmRequest``), for a request's ``model`` and ``costs={"tokens": ...}`` options.
 * ``ratelane.sim``: the Discord simulator, to test code in virtual time.
 * ``ratelane.server``: server-side limiters (GCRA, leaky bucket, fixed window) that render
   ``X-RateLimit-*`` and IETF ``RateLimit`` headers, for your own API; ``ratelane.redis`` runs
@@ -23,7 +25,7 @@
 from __future__ import annotations
 
 from . import _core
-from ._core import Idle, Send, WaitUntil
+from ._core import Idle, LlmRequest, Send, WaitUntil, read_llm_request
 from ._outputs import (
     BucketLearned,
     Fail,
@@ -98,6 +100,8 @@ __version__ = "0.1.0"
 __all__ = [
     "RateLimiter",
     "Permit",
+    "read_llm_request",
+    "LlmRequest",
     "report_written",
     "Limiter",
     "Send",

@@ -91,6 +91,11 @@ class RequestOptions(TypedDict, total=False):
     estimate, so the driver reads the JSON body of every answer to such a request. Ints >= 0;
     names of 1 to 32 bytes of ``[a-z0-9_]``, not ``requests``, at most 8. An estimate above
     the dimension's whole limit fails with ``InsufficientCapacityError``."""
+    model: Optional[str]
+    """The LLM model the request asks for (``read_llm_request(body).model``): under the
+    ``openai``, ``azure_openai``, ``anthropic`` and ``auto`` profiles, whose providers limit
+    per model, it keeps the model's queue and budgets apart from other models' (unless
+    ``major`` is given). 1 to 256 bytes."""
 
 
 _OPTION_NAMES = frozenset(RequestOptions.__annotations__)
@@ -230,7 +235,9 @@ class RateLimiter:
         names that class outright, so a sub-limit 429 holds only that kind of request;
         ``costs`` (``{"tokens": 1200}``) is what it will cost beyond one request, estimated:
         it waits until every dimension it names has room, and the ``usage`` of its answer's
-        JSON body (read for it, even on a 200) settles the estimate. Transport exceptions from ``send`` are classified
+        JSON body (read for it, even on a 200) settles the estimate; ``model`` keys an LLM
+        API's per-model budgets (``read_llm_request`` reads both from an OpenAI or Anthropic
+        body). Transport exceptions from ``send`` are classified
         (connection refused: never sent; reset or timeout: maybe sent); a non-idempotent
         request that may have been sent is not re-sent.
 
@@ -482,6 +489,7 @@ class RateLimiter:
         sub_limit = options.get("sub_limit")
         body_keys = options.get("body_keys")
         costs = options.get("costs")
+        model = options.get("model")
         if self._loop is None:
             self._bind()
         now = self._now()
@@ -524,6 +532,8 @@ class RateLimiter:
             native["body_keys"] = body_keys
         if costs is not None:
             native["costs"] = costs  # the native module checks it (InvalidArgumentError)
+        if model is not None:
+            native["model"] = model
         rid = self._core.enqueue(now, method, path, **native)
         waiter = _Waiter(rid)
         waiter.settles = bool(costs)

@@ -119,10 +119,12 @@ class Simulation:
         idempotent: Optional[bool] = None,
         global_exempt: Optional[bool] = None,
         costs: Optional[Mapping[str, int]] = None,
+        model: Optional[str] = None,
     ) -> int:
         """Schedules a request to be enqueued at ``at_ns``; returns its ticket (its index in
         the report's ``requests``). ``costs``: its estimated costs (``Limiter.enqueue``); the
-        simulated server charges each request the token budget's ``cost``."""
+        simulated server charges each request the token budget's ``cost``. ``model``: its LLM
+        model (``Limiter.enqueue``), which the simulated server keys its limits by too."""
         return self._inner.enqueue_at(
             at_ns,
             method,
@@ -134,6 +136,7 @@ class Simulation:
             idempotent=idempotent,
             global_exempt=global_exempt,
             costs=costs,
+            model=model,
         )
 
     def cancel_at(self, at_ns: int, ticket: int) -> None:

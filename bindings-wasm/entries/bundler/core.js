@@ -3,13 +3,13 @@
 // server-side stores are written over its `ServerLimit` and `ServerStore` by the shared
 // js/server_objects.js.
 import {
-  Limiter, SimServer, Simulation, ServerLimit, ServerStore, failCodes, errorCodes, renderHeaders,
+  Limiter, SimServer, Simulation, ServerLimit, ServerStore, failCodes, errorCodes, renderHeaders, readLlmRequest,
 } from './ratelane_wasm.js';
 import { createServerObjects } from './server_objects.mjs';
 
 const { GcraStore, LeakyBucketStore, FixedWindowStore } = createServerObjects({ ServerLimit, ServerStore, renderHeaders });
 
-export { Limiter, SimServer, Simulation, GcraStore, LeakyBucketStore, FixedWindowStore };
+export { Limiter, SimServer, Simulation, GcraStore, LeakyBucketStore, FixedWindowStore, readLlmRequest };
 export const FAIL_CODES = Object.freeze(failCodes());
 export const ERROR_CODES = Object.freeze(errorCodes());
 

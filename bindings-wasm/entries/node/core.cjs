@@ -17,4 +17,5 @@ module.exports = {
   FixedWindowStore: objects.FixedWindowStore,
   FAIL_CODES: Object.freeze(wasm.failCodes()),
   ERROR_CODES: Object.freeze(wasm.errorCodes()),
+  readLlmRequest: wasm.readLlmRequest,
 };

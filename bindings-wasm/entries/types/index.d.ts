@@ -91,6 +91,13 @@ export declare function toCoreConfig(options?: RateLimiterOptions): Record<strin
 /** `'not_sent'` when an error proves nothing reached the server, else `'maybe_sent'`. */
 export declare function classifyFailure(error: unknown): 'not_sent' | 'maybe_sent'
 export declare function headerPairs(headers: unknown): Array<[string, string]>
+/**
+ * The model and estimated tokens of an OpenAI (chat completions, completions, responses,
+ * embeddings) or Anthropic (messages) request body, for the `model` and `costs: { tokens }`
+ * options of `run`; null for a body that is not such JSON. Throws InvalidArgumentError for a
+ * body that is neither a string nor a Uint8Array.
+ */
+export declare function readLlmRequest(body: string | Uint8Array): import('./core.js').LlmRequest | null
 
 /**
  * Instantiates the wasm module: needed once with the `web` build before anything is

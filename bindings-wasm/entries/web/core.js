@@ -14,6 +14,7 @@ import initWasm, {
   failCodes,
   errorCodes,
   renderHeaders,
+  readLlmRequest as wasmReadLlmRequest,
 } from './ratelane_wasm.js';
 import { FAIL_CODES, ERROR_CODES } from './codes.js';
 import { createServerObjects } from './server_objects.mjs';
@@ -45,6 +46,11 @@ export class Simulation extends WasmSimulation {
     requireInit();
     super(...args);
   }
+}
+/** The model and estimated tokens of an LLM request body (needs init() first). */
+export function readLlmRequest(body) {
+  requireInit();
+  return wasmReadLlmRequest(body);
 }
 // The stores reach the module only through these two: each construction checks init() first
 // (a decision, whose methods call renderHeaders, only comes from a store).

@@ -342,6 +342,9 @@ impl Limiter {
         if request.path.len() > 8192 || request.identity.len() > 1024 {
             return Err(Error::InvalidRequest("path or identity is too long".into()));
         }
+        if request.model.as_ref().is_some_and(|m| m.is_empty() || m.len() > 256) {
+            return Err(Error::InvalidRequest("model must be 1 to 256 bytes (or unset)".into()));
+        }
         if let Some(class) = &request.sub_limit
             && (class.is_empty() || class.len() > 256)
         {
@@ -385,7 +388,14 @@ pub(super) fn route_of<'r>(profile: HeaderProfile, request: &'r Request, key: &m
             key.push_str(&request.path);
             (Cow::Borrowed(major), false)
         }
-        None => route_into(profile, &request.method, &request.path, key),
+        None => {
+            let (major, exempt) = route_into(profile, &request.method, &request.path, key);
+            match &request.model {
+                // The provider limits per model: the model keeps them apart (`Request::model`).
+                Some(model) if crate::route::limits_per_model(profile) => (Cow::Borrowed(model), exempt),
+                _ => (major, exempt),
+            }
+        }
     }
 }
 

@@ -464,7 +464,9 @@ impl ServerResponse {
 }
 
 /// The route of `request` as the limiter derives it: `METHOD template` and the explicit
-/// major for [`Request::with_route`] requests, [`route_for`] otherwise.
+/// major for [`Request::with_route`] requests, [`route_for`] otherwise (with the request's
+/// model as the major parameter where the profile limits per model,
+/// [`crate::route::limits_per_model`]).
 pub fn route_of(profile: HeaderProfile, request: &Request) -> Route {
     let method = request.method.to_ascii_uppercase();
     match &request.major {
@@ -473,7 +475,13 @@ pub fn route_of(profile: HeaderProfile, request: &Request) -> Route {
             major: major.clone(),
             global_exempt: request.global_exempt.unwrap_or(false),
         },
-        None => route_for(profile, &method, &request.path),
+        None => {
+            let mut route = route_for(profile, &method, &request.path);
+            if let Some(model) = request.model.as_ref().filter(|_| crate::route::limits_per_model(profile)) {
+                route.major.clone_from(model);
+            }
+            route
+        }
     }
 }
 

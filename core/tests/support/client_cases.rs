@@ -1688,6 +1688,29 @@
             .granted_processes(112 * MS, 2, 2),
     });
 
+    // Per-model budgets (issue 42 item 2): the request's model keys its queue under the LLM profiles.
+    let model = |m: &str, n: u64| json!({"method": "POST", "path": chat, "model": m, "costs": {"tokens": n}});
+    v.push(Case {
+        file: "costs_models",
+        comment: "Per-model budgets: under the OpenAI profile a request's model is its major parameter, so two \
+                  models never share a queue or a token budget. gpt-a and gpt-b each send a pioneer at once; \
+                  gpt-a's second request waits for its own pioneer, whose answer leaves 1000 tokens (too few for \
+                  its charge, 5625), so it waits for gpt-a's reset at 6.1 s, while gpt-b's second request goes as \
+                  soon as gpt-b's pioneer reports 7000 left. An explicit major wins over the model (it queues \
+                  with gpt-a's major \"gpt-a\"); an empty model is a caller error.",
+        config: Config::for_profile(HeaderProfile::OpenAi),
+        script: Script::new()
+            .enqueue_with(0, model("gpt-a", 3000))
+            .enqueue_with(0, model("gpt-a", 3000))
+            .enqueue_with(0, model("gpt-b", 3000))
+            .respond_body(100 * MS, 1, 200, &tokens("59", "1000", "6s"), usage(3000))
+            .enqueue_with(150 * MS, model("gpt-b", 3000))
+            .respond_body(200 * MS, 3, 200, &tokens("59", "7000", "6s"), usage(3000))
+            .enqueue_with(250 * MS, json!({"method": "POST", "path": "/v1/chat/completions", "major": "gpt-a", "model": "gpt-b", "costs": {"tokens": 10}}))
+            .enqueue_with(260 * MS, model("", 10))
+            .timeout(6_100 * MS),
+    });
+
     // A window rolls when its next request goes, and a report counts an answer from before the
     // local reset once.
     let messages = |remaining: &'static str, reset_after: &'static str| {
