@@ -240,6 +240,7 @@ function createRatelane(core, host) {
     subLimit: ['a string', (v) => typeof v === 'string'],
     bodyKeys: ['an array of strings or the JSON body object', (v) => typeof v === 'object'],
     costs: ['an object', () => true], // checked where it crosses, naming request.costs (costParts)
+    model: ['a string', (v) => typeof v === 'string'],
   }
 
   /** Throws InvalidArgumentError for an unknown per-request option or a value of the wrong type. */

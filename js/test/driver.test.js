@@ -120,7 +120,7 @@ test('run options: an unknown name or a wrong type rejects with InvalidArgumentE
   let sent = 0
   const send = () => { sent += 1; return ok() }
   const cases = [
-    [{ timeot: 5 }, /^unknown option "timeot"; expected one of: signal, deadline, deferAfter, major, identity, priority, idempotent, globalExempt, subLimit, bodyKeys, costs/],
+    [{ timeot: 5 }, /^unknown option "timeot"; expected one of: signal, deadline, deferAfter, major, identity, priority, idempotent, globalExempt, subLimit, bodyKeys, costs, model/],
     [{ deadline: '5000' }, /^deadline must be a number of ms >= 0, got a string \("5000"\)$/],
     [{ deferAfter: true }, /^deferAfter must be a finite number of ms >= 0, got true$/],
     [{ priority: '1' }, /^priority must be an integer, got a string \("1"\)$/],
