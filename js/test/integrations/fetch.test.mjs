@@ -14,7 +14,7 @@ import ky from 'ky'
 import { Octokit } from '@octokit/core'
 import { ratelane, startServer } from './support.mjs'
 
-const { RateLimiter, ratelaneFetch, MaxWaitExceededError, InvalidArgumentError } = ratelane
+const { RateLimiter, ratelaneFetch, readLlmRequest, MaxWaitExceededError, InvalidArgumentError } = ratelane
 
 /** A window of `limit` requests per `windowMs` on `routes` (fixed, opening at the first arrival). */
 function api(profile, routes, limit, windowMs, extra = {}) {
@@ -80,6 +80,58 @@ test('openai: a request ratelane refuses (maxWait) is the SDK\'s own RateLimitEr
   await assert.rejects(throwing.chat.completions.create({ model: 'm', messages: [] }),
     (error) => error.cause instanceof MaxWaitExceededError)
   await fetch.limiter.close()
+})
+
+test('openai: each request\'s tokens, estimated from its body, keep a token budget: alone 429s, with ratelane none', async (t) => {
+  // 6,000 tokens per 500 ms, each request charged what the core estimates from its body (its
+  // text / 4 + max_tokens: readLlmRequest); requests are not limited.
+  const config = api('openai', ['POST /v1/chat/completions'], 1000, 500, { tokens: { cost: 1000, limit: 6, window_ns: 500e6, kind: 'fixed' } })
+  const costOf = (body) => (body ? readLlmRequest(JSON.stringify(body)).tokens : 1)
+  for (const withRatelane of [false, true]) {
+    const server = await startServer({ config, costOf })
+    t.after(() => server.close())
+    const fetch = withRatelane ? ratelaneFetch({ profile: 'openai' }) : undefined
+    const client = new OpenAI({ apiKey: 'test', baseURL: `${server.url}/v1`, ...(fetch ? { fetch } : {}) })
+    // 20 requests of about 1,000 tokens: over three windows' budget.
+    const outcomes = await burst(20, (i) => client.chat.completions.create({
+      model: 'gpt-4o-mini', max_tokens: 990, messages: [{ role: 'user', content: `question ${i}` }],
+    }))
+    if (fetch) await fetch.limiter.close()
+    if (withRatelane) {
+      assert.deepEqual(outcomes.filter((o) => o.status === 'rejected').map((o) => String(o.reason)), [])
+      assert.equal(refused(server), 0, `no 429 with the estimates: ${JSON.stringify(server.stats.byStatus)}`)
+    } else {
+      assert.ok(refused(server) > 0, `the SDK alone exceeds the token budget (${JSON.stringify(server.stats.byStatus)})`)
+    }
+  }
+})
+
+test('ratelaneFetch: the core\'s estimate and model from the body; estimate() overrides it, false turns it off', async (t) => {
+  const server = await startServer({ config: api('openai', ['POST /v1/chat/completions'], 100, 1000) })
+  t.after(() => server.close())
+  const body = { model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content: 'hello there' }] }
+  const expected = readLlmRequest(JSON.stringify(body))
+  assert.equal(expected.model, 'gpt-4o-mini')
+  const seen = []
+  const limiter = new RateLimiter({ profile: 'openai' })
+  const run = limiter.run.bind(limiter)
+  limiter.run = (method, path, send, options) => { seen.push(options); return run(method, path, send, options) }
+  const variants = [undefined, ({ body: text }) => ({ tokens: text.length, model: 'mine' }), false]
+  for (const estimate of variants) {
+    const client = new OpenAI({ apiKey: 'test', baseURL: `${server.url}/v1`, fetch: ratelaneFetch(limiter, { estimate }) })
+    await client.chat.completions.create(body)
+  }
+  assert.deepEqual(seen[0].costs, { tokens: expected.tokens })
+  assert.equal(seen[0].model, 'gpt-4o-mini')
+  assert.equal(seen[1].model, 'mine')
+  assert.ok(seen[1].costs.tokens > 0 && seen[1].costs.tokens !== expected.tokens)
+  assert.equal(seen[2].costs, undefined)
+  assert.equal(seen[2].model, undefined)
+  // A body that is no LLM request (GitHub's, Discord's): no estimate, no model.
+  const plain = ratelaneFetch(limiter)
+  await plain(`${server.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ content: 'hi' }) })
+  assert.equal(seen[3].costs, undefined)
+  await limiter.close()
 })
 
 test('anthropic: alone it takes 429s on a burst; with fetch: ratelaneFetch(...) none, every request completes', async (t) => {
