@@ -27,8 +27,8 @@ const http = require('node:http')
  *   SimServer: the simulator's class (default: this package's; the wasm package's tests pass
  *     their own).
  * `stats.byScope` counts the refusals by kind: a 429's `X-RateLimit-Scope` (`global` when
- * `X-RateLimit-Global` is set; `429` when it has none: another API's dialect), or the status of
- * another refusal (`403`: GitHub's).
+ * `X-RateLimit-Global` is set; for another API's dialect `429`, or `429 tokens` / `429
+ * requests` when its body says which budget), or the status of another refusal (`403`: GitHub's).
  */
 async function startDiscordServer(options = {}) {
   const SimServer = options.SimServer || require('..').SimServer
@@ -81,8 +81,13 @@ async function startDiscordServer(options = {}) {
         for (const [name, value] of r.headers) headers[name] = value
         if (r.status === 429 || r.status === 403) {
           const lower = Object.fromEntries(r.headers.map(([name, value]) => [name.toLowerCase(), value]))
+          let kind = null // OpenAI's refusal says which budget: `requests` or `tokens`
+          try {
+            kind = JSON.parse(r.bodyText).error.type
+          } catch (_) { /* another dialect's body */ }
           const scope = r.status !== 429 ? String(r.status)
-            : lower['x-ratelimit-global'] === 'true' ? 'global' : (lower['x-ratelimit-scope'] || '429')
+            : lower['x-ratelimit-global'] === 'true' ? 'global'
+              : (lower['x-ratelimit-scope'] || (typeof kind === 'string' ? `429 ${kind}` : '429'))
           stats.byScope[scope] = (stats.byScope[scope] || 0) + 1
         }
         res.writeHead(r.status, headers)

@@ -7,10 +7,11 @@
 //   node js/test/integrations/bench.mjs [--runs 2] [--only openai,ky,...]
 //
 // Prints one markdown table. Per library and variant, one burst of requests submitted at once:
-// - openai, anthropic: 60 completions; the imitation's requests window 20 per 1 s (fixed, from
-//   the first arrival), and a token budget of 12,000 per 1 s charged by each body's
-//   `max_tokens` plus a quarter of its text (what the imitation counts as the prompt); the SDK's
-//   defaults (2 retries) in both variants;
+// - openai, anthropic: 60 completions asking for 500 tokens each; the imitation's requests
+//   window 40 per 1 s (fixed, from the first arrival) and a token budget of 12,000 per 1 s (the
+//   one that binds), each request charged its `max_tokens` plus a quarter of its text (what the
+//   imitation counts as the prompt; ratelane estimates it from the body with the core's
+//   `readLlmRequest`); the SDK's defaults (2 retries) in both variants;
 // - ky: 60 GETs of an IETF `RateLimit` API, 20 per 1 s; ky's defaults (2 retries of a 429);
 // - octokit (fetch): 60 GETs of the `core` budget, 20 per 1 s, Octokit alone, then with
 //   `request: { fetch: ratelaneFetch(...) }`;
@@ -82,26 +83,26 @@ const channel = (i) => `${100000000000000000n + BigInt(i % 6)}`
 const CASES = [
   {
     name: 'openai',
-    config: api('openai', ['POST /v1/chat/completions'], 20, { tokens: TOKENS }),
+    config: api('openai', ['POST /v1/chat/completions'], 40, { tokens: TOKENS }),
     costOf: llmCost,
     alone: (server) => ({ client: new OpenAI({ apiKey: 'bench', baseURL: `${server.url}/v1` }) }),
     with: (server) => {
       const fetch = ratelaneFetch({ profile: 'openai' })
       return { client: new OpenAI({ apiKey: 'bench', baseURL: `${server.url}/v1`, fetch }), limiter: fetch.limiter }
     },
-    call: ({ client }, i) => client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 150, messages: prompt(i) }),
+    call: ({ client }, i) => client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 500, messages: prompt(i) }),
     limiterOf: (c) => c.limiter,
   },
   {
     name: 'anthropic',
-    config: api('anthropic', ['POST /v1/messages'], 20, { tokens: TOKENS }),
+    config: api('anthropic', ['POST /v1/messages'], 40, { tokens: TOKENS }),
     costOf: llmCost,
     alone: (server) => ({ client: new Anthropic({ apiKey: 'bench', baseURL: server.url }) }),
     with: (server) => {
       const fetch = ratelaneFetch({ profile: 'anthropic' })
       return { client: new Anthropic({ apiKey: 'bench', baseURL: server.url, fetch }), limiter: fetch.limiter }
     },
-    call: ({ client }, i) => client.messages.create({ model: 'claude-sonnet-4-5', max_tokens: 150, messages: prompt(i) }),
+    call: ({ client }, i) => client.messages.create({ model: 'claude-sonnet-4-5', max_tokens: 500, messages: prompt(i) }),
     limiterOf: (c) => c.limiter,
   },
   {
