@@ -13,7 +13,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
-import { here, require, tempDir } from './support.mjs'
+import { compileAndRun, require, tempDir } from './support.mjs'
 
 const SUBPATHS = ['ratelane', 'ratelane/redis', 'ratelane/fetch', 'ratelane/undici', 'ratelane/discordjs', 'ratelane/octokit']
 
@@ -46,46 +46,12 @@ console.log('status', res.status)
 })
 
 test('TypeScript: tsc --module nodenext --strict accepts the ES module and CommonJS consumers, and their output runs', (t) => {
-  const dir = tempDir(t)
-  const tsconfig = {
-    compilerOptions: {
-      module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', lib: ['es2022', 'dom'], types: [],
-      strict: true, skipLibCheck: false, outDir: path.join(dir, 'out'), rootDir: path.join(here, 'types'),
-    },
-    files: [path.join(here, 'types', 'node-consumer.mts'), path.join(here, 'types', 'node-consumer.cts')],
-  }
-  const config = path.join(dir, 'tsconfig.json')
-  fs.writeFileSync(config, JSON.stringify(tsconfig))
-  const tsc = require.resolve('typescript/bin/tsc')
-  try {
-    execFileSync(process.execPath, [tsc, '-p', config], { encoding: 'utf8' })
-  } catch (error) {
-    assert.fail(`tsc failed:\n${error.stdout}${error.stderr}`)
-  }
-  for (const [file, form] of [['node-consumer.mjs', 'esm'], ['node-consumer.cjs', 'cjs']]) {
-    const out = JSON.parse(execFileSync(process.execPath, [path.join(dir, 'out', file)], { encoding: 'utf8' }))
-    assert.equal(out.form, form)
-    for (const [check, ok] of Object.entries(out.checks)) assert.ok(ok, `${form}: ${check}`)
-  }
+  const out = compileAndRun(t, ['node-consumer.mts', 'node-consumer.cts'])
+  assert.deepEqual(out.map((o) => o.form), ['esm', 'cjs'])
 })
 
 test('TypeScript: the README one-liners type-check against the libraries\' own types, and run', (t) => {
-  const dir = tempDir(t)
-  const tsconfig = {
-    compilerOptions: {
-      module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', lib: ['es2022', 'dom'], types: ['node'],
-      strict: true, skipLibCheck: true, outDir: path.join(dir, 'out'), rootDir: path.join(here, 'types'),
-    },
-    files: [path.join(here, 'types', 'libraries-consumer.mts')],
-  }
-  const config = path.join(dir, 'tsconfig.json')
-  fs.writeFileSync(config, JSON.stringify(tsconfig))
-  try {
-    execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', config], { encoding: 'utf8' })
-  } catch (error) {
-    assert.fail(`tsc failed:\n${error.stdout}${error.stderr}`)
-  }
-  const out = JSON.parse(execFileSync(process.execPath, [path.join(dir, 'out', 'libraries-consumer.mjs')], { encoding: 'utf8' }))
+  const [out] = compileAndRun(t, ['libraries-consumer.mts'], { types: ['node'], skipLibCheck: true })
   assert.deepEqual(out, { form: 'libraries', checks: { made: true } })
 })
 

@@ -14,29 +14,11 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { execFileSync } from 'node:child_process'
-import { here, require, tempDir } from './support.mjs'
+import { compileAndRun, require, tempDir } from './support.mjs'
 
 test('TypeScript: tsc --module nodenext --strict accepts the consumers of ratelane-wasm, and their output runs', (t) => {
-  const dir = tempDir(t)
-  const tsconfig = {
-    compilerOptions: {
-      module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', lib: ['es2022', 'dom'], types: [],
-      strict: true, skipLibCheck: false, outDir: path.join(dir, 'out'), rootDir: path.join(here, 'types'),
-    },
-    files: [path.join(here, 'types', 'wasm-consumer.mts'), path.join(here, 'types', 'wasm-consumer.cts')],
-  }
-  const config = path.join(dir, 'tsconfig.json')
-  fs.writeFileSync(config, JSON.stringify(tsconfig))
-  try {
-    execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', config], { encoding: 'utf8' })
-  } catch (error) {
-    assert.fail(`tsc failed:\n${error.stdout}${error.stderr}`)
-  }
-  for (const [file, form] of [['wasm-consumer.mjs', 'esm'], ['wasm-consumer.cjs', 'cjs']]) {
-    const out = JSON.parse(execFileSync(process.execPath, [path.join(dir, 'out', file)], { encoding: 'utf8' }))
-    assert.equal(out.form, form)
-    for (const [check, ok] of Object.entries(out.checks)) assert.ok(ok, `${form}: ${check}`)
-  }
+  const out = compileAndRun(t, ['wasm-consumer.mts', 'wasm-consumer.cts'])
+  assert.deepEqual(out.map((o) => o.form), ['esm', 'cjs'])
 })
 
 test('esbuild: a browser or edge bundle takes the web build, and runs initialised from the module\'s bytes', async (t) => {

@@ -11,14 +11,14 @@
 // and 5xx goes back to discord.js). `discordRest` also sets `globalRequestsPerSecond: Infinity`,
 // so the global limit is ratelane's alone (held at the server). The HTTP is @discordjs/rest's
 // own default (`DefaultRestOptions.makeRequest`: undici's `request`), passed explicitly so that
-// both discord.js clients use the same one. Requests are submitted as discordjs_client.mjs
-// submits them (rest.queueRequest, then parseResponse); errors are reported by class name
-// (discord.js's) or by ratelane's `code`.
+// both discord.js clients use the same one. Requests are submitted and errors reported as
+// discordjs_client.mjs does (discordjs_rest.mjs).
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import path from 'node:path'
-import { REST, DefaultRestOptions, parseResponse, DiscordAPIError, HTTPError, RateLimitError, version } from '@discordjs/rest'
+import { REST, DefaultRestOptions, version } from '@discordjs/rest'
 import { loadWorkload, runWorkload, fail } from './common.mjs'
+import { restCalls } from './discordjs_rest.mjs'
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..')
 const require = createRequire(import.meta.url)
@@ -39,24 +39,7 @@ async function main() {
     client: 'discordjs-ratelane',
     library: `@discordjs/rest ${version} (undici ${undiciVersion}) + ratelane ${ratelaneVersion} (ratelane/discordjs)`,
     workload,
-    async send(request, signal) {
-      const res = await rest.queueRequest({
-        fullRoute: request.path,
-        method: request.method,
-        body: request.json ?? undefined,
-        query: new URLSearchParams({ rid: String(request.rid) }),
-        auth: request.auth,
-        signal,
-      })
-      await parseResponse(res)
-      return res.status
-    },
-    describeError(error) {
-      for (const cls of [DiscordAPIError, HTTPError, RateLimitError]) {
-        if (error instanceof cls) return { status: error.status ?? null, error: cls.name }
-      }
-      return { status: null, error: (error && (error.code || error.name)) || String(error) }
-    },
+    ...restCalls(rest),
     async close() {
       rest.clearHashSweeper()
       rest.clearHandlerSweeper()
