@@ -24,6 +24,9 @@
 // its place: the abort rejects the call as discord.js expects, and discord.js's retry of the
 // same request (the same `init.headers` object) takes the queued request over. A retry that
 // comes already aborted (the caller's own signal), or none within REATTACH_MS, cancels it.
+// That @discordjs/rest passes one `init.headers` object to every attempt of a request is how it
+// is written (2.6.3: `resolveRequest` builds the options once), not a documented promise:
+// js/test/integrations/discordjs.test.mjs checks it, and fails when a version changes it.
 
 /* eslint-disable no-unused-vars */
 function createDiscordjsAdapter(ratelane, common, host) {

@@ -98,13 +98,21 @@ test('discord.js\'s timeout while queued in the limiter: its retry takes the que
   t.after(() => server.close())
   const options = discordRest({ globalLimit: 5 })
   let calls = 0
-  const makeRequest = (url, init) => { calls += 1; return options.makeRequest(url, init) }
+  const attempts = new Map() // init.headers -> calls: discord.js's retry of a request passes the same object
+  const makeRequest = (url, init) => {
+    calls += 1
+    attempts.set(init.headers, (attempts.get(init.headers) || 0) + 1)
+    return options.makeRequest(url, init)
+  }
   const rest = restFor(server, { ...options, makeRequest, timeout: 600 })
   t.after(() => { rest.clearHashSweeper(); rest.clearHandlerSweeper() })
   const outcomes = await Promise.allSettled(Array.from({ length: 12 }, (_, i) =>
     rest.post(`/channels/${id(2000 + i)}/messages`, { body: { content: `m${i}` } })))
   assert.deepEqual(outcomes.filter((o) => o.status === 'rejected').map((o) => String(o.reason)), [])
   assert.ok(calls > 12, `discord.js timed out and retried (${calls} calls for 12 requests)`)
+  // What the takeover relies on (not a documented API of @discordjs/rest): each retry of one
+  // request passes the same init.headers object. A version that stops doing so fails here.
+  assert.equal(attempts.size, 12, 'one init.headers object per request, over all its attempts')
   assert.equal(server.stats.arrivals, 12, 'nothing sent twice')
   assert.deepEqual(server.stats.byScope, {})
   assert.equal(options.limiter.queued, 0)
