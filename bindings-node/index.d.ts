@@ -77,6 +77,11 @@ export type {
   StoreUnavailableEvent,
 } from './driver'
 
+// The fetch adapter (js/adapters/fetch.js); ratelane/undici, ratelane/discordjs and
+// ratelane/octokit have their own entries.
+export { ratelaneFetch } from './adapters'
+export type { FetchOptions, RatelaneFetch, LlmEstimate, EstimateRequest, Refusal } from './adapters'
+
 export declare const FAIL_CLASSES: Readonly<Record<FailCode, typeof RateLimitError>>
 export declare const USAGE_CLASSES: Readonly<Record<ErrorCode, typeof RatelaneError>>
 /** The matching ratelane class for an error the core threw (anything else unchanged). */

@@ -101,7 +101,14 @@ for d in web bundler; do
   { cat "$objects"; echo 'export { createServerObjects };'; } > "pkg/$d/server_objects.mjs"
 done
 for d in node web bundler; do
-  cp ../js/core.d.ts ../js/driver.d.ts "pkg/$d/"
+  cp ../js/core.d.ts ../js/driver.d.ts ../js/adapters/adapters.d.ts "pkg/$d/"
+done
+# The adapters every runtime has (js/adapters/common.js and fetch.js: ratelaneFetch), the same
+# way: their sources one after the other, one export line.
+adapters="../js/adapters/common.js ../js/adapters/fetch.js"
+{ cat $adapters; echo 'module.exports = { createAdapterCommon, createFetchAdapter };'; } > pkg/node/adapters.cjs
+for d in web bundler; do
+  { cat $adapters; echo 'export { createAdapterCommon, createFetchAdapter };'; } > "pkg/$d/adapters.mjs"
 done
 
 # The ES module entries name every export of createRatelane; read them from the driver itself.

@@ -223,13 +223,61 @@ function createRatelane(core, host) {
   // `openai`, `anthropic`, `azure_openai`, `shopify`, and `auto` beside the first four.
   const PROFILES = new Set(['discord', 'ietf', 'github', 'retry_after_only', 'openai', 'anthropic', 'azure_openai', 'shopify', 'auto'])
 
+  /**
+   * `run`'s per-request options (and `predictWait`'s) and what each takes; `null` and
+   * `undefined` mean absent. An unknown name or a value of another type is
+   * `InvalidArgumentError`, naming the valid options or the type given (the core checks ranges).
+   */
+  const RUN_OPTIONS = {
+    signal: ['an AbortSignal', (v) => typeof v === 'object' && typeof v.addEventListener === 'function' && typeof v.aborted === 'boolean'],
+    deadline: ['a number of ms >= 0', (v) => typeof v === 'number'],
+    deferAfter: ['a finite number of ms >= 0', (v) => typeof v === 'number'],
+    major: ['a string', (v) => typeof v === 'string'],
+    identity: ['a string', (v) => typeof v === 'string'],
+    priority: ['an integer', (v) => typeof v === 'number'],
+    idempotent: ['a boolean', (v) => typeof v === 'boolean'],
+    globalExempt: ['a boolean', (v) => typeof v === 'boolean'],
+    subLimit: ['a string', (v) => typeof v === 'string'],
+    bodyKeys: ['an array of strings or the JSON body object', (v) => typeof v === 'object'],
+    costs: ['an object', () => true], // checked where it crosses, naming request.costs (costParts)
+    model: ['a string', (v) => typeof v === 'string'],
+  }
+
+  /** Throws InvalidArgumentError for an unknown per-request option or a value of the wrong type. */
+  function checkRunOptions(opts) {
+    if (typeof opts !== 'object' || Array.isArray(opts)) {
+      throw usage(InvalidArgumentError, 'invalid_argument', `options must be an object, got ${typeName(opts)}`)
+    }
+    for (const name of Object.keys(opts)) {
+      const entry = Object.prototype.hasOwnProperty.call(RUN_OPTIONS, name) ? RUN_OPTIONS[name] : undefined
+      if (entry === undefined) {
+        throw usage(InvalidArgumentError, 'invalid_argument',
+          `unknown option "${name}"; expected one of: ${Object.keys(RUN_OPTIONS).join(', ')}`)
+      }
+      const value = opts[name]
+      if (value !== undefined && value !== null && !entry[1](value)) {
+        throw usage(InvalidArgumentError, 'invalid_argument', `${name} must be ${entry[0]}, got ${shown(value)}`)
+      }
+    }
+  }
+
   function badOption(message) {
     return usage(InvalidConfigError, 'invalid_config', `invalid configuration: ${message}`)
   }
 
+  /**
+   * A value as a message shows it: a number as itself, a string quoted after its type (so
+   * `maxWait: '30000'` reads `a string ("30000")`, not `30000`), anything else by its type.
+   */
+  function shown(value) {
+    if (typeof value === 'number' || typeof value === 'boolean') return String(value)
+    if (typeof value === 'string') return `a string (${JSON.stringify(value.length > 40 ? value.slice(0, 40) + '...' : value)})`
+    return typeName(value)
+  }
+
   function msToNs(value, name) {
     if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-      throw badOption(`${name} must be a finite number of milliseconds >= 0, got ${String(value)}`)
+      throw badOption(`${name} must be a finite number of milliseconds >= 0, got ${shown(value)}`)
     }
     return Math.round(value * 1e6)
   }
@@ -254,7 +302,7 @@ function createRatelane(core, host) {
       }
       const entry = Object.prototype.hasOwnProperty.call(OPTION_KEYS, name) ? OPTION_KEYS[name] : undefined
       if (!entry) {
-        const known = Object.keys(OPTION_KEYS).concat([...DRIVER_OPTIONS]).join(', ')
+        const known = Object.keys(OPTION_KEYS).concat([...DRIVER_OPTIONS], ['shared'], Object.keys(EVENT_CALLBACKS)).join(', ')
         throw badOption(`unknown option "${name}"; expected one of: ${known}`)
       }
       const [key, kind] = entry
@@ -264,17 +312,17 @@ function createRatelane(core, host) {
         config[key] = value === null || value === Infinity ? null : msToNs(value, name)
       } else if (kind === COUNT) {
         if (!Number.isSafeInteger(value) || value < 0) {
-          throw badOption(`${name} must be an integer >= 0, got ${String(value)}`)
+          throw badOption(`${name} must be an integer >= 0, got ${shown(value)}`)
         }
         config[key] = value
       } else if (kind === 'json') {
         config[key] = value // checked by the core, which names the bad entry
       } else if (kind === 'boolean') {
-        if (typeof value !== 'boolean') throw badOption(`${name} must be a boolean, got ${String(value)}`)
+        if (typeof value !== 'boolean') throw badOption(`${name} must be a boolean, got ${shown(value)}`)
         config[key] = value
       } else {
         if (!PROFILES.has(value)) {
-          throw badOption(`profile must be one of ${[...PROFILES].join(', ')}, got ${String(value)}`)
+          throw badOption(`profile must be one of ${[...PROFILES].join(', ')}, got ${shown(value)}`)
         }
         config[key] = value
       }
@@ -1022,7 +1070,7 @@ function createRatelane(core, host) {
     }
     const t = store.timeout
     if (typeof t !== 'number' || !Number.isFinite(t) || t <= 0) {
-      throw badOption(`the shared store's timeout must be a finite number of milliseconds > 0, got ${String(t)}`)
+      throw badOption(`the shared store's timeout must be a finite number of milliseconds > 0, got ${shown(t)}`)
     }
     const settings = store.coreSettings()
     if (settings === null || typeof settings !== 'object' || Array.isArray(settings)) {
@@ -1123,7 +1171,9 @@ function createRatelane(core, host) {
      */
     predictWait(method, path, options) {
       const now = nowNs()
-      const spec = this._spec(method, path, options || {}, now)
+      const opts = options === undefined || options === null ? {} : options
+      checkRunOptions(opts)
+      const spec = this._spec(method, path, opts, now)
       let at
       try {
         at = this._core.predictParts(now, requestParts(spec))
@@ -1163,10 +1213,8 @@ function createRatelane(core, host) {
         if (typeof send !== 'function') {
           throw usage(InvalidArgumentError, 'invalid_argument', 'send must be a function returning a response')
         }
+        checkRunOptions(opts)
         const signal = opts.signal
-        if (signal !== undefined && signal !== null && (typeof signal.addEventListener !== 'function' || typeof signal.aborted !== 'boolean')) {
-          throw usage(InvalidArgumentError, 'invalid_argument', 'signal must be an AbortSignal')
-        }
         if (signal && signal.aborted) {
           reject(signal.reason)
           return
@@ -1325,7 +1373,7 @@ function createRatelane(core, host) {
       }
       if (opts.deferAfter !== undefined && opts.deferAfter !== null) {
         if (typeof opts.deferAfter !== 'number' || !Number.isFinite(opts.deferAfter) || !(opts.deferAfter >= 0)) {
-          throw usage(InvalidArgumentError, 'invalid_argument', `deferAfter must be a finite number of ms >= 0, got ${String(opts.deferAfter)}`)
+          throw usage(InvalidArgumentError, 'invalid_argument', `deferAfter must be a finite number of ms >= 0, got ${shown(opts.deferAfter)}`)
         }
         spec.deferAfterNs = Math.min(Number.MAX_SAFE_INTEGER, Math.round(Math.min(opts.deferAfter, 9e9) * 1e6))
       }

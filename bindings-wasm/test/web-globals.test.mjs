@@ -5,7 +5,7 @@
 // * imported into a V8 context whose only globals are the JavaScript built-ins plus a list of
 //   web-standard APIs (no process, Buffer, require, fs), the package initialises with
 //   initSync({ module }) (as an edge runtime does) and a RateLimiter sends a burst through a
-//   fake fetch without a 429.
+//   fake fetch without a 429, directly and through ratelaneFetch.
 //
 // The last check needs vm.SourceTextModule, so this file starts itself again as a child
 // process with --experimental-vm-modules (RATELANE_WEB_GLOBALS_CHILD=1).
@@ -65,9 +65,9 @@ async function parent() {
     });
     const result = JSON.parse(out.trim().split('\n').pop());
     assert.deepEqual(result.nodeGlobals, { process: 'undefined', Buffer: 'undefined', require: 'undefined', module: 'undefined', global: 'undefined' });
-    assert.equal(result.statuses.length, 12);
+    assert.equal(result.statuses.length, 24);
     assert.ok(result.statuses.every((s) => s === 200), JSON.stringify(result.statuses));
-    assert.equal(result.fetches, 12, 'nothing sent twice');
+    assert.equal(result.fetches, 24, 'nothing sent twice');
     assert.equal(result.count429, 0);
     assert.deepEqual(result.learned, ['msgs']);
     assert.equal(result.beforeInit, 'ratelane-wasm: call init() or initSync() before using the package');
@@ -149,9 +149,15 @@ async function child() {
     const responses = await Promise.all(Array.from({ length: 12 }, () =>
       limiter.run('POST', path, ({ signal }) => fakeFetch(path, { method: 'POST', signal }))));
     await limiter.close();
+
+    // The fetch adapter, as an SDK in an edge function calls it: another burst, another channel.
+    const viaFetch = ratelane.ratelaneFetch({}, { fetch: (url, init) => fakeFetch(new URL(url).pathname, init) });
+    const other = 'https://discord.com/api/v10/channels/100000000000000002/messages';
+    const adapted = await Promise.all(Array.from({ length: 12 }, () => viaFetch(other, { method: 'POST', body: '{}' })));
+    await viaFetch.limiter.close();
     console.log(JSON.stringify({
       nodeGlobals, beforeInit, learned, fetches,
-      statuses: responses.map((r) => r.status), count429: server.count429(),
+      statuses: responses.map((r) => r.status).concat(adapted.map((r) => r.status)), count429: server.count429(),
     }));
   `, { identifier: pathToFileURL('/workload.mjs').href, context });
 

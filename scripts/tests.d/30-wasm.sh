@@ -6,7 +6,9 @@
 #     tests/vectors/client_*.json replayed on the client module, the contract, the Promise driver,
 #   * its own tests (argument conversion, the package entry points of every build,
 #     web-standard globals only, tsc on the types, the client module's gzip budget),
-#   * the web build in headless Chromium (Debian's `chromium`, installed here when missing).
+#   * the web build in headless Chromium (Debian's `chromium`, installed here when missing),
+#   * ratelaneFetch with the real SDKs, the TypeScript and bundler forms, the READMEs' snippets
+#     (js/test/integrations/, the package unpacked there from its tarball).
 # Installs only what is missing: the wasm32 target, wasm-bindgen-cli in .tools/ (the version
 # of Cargo.lock's wasm-bindgen), npm packages in bindings-wasm/node_modules, chromium.
 set -euo pipefail
@@ -43,14 +45,19 @@ fi
 
 bash bindings-wasm/build.sh
 
+# ratelaneFetch with the real SDKs, the TypeScript and bundler forms and the READMEs' snippets,
+# with the package as a user installs it (js/test/integrations/, as 20-node.sh does).
+bash js/test/integrations/setup.sh bindings-wasm
+
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 set +e
-RATELANE_CORE="$PWD/bindings-wasm/test/core.cjs" node --test \
+RATELANE_CORE="$PWD/bindings-wasm/test/core.cjs" RATELANE_PACKAGE=ratelane-wasm node --test \
   --test-reporter=spec --test-reporter-destination=stdout \
   --test-reporter=tap --test-reporter-destination="$log" \
   bindings-wasm/test/*.test.cjs bindings-wasm/test/*.test.mjs \
   js/test/*.test.js \
+  js/test/integrations/package-wasm.test.mjs js/test/integrations/fetch.test.mjs js/test/integrations/readme.test.mjs \
   bindings-wasm/test-browser/*.test.mjs
 status=$?
 set -e

@@ -104,6 +104,7 @@ fn clients(python: &str, node: &str) -> Vec<(&'static str, Vec<String>)> {
             ),
         ),
         ("discord.js", js("discordjs_client.mjs", &[])),
+        ("discord.js + ratelane", js("discordjs_ratelane_client.mjs", &[])),
         ("hikari", py("hikari_client.py")),
         ("discord.py", py("discordpy_client.py")),
     ]

@@ -60,6 +60,10 @@ export type {
   SendContext,
 } from './driver.js'
 
+// The fetch adapter (js/adapters/fetch.js), for every runtime.
+export { ratelaneFetch } from './adapters.js'
+export type { FetchOptions, RatelaneFetch, LlmEstimate, EstimateRequest, Refusal } from './adapters.js'
+
 export declare const FAIL_CLASSES: Readonly<Record<FailCode, typeof RateLimitError>>
 export declare const USAGE_CLASSES: Readonly<Record<ErrorCode, typeof RatelaneError>>
 /** The matching ratelane class for an error the core threw (anything else unchanged). */
