@@ -314,7 +314,7 @@ mod tests {
     #[test]
     fn held_outputs_are_the_core_serde_form() {
         let fail = held_json(&Output::Fail(4, FailReason::Deferred { retry_at: 11 }));
-        assert!(fail.starts_with(r#"{"output":{"fail":[4,{"code":"deferred","retry_at":11}]},"message":"#), "{fail}");
+        assert!(fail.starts_with(r#"{"output":{"fail":[4,{"code":"deferred","retry_at_ns":11}]},"message":"#), "{fail}");
         let observed = held_json(&Output::Observe(Observation::StoreRecovered));
         assert_eq!(observed, r#"{"output":{"observe":{"type":"store_recovered"}}}"#);
     }

@@ -31,7 +31,7 @@ use crate::sim::{
     BucketSpec, Latency, Outcome, Remap, Report, RouteSpec, ServerConfig, SimConfig, StopReason,
     WindowKind,
 };
-use crate::types::{HeaderProfile, Nanos};
+use crate::types::{BodyHints, HeaderProfile, Nanos, QueryCost};
 
 fn invalid(e: serde_json::Error) -> Error {
     Error::InvalidConfig(e.to_string())
@@ -61,6 +61,95 @@ fn field<T: serde::de::DeserializeOwned>(key: &str, value: Value) -> Result<T, E
     serde_json::from_value(value).map_err(|e| Error::InvalidConfig(format!("{key}: {e}")))
 }
 
+/// How a setting's value is written in the JSON form ([`SETTINGS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingKind {
+    /// A whole number >= 0.
+    Count,
+    /// A duration in integer nanoseconds (the key ends in `_ns`).
+    Nanos,
+    /// A duration in integer nanoseconds, or `null` for none (the key ends in `_ns`).
+    NanosOrNull,
+    /// `true` or `false`.
+    Bool,
+    /// A header profile's name, one of [`HeaderProfile::NAMES`].
+    Profile,
+    /// A list of lists of route keys (`route_groups`).
+    RouteGroups,
+    /// Shared mode's settings object, or `null` (`shared`).
+    Shared,
+}
+
+impl SettingKind {
+    /// The kind's stable name, as the bindings export it: `count`, `nanos`, `nanos_or_null`,
+    /// `bool`, `profile`, `route_groups`, `shared`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SettingKind::Count => "count",
+            SettingKind::Nanos => "nanos",
+            SettingKind::NanosOrNull => "nanos_or_null",
+            SettingKind::Bool => "bool",
+            SettingKind::Profile => "profile",
+            SettingKind::RouteGroups => "route_groups",
+            SettingKind::Shared => "shared",
+        }
+    }
+}
+
+/// Declares the settings once: the table [`SETTINGS`] the bindings export (each driver names
+/// and converts its options from it, in its language's units) and the reader of each key.
+macro_rules! settings {
+    ($($key:literal => $field:ident: $kind:ident),* $(,)?) => {
+        /// Every key of [`config_from_json`], with how its value is written, in this order:
+        /// the settings table of every binding. A driver's option names and units come from
+        /// it: Python takes a `Nanos` key's duration in seconds under the key without `_ns`,
+        /// JavaScript in milliseconds under its camelCase name.
+        pub const SETTINGS: &[(&str, SettingKind)] =
+            &[("profile", SettingKind::Profile), $(($key, SettingKind::$kind),)* ("shared", SettingKind::Shared)];
+
+        /// Sets `key` of `c` from `value` (a key of [`SETTINGS`] other than `profile`).
+        fn set_setting(c: &mut Config, key: &str, value: Value) -> Result<(), Error> {
+            match key {
+                $($key => c.$field = field($key, value)?,)*
+                "shared" => c.shared = shared_from_json(value)?,
+                _ => {
+                    let keys: Vec<&str> = SETTINGS.iter().map(|s| s.0).collect();
+                    return Err(Error::InvalidConfig(format!(
+                        "unknown key {key:?}; expected one of: {}",
+                        keys.join(", ")
+                    )));
+                }
+            }
+            Ok(())
+        }
+    };
+}
+
+settings!(
+    "global_limit" => global_limit: Count,
+    "global_window_ns" => global_window: Nanos,
+    "global_margin_max_ns" => global_margin_max: Nanos,
+    "max_wait_ns" => max_wait: NanosOrNull,
+    "defer_after_ns" => defer_after: NanosOrNull,
+    "max_rate_limit_retries" => max_rate_limit_retries: Count,
+    "max_error_retries" => max_error_retries: Count,
+    "backoff_base_ns" => backoff_base: Nanos,
+    "backoff_max_ns" => backoff_max: Nanos,
+    "min_rate_limit_wait_ns" => min_rate_limit_wait: Nanos,
+    "max_server_wait_ns" => max_server_wait: Nanos,
+    "invalid_request_limit" => invalid_request_limit: Count,
+    "invalid_request_window_ns" => invalid_request_window: Nanos,
+    "invalid_request_stop_at" => invalid_request_stop_at: Count,
+    "invalid_request_warn_at" => invalid_request_warn_at: Count,
+    "edge_backoff_base_ns" => edge_backoff_base: Nanos,
+    "edge_backoff_max_ns" => edge_backoff_max: Nanos,
+    "stop_on_unauthorized" => stop_on_unauthorized: Bool,
+    "jitter_seed" => jitter_seed: Count,
+    "max_routes" => max_routes: Count,
+    "bucket_idle_ttl_ns" => bucket_idle_ttl: Nanos,
+    "route_groups" => route_groups: RouteGroups,
+);
+
 /// Builds and validates a [`Config`] from a JSON object (see the [module](self) docs).
 /// `profile` is one of [`HeaderProfile::NAMES`] (`"discord"`, `"ietf"`, `"github"`,
 /// `"retry_after_only"`, `"openai"`, `"anthropic"`, `"azure_openai"`, `"shopify"`, `"auto"`);
@@ -83,49 +172,9 @@ pub fn config_from_json(text: &str) -> Result<Config, Error> {
         None => HeaderProfile::default(),
     };
     let mut c = Config::for_profile(profile);
-    if let Some(v) = map.remove("shared") {
-        c.shared = shared_from_json(v)?;
+    for (key, value) in map {
+        set_setting(&mut c, &key, value)?;
     }
-    macro_rules! fields {
-        ($($key:literal => $field:ident),* $(,)?) => {
-            const KEYS: &[&str] = &["profile", "shared", $($key),*];
-            for (key, value) in map {
-                match key.as_str() {
-                    $($key => c.$field = field($key, value)?,)*
-                    _ => {
-                        return Err(Error::InvalidConfig(format!(
-                            "unknown key {key:?}; expected one of: {}",
-                            KEYS.join(", ")
-                        )))
-                    }
-                }
-            }
-        };
-    }
-    fields!(
-        "global_limit" => global_limit,
-        "global_window_ns" => global_window,
-        "global_margin_max_ns" => global_margin_max,
-        "max_wait_ns" => max_wait,
-        "defer_after_ns" => defer_after,
-        "max_rate_limit_retries" => max_rate_limit_retries,
-        "max_error_retries" => max_error_retries,
-        "backoff_base_ns" => backoff_base,
-        "backoff_max_ns" => backoff_max,
-        "min_rate_limit_wait_ns" => min_rate_limit_wait,
-        "max_server_wait_ns" => max_server_wait,
-        "invalid_request_limit" => invalid_request_limit,
-        "invalid_request_window_ns" => invalid_request_window,
-        "invalid_request_stop_at" => invalid_request_stop_at,
-        "invalid_request_warn_at" => invalid_request_warn_at,
-        "edge_backoff_base_ns" => edge_backoff_base,
-        "edge_backoff_max_ns" => edge_backoff_max,
-        "stop_on_unauthorized" => stop_on_unauthorized,
-        "jitter_seed" => jitter_seed,
-        "max_routes" => max_routes,
-        "bucket_idle_ttl_ns" => bucket_idle_ttl,
-        "route_groups" => route_groups,
-    );
     c.validate()?;
     Ok(c)
 }
@@ -216,6 +265,111 @@ pub fn config_to_json(config: &Config) -> String {
         });
     }
     v.to_string()
+}
+
+// ------------------------------------------------------------------------------ bodies
+
+impl BodyHints {
+    /// What a response's JSON body says, for [`Response::body`](crate::Response::body): the
+    /// one body reader of every driver (Python, JavaScript, `ratelane-tokio`). The fields and
+    /// places are [`BodyHints`]'s: the top-level `retry_after` and `global`, the object at
+    /// `extensions.cost`, the error strings (at most [`BodyHints::MAX_ERRORS`], each cut to
+    /// [`BodyHints::MAX_ERROR_LEN`] bytes on a character boundary) and the numbers of the
+    /// top-level `usage` object (at most [`BodyHints::MAX_USAGE`], finite and not negative).
+    ///
+    /// A body that is not JSON (an HTML ban page), whose numbers are out of range, or that is
+    /// longer than [`BodyHints::MAX_USAGE_BODY`] says nothing: a server's bad body is
+    /// tolerated, never an error.
+    ///
+    /// ```
+    /// let hints = ratelane::BodyHints::from_json(br#"{"message": "You are being rate limited.", "retry_after": 0.25, "global": false}"#);
+    /// assert_eq!(hints.retry_after, Some(0.25));
+    /// assert_eq!(hints.global, Some(false));
+    /// assert_eq!(hints.errors, ["You are being rate limited."]);
+    /// assert_eq!(ratelane::BodyHints::from_json(b"<html>429</html>"), ratelane::BodyHints::default());
+    /// ```
+    pub fn from_json(body: &[u8]) -> BodyHints {
+        let mut hints = BodyHints::default();
+        if body.len() > BodyHints::MAX_USAGE_BODY {
+            return hints;
+        }
+        let Ok(value) = serde_json::from_slice::<Value>(body) else {
+            return hints;
+        };
+        let number = |v: Option<&Value>| v.and_then(Value::as_f64).filter(|x| x.is_finite());
+        if let Value::Object(top) = &value {
+            hints.retry_after = number(top.get("retry_after"));
+            hints.global = top.get("global").and_then(Value::as_bool);
+            if let Some(cost) = top.get("extensions").and_then(|e| e.get("cost")).filter(|c| c.is_object()) {
+                let throttle = cost.get("throttleStatus");
+                let found = QueryCost {
+                    requested: number(cost.get("requestedQueryCost")),
+                    actual: number(cost.get("actualQueryCost")),
+                    maximum_available: number(throttle.and_then(|t| t.get("maximumAvailable"))),
+                    currently_available: number(throttle.and_then(|t| t.get("currentlyAvailable"))),
+                    restore_rate: number(throttle.and_then(|t| t.get("restoreRate"))),
+                };
+                if found != QueryCost::default() {
+                    hints.cost = Some(found);
+                }
+            }
+            if let Some(Value::Object(usage)) = top.get("usage") {
+                hints.usage = usage
+                    .iter()
+                    .filter_map(|(k, v)| number(Some(v)).filter(|x| *x >= 0.0).map(|x| (k.clone(), x)))
+                    .take(BodyHints::MAX_USAGE)
+                    .collect();
+            }
+        }
+        hints.errors = error_strings(&value);
+        hints
+    }
+}
+
+/// The error strings of a parsed body, from [`BodyHints`]'s fixed places, in its order.
+fn error_strings(value: &Value) -> Vec<String> {
+    fn take<'v>(found: &mut Vec<&'v str>, v: Option<&'v Value>) {
+        if let Some(s) = v.and_then(Value::as_str) {
+            found.push(s);
+        }
+    }
+    let mut found: Vec<&str> = Vec::new();
+    match value {
+        Value::Object(top) => {
+            take(&mut found, top.get("message"));
+            let error = top.get("error");
+            take(&mut found, error.and_then(|e| e.get("type")));
+            take(&mut found, error.and_then(|e| e.get("code")));
+            take(&mut found, top.get("errorCode"));
+            match top.get("errors") {
+                Some(text @ Value::String(_)) => take(&mut found, Some(text)),
+                Some(Value::Array(items)) => {
+                    for item in items {
+                        take(&mut found, item.get("type"));
+                        take(&mut found, item.get("extensions").and_then(|e| e.get("code")));
+                        take(&mut found, item.get("message"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                take(&mut found, item.get("errorCode"));
+            }
+        }
+        _ => {}
+    }
+    found.into_iter().take(BodyHints::MAX_ERRORS).map(cut_error).collect()
+}
+
+/// `s` cut to [`BodyHints::MAX_ERROR_LEN`] bytes on a character boundary.
+fn cut_error(s: &str) -> String {
+    let mut end = s.len().min(BodyHints::MAX_ERROR_LEN);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
 }
 
 // ------------------------------------------------------------------------------ simulator
@@ -755,5 +909,79 @@ mod tests {
         assert_eq!(report["requests"].as_array().unwrap().len(), 5);
         assert_eq!(report["requests"][0]["outcome"]["kind"], "completed");
         assert_eq!(report["global_limit"]["limit"], 50);
+    }
+
+    fn hints(body: &Value) -> BodyHints {
+        BodyHints::from_json(body.to_string().as_bytes())
+    }
+
+    #[test]
+    fn bodies_discord_shopify_and_the_error_places() {
+        let h = hints(&json!({"retry_after": 1.5, "global": false, "message": "You are being rate limited."}));
+        assert_eq!((h.retry_after, h.global), (Some(1.5), Some(false)));
+        assert_eq!(h.errors, ["You are being rate limited."]);
+        let throttled = json!({
+            "errors": [{"message": "Throttled", "extensions": {"code": "THROTTLED"}}],
+            "extensions": {"cost": {"requestedQueryCost": 101, "actualQueryCost": null,
+                "throttleStatus": {"maximumAvailable": 1000.0, "currentlyAvailable": 50, "restoreRate": 50.0}}},
+        });
+        let h = hints(&throttled);
+        let cost = QueryCost {
+            requested: Some(101.0),
+            actual: None,
+            maximum_available: Some(1000.0),
+            currently_available: Some(50.0),
+            restore_rate: Some(50.0),
+        };
+        assert_eq!(h.cost, Some(cost));
+        assert_eq!(h.errors, ["THROTTLED", "Throttled"]);
+        let all = json!({
+            "message": "m", "error": {"type": "t", "code": "c"}, "errorCode": "E",
+            "errors": [{"type": "T1", "extensions": {"code": "X1"}, "message": "M1"}],
+        });
+        assert_eq!(hints(&all).errors, ["m", "t", "c", "E", "T1", "X1", "M1"]);
+        assert_eq!(hints(&json!({"errors": "Exceeded 2 calls per second."})).errors, ["Exceeded 2 calls per second."]);
+        let salesforce = json!([{"message": "x", "errorCode": "REQUEST_LIMIT_EXCEEDED"}]);
+        assert_eq!(hints(&salesforce), BodyHints { errors: vec!["REQUEST_LIMIT_EXCEEDED".into()], ..BodyHints::default() });
+    }
+
+    #[test]
+    fn bodies_usage() {
+        let openai = json!({"usage": {"prompt_tokens": 12, "completion_tokens": 30, "total_tokens": 42,
+            "prompt_tokens_details": {"cached_tokens": 0}}});
+        let mut usage = hints(&openai).usage;
+        usage.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(usage, [("completion_tokens".into(), 30.0), ("prompt_tokens".into(), 12.0), ("total_tokens".into(), 42.0)]);
+        let hostile = json!({"usage": {"a": -1, "b": "5", "c": true, "d": null, "e": 1e308, "f": 3}});
+        let mut usage = hints(&hostile).usage;
+        usage.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(usage, [("e".into(), 1e308), ("f".into(), 3.0)]);
+        let many: serde_json::Map<String, Value> = (0..40).map(|i| (format!("n{i:02}"), json!(i))).collect();
+        assert_eq!(hints(&json!({ "usage": many })).usage.len(), BodyHints::MAX_USAGE);
+        for nothing in [json!({"usage": [1, 2]}), json!({"usage": 5}), json!({"data": {"usage": {"total_tokens": 5}}})] {
+            assert_eq!(hints(&nothing), BodyHints::default());
+        }
+    }
+
+    #[test]
+    fn bodies_that_say_nothing() {
+        let nan_cost = json!({"retry_after": true, "global": 1, "message": 5, "extensions": {"cost": {"requestedQueryCost": "1"}}});
+        assert_eq!(hints(&nan_cost), BodyHints::default());
+        for body in [&b""[..], b"<html>429</html>", b"[1, 2]", b"{\"retry_after\": \"soon\"}", b"null", b"{\"retry_after\": 1e999}"] {
+            assert_eq!(BodyHints::from_json(body), BodyHints::default(), "{}", String::from_utf8_lossy(body));
+        }
+        let mut huge = br#"{"usage": {"total_tokens": 5}, "pad": ""#.to_vec();
+        huge.resize(BodyHints::MAX_USAGE_BODY, b'x');
+        huge.extend_from_slice(b"\"}");
+        assert_eq!(BodyHints::from_json(&huge), BodyHints::default());
+    }
+
+    #[test]
+    fn bodies_errors_are_cut_and_counted() {
+        let long = "é".repeat(500);
+        let many: Vec<Value> = (0..40).map(|_| json!({ "message": long })).collect();
+        let h = hints(&json!({ "errors": many }));
+        assert_eq!(h.errors.len(), BodyHints::MAX_ERRORS);
+        assert!(h.errors.iter().all(|e| e.len() == BodyHints::MAX_ERROR_LEN));
     }
 }

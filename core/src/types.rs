@@ -142,12 +142,14 @@ impl Scope {
     }
 }
 
-/// Fields a driver may have parsed from a response body.
+/// Fields of a response body, for [`Response::body`].
 ///
-/// Bodies are parsed by the driver (it owns the bytes); pass only what parsed cleanly, when
-/// [`HeaderProfile::reads_body`] says the profile reads the body of that status. Non-finite or
-/// negative numbers are ignored by the core. The extraction is the same for every profile
-/// (the core decides what a field means):
+/// A driver reads the body when [`HeaderProfile::reads_body`] says the profile reads the body
+/// of that status, or when the request has costs ([`Request::costs`]: its answer's `usage`
+/// settles them), and turns the JSON text into hints with `BodyHints::from_json` (feature
+/// `json`), the one reader every binding uses. Of an answer whose status the profile does not
+/// read, the engine takes only `usage`. Non-finite or negative numbers are ignored by the
+/// core. The extraction is the same for every profile (the core decides what a field means):
 ///
 /// - `retry_after` and `global`: the top-level JSON numbers/booleans of those names (Discord);
 /// - `cost`: the object at `extensions.cost` (Shopify's GraphQL query cost);
@@ -157,7 +159,9 @@ impl Scope {
 ///   itself when it is a string (Shopify REST); and of each element of an `errors` array
 ///   (GraphQL), its `type`, `extensions.code` and `message`. Only strings are taken; at most
 ///   [`BodyHints::MAX_ERRORS`] of them, each cut to [`BodyHints::MAX_ERROR_LEN`] bytes (on a
-///   character boundary).
+///   character boundary);
+/// - `usage`: the numbers (finite, not negative) of the top-level `usage` object, at most
+///   [`BodyHints::MAX_USAGE`] of them (nested objects, strings and booleans are skipped).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BodyHints {
     /// `retry_after` in seconds (Discord v8+: a float).
@@ -184,6 +188,18 @@ impl BodyHints {
     pub const MAX_ERROR_LEN: usize = 256;
     /// The most `usage` entries a driver passes.
     pub const MAX_USAGE: usize = 16;
+    /// The longest body a driver reads for hints (a Discord 429 body is under 200 bytes; an
+    /// HTML ban page or a hostile server's answer is left unread beyond this).
+    pub const MAX_BODY: usize = 64 * 1024;
+    /// The longest body a driver reads for the `usage` of a request with costs: an LLM's
+    /// answer holds the whole completion before its usage. `BodyHints::from_json` (feature
+    /// `json`) reads nothing from a longer one.
+    pub const MAX_USAGE_BODY: usize = 1024 * 1024;
+
+    /// Whether nothing but `usage` is set.
+    pub(crate) fn only_usage(&self) -> bool {
+        self.retry_after.is_none() && self.global.is_none() && self.cost.is_none() && self.errors.is_empty()
+    }
 }
 
 /// A GraphQL query's cost as Shopify reports it in `extensions.cost` (every field optional:
@@ -344,6 +360,10 @@ impl Dimension {
 
 /// Why a request ended without being answered. Stable codes come from [`FailReason::code`].
 ///
+/// The serde form (feature `serde`), which the bindings hand to their languages as it is, names
+/// each time with its unit: `predicted_send_at_ns`, `predicted_wait_ns`, `retry_at_ns` (as
+/// [`Observation`]'s `retry_after_ns` and `retry_at_ns`, and the shared-mode types' fields).
+///
 /// Deliberately exhaustive (not `#[non_exhaustive]`): bindings map every reason to an
 /// exception class with a `match` that has no wildcard arm, so a new reason breaks their
 /// build instead of reaching users as a generic error.
@@ -354,11 +374,13 @@ pub enum FailReason {
     /// The request's deadline would pass (or passed) before it could be sent.
     DeadlineExceeded {
         /// When the core predicted it could be sent (monotonic), if it could predict.
+        #[cfg_attr(feature = "serde", serde(rename = "predicted_send_at_ns"))]
         predicted_send_at: Option<Nanos>,
     },
     /// The predicted wait is longer than the configured `max_wait`.
     MaxWaitExceeded {
         /// The predicted wait before sending.
+        #[cfg_attr(feature = "serde", serde(rename = "predicted_wait_ns"))]
         predicted_wait: Nanos,
     },
     /// The request's `defer_after` budget ([`Request::defer_after`], [`crate::Config::defer_after`])
@@ -369,6 +391,7 @@ pub enum FailReason {
     Deferred {
         /// When the core predicts it could be sent (monotonic, on the caller's clock): the time
         /// to enqueue it again. Never earlier than the moment it failed.
+        #[cfg_attr(feature = "serde", serde(rename = "retry_at_ns"))]
         retry_at: Nanos,
     },
     /// The request kept getting 429s; the configured number of retries is used up.
@@ -520,6 +543,7 @@ pub enum Observation {
         /// The scope: Discord's, or inferred.
         scope: RateLimitScope,
         /// How long the core will hold the affected requests.
+        #[cfg_attr(feature = "serde", serde(rename = "retry_after_ns"))]
         retry_after: Nanos,
     },
     /// A route was mapped to a bucket (or re-mapped when the server changed its hash).
@@ -545,6 +569,7 @@ pub enum Observation {
         /// The request whose reservation failed.
         id: RequestId,
         /// When the store is asked again (monotonic).
+        #[cfg_attr(feature = "serde", serde(rename = "retry_at_ns"))]
         retry_at: Nanos,
     },
     /// Shared mode: the store answered again after being unavailable.

@@ -84,6 +84,21 @@ fn github_403_without_a_sign_completes() {
 }
 
 #[test]
+fn an_unread_status_gives_only_its_usage() {
+    // A GitHub 200 is not a status the profile reads: of its body only `usage` (what a request
+    // with costs was charged) reaches the engine, so a secondary-limit message there changes
+    // nothing; in a 403 (read) it holds the token.
+    let secondary = || BodyHints { errors: vec!["You have exceeded a secondary rate limit.".into()], ..BodyHints::default() };
+    let mut l = Limiter::new(Config::for_profile(HeaderProfile::GitHub)).unwrap();
+    let a = l.enqueue(0, Request::new("GET", "/repos/octo/hello")).unwrap();
+    drain(&mut l);
+    assert_eq!(respond(&mut l, 10 * MS, a, 200, &[("x-ratelimit-remaining", "10")], secondary()), Disposition::Complete);
+    let b = l.enqueue(20 * MS, Request::new("GET", "/users/octo")).unwrap();
+    assert_eq!(drain(&mut l).0, vec![b], "nothing held");
+    assert_eq!(respond(&mut l, 30 * MS, b, 403, &[("x-ratelimit-remaining", "10")], secondary()), Disposition::Retry);
+}
+
+#[test]
 fn github_primary_403_waits_for_the_reset() {
     let mut l = Limiter::new(Config::for_profile(HeaderProfile::GitHub)).unwrap();
     let a = l.enqueue(0, Request::new("GET", "/search/code")).unwrap();

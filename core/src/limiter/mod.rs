@@ -551,6 +551,10 @@ impl Limiter {
 
     /// A response arrived for the sent request `id`. Returns what the driver should do with it.
     ///
+    /// Of the body hints ([`Response::body`]), an answer whose status the profile does not
+    /// read ([`HeaderProfile::reads_body`](crate::HeaderProfile::reads_body)) gives only
+    /// `usage` (what a request with costs was charged).
+    ///
     /// # Errors
     /// [`Error::UnknownRequest`] or [`Error::InvalidState`] if `id` is not in flight.
     pub fn handle_response(
@@ -559,6 +563,14 @@ impl Limiter {
         id: RequestId,
         response: &Response<'_>,
     ) -> Result<Disposition, Error> {
+        let usage_only;
+        let response = if response.body.only_usage() || self.config.profile.reads_body(response.status) {
+            response
+        } else {
+            let body = BodyHints { usage: response.body.usage.clone(), ..BodyHints::default() };
+            usage_only = Response { body, ..response.clone() };
+            &usage_only
+        };
         let now = self.advance(now);
         let mut sent_at = self.take_in_flight(id)?;
         // Parsed into the answer before's record: its bucket id's text and dimensions reused.
