@@ -43,11 +43,11 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
-use ratelane::{BodyHints, Config, FailReason, Failure};
+use ratelane::{Config, FailReason, Failure};
 use ratelane_tokio::metrics::Metrics;
 use ratelane_tokio::middleware::headers_of;
 use ratelane_tokio::redis::{RedisSettings, RedisStore};
-use ratelane_tokio::{Error, Options, RateLimiter, Reply, TransportError, WrittenBody, body_hints};
+use ratelane_tokio::{Error, Options, RateLimiter, Reply, TransportError, WrittenBody};
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 
@@ -336,18 +336,18 @@ impl Reply for Upstream {
         headers_of(self.response.headers())
     }
 
-    async fn read_hints(self) -> (Self, BodyHints) {
+    async fn read_body(self) -> (Self, Vec<u8>) {
         let Upstream { response, saved } = self;
         let response: http_response::Response<reqwest::Body> = response.into();
         let (parts, body) = response.into_parts();
         let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-        let hints = body_hints(&bytes);
+        let read = bytes.to_vec();
         if parts.status == StatusCode::TOO_MANY_REQUESTS {
             let copy = Saved { status: parts.status, headers: parts.headers.clone(), body: bytes.clone() };
             *saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(copy);
         }
         let response = reqwest::Response::from(http_response::Response::from_parts(parts, bytes));
-        (Upstream { response, saved }, hints)
+        (Upstream { response, saved }, read)
     }
 }
 

@@ -50,6 +50,10 @@ pub struct Options {
     /// The estimated cost beyond one request, by dimension (`("tokens", 1200)`); its answer's
     /// JSON body is then always read, for the `usage` that settles it.
     pub costs: Vec<(String, u64)>,
+    /// The LLM model the request asks for (`ratelane::llm::read_request`): under the LLM
+    /// profiles it keys the model's queue and budgets apart from other models' (unless `major`
+    /// is given).
+    pub model: Option<String>,
 }
 
 impl Options {
@@ -74,6 +78,7 @@ impl Options {
         r.sub_limit = self.sub_limit.clone();
         r.body_keys = self.body_keys.clone();
         r.costs = self.costs.clone();
+        r.model = self.model.clone();
         r
     }
 }
@@ -294,7 +299,7 @@ impl RateLimiter {
     /// the limiter retries (a 429; a 5xx or a transport failure of an idempotent request),
     /// bounded by `max_rate_limit_retries` / `max_error_retries`; an answer that is retried is
     /// dropped. `path` is the concrete path or URL (the route and major parameter are derived
-    /// from it); a 429's JSON body is read for `retry_after` and `global` ([`Reply::read_hints`]).
+    /// from it); a 429's JSON body is read for `retry_after` and `global` ([`Reply::read_body`]).
     ///
     /// Dropping the returned future cancels the request: a queued one leaves its queue, one
     /// the limiter had just let go but that had not left gives its global token and bucket
@@ -380,8 +385,13 @@ impl RateLimiter {
                 }
                 Ok(reply) => {
                     let status = reply.status();
-                    let (reply, hints) = if status == 429 || settles || inner.profile.reads_body(status) {
-                        reply.read_hints().await
+                    // The body where the profile reads it, or for its usage (a request with
+                    // costs), within the contract's bound (CONTRACT.md): the core reads it.
+                    let (reply, hints) = if settles || inner.profile.reads_body(status) {
+                        let (reply, body) = reply.read_body().await;
+                        let limit = if settles { BodyHints::MAX_USAGE_BODY } else { BodyHints::MAX_BODY };
+                        let hints = if body.len() <= limit { BodyHints::from_json(&body) } else { BodyHints::default() };
+                        (reply, hints)
                     } else {
                         (reply, BodyHints::default())
                     };
@@ -692,7 +702,10 @@ impl Inner {
                         self.arm(st, t);
                         break;
                     }
-                    Output::Idle => break,
+                    Output::Idle => {
+                        self.disarm(st);
+                        break;
+                    }
                     Output::Observe(_) => {}
                     Output::Reserve(r) => {
                         if !self.reserve(st, r.clone()) {
@@ -746,8 +759,15 @@ impl Inner {
         let mut st = self.lock();
         st.asking -= 1;
         let now = self.now(&mut st);
-        // An error: the request ended meanwhile in a way the core no longer tracks.
-        let _ = st.core.handle_reservation(now, id, answer);
+        let unavailable = answer == ReservationAnswer::Unavailable;
+        if let Err(e) = st.core.handle_reservation(now, id, answer) {
+            // A request that ended meanwhile needs no answer; any other refusal is an answer
+            // the core does not take (the store's bug), which counts as no answer at all
+            // (CONTRACT.md, "Shared mode").
+            if !unavailable && !matches!(e.code(), "unknown_request" | "invalid_state") {
+                let _ = st.core.handle_reservation(now, id, ReservationAnswer::Unavailable);
+            }
+        }
         self.pump(&mut st, now);
         drop(st);
         self.changed.notify_waiters();
@@ -772,6 +792,14 @@ impl Inner {
             runtime.spawn(timer(me, Arc::clone(&self.rearm)));
         }
         self.rearm.notify_one();
+    }
+
+    /// The core said `Idle`: nothing waits on time, so the timer sleeps until the next
+    /// `WaitUntil` (CONTRACT.md, "The timer").
+    fn disarm(&self, st: &mut State) {
+        if st.timer_at.take().is_some() {
+            self.rearm.notify_one();
+        }
     }
 
     fn on_timer(&self, deadline: Nanos) {

@@ -57,4 +57,4 @@ pub use driver::{Attempt, Builder, Observer, Options, RateLimiter, SharedStore};
 #[cfg(feature = "reqwest")]
 pub use written::WrittenBody;
 pub use error::{Error, Rejection};
-pub use reply::{Buffered, MAX_HINTS_BODY, Reply, TransportError, body_hints};
+pub use reply::{Buffered, Reply, TransportError};

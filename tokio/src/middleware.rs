@@ -29,13 +29,13 @@
 
 use http::Extensions;
 use http_body_util::BodyExt;
-use ratelane::{BodyHints, Failure};
+use ratelane::Failure;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
 use crate::driver::{Options, RateLimiter};
 use crate::error::Error;
-use crate::reply::{Reply, TransportError, body_hints};
+use crate::reply::{Reply, TransportError};
 use crate::written::WrittenBody;
 
 /// What a refusal of the middleware holds (inside `reqwest_middleware::Error::Middleware`).
@@ -132,13 +132,13 @@ impl Reply for Response {
         headers_of(self.headers())
     }
 
-    async fn read_hints(self) -> (Self, BodyHints) {
+    async fn read_body(self) -> (Self, Vec<u8>) {
         let response: http::Response<reqwest::Body> = self.into();
         let (parts, body) = response.into_parts();
         // A body cut short says nothing (the answer is a 429 the limiter handles either way).
         let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-        let hints = body_hints(&bytes);
-        (Response::from(http::Response::from_parts(parts, bytes)), hints)
+        let read = bytes.to_vec();
+        (Response::from(http::Response::from_parts(parts, bytes)), read)
     }
 }
 

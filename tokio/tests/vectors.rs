@@ -2,7 +2,7 @@
 //! way the Python and Node packages replay them through theirs: each request is built from
 //! the driver's `Options` (deadlines as tokio instants, `defer_after` as a duration), each
 //! answer's body is rendered as the JSON a server sends and read back by the driver's
-//! `body_hints` (through `Reply::read_hints`), and each `Fail` becomes the driver's
+//! the core's body reader (`BodyHints::from_json`, through `Reply::read_body`), and each `Fail` becomes the driver's
 //! `Rejection` (its code, predicted wait and retry instant). The outputs, results and counts
 //! must be exactly the recorded ones.
 
@@ -53,6 +53,7 @@ fn options(r: &Value, epoch: Instant) -> Options {
             .and_then(Value::as_object)
             .map(|c| c.iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect())
             .unwrap_or_default(),
+        model: s("model"),
     }
 }
 
@@ -85,7 +86,7 @@ fn hints(body: &Value) -> BodyHints {
     }
 }
 
-/// The JSON body a server would send that says `h` in the places `body_hints` reads.
+/// The JSON body a server would send that says `h` in the places `BodyHints::from_json` reads.
 fn render(h: &BodyHints) -> Vec<u8> {
     let mut body = serde_json::Map::new();
     if let Some(r) = h.retry_after {
@@ -218,7 +219,8 @@ async fn replay(vector: &Value) -> usize {
                 let expected = step.get("body").map(hints).unwrap_or_default();
                 let status = step["status"].as_u64().unwrap() as u16;
                 let reply = Buffered { status, headers, body: render(&expected) };
-                let (reply, read) = reply.read_hints().await;
+                let (reply, body) = reply.read_body().await;
+                let read = BodyHints::from_json(&body);
                 assert_eq!(read, expected, "step {i}: the body read back says what the step says");
                 bodies += usize::from(step.get("body").is_some());
                 let headers = reply.headers();
