@@ -5,6 +5,12 @@ import type { FailCode, RequestParts, SimReport } from './core'
 export declare const FAIL_CODES: readonly FailCode[]
 /** Every misuse code of the core (`ratelane::Error::ALL_CODES`). */
 export declare const ERROR_CODES: readonly string[]
+/** The header profiles' names (`ratelane::HeaderProfile::NAMES`). */
+export declare const PROFILES: readonly string[]
+/** The settings table (`ratelane::json::SETTINGS`): `[key, kind]` pairs. */
+export declare const SETTINGS: ReadonlyArray<readonly [string, string]>
+/** How much of a body the driver reads: `[MAX_BODY, MAX_USAGE_BODY]` (`ratelane::BodyHints`). */
+export declare const BODY_LIMITS: readonly [number, number]
 
 /**
  * The sans-IO client-side engine: `ratelane::Limiter` one to one. After every input, drain
@@ -49,6 +55,12 @@ export declare class Limiter {
    * the driver uses.
    */
   respond(nowNs: number, id: number, status: number, headers: string | string[], wallClockMs?: number | null, retryAfter?: number | null, global?: boolean | null, cost?: Array<number | null> | null, errors?: string[] | null, usageNames?: string[] | null, usageValues?: number[] | null): 'complete' | 'retry' | 'failed'
+  /**
+   * `handleResponse` with the answer's body as it came, JSON text or bytes: the core reads
+   * it (`ratelane::BodyHints::from_json`, the one body reader of every driver). Headers as
+   * `respond` takes them.
+   */
+  respondBody(nowNs: number, id: number, status: number, headers: string | string[], wallClockMs: number | null | undefined, body: string | Uint8Array): 'complete' | 'retry' | 'failed'
   /**
    * `handleReservation` with the `ReservationAnswer`'s fields as arguments: the positional
    * surface the driver uses.

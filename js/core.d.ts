@@ -93,7 +93,10 @@ export interface ResponseSpec {
   status: number
   /** In the order received; repeated names allowed. */
   headers: Array<[string, string]>
+  /** What a body already read says; or give `bodyText`, not both. */
   body?: BodyHints | null
+  /** The body as it came (JSON text or bytes): the core reads it (`ratelane::BodyHints::from_json`). */
+  bodyText?: string | Uint8Array | null
   /** `Date.now()` at receipt. */
   wallClockMs?: number | null
 }
@@ -358,6 +361,15 @@ export interface NativeLimiter extends LimiterReads {
     usageNames?: string[] | null,
     usageValues?: number[] | null,
   ): Disposition
+  /** `handleResponse` with the answer's body as it came (JSON text or bytes): the core reads it. */
+  respondBody(
+    nowNs: number,
+    id: number,
+    status: number,
+    headers: string | string[],
+    wallClockMs: number | null | undefined,
+    body: string | Uint8Array,
+  ): Disposition
   /** `handleReservation` with the answer's fields as arguments. */
   answerReservation(
     nowNs: number,
@@ -562,6 +574,12 @@ export interface CoreModule {
   FixedWindowStore: new (quota: number, windowNs: number, options?: StoreOptions | null) => CoreFixedWindowStore
   readonly FAIL_CODES: readonly string[]
   readonly ERROR_CODES: readonly string[]
+  /** The header profiles' names (`ratelane::HeaderProfile::NAMES`). */
+  readonly PROFILES: readonly string[]
+  /** The settings table (`ratelane::json::SETTINGS`): `[key, kind]` pairs the driver names its options from. */
+  readonly SETTINGS: ReadonlyArray<readonly [string, string]>
+  /** How much of a body the driver reads: `[MAX_BODY, MAX_USAGE_BODY]` (`ratelane::BodyHints`). */
+  readonly BODY_LIMITS: readonly [number, number]
   /** The model and estimated tokens of an OpenAI or Anthropic request body; null for another body. */
   readLlmRequest(body: string | Uint8Array): LlmRequest | null
 }
@@ -589,6 +607,12 @@ export interface NativeModule {
   FixedWindowStore: new (quota: number, windowNs: number, options?: StoreOptions | null) => CoreFixedWindowStore
   readonly FAIL_CODES: readonly string[]
   readonly ERROR_CODES: readonly string[]
+  /** The header profiles' names (`ratelane::HeaderProfile::NAMES`). */
+  readonly PROFILES: readonly string[]
+  /** The settings table (`ratelane::json::SETTINGS`): `[key, kind]` pairs the driver names its options from. */
+  readonly SETTINGS: ReadonlyArray<readonly [string, string]>
+  /** How much of a body the driver reads: `[MAX_BODY, MAX_USAGE_BODY]` (`ratelane::BodyHints`). */
+  readonly BODY_LIMITS: readonly [number, number]
   /** The model and estimated tokens of an OpenAI or Anthropic request body; null for another body. */
   readLlmRequest(body: string | Uint8Array): LlmRequest | null
 }

@@ -23,7 +23,7 @@ use napi::bindgen_prelude::{Either, Either3, Float64ArraySlice, Null, Object, Ui
 use napi::ValueType;
 use napi_derive::napi;
 use ratelane::sim::{Server, SimError};
-use ratelane::{FailReason, Output, Request, Response};
+use ratelane::{BodyHints, FailReason, HeaderProfile, Output, Request, Response};
 
 mod server;
 
@@ -310,6 +310,44 @@ impl Limiter {
         let global = opt_bool(global, "response.body.global")?;
         let body = common::body(retry_after, global, cost.as_deref(), errors, usage_names, usage_values)
             .map_err(invalid_argument)?;
+        let wall_clock_ms = opt_number(wall_clock_ms, "response.wallClockMs")?
+            .map(|ms| whole(ms, "response.wallClockMs"))
+            .transpose()?;
+        let response = Response { status, headers: &pairs, body, wall_clock_ms };
+        let disposition = self.inner.handle_response(now, id, &response).map_err(core_error)?;
+        Ok(common::disposition_name(disposition))
+    }
+
+    /// `handleResponse` with the answer's body as it came, JSON text or bytes: the core reads
+    /// it (`ratelane::BodyHints::from_json`, the one body reader of every driver). Headers as
+    /// `respond` takes them.
+    #[napi(
+        ts_args_type = "nowNs: number, id: number, status: number, headers: string | string[], wallClockMs: number | null | undefined, body: string | Uint8Array",
+        ts_return_type = "'complete' | 'retry' | 'failed'"
+    )]
+    pub fn respond_body(
+        &mut self,
+        now_ns: NumArg<'_>,
+        id: NumArg<'_>,
+        status: NumArg<'_>,
+        headers: Either3<String, Vec<String>, Unknown<'_>>,
+        wall_clock_ms: Option<NumArg<'_>>,
+        body: Either3<String, Uint8Array, Unknown<'_>>,
+    ) -> Result<&'static str> {
+        let now = whole_arg(now_ns, "nowNs")?;
+        let id = whole_arg(id, "id")?;
+        let status = status_arg(status)?;
+        let pairs = match &headers {
+            Either3::A(lines) => common::header_lines(lines),
+            Either3::B(list) => common::header_list(list),
+            Either3::C(_) => None,
+        }
+        .ok_or_else(|| invalid_argument("headers must hold names and values on alternate lines"))?;
+        let body = match &body {
+            Either3::A(text) => BodyHints::from_json(text.as_bytes()),
+            Either3::B(bytes) => BodyHints::from_json(bytes),
+            Either3::C(_) => return Err(invalid_argument("response.bodyText must be a string or a Uint8Array")),
+        };
         let wall_clock_ms = opt_number(wall_clock_ms, "response.wallClockMs")?
             .map(|ms| whole(ms, "response.wallClockMs"))
             .transpose()?;
@@ -663,10 +701,18 @@ pub fn read_llm_request(body: Either3<String, Uint8Array, Unknown<'_>>) -> Resul
 // ------------------------------------------------------------------------------ constants
 
 /// `FAIL_CODES` and `ERROR_CODES` on the module (`ratelane::FailReason::ALL_CODES`,
-/// `ratelane::Error::ALL_CODES`).
+/// `ratelane::Error::ALL_CODES`), `PROFILES` (`ratelane::HeaderProfile::NAMES`), `SETTINGS`,
+/// the core's settings table (`ratelane::json::SETTINGS`: `[key, kind]` pairs), from which the
+/// driver names its options, and `BODY_LIMITS` (how much of a body the driver reads).
 #[napi(module_exports)]
 pub fn module_exports(mut exports: Object) -> napi::Result<()> {
     exports.set("FAIL_CODES", FailReason::ALL_CODES.to_vec())?;
     exports.set("ERROR_CODES", ratelane::Error::ALL_CODES.to_vec())?;
+    exports.set("PROFILES", HeaderProfile::NAMES.to_vec())?;
+    let settings: Vec<Vec<&str>> = ratelane::json::SETTINGS.iter().map(|(key, kind)| vec![*key, kind.as_str()]).collect();
+    exports.set("SETTINGS", settings)?;
+    // How much of a body the driver reads: `BodyHints::MAX_BODY`, and `MAX_USAGE_BODY` for a
+    // request with costs.
+    exports.set("BODY_LIMITS", vec![BodyHints::MAX_BODY as u32, BodyHints::MAX_USAGE_BODY as u32])?;
     Ok(())
 }

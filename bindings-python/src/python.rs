@@ -203,6 +203,13 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FAIL_CODES", FailReason::ALL_CODES.to_vec())?;
     m.add("ERROR_CODES", Error::ALL_CODES.to_vec())?;
     m.add("PROFILES", ratelane::HeaderProfile::NAMES.to_vec())?;
+    // The settings table (`ratelane::json::SETTINGS`): `(key, kind)` pairs, from which the
+    // drivers name their keyword arguments and convert their units (`_settings.py`).
+    let settings: Vec<(&str, &str)> = ratelane::json::SETTINGS.iter().map(|(key, kind)| (*key, kind.as_str())).collect();
+    m.add("SETTINGS", settings)?;
+    // How much of a body the drivers read (`ratelane::BodyHints::MAX_BODY`, `MAX_USAGE_BODY`).
+    m.add("MAX_BODY", ratelane::BodyHints::MAX_BODY)?;
+    m.add("MAX_USAGE_BODY", ratelane::BodyHints::MAX_USAGE_BODY)?;
     m.add("CORE_VERSION", env!("CARGO_PKG_VERSION"))?;
     // The server-side limit and store, and their scripts (`server.rs`).
     server::register(m)?;

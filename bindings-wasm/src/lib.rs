@@ -29,7 +29,7 @@
 
 use js_sys::{Array, Object, Reflect};
 use ratelane::sim::{Server, Ticket};
-use ratelane::{FailReason, Output, Request, Response, json};
+use ratelane::{BodyHints, FailReason, HeaderProfile, Output, Request, Response, json};
 use wasm_bindgen::prelude::*;
 use ratelane_js_common::{self as common, RequestParts};
 
@@ -316,14 +316,8 @@ impl Limiter {
             Some(v) => common::status(v).map_err(|m| invalid_argument(&m))?,
             None => return Err(invalid_argument(&format!("status must be a number, got {}", type_of(&status)))),
         };
-        let lines = headers.as_string();
-        let list = if lines.is_none() { opt_strings("headers", &headers)? } else { None };
-        let pairs = match (&lines, &list) {
-            (Some(lines), _) => common::header_lines(lines),
-            (None, Some(list)) => common::header_list(list),
-            (None, None) => None,
-        }
-        .ok_or_else(|| invalid_argument("headers must hold names and values on alternate lines"))?;
+        let headers = HeaderText::read(&headers)?;
+        let pairs = headers.pairs()?;
         let cost = if absent(&cost) {
             None
         } else {
@@ -339,6 +333,45 @@ impl Limiter {
             opt_numbers("response.body.usage", &usage_values)?,
         )
         .map_err(|m| invalid_argument(&m))?;
+        let wall_clock_ms = if absent(&wall_clock_ms) { None } else { Some(number_arg("wallClockMs", &wall_clock_ms)?) };
+        let response = Response { status, headers: &pairs, body, wall_clock_ms };
+        let d = self.inner.handle_response(now, id, &response).map_err(core_error)?;
+        Ok(disposition(d))
+    }
+
+    /// `handleResponse` with the answer's body as it came, JSON text or bytes: the core reads
+    /// it (`ratelane::BodyHints::from_json`, the one body reader of every driver). Headers as
+    /// `respond` takes them. Throws `unknown_request`, `invalid_state`.
+    #[wasm_bindgen(js_name = respondBody, unchecked_return_type = "Disposition")]
+    pub fn respond_body(
+        &mut self,
+        #[wasm_bindgen(js_name = nowNs, unchecked_param_type = "number")] now_ns: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] status: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string | string[]")] headers: JsValue,
+        #[wasm_bindgen(js_name = wallClockMs, unchecked_param_type = "number | null | undefined")] wall_clock_ms: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string | Uint8Array")] body: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let now = number_arg("nowNs", &now_ns)?;
+        let id = number_arg("id", &id)?;
+        let status = match status.as_f64() {
+            Some(v) => common::status(v).map_err(|m| invalid_argument(&m))?,
+            None => return Err(invalid_argument(&format!("status must be a number, got {}", type_of(&status)))),
+        };
+        let headers = HeaderText::read(&headers)?;
+        let pairs = headers.pairs()?;
+        let body = match body.as_string() {
+            Some(text) => BodyHints::from_json(text.as_bytes()),
+            None => match body.dyn_ref::<js_sys::Uint8Array>() {
+                Some(bytes) => BodyHints::from_json(&bytes.to_vec()),
+                None => {
+                    return Err(invalid_argument(&format!(
+                        "response.bodyText must be a string or a Uint8Array, got {}",
+                        type_of(&body)
+                    )));
+                }
+            },
+        };
         let wall_clock_ms = if absent(&wall_clock_ms) { None } else { Some(number_arg("wallClockMs", &wall_clock_ms)?) };
         let response = Response { status, headers: &pairs, body, wall_clock_ms };
         let d = self.inner.handle_response(now, id, &response).map_err(core_error)?;
@@ -758,6 +791,36 @@ pub fn read_llm_request(#[wasm_bindgen(unchecked_param_type = "string | Uint8Arr
     })
 }
 
+// ------------------------------------------------------------------------------ headers
+
+/// A response's headers as `respond` takes them: one string, names and values on alternate
+/// lines, or a flat list `[name, value, ...]` when a name or value holds a line break.
+#[cfg(feature = "client")]
+enum HeaderText {
+    Lines(String),
+    List(Vec<String>),
+}
+
+#[cfg(feature = "client")]
+impl HeaderText {
+    fn read(headers: &JsValue) -> Result<HeaderText, JsValue> {
+        if let Some(lines) = headers.as_string() {
+            return Ok(HeaderText::Lines(lines));
+        }
+        opt_strings("headers", headers)?
+            .map(HeaderText::List)
+            .ok_or_else(|| invalid_argument("headers must hold names and values on alternate lines"))
+    }
+
+    fn pairs(&self) -> Result<Vec<(&str, &str)>, JsValue> {
+        match self {
+            HeaderText::Lines(lines) => common::header_lines(lines),
+            HeaderText::List(list) => common::header_list(list),
+        }
+        .ok_or_else(|| invalid_argument("headers must hold names and values on alternate lines"))
+    }
+}
+
 // ------------------------------------------------------------------------------ codes
 
 /// Every failure code (`FailReason::ALL_CODES`). The packages export it as `FAIL_CODES`.
@@ -768,6 +831,32 @@ pub fn fail_codes() -> Vec<String> {
         .iter()
         .map(|c| (*c).to_owned())
         .collect()
+}
+
+/// The header profiles' names (`HeaderProfile::NAMES`). The packages export them as `PROFILES`.
+#[cfg(feature = "client")]
+#[wasm_bindgen]
+pub fn profiles() -> Vec<String> {
+    HeaderProfile::NAMES.iter().map(|c| (*c).to_owned()).collect()
+}
+
+/// The core's settings table (`ratelane::json::SETTINGS`): `[key, kind]` pairs, from which the
+/// driver names its options. The packages export it as `SETTINGS`.
+#[cfg(feature = "client")]
+#[wasm_bindgen(unchecked_return_type = "Array<[string, string]>")]
+pub fn settings() -> Array {
+    json::SETTINGS
+        .iter()
+        .map(|(key, kind)| Array::of2(&JsValue::from_str(key), &JsValue::from_str(kind.as_str())))
+        .collect()
+}
+
+/// How much of a body the driver reads: `[BodyHints::MAX_BODY, BodyHints::MAX_USAGE_BODY]`
+/// (the second for a request with costs). The packages export it as `BODY_LIMITS`.
+#[cfg(feature = "client")]
+#[wasm_bindgen(js_name = bodyLimits)]
+pub fn body_limits() -> Vec<u32> {
+    vec![BodyHints::MAX_BODY as u32, BodyHints::MAX_USAGE_BODY as u32]
 }
 
 /// Every caller-error code of the core (`Error::ALL_CODES`). The packages export it as

@@ -23,6 +23,9 @@ __all__ = [
     "FAIL_CODES",
     "ERROR_CODES",
     "PROFILES",
+    "SETTINGS",
+    "MAX_BODY",
+    "MAX_USAGE_BODY",
     "CORE_VERSION",
     "SHARED_STORE_LUA",
     "GCRA_LUA",
@@ -40,6 +43,9 @@ _Disposition: TypeAlias = Literal["complete", "retry", "failed"]
 FAIL_CODES: Final[list[str]]
 ERROR_CODES: Final[list[str]]
 PROFILES: Final[list[str]]
+SETTINGS: Final[list[tuple[str, str]]]
+MAX_BODY: Final[int]
+MAX_USAGE_BODY: Final[int]
 CORE_VERSION: Final[str]
 SHARED_STORE_LUA: Final[str]
 GCRA_LUA: Final[str]
@@ -118,21 +124,25 @@ class Limiter:
         id: int,
         status: int,
         headers: Optional[_Headers] = None,
+        wall_clock_ms: Optional[int] = None,
         *,
+        body: Union[bytes, bytearray, memoryview, str, None] = None,
         retry_after: Optional[float] = None,
         global_: Optional[bool] = None,
-        wall_clock_ms: Optional[int] = None,
         cost: Optional[Mapping[str, Optional[float]]] = None,
         errors: Optional[Iterable[str]] = None,
         usage: Optional[Mapping[str, float]] = None,
     ) -> _Disposition:
-        """A response arrived for sent request ``id``. ``retry_after``, ``global_``, ``cost``
+        """A response arrived for sent request ``id``. ``wall_clock_ms``: the wall clock at
+        receipt (ms since the Unix epoch), for absolute resets. ``body``: the answer's body as
+        it came, read by the core (``ratelane::BodyHints::from_json``), when
+        ``reads_body(status)`` or the request had ``costs`` (its ``usage`` settles them). Or,
+        for a body already parsed, what it says: ``retry_after``, ``global_``, ``cost``
         (``requested``, ``actual``, ``maximum_available``, ``currently_available``,
-        ``restore_rate``) and ``errors`` are what its JSON body says (``ratelane::BodyHints``),
-        when ``reads_body(status)``; ``usage``, the numeric fields of the body's top-level
-        ``usage`` object (``total_tokens``, ``input_tokens``...), when the request had
-        ``costs``: it settles them (the first 16 are passed; the core reads only finite
-        ones >= 0). Raises UnknownRequestError, InvalidStateError, InvalidArgumentError."""
+        ``restore_rate``), ``errors`` and ``usage`` (the numeric fields of its top-level
+        ``usage`` object; the first 16 are passed); not both. Of an answer whose status the
+        profile does not read, the core takes only ``usage``. Raises UnknownRequestError,
+        InvalidStateError, InvalidArgumentError."""
     def reads_body(self, status: int) -> bool:
         """Whether the profile reads the body of an answer with this status (Discord's 429s,
         GitHub's 403s and 429s, every answer under Shopify and Auto)."""

@@ -14,8 +14,8 @@ use ratelane::{BodyHints, Disposition, Failure, Output, QueryCost, Request, Resp
 
 use super::store;
 use super::{
-    body_keys, core_error, cost, costs, errors, headers, mistake, module, ns, opt_bool, opt_ns, opt_text, priority,
-    request_id, retry_after, status, text, usage, utf8,
+    body_keys, core_error, cost, costs, errors, headers, mistake, module, normalized, ns, opt_bool, opt_ns, opt_text,
+    priority, request_id, retry_after, status, text, usage, utf8,
 };
 
 /// `Send(id)`: send request `id` now. `WaitUntil(at_ns)`: drained; call `handle_timeout` at
@@ -116,6 +116,19 @@ pub(super) fn request(method: String, path: String, options: Option<&Bound<'_, P
     Ok(r)
 }
 
+/// What a body (`bytes`, `bytearray`, `memoryview` or `str`) says, read by the core; another
+/// type is what `ratelane._args.body` says of it.
+pub(super) fn body_hints(body: &Bound<'_, PyAny>) -> PyResult<BodyHints> {
+    if let Ok(text) = body.cast::<PyString>() {
+        return Ok(BodyHints::from_json(utf8::text(text)?.as_bytes()));
+    }
+    if let Ok(bytes) = body.extract::<&[u8]>() {
+        return Ok(BodyHints::from_json(bytes));
+    }
+    let bytes: Vec<u8> = normalized(body, "body")?;
+    Ok(BodyHints::from_json(&bytes))
+}
+
 pub(super) fn limiter(config_json: Option<&str>) -> PyResult<ratelane::Limiter> {
     let config = ratelane::json::config_from_json(config_json.unwrap_or("{}")).map_err(core_error)?;
     ratelane::Limiter::new(config).map_err(core_error)
@@ -151,12 +164,15 @@ impl Limiter {
         self.inner.enqueue(now_ns, r).map_err(core_error)
     }
 
-    /// `cost`: Shopify's `extensions.cost` (a dict of `requested`, `actual`,
-    /// `maximum_available`, `currently_available`, `restore_rate`); `errors`: the body's error
-    /// strings; `usage`: the numeric fields of its `usage` object.
+    /// `wall_clock_ms`: the wall clock at receipt (ms since the Unix epoch), for absolute
+    /// resets. `body`: the answer's body as it came (`bytes` or `str`), read by the core
+    /// (`ratelane::BodyHints::from_json`); or, for a body already parsed, what it says:
+    /// `retry_after`, `global_`, `cost` (Shopify's `extensions.cost`: a dict of `requested`,
+    /// `actual`, `maximum_available`, `currently_available`, `restore_rate`), `errors` (the
+    /// error strings), `usage` (the numeric fields of its `usage` object). Not both.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (now_ns, id, status, headers = None, *, retry_after = None, global_ = None,
-                        wall_clock_ms = None, cost = None, errors = None, usage = None))]
+    #[pyo3(signature = (now_ns, id, status, headers = None, wall_clock_ms = None, *, body = None, retry_after = None,
+                        global_ = None, cost = None, errors = None, usage = None))]
     fn handle_response<'py>(
         &mut self,
         py: Python<'py>,
@@ -164,9 +180,10 @@ impl Limiter {
         #[pyo3(from_py_with = request_id)] id: u64,
         #[pyo3(from_py_with = status)] status: u16,
         #[pyo3(from_py_with = headers)] headers: Option<Vec<(Bound<'py, PyString>, Bound<'py, PyString>)>>,
+        #[pyo3(from_py_with = opt_ns)] wall_clock_ms: Option<u64>,
+        body: Option<Bound<'py, PyAny>>,
         #[pyo3(from_py_with = retry_after)] retry_after: Option<f64>,
         #[pyo3(from_py_with = opt_bool)] global_: Option<bool>,
-        #[pyo3(from_py_with = opt_ns)] wall_clock_ms: Option<u64>,
         #[pyo3(from_py_with = cost)] cost: Option<QueryCost>,
         #[pyo3(from_py_with = errors)] errors: Option<Vec<String>>,
         #[pyo3(from_py_with = usage)] usage: Option<Vec<(String, f64)>>,
@@ -175,8 +192,22 @@ impl Limiter {
         let Some(pairs) = headers.iter().map(|(n, v)| Some((utf8::text(n).ok()?, utf8::text(v).ok()?))).collect::<Option<Vec<_>>>() else {
             return Err(mistake(PyList::new(py, &headers)?.as_any(), "headers"));
         };
-        let (errors, usage) = (errors.unwrap_or_default(), usage.unwrap_or_default());
-        let response = Response { status, headers: &pairs, body: BodyHints { retry_after, global: global_, cost, errors, usage }, wall_clock_ms };
+        let hints = match body.filter(|b| !b.is_none()) {
+            Some(body) => {
+                if retry_after.is_some() || global_.is_some() || cost.is_some() || errors.is_some() || usage.is_some() {
+                    return Err(mistake(body.as_any(), "body_and_hints"));
+                }
+                body_hints(&body)?
+            }
+            None => BodyHints {
+                retry_after,
+                global: global_,
+                cost,
+                errors: errors.unwrap_or_default(),
+                usage: usage.unwrap_or_default(),
+            },
+        };
+        let response = Response { status, headers: &pairs, body: hints, wall_clock_ms };
         let d = self.inner.handle_response(now_ns, id, &response).map_err(core_error)?;
         Ok(disposition(py, d).clone())
     }

@@ -9,5 +9,8 @@ module.exports = {
   Limiter: wasm.Limiter,
   FAIL_CODES: Object.freeze(wasm.failCodes()),
   ERROR_CODES: Object.freeze(wasm.errorCodes()),
+  PROFILES: Object.freeze(wasm.profiles()),
+  SETTINGS: Object.freeze(wasm.settings()),
+  BODY_LIMITS: Object.freeze(wasm.bodyLimits()),
   readLlmRequest: wasm.readLlmRequest,
 };
