@@ -22,7 +22,6 @@ from aiohttp import web
 
 import ratelane
 from discord_server import run
-from ratelane._responses import MAX_USAGE, hints_from_body
 from ratelane.sim import Server, Simulation
 
 SECOND = 1_000_000_000
@@ -196,22 +195,34 @@ def test_the_server_side_weight_error_is_the_same_class() -> None:
     assert isinstance(exc, ratelane.RateLimitError) and isinstance(exc, ValueError)
 
 
-def test_hints_from_body_reads_usage() -> None:
-    openai = {"id": "x", "usage": {"prompt_tokens": 12, "completion_tokens": 30, "total_tokens": 42,
+def test_the_core_reads_usage_from_the_body() -> None:
+    # An answer to a request with costs: its body's usage settles the estimate, read by the
+    # core (ratelane::BodyHints::from_json), the same as the usage given as numbers (as
+    # test_usage_settles_the_estimate: a usage four times the estimate holds the next request).
+    def second_request_goes(**body: Any) -> bool:
+        limiter = ratelane.Limiter(profile="openai")
+        rid = limiter.enqueue(0, "POST", CHAT, costs={"tokens": 1000})
+        limiter.drain()
+        assert limiter.handle_response(1, rid, 200, openai_headers(remaining_tokens=2000), **body) == "complete"
+        limiter.drain()
+        nxt = limiter.enqueue(2, "POST", CHAT, costs={"tokens": 600})
+        return any(isinstance(o, ratelane.Send) and o.id == nxt for o in limiter.drain())
+
+    openai = {"id": "x", "usage": {"prompt_tokens": 3000, "completion_tokens": 1000, "total_tokens": 4000,
                                    "prompt_tokens_details": {"cached_tokens": 0}}}
-    assert hints_from_body(openai) == {"usage": {"prompt_tokens": 12.0, "completion_tokens": 30.0, "total_tokens": 42.0}}
-    anthropic = {"usage": {"input_tokens": 10, "output_tokens": 5.5, "service_tier": "standard"}}
-    assert hints_from_body(anthropic) == {"usage": {"input_tokens": 10.0, "output_tokens": 5.5}}
-    # Hostile: booleans are not numbers, nor strings; NaN, infinite, negative and huge ints are
-    # skipped; at most MAX_USAGE entries; a usage that is not an object, or nested, is ignored.
-    hostile = {"usage": {"a": True, "b": "7", "c": float("nan"), "d": float("-inf"), "e": -1, "f": 10**400,
-                         **{f"n{i}": i for i in range(40)}}}
-    usage = hints_from_body(hostile)["usage"]
-    assert len(usage) == MAX_USAGE and usage == {f"n{i}": float(i) for i in range(MAX_USAGE)}
-    assert hints_from_body({"usage": [1, 2]}) == {} and hints_from_body({"usage": 5}) == {}
-    assert hints_from_body({"data": {"usage": {"total_tokens": 5}}}) == {}
-    # A huge retry_after no longer drops every other hint.
-    assert hints_from_body({"retry_after": 10**400, "usage": {"total_tokens": 5}}) == {"usage": {"total_tokens": 5.0}}
+    assert second_request_goes()
+    assert not second_request_goes(usage={"total_tokens": 4000})
+    assert not second_request_goes(body=json.dumps(openai))
+    assert not second_request_goes(body=json.dumps(openai).encode())
+    assert second_request_goes(body=json.dumps({"usage": {"total_tokens": 900}}))
+    # Hostile usage values are skipped, never an error; a body cut short says nothing.
+    hostile = {"usage": {"a": True, "b": "7000", "e": -1, "total_tokens": 4000}}
+    assert not second_request_goes(body=json.dumps(hostile))
+    assert second_request_goes(body=json.dumps({"usage": {"a": True, "b": "7000", "e": -1}}))
+    assert second_request_goes(body=b'{"usage": {"total_tokens": 4000')
+    # Both a body and the hints of one: a caller's mistake.
+    with pytest.raises(ratelane.InvalidArgumentError):
+        second_request_goes(body="{}", usage={"total_tokens": 1})
 
 
 def test_sim_server_weighs_each_request() -> None:

@@ -416,6 +416,19 @@ def test_settings_in_seconds_and_bad_settings() -> None:
         ratelane.RateLimiter(max_wait="soon")
 
 
+def test_settings_come_from_the_core_table() -> None:
+    # The drivers' names and units are the core's settings table's (ratelane::json::SETTINGS);
+    # LimiterSettings, which types them for mypy, names exactly the same.
+    from ratelane import _core
+    from ratelane._settings import DURATION_KEYS, SETTING_NAMES, LimiterSettings
+
+    keys = [key for key, kind in _core.SETTINGS if kind != "shared"]
+    assert list(SETTING_NAMES) == [k[: -len("_ns")] if k.endswith("_ns") else k for k in keys]
+    assert set(LimiterSettings.__annotations__) == set(SETTING_NAMES)
+    assert {key + "_ns" for key in DURATION_KEYS} == {k for k, kind in _core.SETTINGS if kind.startswith("nanos")}
+    assert "shared" in dict(_core.SETTINGS) and "profile" in SETTING_NAMES
+
+
 def test_a_limiter_belongs_to_one_loop() -> None:
     limiter = ratelane.RateLimiter()
 

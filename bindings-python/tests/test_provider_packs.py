@@ -10,7 +10,6 @@ from typing import Any, Dict, List, Tuple
 import pytest
 
 import ratelane
-from ratelane._responses import MAX_ERROR_LEN, MAX_ERRORS, hints_from_body
 
 
 def test_every_profile_by_name() -> None:
@@ -34,35 +33,39 @@ def test_reads_body_per_profile() -> None:
     assert not ratelane.Limiter(profile="auto").reads_body(-1)
 
 
-def test_hints_from_body_fixed_places() -> None:
-    # Discord's 429.
-    assert hints_from_body({"retry_after": 1.5, "global": False, "message": "You are being rate limited."}) == {
-        "retry_after": 1.5, "global_": False, "errors": ["You are being rate limited."],
-    }
-    # Shopify GraphQL, throttled.
-    body = {
+def _answered(profile: str, path: str, status: int, headers: List[Tuple[str, str]], **body: Any) -> Tuple[str, List[Any]]:
+    limiter = ratelane.Limiter(profile=profile)
+    rid = limiter.enqueue(0, "POST", path)
+    limiter.drain()
+    disposition = limiter.handle_response(10_000_000, rid, status, headers, **body)
+    return disposition, limiter.drain()
+
+
+def test_the_core_reads_the_body() -> None:
+    # The body as it came (bytes or str) says what the hints of the same body say: the core
+    # reads it (ratelane::BodyHints::from_json; its own tests cover every field and place).
+    discord = {"message": "You are being rate limited.", "retry_after": 1.5, "global": True}
+    headers = [("x-ratelimit-scope", "global")]
+    path = "/channels/1/messages"
+    read = _answered("discord", path, 429, headers, body=json.dumps(discord).encode())
+    assert read == _answered("discord", path, 429, headers, body=json.dumps(discord))
+    assert read == _answered("discord", path, 429, headers, retry_after=1.5, global_=True, errors=[discord["message"]])
+    throttled = {
         "errors": [{"message": "Throttled", "extensions": {"code": "THROTTLED"}}],
         "extensions": {"cost": {"requestedQueryCost": 101, "actualQueryCost": None,
                                 "throttleStatus": {"maximumAvailable": 1000.0, "currentlyAvailable": 50, "restoreRate": 50.0}}},
     }
-    assert hints_from_body(body) == {
-        "cost": {"requested": 101.0, "actual": None, "maximum_available": 1000.0, "currently_available": 50.0, "restore_rate": 50.0},
-        "errors": ["THROTTLED", "Throttled"],
-    }
-    # OpenAI / Anthropic error objects, GitHub's message, Shopify REST's string, Salesforce's array.
-    assert hints_from_body({"error": {"type": "rate_limit_error", "code": "rate_limit_exceeded"}})["errors"] == [
-        "rate_limit_error", "rate_limit_exceeded",
-    ]
-    assert hints_from_body({"errors": "Exceeded 2 calls per second for api client."})["errors"] == [
-        "Exceeded 2 calls per second for api client.",
-    ]
-    assert hints_from_body([{"message": "x", "errorCode": "REQUEST_LIMIT_EXCEEDED"}]) == {"errors": ["REQUEST_LIMIT_EXCEEDED"]}
-    # Hostile: wrong types are skipped, booleans are not numbers, NaN is not finite, long and
-    # many strings are cut.
-    assert hints_from_body({"retry_after": True, "global": 1, "message": 5, "extensions": {"cost": {"requestedQueryCost": float("nan")}}}) == {}
-    many = hints_from_body({"errors": [{"message": "é" * 500} for _ in range(40)]})["errors"]
-    assert len(many) == MAX_ERRORS and all(len(e.encode()) <= MAX_ERROR_LEN for e in many)
-    assert hints_from_body("<html>") == {} and hints_from_body(None) == {}
+    graphql = "/admin/api/2024-01/graphql.json"
+    cost = {"requested": 101, "actual": None, "maximum_available": 1000, "currently_available": 50, "restore_rate": 50}
+    read = _answered("shopify", graphql, 200, [], body=bytearray(json.dumps(throttled).encode()))
+    assert read[0] == "retry"
+    assert read == _answered("shopify", graphql, 200, [], cost=cost, errors=["THROTTLED", "Throttled"])
+    # A body that is not JSON says nothing; both a body and hints is a mistake.
+    assert _answered("discord", path, 429, headers, body=b"<html>429</html>") == _answered("discord", path, 429, headers)
+    with pytest.raises(ratelane.InvalidArgumentError, match="not both"):
+        _answered("discord", path, 429, headers, body=b"{}", retry_after=1.0)
+    with pytest.raises(ratelane.InvalidArgumentError, match="body must be"):
+        _answered("discord", path, 429, headers, body=12)
 
 
 def test_handle_response_body_arguments() -> None:

@@ -204,6 +204,25 @@ def usage(value: Any) -> Optional[List[Tuple[str, float]]]:
     return out
 
 
+def body(value: Any) -> bytes:
+    """A response body as it came: ``bytes``, ``bytearray``, ``memoryview`` or ``str`` (the
+    core reads the JSON)."""
+    if isinstance(value, str):
+        return text(value, "body").encode("utf-8")
+    try:
+        return bytes(memoryview(value))
+    except TypeError:
+        _wrong("body must be the response's body as bytes or str (the core reads the JSON)", value)
+
+
+def body_and_hints(value: Any) -> NoReturn:
+    """``handle_response`` given both a ``body`` to read and the hints read from one."""
+    raise InvalidArgumentError(
+        "give either body= (the core reads it) or the hints of a body already read "
+        "(retry_after=, global_=, cost=, errors=, usage=), not both"
+    )
+
+
 def _header(value: Any) -> str:
     if not isinstance(value, str):
         _wrong("header names and values must be str", value)

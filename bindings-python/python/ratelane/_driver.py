@@ -4,8 +4,8 @@ It does what the core's drain invariant asks and nothing more: after every input
 outputs, wakes the task whose request may go (``Send``) or fails it (``Fail``), and keeps one
 timer for the earliest ``WaitUntil``. Time is ``loop.time()`` in nanoseconds; the timer is a
 ``loop.call_at`` handle, re-armed only when an earlier deadline comes up (a timer that fires
-early is harmless: the core is asked, and answers with the next deadline). No threads, no
-background task.
+early is harmless: the core is asked, and answers with the next deadline) and cancelled when
+the core says ``Idle`` (CONTRACT.md, "The timer"). No threads, no background task.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import time
 from types import TracebackType
 from typing import (
     TYPE_CHECKING,
@@ -39,7 +40,7 @@ from ._core import Idle, Send
 from ._engine import DONE, FAILED, SENDABLE, WAITING, Engine, Observer, RequestOptions, Waiter
 from ._errors import RatelaneError, RateLimitError
 from ._outputs import Reserve
-from ._responses import body_hints, discard, failure_kind, headers_of, keep, may_be_json, status_of
+from ._responses import body_limit, discard, failure_kind, headers_of, keep, may_be_json, read_body, status_of
 from ._settings import LimiterSettings
 
 __all__ = ["RateLimiter", "Permit", "RequestOptions", "report_written"]
@@ -218,16 +219,24 @@ class RateLimiter(Engine):
                     headers = headers_of(headers)
                 # The body is read where the profile reads it (a 429's JSON, GitHub's 403
                 # messages, Shopify's GraphQL cost) and, for a request with costs, always (its
-                # usage settles them), unless it says it is not JSON (a stream).
-                if status == 429 or ((waiter.settles or core.reads_body(status)) and may_be_json(response)):
-                    hints = await body_hints(response)
-                    disposition = core.handle_response(int(loop.time() * 1e9), waiter.id, status, headers, **hints)
+                # usage settles them), unless it says it is not JSON (a stream); the core
+                # reads it (CONTRACT.md, "What a driver passes").
+                if (waiter.settles or core.reads_body(status)) and may_be_json(response):
+                    body = await read_body(response, body_limit(waiter.settles))
+                    disposition = core.handle_response(
+                        int(loop.time() * 1e9), waiter.id, status, headers, time.time_ns() // 1_000_000, body=body
+                    )
                 else:
-                    disposition = core.handle_response(int(loop.time() * 1e9), waiter.id, status, headers)
+                    disposition = core.handle_response(
+                        int(loop.time() * 1e9), waiter.id, status, headers, time.time_ns() // 1_000_000
+                    )
                 outputs = core.drain()
                 if len(outputs) == 1:  # only the closing WaitUntil / Idle
                     last: Any = outputs[0]
-                    if last is not _IDLE and (self._timer is None or last.at_ns < self._timer_at):
+                    if last is _IDLE:
+                        if self._timer is not None:
+                            self._idle()
+                    elif self._timer is None or last.at_ns < self._timer_at:
                         self._arm(last.at_ns)
                 else:
                     self._dispatch(outputs)
@@ -274,9 +283,7 @@ class RateLimiter(Engine):
         self._closed = True
         self._core.close(self._now() if self._loop is not None else 0)
         self._pump()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._idle()
         if self._store is not None:
             # Outstanding reservations are answered (each within the store's timeout), so
             # that grants nobody will use are given back, then the updates are written.
@@ -360,19 +367,27 @@ class RateLimiter(Engine):
         elif not future.done():
             future.cancel()  # too late: the store's queue drops it if it was not sent yet
         kind, retry_after_ns, scope, processes, leased, store_time_ns = answer
+        now = self._now()
         try:
             if kind == "denied":
                 self._core.handle_reservation(
-                    self._now(), rid, "denied", retry_after_ns=retry_after_ns, scope=scope, processes=processes
+                    now, rid, "denied", retry_after_ns=retry_after_ns, scope=scope, processes=processes
                 )
             elif kind == "granted":
                 self._core.handle_reservation(
-                    self._now(), rid, kind, processes=processes, leased=leased, store_time_ns=store_time_ns
+                    now, rid, kind, processes=processes, leased=leased, store_time_ns=store_time_ns
                 )
             else:
-                self._core.handle_reservation(self._now(), rid, kind)
-        except RatelaneError:
-            pass  # the request ended meanwhile in a way the core no longer tracks
+                self._core.handle_reservation(now, rid, kind)
+        except RatelaneError as exc:
+            # A request that ended meanwhile needs no answer; any other refusal is an answer
+            # the core does not take (the store's bug), which counts as no answer at all
+            # (CONTRACT.md, "Shared mode").
+            if exc.code not in ("unknown_request", "invalid_state") and kind != "unavailable":
+                try:
+                    self._core.handle_reservation(now, rid, "unavailable")
+                except RatelaneError:
+                    pass  # ended meanwhile
         self._pump()
         if not self._asking and self._asked is not None:
             self._asked.set()
@@ -395,6 +410,11 @@ class RateLimiter(Engine):
         assert self._loop is not None
         self._timer_at = at_ns
         self._timer = self._loop.call_at(at_ns / 1e9, self._on_timer)
+
+    def _idle(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -464,6 +484,7 @@ class Permit:
         status: int,
         headers: Headers = None,
         *,
+        body: Union[bytes, str, None] = None,
         retry_after: Optional[float] = None,
         global_: Optional[bool] = None,
         cost: Optional[Mapping[str, Optional[float]]] = None,
@@ -471,12 +492,13 @@ class Permit:
         usage: Optional[Mapping[str, float]] = None,
     ) -> str:
         """Reports the response: its status, headers (a mapping, aiohttp/httpx headers, or
-        ``(name, value)`` pairs) and what its body says where the profile reads it (see
-        ``update_from``, which reads the body itself): a Discord 429's ``retry_after`` and
-        ``global``, a GraphQL ``cost`` (``requested``, ``actual``, ``maximum_available``,
-        ``currently_available``, ``restore_rate``), the body's error ``errors`` strings and,
-        for a request with ``costs``, the numbers of the body's ``usage`` object (what it
-        actually cost: ``{"total_tokens": 950}``; negative or non-finite ones are skipped).
+        ``(name, value)`` pairs) and, where the profile reads it or the request has
+        ``costs``, its ``body`` as it came (bytes or str: the core reads it; ``update_from``
+        reads it itself). Or, for a body already parsed, what it says: a Discord 429's
+        ``retry_after`` and ``global_``, a GraphQL ``cost`` (``requested``, ``actual``,
+        ``maximum_available``, ``currently_available``, ``restore_rate``), the body's error
+        ``errors`` strings and the numbers of its ``usage`` object (what the request actually
+        cost: ``{"total_tokens": 950}``; negative or non-finite ones are skipped).
         Returns the disposition: ``"complete"`` (hand the response on), ``"retry"`` (the
         limiter wants it re-sent: ``await permit.ready()``) or ``"failed"`` (``permit.error``
         says why)."""
@@ -486,14 +508,17 @@ class Permit:
         limiter = self._limiter
         if type(headers) is not dict:
             headers = headers_of(headers)
-        if retry_after is None and global_ is None and cost is None and errors is None and usage is None:
-            disposition: str = limiter._core.handle_response(limiter._now(), waiter.id, status, headers)
+        wall_clock_ms = time.time_ns() // 1_000_000
+        if body is None and retry_after is None and global_ is None and cost is None and errors is None and usage is None:
+            disposition: str = limiter._core.handle_response(limiter._now(), waiter.id, status, headers, wall_clock_ms)
         else:
             disposition = limiter._core.handle_response(
                 limiter._now(),
                 waiter.id,
                 status,
                 headers,
+                wall_clock_ms,
+                body=body,
                 retry_after=retry_after,
                 global_=global_,
                 cost=cost,
@@ -519,11 +544,11 @@ class Permit:
         ``retry_after``/``global``, GitHub's 403 messages, Shopify's GraphQL cost), and
         always for a request with ``costs`` (its ``usage`` settles them)."""
         status = status_of(response)
-        hints: Dict[str, Any] = {}
+        body = None
         settles = self._waiter is not None and self._waiter.settles
-        if status == 429 or ((settles or self._limiter._core.reads_body(status)) and may_be_json(response)):
-            hints = await body_hints(response)
-        return self.update(status, response.headers, **hints)
+        if (settles or self._limiter._core.reads_body(status)) and may_be_json(response):
+            body = await read_body(response, body_limit(settles))
+        return self.update(status, response.headers, body=body)
 
     def failed(self, exc_or_kind: Union[BaseException, str] = "maybe_sent") -> str:
         """Reports a transport failure: an exception (classified as ``run`` does) or

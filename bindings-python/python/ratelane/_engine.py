@@ -136,8 +136,9 @@ def native_options(options: Mapping[str, Any], now_ns: int) -> Tuple[Dict[str, A
 class Engine:
     """The sans-IO core and the requests a driver tracks; acts on the core's outputs.
 
-    Subclasses say how time is read (``_now``), how a waiting request is woken (``_wake``) and
-    how the earliest ``WaitUntil`` is armed (``_arm``)."""
+    Subclasses say how time is read (``_now``), how a waiting request is woken (``_wake``),
+    how the earliest ``WaitUntil`` is armed (``_arm``) and the timer dropped on ``Idle``
+    (``_idle``)."""
 
     _core: NativeLimiter
     _closed: bool
@@ -172,6 +173,12 @@ class Engine:
         raise NotImplementedError
 
     def _arm(self, at_ns: int) -> None:
+        """The drain ended in ``WaitUntil(at_ns)``: a timer no later than ``at_ns`` (one armed
+        earlier is kept: CONTRACT.md, "The timer")."""
+        raise NotImplementedError
+
+    def _idle(self) -> None:
+        """The drain ended in ``Idle``: nothing waits on time, so no timer is kept."""
         raise NotImplementedError
 
     def _reserve(self, reservation: Reserve) -> None:
@@ -196,7 +203,7 @@ class Engine:
             elif kind is WaitUntil:
                 self._arm(output.at_ns)
             elif kind is Idle:
-                pass  # a pending timer may fire; an early handle_timeout is harmless
+                self._idle()
             elif kind is Fail:
                 waiter = self._waiters.get(output.id)
                 if waiter is not None:

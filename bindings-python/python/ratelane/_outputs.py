@@ -3,8 +3,8 @@
 Those three, which every request life drains, are native (``ratelane._core``). The others are
 rarer (a failure, an observation, shared mode's reservations and updates) and are built here
 from the core's own serde form of the output (``ratelane::Output``, read by ``pythonize``), as
-``js/driver.js`` builds its output objects from the same form: the names are the core's, with
-``_ns`` on the times that lack it there.
+``js/driver.js`` builds its output objects from the same form: the names are the core's as
+they are (its times carry ``_ns``).
 
 Each class takes its fields as arguments (positional in ``__match_args__`` order, or by name),
 has them as read-only attributes, compares equal to an output of the same class with equal
@@ -263,9 +263,6 @@ _OBSERVED = {
 _SHARED = {"bucket": ShareBucket, "release": ShareRelease, "hold": ShareHold, "invalid": ShareInvalid}
 _RECORDED = {cls.__name__: kind for kind, cls in _SHARED.items()}
 _BY_KIND: Dict[str, Any] = {"reserve": Reserve, **_SHARED}
-# The core's names without ``_ns`` (the fail reasons' and the observations' times).
-_RENAMED = {"predicted_send_at": "predicted_send_at_ns", "predicted_wait": "predicted_wait_ns",
-            "retry_at": "retry_at_ns", "retry_after": "retry_after_ns"}
 _NO_REASON = dict.fromkeys(Fail.__match_args__[3:])
 
 
@@ -285,10 +282,10 @@ def from_core(output: Dict[str, Any], message: Optional[str]) -> _Output:
     ((kind, value),) = output.items()
     if kind == "fail":
         rid, reason = value
-        fields = {**_NO_REASON, **{_RENAMED.get(k, k): v for k, v in reason.items()}, "id": rid, "message": message}
+        fields = {**_NO_REASON, **reason, "id": rid, "message": message}
         return Fail._of(fields)
     observed = _OBSERVED[value.pop("type")]
-    return observed._of({_RENAMED.get(k, k): v for k, v in value.items()})
+    return observed._of(value)
 
 
 def core_form(op: Any) -> Tuple[str, Dict[str, Any]]:

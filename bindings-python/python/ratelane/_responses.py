@@ -1,4 +1,5 @@
-"""Reading what the core needs from a host library's response or exception.
+"""Reading what the core needs from a host library's response or exception: the status, the
+headers and the body as it came (the core reads the body: ``ratelane::BodyHints::from_json``).
 
 Works with aiohttp (``ClientResponse``), httpx and httpx2 (``Response``), requests
 (``Response``) and any object that has a
@@ -10,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import sys
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Iterable, Optional, Tuple
+
+from ._core import MAX_BODY, MAX_USAGE_BODY
 
 __all__ = [
     "status_of",
     "headers_of",
-    "body_hints",
-    "body_hints_sync",
+    "read_body",
+    "read_body_sync",
+    "body_limit",
     "may_be_json",
     "failure_kind",
     "discard",
@@ -56,112 +59,6 @@ def headers_of(response_or_headers: Any) -> Iterable[Tuple[str, str]]:
     return headers  # type: ignore[no-any-return]
 
 
-#: At most this many error strings, each at most this many UTF-8 bytes (``ratelane::BodyHints``).
-MAX_ERRORS = 16
-MAX_ERROR_LEN = 256
-#: At most this many ``usage`` numbers (``ratelane::BodyHints::MAX_USAGE``).
-MAX_USAGE = 16
-
-_COST_FIELDS = (
-    ("requested", ("requestedQueryCost",)),
-    ("actual", ("actualQueryCost",)),
-    ("maximum_available", ("throttleStatus", "maximumAvailable")),
-    ("currently_available", ("throttleStatus", "currentlyAvailable")),
-    ("restore_rate", ("throttleStatus", "restoreRate")),
-)
-
-
-def _number(value: Any) -> Optional[float]:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        value = float(value)
-    except OverflowError:  # an int beyond a float (a hostile body): no number
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _usage(data: Any) -> Dict[str, float]:
-    """The numbers of the body's top-level ``usage`` object (OpenAI ``prompt_tokens``,
-    ``completion_tokens``, ``total_tokens``; Anthropic ``input_tokens``, ``output_tokens``):
-    at most ``MAX_USAGE``, finite and not negative; nested objects, strings and bools are
-    skipped."""
-    usage = data.get("usage")
-    out: Dict[str, float] = {}
-    if isinstance(usage, dict):
-        for name, value in usage.items():
-            number = _number(value)
-            if number is not None and number >= 0:
-                out[name] = number
-                if len(out) == MAX_USAGE:
-                    break
-    return out
-
-
-def _path(data: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
-    return data
-
-
-def _errors(data: Any) -> List[str]:
-    """The error strings of a parsed body, from the fixed places ``ratelane::BodyHints``
-    documents, in its order."""
-    found: List[Any] = []
-    if isinstance(data, dict):
-        found.append(data.get("message"))
-        found.append(_path(data, "error", "type"))
-        found.append(_path(data, "error", "code"))
-        found.append(data.get("errorCode"))
-        errors = data.get("errors")
-        if isinstance(errors, str):
-            found.append(errors)
-        elif isinstance(errors, list):
-            for item in errors:
-                found.append(_path(item, "type"))
-                found.append(_path(item, "extensions", "code"))
-                found.append(_path(item, "message"))
-    elif isinstance(data, list):
-        found.extend(_path(item, "errorCode") for item in data)
-    out = []
-    for text in found:
-        if isinstance(text, str):
-            out.append(text.encode("utf-8")[:MAX_ERROR_LEN].decode("utf-8", "ignore"))
-            if len(out) == MAX_ERRORS:
-                break
-    return out
-
-
-def hints_from_body(data: Any) -> Dict[str, Any]:
-    """What the core reads from a parsed JSON body, as ``handle_response`` keyword arguments
-    (only those found): Discord's ``retry_after`` and ``global_``, a GraphQL ``cost``
-    (``extensions.cost``), ``errors`` and ``usage`` (the numbers of the top-level ``usage``
-    object: what the request cost, which settles its ``costs`` estimates)
-    (``ratelane::BodyHints``). The same for every profile: the core decides what each means."""
-    hints: Dict[str, Any] = {}
-    if isinstance(data, dict):
-        retry_after = _number(data.get("retry_after"))
-        if retry_after is not None:
-            hints["retry_after"] = retry_after
-        is_global = data.get("global")
-        if isinstance(is_global, bool):
-            hints["global_"] = is_global
-        cost = _path(data, "extensions", "cost")
-        if isinstance(cost, dict):
-            fields = {name: _number(_path(cost, *where)) for name, where in _COST_FIELDS}
-            if any(v is not None for v in fields.values()):
-                hints["cost"] = fields
-        usage = _usage(data)
-        if usage:
-            hints["usage"] = usage
-    errors = _errors(data)
-    if errors:
-        hints["errors"] = errors
-    return hints
-
-
 def may_be_json(response: Any) -> bool:
     """False when the response's ``Content-Type`` says its body is not JSON (an event stream,
     HTML): the driver then leaves the body alone, so a streamed answer is never buffered to be
@@ -175,46 +72,73 @@ def may_be_json(response: Any) -> bool:
     return True
 
 
-def _parsed(raw: Any) -> Dict[str, Any]:
-    return hints_from_body(json.loads(raw))
+def _bounded(raw: Any, limit: int) -> Optional[bytes]:
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8")
+    if not isinstance(raw, (bytes, bytearray)) or len(raw) > limit:
+        return None
+    return bytes(raw)
 
 
-async def body_hints(response: Any) -> Dict[str, Any]:
-    """Reads a response's JSON body for the core (``hints_from_body``). Never raises: an HTML
-    or broken body gives ``{}``. The body stays readable by the caller (aiohttp and httpx
-    cache it)."""
+def _declared_too_long(response: Any, limit: int) -> bool:
+    """Whether the response's ``Content-Length`` says its body is longer than ``limit``."""
     try:
+        for name, value in headers_of(response):
+            if name.lower() == "content-length":
+                return int(value) > limit
+    except Exception:  # noqa: BLE001 - unreadable headers: read and count
+        return False
+    return False
+
+
+async def read_body(response: Any, limit: int) -> Optional[bytes]:
+    """A response's body as it came, for the core to read (``Limiter.handle_response(...,
+    body=)``), or ``None`` when it is longer than ``limit`` bytes (``MAX_BODY``, or
+    ``MAX_USAGE_BODY`` for a request with costs: CONTRACT.md) or cannot be read. Never raises.
+    The body stays readable by the caller (aiohttp and httpx cache it); an object that offers
+    only ``json()`` gives that JSON again."""
+    try:
+        if _declared_too_long(response, limit):
+            return None
         aread = getattr(response, "aread", None)
         if aread is not None:  # httpx, httpx2
             await aread()
-            return _parsed(response.content)
+            return _bounded(response.content, limit)
         read = getattr(response, "read", None)
         if read is not None and asyncio.iscoroutinefunction(read):  # aiohttp
-            return _parsed(await read())
+            return _bounded(await read(), limit)
         data = getattr(response, "json", None)
         if callable(data):
             data = data()
             if asyncio.iscoroutine(data):
                 data = await data
-        return hints_from_body(data)
+        return _bounded(json.dumps(data), limit)
     except Exception:  # noqa: BLE001 - a hostile body is tolerated, never an error
-        return {}
+        return None
 
 
-def body_hints_sync(response: Any) -> Dict[str, Any]:
-    """``body_hints`` for a synchronous client's response (httpx's and httpx2's ``Client``,
-    requests): reads the body, which stays readable by the caller. Never raises."""
+def read_body_sync(response: Any, limit: int) -> Optional[bytes]:
+    """``read_body`` for a synchronous client's response (httpx's and httpx2's ``Client``,
+    requests): the body stays readable by the caller. Never raises."""
     try:
+        if _declared_too_long(response, limit):
+            return None
         read = getattr(response, "read", None)
         if read is not None and callable(read) and hasattr(response, "aread"):  # httpx, httpx2
-            return _parsed(read())
+            return _bounded(read(), limit)
         content = getattr(response, "content", None)
         if isinstance(content, (bytes, str)):  # requests
-            return _parsed(content)
+            return _bounded(content, limit)
         data = getattr(response, "json", None)
-        return hints_from_body(data() if callable(data) else data)
+        return _bounded(json.dumps(data() if callable(data) else data), limit)
     except Exception:  # noqa: BLE001 - a hostile body is tolerated, never an error
-        return {}
+        return None
+
+
+def body_limit(settles: bool) -> int:
+    """How much of a body the driver reads: ``MAX_USAGE_BODY`` for a request with costs (an
+    LLM's answer holds the whole completion before its usage), else ``MAX_BODY``."""
+    return MAX_USAGE_BODY if settles else MAX_BODY
 
 
 def failure_kind(exc: BaseException) -> Optional[str]:

@@ -3,7 +3,9 @@
 Every binding hands the core one JSON object, so every language accepts the same keys with
 the same defaults and the same error messages. The sans-IO ``Limiter`` takes the core's keys
 as they are (durations in integer nanoseconds, ``*_ns``); the asyncio driver takes durations
-in seconds under the same names without the suffix and converts them here.
+in seconds under the same names without the suffix and converts them here. Which names there
+are, and which are durations, is the core's settings table (``_core.SETTINGS``); the
+``LimiterSettings`` TypedDict below types them for mypy (a test checks it names the same).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import difflib
 import json
 from typing import Any, Dict, Literal, Mapping, Optional, Sequence, TypedDict
 
+from ._core import SETTINGS
 from ._errors import InvalidConfigError
 
 __all__ = ["config_json", "seconds_settings", "driver_config", "DURATION_KEYS", "LimiterSettings", "Profile"]
@@ -83,25 +86,14 @@ class LimiterSettings(TypedDict, total=False):
     """Routes known to share a bucket before any answer (``"METHOD /template"`` keys)."""
 
 #: Settings that are durations: ``name`` in seconds for the driver, ``name_ns`` in the core.
-DURATION_KEYS = (
-    "global_window",
-    "global_margin_max",
-    "max_wait",
-    "defer_after",
-    "backoff_base",
-    "backoff_max",
-    "min_rate_limit_wait",
-    "max_server_wait",
-    "invalid_request_window",
-    "edge_backoff_base",
-    "edge_backoff_max",
-    "bucket_idle_ttl",
-)
+#: From the core's settings table (``_core.SETTINGS``: ``ratelane::json::SETTINGS``).
+DURATION_KEYS = tuple(key[: -len("_ns")] for key, kind in SETTINGS if kind in ("nanos", "nanos_or_null"))
+_NULLABLE = frozenset(key[: -len("_ns")] for key, kind in SETTINGS if kind == "nanos_or_null")
 
 
 def _ns(key: str, seconds: Any) -> Optional[int]:
     if seconds is None:
-        if key in ("max_wait", "defer_after"):
+        if key in _NULLABLE:
             return None
         raise InvalidConfigError(f"{key}: expected a number of seconds, got None")
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
@@ -124,8 +116,10 @@ def seconds_settings(settings: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
-#: The driver's setting names (``LimiterSettings``); the core's ``*_ns`` names are accepted too.
-SETTING_NAMES = tuple(LimiterSettings.__annotations__)
+#: The driver's setting names: the core's, durations without ``_ns`` (``shared`` is the
+#: drivers' ``shared=`` store instead). ``LimiterSettings`` types the same names (a test checks
+#: it); the core's ``*_ns`` names are accepted too.
+SETTING_NAMES = tuple(key[: -len("_ns")] if key.endswith("_ns") else key for key, kind in SETTINGS if kind != "shared")
 _ACCEPTED = frozenset(SETTING_NAMES) | {key + "_ns" for key in DURATION_KEYS}
 
 

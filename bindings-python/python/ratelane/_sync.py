@@ -5,7 +5,8 @@ calling thread blocks in ``run`` until the core says its request may go, sends i
 reports the answer. One lock guards the core (any number of threads may call ``run`` at
 once); one background thread, started at the first ``WaitUntil`` and stopped by ``close()``,
 sleeps on a condition until the earliest deadline the core named (re-armed only when an
-earlier one comes up: no polling, no busy loop) and then tells the core the time. Time is
+earlier one comes up, dropped when the core says ``Idle``: no polling, no busy loop) and then
+tells the core the time. Time is
 ``time.monotonic_ns()``. The core, the request tracking and the reading of responses and
 options are the asyncio driver's (``ratelane._engine``, ``ratelane._responses``).
 """
@@ -22,7 +23,16 @@ if TYPE_CHECKING:
 
 from ._engine import DONE, FAILED, SENDABLE, WAITING, Engine, Observer, RequestOptions, Waiter
 from ._outputs import Reserve
-from ._responses import body_hints_sync, discard_sync, failure_kind, headers_of, keep_sync, may_be_json, status_of
+from ._responses import (
+    body_limit,
+    discard_sync,
+    failure_kind,
+    headers_of,
+    keep_sync,
+    may_be_json,
+    read_body_sync,
+    status_of,
+)
 from ._settings import LimiterSettings
 
 __all__ = ["SyncRateLimiter"]
@@ -103,11 +113,12 @@ class SyncRateLimiter(Engine):
                     raise self._failure(waiter) from exc
                 status = status_of(response)
                 headers = headers_of(response)
-                hints: Mapping[str, Any] = {}
-                if status == 429 or ((waiter.settles or core.reads_body(status)) and may_be_json(response)):
-                    hints = body_hints_sync(response)
+                body = None
+                if (waiter.settles or core.reads_body(status)) and may_be_json(response):
+                    body = read_body_sync(response, body_limit(waiter.settles))
+                wall_clock_ms = time.time_ns() // 1_000_000
                 with lock:
-                    disposition = core.handle_response(self._now(), waiter.id, status, headers, **hints)
+                    disposition = core.handle_response(self._now(), waiter.id, status, headers, wall_clock_ms, body=body)
                     self._pump()
                 if disposition == "complete":
                     waiter.state = DONE
@@ -191,6 +202,10 @@ class SyncRateLimiter(Engine):
             self._timer.start()
         else:
             self._tick.notify()
+
+    def _idle(self) -> None:
+        # Called with the lock held: the timer thread, if any, sleeps until the next deadline.
+        self._timer_at = None
 
     def _timer_loop(self) -> None:
         with self._lock:

@@ -25,6 +25,7 @@ raises its own ``RateLimited`` / ``ServerException`` inside the block for 429s a
 
 from __future__ import annotations
 
+import json
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Optional, Type
 from urllib.parse import quote
@@ -33,7 +34,7 @@ from wumpy.rest import RateLimited, RatelimiterContext
 
 from ._driver import Permit, RateLimiter
 from ._errors import DeadlineExceededError
-from ._responses import headers_of, hints_from_body
+from ._responses import headers_of
 from ._transport import own_limiter
 
 if TYPE_CHECKING:
@@ -119,7 +120,9 @@ class _RouteLimit:
             if not isinstance(status, int) or (self._headers is None and exc is None):
                 return None  # no answer to report (a transport error, or update not called)
             headers = self._headers if self._headers is not None else getattr(exc, "headers", None)
-            disposition = permit.update(status, headers_of(headers), **hints_from_body(getattr(exc, "data", None)))
+            data = getattr(exc, "data", None)  # wumpy's parsed JSON body of the error
+            body = None if data is None else json.dumps(data)
+            disposition = permit.update(status, headers_of(headers), body=body)
             if disposition != "retry" or self._abort:
                 return None
             if status != 429:
