@@ -4,9 +4,11 @@
 // returns the driver (`RateLimiter`), the error classes and the core's own classes. This file
 // has no `require`, `import` or `export` and uses no Node-only API (no `process`, `Buffer`,
 // `events`); each package's build appends one export line to make `driver.cjs` and
-// `driver.mjs` (js/README.md). Time comes from `performance.now()`, timers from `setTimeout`.
-// A Node entry may pass `host.diagnosticsChannel` (`node:diagnostics_channel`), from which the
-// driver learns when fetch/undici wrote a request.
+// `driver.mjs` (js/README.md). Time comes from `performance.now()`, timers from `setTimeout`
+// (or from `host.time`: a replay in virtual time, js/test/conformance.test.js). A Node entry
+// may pass `host.diagnosticsChannel` (`node:diagnostics_channel`), from which the driver
+// learns when fetch/undici wrote a request. What it passes the core on each event, and when it
+// arms its one timer, is the drivers' contract (CONTRACT.md at the repository's root).
 //
 // The driver converts and does I/O, nothing else: which request goes when, what a 429 means,
 // whether to retry, how long to wait — every such decision is the core's.
@@ -191,37 +193,33 @@ function createRatelane(core, host) {
 
   const MS = 'ms'
   const COUNT = 'count'
-  /** camelCase option -> [core JSON key, kind]. The one place driver options become core config. */
-  const OPTION_KEYS = {
-    profile: ['profile', 'profile'],
-    globalLimit: ['global_limit', COUNT],
-    globalWindow: ['global_window_ns', MS],
-    globalMarginMax: ['global_margin_max_ns', MS],
-    maxWait: ['max_wait_ns', 'ms_or_null'],
-    deferAfter: ['defer_after_ns', 'ms_or_null'],
-    maxRateLimitRetries: ['max_rate_limit_retries', COUNT],
-    maxErrorRetries: ['max_error_retries', COUNT],
-    backoffBase: ['backoff_base_ns', MS],
-    backoffMax: ['backoff_max_ns', MS],
-    minRateLimitWait: ['min_rate_limit_wait_ns', MS],
-    maxServerWait: ['max_server_wait_ns', MS],
-    invalidRequestLimit: ['invalid_request_limit', COUNT],
-    invalidRequestWindow: ['invalid_request_window_ns', MS],
-    invalidRequestStopAt: ['invalid_request_stop_at', COUNT],
-    invalidRequestWarnAt: ['invalid_request_warn_at', COUNT],
-    edgeBackoffBase: ['edge_backoff_base_ns', MS],
-    edgeBackoffMax: ['edge_backoff_max_ns', MS],
-    stopOnUnauthorized: ['stop_on_unauthorized', 'boolean'],
-    jitterSeed: ['jitter_seed', COUNT],
-    maxRoutes: ['max_routes', COUNT],
-    bucketIdleTtl: ['bucket_idle_ttl_ns', MS],
-    routeGroups: ['route_groups', 'json'],
-  }
+  /** The core's setting kinds (`ratelane::json::SettingKind`) as the driver converts them. */
+  const KINDS = { count: COUNT, nanos: MS, nanos_or_null: 'ms_or_null', bool: 'boolean', profile: 'profile', route_groups: 'json' }
   /** Options of the driver itself (not passed to the core). */
   const DRIVER_OPTIONS = new Set(['identity'])
-  // The core's header profiles (`ratelane::HeaderProfile::NAMES`): the provider packs
-  // `openai`, `anthropic`, `azure_openai`, `shopify`, and `auto` beside the first four.
-  const PROFILES = new Set(['discord', 'ietf', 'github', 'retry_after_only', 'openai', 'anthropic', 'azure_openai', 'shopify', 'auto'])
+  let optionKeys = null
+  let profiles = null
+  /**
+   * camelCase option -> [core JSON key, kind], from the core's settings table
+   * (`core.SETTINGS`, `ratelane::json::SETTINGS`): a key's name without `_ns`, in camelCase,
+   * its duration in ms. `shared` is the store object instead (`RateLimiter`'s `shared`). Made
+   * when first needed (the simulator's module has no client settings).
+   */
+  function optionKeysOf() {
+    if (optionKeys === null) {
+      const keys = {}
+      for (const [key, kind] of core.SETTINGS) {
+        if (kind === 'shared') continue
+        if (!Object.prototype.hasOwnProperty.call(KINDS, kind)) {
+          throw new Error(`ratelane: the core's setting "${key}" has a kind ("${kind}") js/driver.js does not convert`)
+        }
+        keys[camel(key.replace(/_ns$/, ''))] = [key, KINDS[kind]]
+      }
+      optionKeys = keys
+      profiles = new Set(core.PROFILES) // `ratelane::HeaderProfile::NAMES`
+    }
+    return optionKeys
+  }
 
   /**
    * `run`'s per-request options (and `predictWait`'s) and what each takes; `null` and
@@ -300,9 +298,10 @@ function createRatelane(core, host) {
         throw badOption('shared is the store object of the RateLimiter (new RateLimiter({ shared: store })), ' +
           'not a core setting; give the core\'s shared settings through the store\'s coreSettings()')
       }
-      const entry = Object.prototype.hasOwnProperty.call(OPTION_KEYS, name) ? OPTION_KEYS[name] : undefined
+      const keys = optionKeysOf()
+      const entry = Object.prototype.hasOwnProperty.call(keys, name) ? keys[name] : undefined
       if (!entry) {
-        const known = Object.keys(OPTION_KEYS).concat([...DRIVER_OPTIONS], ['shared'], Object.keys(EVENT_CALLBACKS)).join(', ')
+        const known = Object.keys(keys).concat([...DRIVER_OPTIONS], ['shared'], Object.keys(EVENT_CALLBACKS)).join(', ')
         throw badOption(`unknown option "${name}"; expected one of: ${known}`)
       }
       const [key, kind] = entry
@@ -321,8 +320,8 @@ function createRatelane(core, host) {
         if (typeof value !== 'boolean') throw badOption(`${name} must be a boolean, got ${shown(value)}`)
         config[key] = value
       } else {
-        if (!PROFILES.has(value)) {
-          throw badOption(`profile must be one of ${[...PROFILES].join(', ')}, got ${shown(value)}`)
+        if (!profiles.has(value)) {
+          throw badOption(`profile must be one of ${[...profiles].join(', ')}, got ${shown(value)}`)
         }
         config[key] = value
       }
@@ -439,7 +438,6 @@ function createRatelane(core, host) {
       names = []
       values = []
       for (const name of Object.keys(usage)) {
-        if (names.length === MAX_USAGE) break
         if (typeof usage[name] === 'number') {
           names.push(name)
           values.push(usage[name])
@@ -498,24 +496,10 @@ function createRatelane(core, host) {
         return { type: 'wait_until', atNs: value }
       case 'fail': {
         const [id, reason] = value
-        const fail = { type: 'fail', id, code: reason.code, message }
-        if (reason.code === 'deadline_exceeded') fail.predictedSendAtNs = reason.predicted_send_at
-        if (reason.predicted_wait !== undefined) fail.predictedWaitNs = reason.predicted_wait
-        if (reason.retry_at !== undefined) fail.retryAtNs = reason.retry_at
-        if (reason.attempts !== undefined) fail.attempts = reason.attempts
-        if (reason.code === 'insufficient_capacity') {
-          fail.dimension = reason.dimension
-          fail.cost = reason.cost
-          fail.limit = reason.limit
-        }
-        return fail
+        return { type: 'fail', id, ...camelObject(reason), message }
       }
-      case 'observe': {
-        const observed = camelObject(value)
-        if (observed.retryAfter !== undefined) { observed.retryAfterNs = observed.retryAfter; delete observed.retryAfter }
-        if (observed.retryAt !== undefined) { observed.retryAtNs = observed.retryAt; delete observed.retryAt }
-        return observed
-      }
+      case 'observe':
+        return camelObject(value)
       case 'reserve': {
         const reservation = camelObject(value)
         if (reservation.processesSinceNs === undefined) reservation.processesSinceNs = null
@@ -560,6 +544,13 @@ function createRatelane(core, host) {
     handleResponse(nowNs, id, response) {
       if (response === null || typeof response !== 'object') {
         throw argumentError(`response must be an object, got ${typeName(response)}`)
+      }
+      if (response.bodyText !== undefined && response.bodyText !== null) {
+        if (response.body !== undefined && response.body !== null) {
+          throw argumentError('give either response.bodyText (the core reads it) or response.body (the hints of a body already read), not both')
+        }
+        return this._native.respondBody(nowNs, id, response.status, flatHeaders(response.headers), response.wallClockMs,
+          response.bodyText)
       }
       return respond(this._native, nowNs, id, response.status, flatHeaders(response.headers), response.wallClockMs,
         response.body)
@@ -632,9 +623,17 @@ function createRatelane(core, host) {
 
   // ------------------------------------------------------------------ time
 
-  const clock = typeof performance !== 'undefined' && performance && typeof performance.now === 'function'
-    ? () => performance.now()
-    : () => Date.now()
+  // The runtime's clocks and timers, or the host's (`host.time`: `now()` in ms, monotonic;
+  // `wallClock()` in ms since the Unix epoch; `setTimeout(fn, ms)`, `clearTimeout(handle)`;
+  // `nextTurn(fn)` or null), for a replay in virtual time (js/test/conformance.test.js).
+  const hostTime = host && host.time ? host.time : null
+  const clock = hostTime !== null ? hostTime.now
+    : typeof performance !== 'undefined' && performance && typeof performance.now === 'function'
+      ? () => performance.now()
+      : () => Date.now()
+  const wallClock = hostTime !== null ? hostTime.wallClock : () => Date.now()
+  const setTimer = hostTime !== null ? hostTime.setTimeout : (fn, ms) => setTimeout(fn, ms)
+  const clearTimer = hostTime !== null ? hostTime.clearTimeout : (handle) => { clearTimeout(handle) }
   /** Monotonic now in integer ns, the core's clock. */
   function nowNs() {
     return Math.round(clock() * 1e6)
@@ -688,7 +687,8 @@ function createRatelane(core, host) {
    * budget: a browser clamps chained zero timeouts to 4 ms, which would slow a long burst
    * down instead, and a MessageChannel can keep a server runtime alive.
    */
-  const nextTurn = typeof setImmediate === 'function' ? (fn) => { setImmediate(fn) } : null
+  const nextTurn = hostTime !== null ? hostTime.nextTurn
+    : typeof setImmediate === 'function' ? (fn) => { setImmediate(fn) } : null
 
   // ------------------------------------------------------------------ when a request left
 
@@ -797,111 +797,6 @@ function createRatelane(core, host) {
     throw usage(InvalidArgumentError, 'invalid_argument', 'bodyKeys must be an array of strings or the JSON body object')
   }
 
-  /** At most this many error strings, each at most this many UTF-8 bytes (`ratelane::BodyHints`). */
-  const MAX_ERRORS = 16
-  const MAX_ERROR_LEN = 256
-  /** At most this many `usage` fields (`ratelane::BodyHints::MAX_USAGE`). */
-  const MAX_USAGE = 16
-
-  function finiteNumber(value) {
-    return typeof value === 'number' && Number.isFinite(value) ? value : null
-  }
-
-  function at(value, ...keys) {
-    for (const key of keys) {
-      if (!value || typeof value !== 'object' || Array.isArray(value)) return undefined
-      value = value[key]
-    }
-    return value
-  }
-
-  /** A string cut to MAX_ERROR_LEN UTF-8 bytes, on a character boundary. */
-  function cutUtf8(text) {
-    let bytes = 0
-    let end = 0
-    for (const ch of text) {
-      const cp = ch.codePointAt(0)
-      const size = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4
-      if (bytes + size > MAX_ERROR_LEN) break
-      bytes += size
-      end += ch.length
-    }
-    return text.slice(0, end)
-  }
-
-  /** The error strings of a parsed body, from the fixed places `ratelane::BodyHints` lists. */
-  function bodyErrors(parsed) {
-    const found = []
-    if (Array.isArray(parsed)) {
-      for (const item of parsed) found.push(at(item, 'errorCode'))
-    } else if (parsed && typeof parsed === 'object') {
-      found.push(parsed.message, at(parsed, 'error', 'type'), at(parsed, 'error', 'code'), parsed.errorCode)
-      const errors = parsed.errors
-      if (typeof errors === 'string') {
-        found.push(errors)
-      } else if (Array.isArray(errors)) {
-        for (const item of errors) found.push(at(item, 'type'), at(item, 'extensions', 'code'), at(item, 'message'))
-      }
-    }
-    const out = []
-    for (const text of found) {
-      if (typeof text !== 'string') continue
-      out.push(cutUtf8(text))
-      if (out.length === MAX_ERRORS) break
-    }
-    return out
-  }
-
-  /**
-   * The numeric fields of the body's top-level `usage` object (OpenAI `total_tokens`,
-   * Anthropic `input_tokens`/`output_tokens`): finite numbers >= 0 only (not booleans, not
-   * the nested `*_details` objects), the first MAX_USAGE of them. `null` when there is none.
-   */
-  function bodyUsage(parsed) {
-    const usage = parsed.usage
-    if (!usage || typeof usage !== 'object' || Array.isArray(usage)) return null
-    const fields = {}
-    let n = 0
-    for (const name of Object.keys(usage)) {
-      const value = usage[name]
-      if (name === '__proto__' || typeof value !== 'number' || !Number.isFinite(value) || value < 0) continue
-      fields[name] = value
-      if (++n === MAX_USAGE) break
-    }
-    return n > 0 ? fields : null
-  }
-
-  /**
-   * What the core reads from a parsed JSON body (`ratelane::BodyHints`), the same for every
-   * profile: Discord's `retry_after`/`global`, a GraphQL `extensions.cost`, the error strings,
-   * the `usage` fields. `null` when there is none.
-   */
-  function bodyHints(parsed) {
-    if (parsed === null || typeof parsed !== 'object') return null
-    const hints = {}
-    if (!Array.isArray(parsed)) {
-      const retryAfter = finiteNumber(parsed.retry_after)
-      if (retryAfter !== null) hints.retryAfter = retryAfter
-      if (typeof parsed.global === 'boolean') hints.global = parsed.global
-      const cost = at(parsed, 'extensions', 'cost')
-      if (cost && typeof cost === 'object' && !Array.isArray(cost)) {
-        const fields = {
-          requested: finiteNumber(cost.requestedQueryCost),
-          actual: finiteNumber(cost.actualQueryCost),
-          maximumAvailable: finiteNumber(at(cost, 'throttleStatus', 'maximumAvailable')),
-          currentlyAvailable: finiteNumber(at(cost, 'throttleStatus', 'currentlyAvailable')),
-          restoreRate: finiteNumber(at(cost, 'throttleStatus', 'restoreRate')),
-        }
-        if (Object.values(fields).some((v) => v !== null)) hints.cost = fields
-      }
-      const usage = bodyUsage(parsed)
-      if (usage !== null) hints.usage = usage
-    }
-    const errors = bodyErrors(parsed)
-    if (errors.length > 0) hints.errors = errors
-    return Object.keys(hints).length > 0 ? hints : null
-  }
-
   /**
    * False when the response's Content-Type says its body is not JSON (an event stream, HTML):
    * the body is then left alone, so a streamed answer is never read for hints. True without one.
@@ -915,40 +810,43 @@ function createRatelane(core, host) {
     return true
   }
 
-  /** Bodies longer than this are not parsed (an HTML ban page, a hostile server). */
-  const MAX_BODY_CHARS = 64 * 1024
   /**
-   * The bound for the body of a request with costs, read for its `usage`: an LLM's answer
-   * holds the whole completion before the usage, often more than 64 KiB.
+   * How much of a body the driver reads (`core.BODY_LIMITS[0]`, `ratelane::BodyHints::MAX_BODY`),
+   * and for a request with costs, whose answer holds the whole completion before its `usage`
+   * (`[1]`, `MAX_USAGE_BODY`): CONTRACT.md.
    */
-  const MAX_USAGE_BODY_CHARS = 1024 * 1024
+  function bodyLimit(costs) {
+    return core.BODY_LIMITS[costs ? 1 : 0]
+  }
 
   /**
-   * The body fields of a 429 (or of any answer to a request with costs): from a clone of a
-   * fetch `Response` (the caller's copy stays unread), or from a `body` that is a string or an
-   * already parsed object. Bodies longer than `maxChars` are not parsed.
+   * An answer's body as it came, for the core to read (`respondBody`): the text of a clone of a
+   * fetch `Response` (the caller's copy stays unread), or a `body` that is a string, bytes or an
+   * already parsed object (as JSON text again). `null` when it is longer than `limit` or cannot
+   * be read.
    */
-  async function readHints(response, maxChars) {
+  async function readBody(response, limit) {
     try {
-      let text
+      let body
       if (typeof response.clone === 'function') {
         const length = response.headers && typeof response.headers.get === 'function'
           ? Number(response.headers.get('content-length')) : NaN
-        if (length > maxChars) return null
+        if (length > limit) return null
         const copy = response.clone()
         if (typeof copy.text !== 'function') return null
-        text = await copy.text()
-      } else if (typeof response.body === 'string') {
-        text = response.body
+        body = await copy.text()
+      } else if (typeof response.body === 'string' || ArrayBuffer.isView(response.body)) {
+        body = response.body
       } else if (response.body && typeof response.body === 'object' && !isStream(response.body)) {
-        return bodyHints(response.body)
+        body = JSON.stringify(response.body)
       } else {
         return null
       }
-      if (typeof text !== 'string' || text.length > maxChars) return null
-      return bodyHints(JSON.parse(text))
+      if (typeof body === 'string' ? body.length > limit : body.byteLength > limit) return null
+      return ArrayBuffer.isView(body) && !(body instanceof Uint8Array)
+        ? new Uint8Array(body.buffer, body.byteOffset, body.byteLength) : body
     } catch (_) {
-      return null // not JSON (an HTML ban page): the headers decide
+      return null // a body that cannot be read: the headers decide
     }
   }
 
@@ -1273,7 +1171,7 @@ function createRatelane(core, host) {
      * are stored on the wall clock (`Date.now()`): `performance.now()` restarts with the process.
      */
     snapshot() {
-      return this._core.snapshot(nowNs(), Date.now())
+      return this._core.snapshot(nowNs(), wallClock())
     }
 
     /**
@@ -1285,7 +1183,7 @@ function createRatelane(core, host) {
      */
     restore(snapshot) {
       try {
-        this._core.restore(nowNs(), Date.now(), snapshot)
+        this._core.restore(nowNs(), wallClock(), snapshot)
       } catch (error) {
         throw fromCoreError(error)
       }
@@ -1575,7 +1473,7 @@ function createRatelane(core, host) {
       }
       let lines
       let pairs = null
-      const wallClockMs = Date.now()
+      const wallClockMs = wallClock()
       try {
         lines = headerLines(response.headers)
         if (lines === null) pairs = headerPairs(response.headers)
@@ -1583,24 +1481,22 @@ function createRatelane(core, host) {
         this._settleMisuse(entry, usage(InvalidArgumentError, 'invalid_argument', `the response's headers could not be read: ${error}`))
         return
       }
-      let hints = null
+      let body = null
       // The body is read where the profile reads it (a 429's JSON, GitHub's 403 messages,
-      // Shopify's GraphQL cost in every answer): the core says which statuses. A request with
-      // costs has every JSON answer read for its `usage` (the actual costs, which settle the
-      // estimates), from a clone as a 429's; nothing else of such a body is passed.
-      if (response.status === 429 || (this._readsBodyOf(response.status) && mayBeJson(response))) {
-        hints = await readHints(response, entry.costs ? MAX_USAGE_BODY_CHARS : MAX_BODY_CHARS)
+      // Shopify's GraphQL cost in every answer: the core says which statuses), and for a
+      // request with costs in every answer (its `usage` settles the estimates), from a clone,
+      // unless its Content-Type says it is not JSON; the core reads it (CONTRACT.md).
+      if ((entry.costs || this._readsBodyOf(response.status)) && mayBeJson(response)) {
+        body = await readBody(response, bodyLimit(entry.costs))
         if (!this._current(entry, controller)) return
-      } else if (entry.costs && mayBeJson(response)) {
-        const read = await readHints(response, MAX_USAGE_BODY_CHARS)
-        if (!this._current(entry, controller)) return
-        hints = read && read.usage !== undefined ? { usage: read.usage } : null
       }
       entry.attemptController = null
       let disposition
       try {
-        disposition = respond(this._core, nowNs(), entry.id, response.status,
-          lines !== null ? lines : flatHeaders(pairs), wallClockMs, hints)
+        const headers = lines !== null ? lines : flatHeaders(pairs)
+        disposition = body === null
+          ? this._core.respond(nowNs(), entry.id, response.status, headers, wallClockMs)
+          : this._core.respondBody(nowNs(), entry.id, response.status, headers, wallClockMs, body)
       } catch (error) {
         this._settleMisuse(entry, fromCoreError(error))
         return
@@ -1668,7 +1564,7 @@ function createRatelane(core, host) {
         const ahead = Math.max(0, output.retryAtNs - now) / 1e6
         details.retryAt = output.retryAtNs / 1e6
         details.retryAfter = ahead
-        details.retryAtMs = Math.ceil(Date.now() + ahead) // whole ms, never before the prediction
+        details.retryAtMs = Math.ceil(wallClock() + ahead) // whole ms, never before the prediction
       } else if (output.code === 'insufficient_capacity') {
         details.dimension = output.dimension
         details.cost = output.cost
@@ -1726,7 +1622,7 @@ function createRatelane(core, host) {
       const answer = (value) => {
         if (answered) return
         answered = true
-        if (timer !== null) clearTimeout(timer)
+        if (timer !== null) clearTimer(timer)
         this._asking.delete(id)
         const now = nowNs()
         try {
@@ -1750,7 +1646,7 @@ function createRatelane(core, host) {
         }
       }
       this._asking.set(id, answer)
-      timer = setTimeout(() => answer(UNAVAILABLE), Math.min(store.timeout, MAX_TIMER_MS))
+      timer = setTimer(() => answer(UNAVAILABLE), Math.min(store.timeout, MAX_TIMER_MS))
       attempt(() => store.reserve(reservation)).then(
         (value) => answer(value !== null && typeof value === 'object' ? value : UNAVAILABLE),
         () => answer(UNAVAILABLE),
@@ -1774,13 +1670,18 @@ function createRatelane(core, host) {
 
     // -------------------------------------------------------------- the one timer
 
+    /**
+     * The drain ended in `wait_until`: one timer, never later than `atNs`. A timer armed for an
+     * earlier deadline is kept: it fires early, and the core, asked, names the next deadline
+     * (CONTRACT.md, "The timer").
+     */
     _arm(atNs) {
-      if (this._timer !== null && this._timerAt === atNs) return // same deadline: keep it
+      if (this._timer !== null && this._timerAt <= atNs) return
       this._clearTimer()
       const delay = Math.min(MAX_TIMER_MS, Math.max(0, Math.ceil((atNs - nowNs()) / 1e6)))
       this._timerAt = atNs
       this._timerRef = true
-      this._timer = setTimeout(() => {
+      this._timer = setTimer(() => {
         this._timer = null
         this._timerAt = null
         this._core.handleTimeout(Math.max(atNs, nowNs()))
@@ -1788,8 +1689,9 @@ function createRatelane(core, host) {
       }, delay)
     }
 
+    /** The drain ended in `idle` (nothing waits on time), or the limiter closed: no timer. */
     _clearTimer() {
-      if (this._timer !== null) clearTimeout(this._timer)
+      if (this._timer !== null) clearTimer(this._timer)
       this._timer = null
       this._timerAt = null
     }
@@ -1973,6 +1875,9 @@ function createRatelane(core, host) {
     }
     respond(nowNs, id, ...parts) {
       return this._disposition(nowNs, id, this.inner.respond(nowNs, id, ...parts))
+    }
+    respondBody(nowNs, id, ...parts) {
+      return this._disposition(nowNs, id, this.inner.respondBody(nowNs, id, ...parts))
     }
     handleFailure(nowNs, id, failure) {
       return this._disposition(nowNs, id, this.inner.handleFailure(nowNs, id, failure))

@@ -83,7 +83,7 @@ test('costs: usage past 64 KiB of completion is still read; hostile usage values
     const bad = new Response(text, { status: 200, headers: openaiHeaders(900) })
     assert.equal(await secondGoesAtOnce(bad), false)
   }
-  // More than 16 fields: the first 16 numeric ones.
+  // More than 16 fields: the first 16 numeric ones, in key order (`ratelane::BodyHints`).
   const many = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`f${i}`, i]))
   const crowded = new Response(JSON.stringify({ usage: { ...many, total_tokens: 100 } }), { status: 200, headers: openaiHeaders(900) })
   assert.equal(await secondGoesAtOnce(crowded), false, 'total_tokens is the 21st field')
@@ -105,20 +105,22 @@ test('costs: a streamed answer is left alone; a request without costs keeps the 
   assert.equal(cloned, 1)
   await limiter.close()
   // One path: the driver enqueues and answers through the positional surface, costs or not.
-  const calls = { enqueue: 0, enqueueParts: 0, handleResponse: 0, respond: 0 }
+  const calls = { enqueue: 0, enqueueParts: 0, handleResponse: 0, respond: 0, respondBody: 0 }
   const counting = Object.assign({}, native, {
     Limiter: class extends native.Limiter {
       enqueue(...a) { calls.enqueue++; return super.enqueue(...a) }
       enqueueParts(...a) { calls.enqueueParts++; return super.enqueueParts(...a) }
       handleResponse(...a) { calls.handleResponse++; return super.handleResponse(...a) }
       respond(...a) { calls.respond++; return super.respond(...a) }
+      respondBody(...a) { calls.respondBody++; return super.respondBody(...a) }
     },
   })
   const counted = new (createRatelane(counting).RateLimiter)({ profile: 'openai', globalLimit: 0 })
   await counted.run('POST', CHAT, async () => completion(10, 990))
-  assert.deepEqual(calls, { enqueue: 0, enqueueParts: 1, handleResponse: 0, respond: 1 })
+  assert.deepEqual(calls, { enqueue: 0, enqueueParts: 1, handleResponse: 0, respond: 1, respondBody: 0 })
   await counted.run('POST', CHAT, async () => completion(10, 980), { costs: { tokens: 10 } })
-  assert.deepEqual(calls, { enqueue: 0, enqueueParts: 2, handleResponse: 0, respond: 2 })
+  // With costs the body goes to the core as it came (the core reads its usage).
+  assert.deepEqual(calls, { enqueue: 0, enqueueParts: 2, handleResponse: 0, respond: 1, respondBody: 1 })
   await counted.close()
 })
 
