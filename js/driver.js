@@ -8,7 +8,7 @@
 // (or from `host.time`: a replay in virtual time, js/test/conformance.test.js). A Node entry
 // may pass `host.diagnosticsChannel` (`node:diagnostics_channel`), from which the driver
 // learns when fetch/undici wrote a request. What it passes the core on each event, and when it
-// arms its one timer, is the drivers' contract (CONTRACT.md at the repository's root).
+// arms its one timer, is the drivers' contract (docs/driver-contract.md).
 //
 // The driver converts and does I/O, nothing else: which request goes when, what a 429 means,
 // whether to retry, how long to wait — every such decision is the core's.
@@ -1485,7 +1485,7 @@ function createRatelane(core, host) {
       // The body is read where the profile reads it (a 429's JSON, GitHub's 403 messages,
       // Shopify's GraphQL cost in every answer: the core says which statuses), and for a
       // request with costs in every answer (its `usage` settles the estimates), from a clone,
-      // unless its Content-Type says it is not JSON; the core reads it (CONTRACT.md).
+      // unless its Content-Type says it is not JSON; the core reads it (docs/driver-contract.md).
       if ((entry.costs || this._readsBodyOf(response.status)) && mayBeJson(response)) {
         body = await readBody(response, bodyLimit(entry.costs))
         if (!this._current(entry, controller)) return
@@ -1673,7 +1673,7 @@ function createRatelane(core, host) {
     /**
      * The drain ended in `wait_until`: one timer, never later than `atNs`. A timer armed for an
      * earlier deadline is kept: it fires early, and the core, asked, names the next deadline
-     * (CONTRACT.md, "The timer").
+     * (docs/driver-contract.md, "The timer").
      */
     _arm(atNs) {
       if (this._timer !== null && this._timerAt <= atNs) return

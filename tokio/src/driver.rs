@@ -386,7 +386,7 @@ impl RateLimiter {
                 Ok(reply) => {
                     let status = reply.status();
                     // The body where the profile reads it, or for its usage (a request with
-                    // costs), within the contract's bound (CONTRACT.md): the core reads it.
+                    // costs), within the contract's bound (docs/driver-contract.md): the core reads it.
                     let (reply, hints) = if settles || inner.profile.reads_body(status) {
                         let (reply, body) = reply.read_body().await;
                         let limit = if settles { BodyHints::MAX_USAGE_BODY } else { BodyHints::MAX_BODY };
@@ -763,7 +763,7 @@ impl Inner {
         if let Err(e) = st.core.handle_reservation(now, id, answer) {
             // A request that ended meanwhile needs no answer; any other refusal is an answer
             // the core does not take (the store's bug), which counts as no answer at all
-            // (CONTRACT.md, "Shared mode").
+            // (docs/driver-contract.md, "Shared mode").
             if !unavailable && !matches!(e.code(), "unknown_request" | "invalid_state") {
                 let _ = st.core.handle_reservation(now, id, ReservationAnswer::Unavailable);
             }
@@ -795,7 +795,7 @@ impl Inner {
     }
 
     /// The core said `Idle`: nothing waits on time, so the timer sleeps until the next
-    /// `WaitUntil` (CONTRACT.md, "The timer").
+    /// `WaitUntil` (docs/driver-contract.md, "The timer").
     fn disarm(&self, st: &mut State) {
         if st.timer_at.take().is_some() {
             self.rearm.notify_one();

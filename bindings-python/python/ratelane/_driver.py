@@ -5,7 +5,7 @@ outputs, wakes the task whose request may go (``Send``) or fails it (``Fail``), 
 timer for the earliest ``WaitUntil``. Time is ``loop.time()`` in nanoseconds; the timer is a
 ``loop.call_at`` handle, re-armed only when an earlier deadline comes up (a timer that fires
 early is harmless: the core is asked, and answers with the next deadline) and cancelled when
-the core says ``Idle`` (CONTRACT.md, "The timer"). No threads, no background task.
+the core says ``Idle`` (docs/driver-contract.md, "The timer"). No threads, no background task.
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ class RateLimiter(Engine):
                 # The body is read where the profile reads it (a 429's JSON, GitHub's 403
                 # messages, Shopify's GraphQL cost) and, for a request with costs, always (its
                 # usage settles them), unless it says it is not JSON (a stream); the core
-                # reads it (CONTRACT.md, "What a driver passes").
+                # reads it (docs/driver-contract.md, "What a driver passes").
                 if (waiter.settles or core.reads_body(status)) and may_be_json(response):
                     body = await read_body(response, body_limit(waiter.settles))
                     disposition = core.handle_response(
@@ -382,7 +382,7 @@ class RateLimiter(Engine):
         except RatelaneError as exc:
             # A request that ended meanwhile needs no answer; any other refusal is an answer
             # the core does not take (the store's bug), which counts as no answer at all
-            # (CONTRACT.md, "Shared mode").
+            # (docs/driver-contract.md, "Shared mode").
             if exc.code not in ("unknown_request", "invalid_state") and kind != "unavailable":
                 try:
                     self._core.handle_reservation(now, rid, "unavailable")

@@ -174,7 +174,7 @@ class Engine:
 
     def _arm(self, at_ns: int) -> None:
         """The drain ended in ``WaitUntil(at_ns)``: a timer no later than ``at_ns`` (one armed
-        earlier is kept: CONTRACT.md, "The timer")."""
+        earlier is kept: docs/driver-contract.md, "The timer")."""
         raise NotImplementedError
 
     def _idle(self) -> None:

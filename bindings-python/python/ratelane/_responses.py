@@ -94,7 +94,7 @@ def _declared_too_long(response: Any, limit: int) -> bool:
 async def read_body(response: Any, limit: int) -> Optional[bytes]:
     """A response's body as it came, for the core to read (``Limiter.handle_response(...,
     body=)``), or ``None`` when it is longer than ``limit`` bytes (``MAX_BODY``, or
-    ``MAX_USAGE_BODY`` for a request with costs: CONTRACT.md) or cannot be read. Never raises.
+    ``MAX_USAGE_BODY`` for a request with costs: docs/driver-contract.md) or cannot be read. Never raises.
     The body stays readable by the caller (aiohttp and httpx cache it); an object that offers
     only ``json()`` gives that JSON again."""
     try:
