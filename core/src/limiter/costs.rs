@@ -406,6 +406,43 @@ impl Budget {
     }
 }
 
+/// A budget as a snapshot keeps it (see [`crate::snapshot::LearnedBudget`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Kept {
+    pub(super) limit: Option<u64>,
+    /// The refill period, once trusted.
+    pub(super) period: Option<Nanos>,
+    /// What this process may still take at the snapshot, less what is in flight (which may
+    /// still land), rounded down: a continuous budget's with a level only.
+    pub(super) left: Option<u64>,
+}
+
+impl Budget {
+    /// What a snapshot at `now` keeps of it.
+    pub(super) fn keep(&self, now: Nanos) -> Kept {
+        let period = self.refill.and_then(|r| r.trusted_period());
+        let left = self.level_at(now).map(|(level, _)| (level - self.in_flight as f64).max(0.0) as u64);
+        Kept { limit: self.limit, period, left }
+    }
+
+    /// A budget restored from a snapshot: `elapsed` after it was taken, at `now`, with the
+    /// process's `share`. A continuous budget's level is what was left plus what refilled
+    /// since (capped at the limit); a window's count is not kept (it is stale within the
+    /// window, and the first answer tells).
+    pub(super) fn restored(name: &str, kept: Kept, elapsed: Nanos, now: Nanos, share: u64) -> Budget {
+        let mut b = Budget::new(name);
+        b.limit = kept.limit.filter(|&l| l > 0);
+        b.share = share;
+        if let Some(period) = kept.period.filter(|&p| p > 0) {
+            b.refill = Some(Refill { period: Some(period), confirmed: true, at: now, ..Refill::default() });
+            if let (Some(left), Some(rate), Some(cap)) = (kept.left, b.rate(), b.own_limit()) {
+                b.refill = b.refill.map(|r| Refill { level: Some((left as f64 + rate * elapsed as f64).min(cap as f64)), ..r });
+            }
+        }
+        b
+    }
+}
+
 /// Where the requests queued ahead leave a budget, for predictions: how many windows after the
 /// current one they reach into, and what the last of them has left; for a continuous budget,
 /// what they need beyond what it holds now, and its rate.
@@ -586,6 +623,20 @@ impl Ratio {
         };
         let n = self.recent.len() as f64;
         (worst + (worst - best) / n).clamp(prior, Self::MAX)
+    }
+
+    /// The recent ratios, oldest first, and how many settled all told (for a snapshot).
+    pub(super) fn kept(&self) -> (Vec<f64>, u32) {
+        (self.recent.iter().copied().collect(), self.samples)
+    }
+
+    /// A ratio restored from a snapshot: the last [`Ratio::RECENT`] of `recent` (finite, >= 0),
+    /// `samples` settled all told.
+    pub(super) fn restored(recent: &[f64], samples: u32) -> Ratio {
+        let recent: std::collections::VecDeque<f64> =
+            recent.iter().rev().take(Self::RECENT).rev().copied().filter(|r| r.is_finite() && *r >= 0.0).collect();
+        let samples = samples.max(u32::try_from(recent.len()).unwrap_or(u32::MAX));
+        Ratio { recent, samples }
     }
 
     /// The margin before any answer settled: estimates twice too low.

@@ -205,6 +205,9 @@ pub struct Limiter {
     edge: EdgeBan,
     /// Per cost dimension: the recent ratios of actual to estimated cost (see `costs`).
     ratios: Vec<(Box<str>, Ratio)>,
+    /// Cost budgets a snapshot restored, by queue (identity, bucket or route, learned, major),
+    /// each waiting for its queue to open.
+    restored_budgets: Vec<((String, String, bool, String), costs::Budget)>,
     rng: u64,
     closed: bool,
     /// The last answer's headers as parsed, kept for the next answer to parse into.
@@ -380,6 +383,7 @@ impl Limiter {
             store: Store::default(),
             edge: EdgeBan::default(),
             ratios: Vec::new(),
+            restored_budgets: Vec::new(),
             rng,
             closed: false,
             answer: RateLimitInfo::default(),

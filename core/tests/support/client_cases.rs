@@ -1757,6 +1757,29 @@
             .timeout(4_229 * MS),
     });
 
+    v.push(Case {
+        file: "costs_snapshot",
+        comment: "Snapshots carry the cost budgets and margins (issue 42 item 5). As costs_refill: after two answers the \
+                  tokens are known to refill in about 6 s, 4100 left at 200 ms; a request of 3000 (charged 5250 at the \
+                  prior after two answers, 1.75) waits for the 1150 it lacks. The snapshot at 300 ms keeps the margin's \
+                  two ratios and the budget (limit 6000, period 6.006 s, 4100 + 100 refilled - nothing in flight = \
+                  4199 left; the request count too, 58 left). The process restarts and restores it 200 ms later: its \
+                  first request (estimate 3000) is charged 5250 again, not twice its estimate, and waits for what the \
+                  budget lacks (5250 - 4399: 852 ms) although no answer of its own told it anything.",
+        config: Config::for_profile(HeaderProfile::OpenAi),
+        script: Script::new()
+            .enqueue_with(0, costing(1000))
+            .enqueue_with(0, costing(1000))
+            .respond_body(100 * MS, 1, 200, &owned(refilling(59, 5000)), usage(1000))
+            .respond_body(200 * MS, 2, 200, &owned(refilling(58, 4100)), usage(1000))
+            .enqueue_with(250 * MS, costing(3000))
+            .snapshot(300 * MS, wall0 + 300)
+            .restart(10 * S)
+            .restore(10 * S, wall0 + 500, None)
+            .enqueue_with(10 * S, costing(3000))
+            .timeout(10 * S + 853 * MS),
+    });
+
     // A window rolls when its next request goes, and a report counts an answer from before the
     // local reset once.
     let messages = |remaining: &'static str, reset_after: &'static str| {
