@@ -25,7 +25,7 @@ const DRIVER_NAMES = [
   'RetriesExhaustedError', 'MaybeSentError', 'NetworkError', 'UnauthorizedError', 'ClosedError',
   'FAIL_CLASSES', 'USAGE_CLASSES', 'fromCoreError', 'toCoreConfig', 'classifyFailure',
   'headerPairs', 'outputObject', 'Metrics', 'instrument', 'Limiter', 'SimServer', 'Simulation', 'GcraStore', 'LeakyBucketStore',
-  'FixedWindowStore', 'FAIL_CODES', 'ERROR_CODES', 'createRatelane',
+  'FixedWindowStore', 'FAIL_CODES', 'ERROR_CODES', 'readLlmRequest', 'createRatelane',
 ];
 const EXPECTED = [...DRIVER_NAMES, 'init', 'initSync', 'default'].sort();
 
