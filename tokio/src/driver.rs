@@ -50,6 +50,10 @@ pub struct Options {
     /// The estimated cost beyond one request, by dimension (`("tokens", 1200)`); its answer's
     /// JSON body is then always read, for the `usage` that settles it.
     pub costs: Vec<(String, u64)>,
+    /// The LLM model the request is for (`ratelane::llm::read_request` reads it from an OpenAI
+    /// or Anthropic body): under the `openai`, `azure_openai`, `anthropic` and `auto` profiles it
+    /// keys the per-model budgets, unless `major` is given.
+    pub model: Option<String>,
 }
 
 impl Options {
@@ -74,6 +78,7 @@ impl Options {
         r.sub_limit = self.sub_limit.clone();
         r.body_keys = self.body_keys.clone();
         r.costs = self.costs.clone();
+        r.model = self.model.clone();
         r
     }
 }

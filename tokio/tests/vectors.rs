@@ -53,6 +53,7 @@ fn options(r: &Value, epoch: Instant) -> Options {
             .and_then(Value::as_object)
             .map(|c| c.iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect())
             .unwrap_or_default(),
+        model: s("model"),
     }
 }
 
