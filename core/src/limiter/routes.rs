@@ -334,9 +334,12 @@ impl Limiter {
                     && request.path[..scheme.len()].eq_ignore_ascii_case(scheme)
             });
         if !request.path.starts_with('/') && !absolute {
+            // Named by its route, not its text: a webhook's or an interaction's path holds its
+            // token, which no message may carry (`crate::route`, "Secrets").
+            let route = crate::route::route_for(self.config.profile, &request.method, &request.path);
             return Err(Error::InvalidRequest(format!(
-                "path {:?} must start with '/' or be an http(s) URL",
-                request.path
+                "the path of route {:?} must start with '/' or be an http(s) URL (ids and tokens elided)",
+                route.key
             )));
         }
         if request.path.len() > 8192 || request.identity.len() > 1024 {
@@ -383,7 +386,7 @@ pub(super) fn route_of<'r>(profile: HeaderProfile, request: &'r Request, key: &m
             key.make_ascii_uppercase();
             key.push(' ');
             key.push_str(&request.path);
-            (Cow::Borrowed(major), false)
+            (crate::route::hide_given_secret(profile, &request.path, major), false)
         }
         None => route_into(profile, &request.method, &request.path, key),
     }
