@@ -94,7 +94,9 @@ export declare class Limiter {
   /**
    * Whether the profile reads the body of an answer with this status: pass its hints
    * (`response.body`) then (`HeaderProfile::reads_body`: Discord's 429 JSON, GitHub's 403s,
-   * Shopify's and Auto's every answer).
+   * Shopify's and Auto's every answer). Throws `invalid_argument` for a status the core
+   * does not take (`ratelane::Response::status_of`: an integer in 100..=999), so that the
+   * driver checks `send`'s status with this one call.
    */
   readsBody(status: number): boolean
   /** The configuration in the core's JSON form (every key). */
@@ -227,6 +229,12 @@ export declare const GCRA_LUA: string
 
 /** `redis/scripts/leaky_bucket.lua`, embedded at build time. */
 export declare const LEAKY_BUCKET_LUA: string
+
+/**
+ * The most elements a script's reply may hold (`ratelane::server::script::MAX_REPLY_LEN`):
+ * a longer one is refused before it is read.
+ */
+export declare const MAX_REPLY_LEN: number
 
 /**
  * A booking in Redis (`fixed_window.lua schedule`). Absolute times are `BigInt`s: with

@@ -7,7 +7,7 @@
 use ratelane::shared::{ReservationAnswer, SharedScope};
 
 pub mod server;
-use ratelane::{BodyHints, Disposition, Failure, Output, QueryCost, Request};
+use ratelane::{BodyHints, Disposition, Failure, Output, QueryCost, Request, Response};
 
 /// A check that failed: the message of an `invalid_argument` error.
 pub type Result<T> = std::result::Result<T, String>;
@@ -25,12 +25,24 @@ pub fn whole(value: f64, what: &str) -> Result<u64> {
     }
 }
 
-/// A status code: an integer in 100..=999.
+/// A status code, as the core checks it ([`Response::status_of`]: an integer in
+/// [`Response::STATUSES`]).
 pub fn status(value: f64) -> Result<u16> {
-    if value.fract() != 0.0 || !(100.0..=999.0).contains(&value) {
-        return Err(format!("response.status must be an integer in 100..=999, got {value}"));
+    Response::status_of(value).ok_or_else(|| {
+        let (low, high) = (Response::STATUSES.start(), Response::STATUSES.end());
+        format!("response.status must be an integer in {low}..={high}, got {value}")
+    })
+}
+
+/// A request id (an id the core issued): a whole number in `0..=Number.MAX_SAFE_INTEGER`. A
+/// fraction, a negative number, NaN or an infinity is refused, never truncated into another
+/// request's id (`cancel(now, 1.5)` acted on request 1).
+pub fn id(value: f64, what: &str) -> Result<u64> {
+    if value.is_finite() && value.fract() == 0.0 && (0.0..=MAX_SAFE).contains(&value) {
+        Ok(value as u64)
+    } else {
+        Err(format!("{what} must be a whole number in 0..=Number.MAX_SAFE_INTEGER, got {value}"))
     }
-    Ok(value as u16)
 }
 
 /// `enqueue`'s and `predict`'s arguments after the time: a `RequestSpec` (`js/CONTRACT.md`)

@@ -77,7 +77,7 @@ import uuid
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _core
+from . import _args, _core
 from ._core import Decision, Scheduled
 from ._outputs import core_form
 from ._errors import (
@@ -188,7 +188,8 @@ def _item_reply(item: Any, error: Any) -> Any:
     """A batch item's reply as a single call's: ``["error", message]`` (an op the script
     refused) becomes the error reply the single call would have raised."""
     if isinstance(item, list) and len(item) == 2 and item[0] in (b"error", "error"):
-        message = item[1].decode() if isinstance(item[1], bytes) else str(item[1])
+        text = item[1]
+        message = text.decode(errors="replace") if isinstance(text, bytes) else text if isinstance(text, str) else type(text).__name__
         return error(message)
     return item
 
@@ -420,7 +421,9 @@ class RedisStore:
         if len(batch) == 1 or isinstance(reply, Exception):
             return [reply] * len(batch)
         if not isinstance(reply, list) or len(reply) != len(batch):
-            raise ValueError(f"the shared store answered a batch of {len(batch)} with {reply!r}")
+            # Its kind and size only: its repr may be any size, or recurse any depth.
+            size = f" of {len(reply)} elements" if isinstance(reply, list) else ""
+            raise RedisBadReplyError(f"the shared store answered a batch of {len(batch)} with a {type(reply).__name__}{size}")
         return [_item_reply(item, self._response_error) for item in reply]
 
     def _fail(self, op: _Op, exc: BaseException) -> None:
@@ -489,6 +492,10 @@ def _failure(exc: BaseException, rx: ModuleType) -> Optional[RatelaneError]:
         return RedisBadReplyError(f"unexpected reply from Redis: {message}")
     if isinstance(exc, (rx.RedisError, rx.RedisClusterException)):
         return RedisServerError(f"Redis failed: {message}")
+    if isinstance(exc, RecursionError):
+        # The client's reader recursed into a reply nested deeper than Python's stack: no
+        # script answers that (a hostile or broken server, or a proxy), so it is a bad reply.
+        return RedisBadReplyError(f"unexpected reply from Redis: nested too deep to read ({exc})")
     return None
 
 
@@ -539,7 +546,7 @@ class _RedisLimiter:
     def _key(self, key: str) -> str:
         if not isinstance(key, str):
             raise InvalidArgumentError(f"a key must be a str, got {key!r}")
-        return self.prefix + key
+        return self.prefix + _args.text(key, "a key")
 
     def _param(self, name: str) -> int:
         value = self._script.params[name]
