@@ -15,13 +15,18 @@ pub type Result<T> = std::result::Result<T, String>;
 /// The largest integer a JS number holds exactly.
 pub const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
 
+/// A JS number as a message shows it: short, whatever its size (`1e300`, not 301 digits).
+pub fn shown(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e21 { format!("{value}") } else { format!("{value:?}") }
+}
+
 /// A non-negative integer (nanoseconds, ids, tickets) from a JS number: finite, `>= 0`,
 /// `<= Number.MAX_SAFE_INTEGER`; a fractional part is dropped.
 pub fn whole(value: f64, what: &str) -> Result<u64> {
     if value.is_finite() && (0.0..=MAX_SAFE).contains(&value) {
         Ok(value as u64)
     } else {
-        Err(format!("{what} must be a finite number in 0..=Number.MAX_SAFE_INTEGER, got {value}"))
+        Err(format!("{what} must be a finite number in 0..=Number.MAX_SAFE_INTEGER, got {}", shown(value)))
     }
 }
 
@@ -30,7 +35,7 @@ pub fn whole(value: f64, what: &str) -> Result<u64> {
 pub fn status(value: f64) -> Result<u16> {
     Response::status_of(value).ok_or_else(|| {
         let (low, high) = (Response::STATUSES.start(), Response::STATUSES.end());
-        format!("response.status must be an integer in {low}..={high}, got {value}")
+        format!("response.status must be an integer in {low}..={high}, got {}", shown(value))
     })
 }
 
@@ -41,7 +46,7 @@ pub fn id(value: f64, what: &str) -> Result<u64> {
     if value.is_finite() && value.fract() == 0.0 && (0.0..=MAX_SAFE).contains(&value) {
         Ok(value as u64)
     } else {
-        Err(format!("{what} must be a whole number in 0..=Number.MAX_SAFE_INTEGER, got {value}"))
+        Err(format!("{what} must be a whole number in 0..=Number.MAX_SAFE_INTEGER, got {}", shown(value)))
     }
 }
 
@@ -77,7 +82,7 @@ impl RequestParts {
         request.defer_after = self.defer_after_ns.map(|v| whole(v, "request.deferAfterNs")).transpose()?;
         if let Some(priority) = self.priority {
             if priority.fract() != 0.0 || !(f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&priority) {
-                return Err(format!("request.priority must be an integer in the i32 range, got {priority}"));
+                return Err(format!("request.priority must be an integer in the i32 range, got {}", shown(priority)));
             }
             request.priority = priority as i32;
         }
@@ -95,7 +100,8 @@ impl RequestParts {
                 Ok((name, amount as u64))
             } else {
                 Err(format!(
-                    "request.costs.{name} must be a whole number in 0..=Number.MAX_SAFE_INTEGER (the estimated cost), got {amount}"
+                    "request.costs.{name} must be a whole number in 0..=Number.MAX_SAFE_INTEGER (the estimated cost), got {}",
+                    shown(amount)
                 ))
             }
         }).collect::<Result<_>>()?;
