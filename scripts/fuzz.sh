@@ -19,7 +19,10 @@ for target in "${targets[@]}"; do
   extra=()
   [ "$target" = headers ] && extra=(-dict=fuzz/headers.dict)
   echo "== $target ($secs s)"
-  cargo +nightly fuzz run "$target" -- -max_total_time="$secs" "${extra[@]}" 2>&1 | grep -E '^Done [0-9]+ runs|^#[0-9]+\s+DONE|SUMMARY|panicked' || true
-  # libFuzzer exits non-zero on a crash (pipefail keeps the status of the grep, so check it).
-  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz target $target failed: see core/fuzz/artifacts/$target" >&2; exit 1; }
+  set +e
+  cargo +nightly fuzz run "$target" -- -max_total_time="$secs" "${extra[@]}" 2>&1 | grep -E '^Done [0-9]+ runs|^#[0-9]+\s+DONE|SUMMARY|panicked'
+  status=${PIPESTATUS[0]}
+  set -e
+  # libFuzzer exits non-zero on a crash.
+  [ "$status" -eq 0 ] || { echo "fuzz target $target failed: see core/fuzz/artifacts/$target" >&2; exit 1; }
 done
