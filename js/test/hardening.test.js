@@ -27,13 +27,15 @@ test('a send that resolves to a bad status ends that request with InvalidArgumen
   try {
     const limiter = new RateLimiter()
     for (const status of BAD_STATUSES) {
+      let timer
       const outcome = await Promise.race([
         limiter.run('GET', '/users/@me', async () => ({ status, headers: {} })).then(
           () => 'resolved',
           (error) => error,
         ),
-        new Promise((resolve) => setTimeout(() => resolve('pending'), 5000)),
+        new Promise((resolve) => { timer = setTimeout(() => resolve('pending'), 5000) }),
       ])
+      clearTimeout(timer)
       assert.ok(outcome instanceof InvalidArgumentError, `status ${String(status)}: ${String(outcome)}`)
       assert.equal(outcome.code, 'invalid_argument')
       assert.equal(limiter.inFlight, 0, `status ${String(status)}: inFlight`)
