@@ -228,6 +228,78 @@ def test_a_batch_answered_with_garbage_fails_its_reservations_not_the_process() 
     asyncio.run(main())
 
 
+async def serve_garbage(port_ready: "asyncio.Future[int]", stop: asyncio.Event) -> None:
+    """A TCP server speaking enough RESP for a client to connect (``+OK`` to everything), whose
+    script calls are answered with a million elements or ten thousand levels."""
+    wide = b"*1000000\r\n" + b":1\r\n" * 1_000_000
+    deep = b"*1\r\n" * 10_000 + b":1\r\n"
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                if b"EVALSHA" in data.upper():
+                    writer.write(deep if b"deep" in data else wide)
+                else:
+                    writer.write(b"+OK\r\n")
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port_ready.set_result(server.sockets[0].getsockname()[1])
+    async with server:
+        await stop.wait()
+
+
+def test_a_huge_or_deep_reply_on_the_wire_is_refused_before_it_is_read() -> None:
+    """redis-py's parsers read a whole reply before anything can look at it: a million elements
+    held the event loop for seconds (about a minute on a loaded machine), ten thousand levels
+    raised RecursionError. ``bounded_parser`` refuses them as their headers come in."""
+    import redis.asyncio
+
+    # The private part of redis-py it builds on: fail loudly if a version moves it.
+    from redis._parsers.resp2 import _AsyncRESP2Parser
+    from redis._parsers.resp3 import _AsyncRESP3Parser
+
+    assert callable(getattr(_AsyncRESP2Parser, "_readline")) and callable(getattr(_AsyncRESP3Parser, "_readline"))
+
+    async def main() -> None:
+        ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        stop = asyncio.Event()
+        task = asyncio.create_task(serve_garbage(ready, stop))
+        port = await ready
+        try:
+            for protocol in (2, 3):
+                for prefix in ("wide:", "deep:"):
+                    client = redis.asyncio.Redis.from_url(
+                        f"redis://127.0.0.1:{port}/0?protocol={protocol}", socket_timeout=10,
+                        parser_class=ratelane.redis.bounded_parser(protocol),
+                    )
+                    limiter = ratelane.redis.RedisGcra(client, 1_000_000, 10, prefix=prefix)
+                    with pytest.raises(ratelane.RedisBadReplyError):
+                        await asyncio.wait_for(limiter.check("k"), 10)
+                    await client.aclose()
+            # The store's own client (from a URL) bounds its replies: the reservation fails
+            # (the driver answers the core "unavailable"), the loop is not held.
+            store = ratelane.redis.RedisStore(f"redis://127.0.0.1:{port}/0", prefix="{p}:", timeout=0.25)
+            store._sha = "0" * 40
+            store.bind({"lease_ns": 30 * 10**9, "pioneer_poll_ns": 50 * 10**6, "state_ttl_ns": 600 * 10**9})
+            limiter_core = ratelane.Limiter({"shared": {}})
+            limiter_core.enqueue(0, "GET", "/users/@me")
+            (reserve,) = [o for o in limiter_core.drain() if isinstance(o, ratelane.Reserve)]
+            with pytest.raises(Exception) as raised:
+                await asyncio.wait_for(store.reserve(reserve), 10)
+            assert "larger than ratelane reads" in str(raised.value), raised.value
+            await store.aclose()
+        finally:
+            stop.set()
+            await task
+
+    asyncio.run(main())
+
+
 @needs_redis
 def test_a_stored_count_out_of_range_is_a_bad_state_once_and_the_key_is_reset() -> None:
     import redis.asyncio
