@@ -10,13 +10,15 @@ for a Python value of the wrong type or range) and changes nothing; never ``Type
 ends exactly once.
 
 Examples are random on every run; a failure prints the ``@reproduce_failure`` blob that
-replays it. Bounded: a few hundred examples, a few seconds.
+replays it. Bounded: a few hundred examples, a few seconds (``RATELANE_FUZZ_EXAMPLES``
+overrides the count).
 """
 
 from __future__ import annotations
 
 import fractions
 import math
+import os
 from typing import Any, List, Set
 
 from hypothesis import HealthCheck, given, settings
@@ -27,7 +29,13 @@ from ratelane.server import FixedWindowStore, GcraStore, LeakyBucketStore
 
 SECOND = 1_000_000_000
 MS = 1_000_000
-PROFILE = settings(max_examples=200, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+# RATELANE_FUZZ_EXAMPLES runs more (the longer runs in BENCHMARKS.md, issue 44).
+PROFILE = settings(
+    max_examples=int(os.environ.get("RATELANE_FUZZ_EXAMPLES", "200")),
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 CODES = set(ratelane.ERROR_CODES) | {"invalid_argument", "insufficient_capacity"}
 
 
