@@ -24,8 +24,12 @@ fn edit() -> impl Strategy<Value = Edit> {
     ]
 }
 
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(512), ..ProptestConfig::default() })]
 
     #[test]
     fn mutated_snapshots_are_refused_or_keep_every_wait_bounded(
