@@ -55,7 +55,11 @@
 //! and invalid responses made no older than they are, so a round trip never shortens a hold.
 //! Pauses already over at restore time are dropped, as are invalid responses older than the
 //! window. A wall clock that went back between the two (a restore "before" `taken_at_ms`) is
-//! read as `taken_at_ms`: no time passed.
+//! read as `taken_at_ms`: no time passed. A pause or a window length longer than the restoring
+//! limiter's [`Config::max_server_wait`](crate::Config::max_server_wait) is clamped to it, as
+//! every wait from outside the engine is ([`Config::bound_wait`](crate::Config::bound_wait)):
+//! a document written by a clock years ahead, or corrupted, holds a limiter for an hour (the
+//! default) at most.
 //!
 //! # Format
 //!

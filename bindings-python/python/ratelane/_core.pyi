@@ -23,6 +23,7 @@ __all__ = [
     "FAIL_CODES",
     "ERROR_CODES",
     "PROFILES",
+    "STATUSES",
     "CORE_VERSION",
     "SHARED_STORE_LUA",
     "GCRA_LUA",
@@ -40,6 +41,8 @@ _Disposition: TypeAlias = Literal["complete", "retry", "failed"]
 FAIL_CODES: Final[list[str]]
 ERROR_CODES: Final[list[str]]
 PROFILES: Final[list[str]]
+STATUSES: Final[Tuple[int, int]]
+"""The lowest and highest status a response may have (``ratelane::Response::STATUSES``)."""
 CORE_VERSION: Final[str]
 SHARED_STORE_LUA: Final[str]
 GCRA_LUA: Final[str]

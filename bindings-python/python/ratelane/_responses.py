@@ -14,6 +14,8 @@ import math
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
+from ._errors import InvalidArgumentError
+
 __all__ = [
     "status_of",
     "headers_of",
@@ -30,14 +32,16 @@ __all__ = [
 
 def status_of(response: Any) -> int:
     """The HTTP status: ``.status`` (aiohttp, plain objects) or ``.status_code`` (httpx,
-    requests, wumpy's exceptions)."""
+    requests, wumpy's exceptions), an ``int``. Anything else (no status, ``None``, ``'200'``,
+    NaN) raises ``InvalidArgumentError``; whether the int is a status the core takes is the
+    core's check (``Limiter.reads_body`` and ``handle_response`` raise the same error)."""
     status = getattr(response, "status", None)
     if status is None:
         status = getattr(response, "status_code", None)
-    if status is None:
-        raise TypeError(
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise InvalidArgumentError(
             f"cannot read an HTTP status from {type(response).__name__!r}: it needs a "
-            "'status' or 'status_code' attribute"
+            f"'status' or 'status_code' attribute holding an int, got {status!r}"
         )
     return int(status)
 

@@ -199,7 +199,8 @@ impl Limiter {
     ) -> Disposition {
         let scope = refusal_scope(info, response);
         let hint = info.retry_after.or(if info.remaining == Some(0) { info.reset_after } else { None });
-        let clamp = |w: Nanos, c: &Config| w.clamp(c.min_rate_limit_wait, c.max_server_wait);
+        // At least the shortest wait after a 429, at most the one bound on waits from outside.
+        let clamp = |w: Nanos, c: &Config| c.bound_wait(w.max(c.min_rate_limit_wait));
         let wait = match scope {
             RateLimitScope::Edge => {
                 let backoff = self.edge.strike(self.config.edge_backoff_base, self.config.edge_backoff_max);

@@ -591,6 +591,7 @@ impl Limiter {
         // Parsed into the answer before's record: its bucket id's text and dimensions reused.
         let mut info = std::mem::take(&mut self.answer);
         headers::parse_into(self.config.profile, response, &mut info);
+        bound_answer(&self.config, &mut info);
         {
             let costs = self.requests[&id].costs();
             // A request that names no costs of its own (only the request count, where that is
@@ -843,7 +844,8 @@ impl Limiter {
                 self.store_answered(now, processes, asked_since);
                 self.unspend_lease(now, iid, leased);
                 self.unreserve(qid, id, flight);
-                self.hold(now, id, qid, scope, retry_after.max(MILLISECOND), leased);
+                let wait = self.config.bound_wait(retry_after).max(MILLISECOND);
+                self.hold(now, id, qid, scope, wait, leased);
             }
             ReservationAnswer::Unavailable => {
                 // Back in line either way: fail-closed waits for the store, fail-open sends it
@@ -1328,6 +1330,25 @@ impl Limiter {
         Flight { sent_at: now, window_seq, window_epoch, global_at, left_at: now, alone: false }
     }
 
+}
+
+/// Every wait an answer sets (its reset, `Retry-After`, window, each budget's reset and refill
+/// interval) within the one bound on waits from outside ([`Config::bound_wait`]), before
+/// anything reads them: the holds, the predictions and the observations all see the clamped
+/// waits.
+fn bound_answer(config: &Config, info: &mut RateLimitInfo) {
+    let bound = |wait: &mut Option<Nanos>| {
+        if let Some(w) = wait {
+            *w = config.bound_wait(*w);
+        }
+    };
+    bound(&mut info.reset_after);
+    bound(&mut info.retry_after);
+    bound(&mut info.window);
+    for d in &mut info.dimensions {
+        bound(&mut d.reset_after);
+        bound(&mut d.refill_interval);
+    }
 }
 
 /// How an in-flight request was sent ([`ReqState::InFlight`]), returned when it leaves the

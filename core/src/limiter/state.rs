@@ -122,9 +122,13 @@ impl Limiter {
         let now = self.advance(now);
         // A wall clock that went back since the snapshot: read as no time passed.
         let wall = wall_clock_ms.max(snapshot.taken_at_ms);
+        // A pause or window from the document is a wait from outside like a server's: within
+        // the one bound (`Config::bound_wait`), so a pause ten years ahead holds for
+        // `max_server_wait` at most.
+        let config = &self.config;
         let mono_until = |until_ms: u64| -> Option<Nanos> {
             let left = until_ms.checked_sub(wall).filter(|&ms| ms > 0)?;
-            Some(now.saturating_add(left.saturating_mul(MS)))
+            Some(now.saturating_add(config.bound_wait(left.saturating_mul(MS))))
         };
 
         for r in &snapshot.routes {
@@ -134,10 +138,11 @@ impl Limiter {
         }
         for w in &snapshot.windows {
             let bound = self.routes.hash_periods.len() < self.config.max_routes;
+            let window_ns = self.config.bound_wait(w.window_ns);
             match self.routes.hash_periods.get_mut(&w.bucket) {
-                Some(p) => *p = (*p).max(w.window_ns),
+                Some(p) => *p = (*p).max(window_ns),
                 None if bound => {
-                    self.routes.hash_periods.insert(w.bucket.clone(), w.window_ns);
+                    self.routes.hash_periods.insert(w.bucket.clone(), window_ns);
                 }
                 None => {}
             }

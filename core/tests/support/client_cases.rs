@@ -756,6 +756,22 @@
             .granted(304 * MS, 1)
             .granted(304 * MS, 2),
     });
+    let mut c = shared(OnUnavailable::FailOpen);
+    c.max_wait = Some(7_200 * S);
+    v.push(Case {
+        file: "shared_mode_denied_clamped",
+        comment: "Shared mode: a store denying a reservation for ten days (a store's bug, or a hostile one) holds the \
+                  identity for max_server_wait (1 h), the one bound on every wait from outside the engine: with \
+                  max_wait 2 h the request is not failed, predict answers the bound, and the request is reserved \
+                  again when the hold ends.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .denied(2 * MS, 1, 864_000 * S, "global")
+            .predict(3 * MS, "POST", ch2)
+            .timeout(3_600 * S + 2 * MS)
+            .granted(3_600 * S + 3 * MS, 1),
+    });
     v.push(Case {
         file: "shared_mode_global_lease",
         comment: "Shared mode, global leases: while one reservation asks for the identity's global tokens, the \
@@ -1267,6 +1283,30 @@
             .respond(50 * MS, 1, 200, &refs(&h(5, 4, "5", "msgs")))
             .close(60 * MS)
             .restore(70 * MS, wall0 + 70, Some(doc(wall0 - 5_000, "discord", wall0 + 60_000))),
+    });
+
+    // 33b. A snapshot's waits pass the one bound on waits from outside (max_server_wait).
+    let ten_years_ms = 315_360_000_000u64;
+    v.push(Case {
+        file: "snapshot_clamped",
+        comment: "A snapshot whose host pause ends ten years after the restore, and whose learned window is ten years \
+                  long (a clock far ahead, or a corrupted document), is clamped to max_server_wait (1 h), like \
+                  every wait from outside the engine: predict answers 1 h, the request waits 1 h and goes, and a \
+                  snapshot taken meanwhile holds the clamped pause.",
+        config: discord_config(),
+        script: Script::new()
+            .restore(0, wall0, Some(json!({
+                "format": "ratelane.snapshot", "version": 1, "taken_at_ms": wall0, "profile": "discord",
+                "routes": [{"route": "POST /channels/:id/messages", "bucket": "msgs"}],
+                "windows": [{"bucket": "msgs", "window_ns": ten_years_ms * 1_000_000}],
+                "global_pauses": [], "host_pause": {"until_ms": wall0 + ten_years_ms, "strikes": 1},
+                "invalid_requests_ms": []
+            })))
+            .predict(S, "POST", ch1)
+            .enqueue(S, "POST", ch1)
+            .snapshot(2 * S, wall0 + 2_000)
+            .timeout(3_600 * S)
+            .respond(3_600 * S + 50 * MS, 1, 200, &refs(&h(5, 4, "5", "msgs"))),
     });
 
     // 34. Provider packs (issue 17 item 2): each provider's answers, and what the engine does.
