@@ -106,7 +106,9 @@ export declare class Limiter {
   /**
    * Whether the profile reads the body of an answer with this status: pass its hints
    * (`response.body`) then (`HeaderProfile::reads_body`: Discord's 429 JSON, GitHub's 403s,
-   * Shopify's and Auto's every answer).
+   * Shopify's and Auto's every answer). Throws `invalid_argument` for a status the core
+   * does not take (`ratelane::Response::status_of`: an integer in 100..=999), so that the
+   * driver checks `send`'s status with this one call.
    */
   readsBody(status: number): boolean
   /** The configuration in the core's JSON form (every key). */
@@ -257,6 +259,12 @@ export interface LlmRequest {
  * null for a body that is not such JSON. Throws `invalid_argument` for another type.
  */
 export declare function readLlmRequest(body: string | Uint8Array): LlmRequest | null
+
+/**
+ * The most elements a script's reply may hold (`ratelane::server::script::MAX_REPLY_LEN`):
+ * a longer one is refused before it is read.
+ */
+export declare const MAX_REPLY_LEN: number
 
 /**
  * A booking in Redis (`fixed_window.lua schedule`). Absolute times are `BigInt`s: with

@@ -268,7 +268,7 @@ export interface SimReport {
   deadline_violations: number
   sends_after_close: number
   max_global_in_window: Record<string, number>
-  global_limit: { limit: number; window_ns: number; kind: 'fixed' | 'sliding' } | null
+  global_limit: { limit: number; window_ns: number; kind: 'fixed' | 'sliding' | 'refill' } | null
   requests: Array<{
     outcome:
       | { kind: 'completed'; status: number }

@@ -1449,7 +1449,11 @@ function createRatelane(core, host) {
       pending.then(
         (response) => this._onResponse(entry, controller, response),
         (error) => this._onError(entry, controller, error),
-      )
+      ).catch((error) => {
+        // Whatever else went wrong reading this answer ends this request, not the process.
+        if (this._entries.get(entry.id) !== entry) throw error
+        this._settleMisuse(entry, fromCoreError(error))
+      })
     }
 
     /** The transport wrote the current attempt of `entry`. */
@@ -1464,11 +1468,31 @@ function createRatelane(core, host) {
       return this._entries.get(entry.id) === entry && entry.attemptController === controller
     }
 
+    /**
+     * What `send` resolved to, checked once before anything reads it: `null` when it is a
+     * response whose `status` the core takes (an integer in 100..=999: `readsBody` checks it
+     * with the core's rule, `ratelane::Response::status_of`), else the InvalidArgumentError
+     * that ends the request (NaN, -1, 2**60, 200.5, a string: never an uncaught exception,
+     * never a promise left pending).
+     */
+    _responseMisuse(response) {
+      if (!response || typeof response.status !== 'number') {
+        return usage(InvalidArgumentError, 'invalid_argument',
+          'send must resolve to a response with a numeric status (e.g. a fetch Response)')
+      }
+      try {
+        this._readsBodyOf(response.status)
+      } catch (error) {
+        return fromCoreError(error)
+      }
+      return null
+    }
+
     async _onResponse(entry, controller, response) {
       if (!this._current(entry, controller)) return
-      if (!response || typeof response.status !== 'number') {
-        this._settleMisuse(entry, usage(InvalidArgumentError, 'invalid_argument',
-          'send must resolve to a response with a numeric status (e.g. a fetch Response)'))
+      const misuse = this._responseMisuse(response)
+      if (misuse !== null) {
+        this._settleMisuse(entry, misuse)
         return
       }
       let lines

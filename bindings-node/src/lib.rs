@@ -29,7 +29,7 @@ mod server;
 
 // napi registers its exports itself; re-exported so that a `cargo test` build, which has no
 // registration, does not count the renderers as dead code.
-pub use server::{FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, RedisScheduled, render_headers};
+pub use server::{FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, MAX_REPLY_LEN, RedisScheduled, render_headers};
 
 use ratelane_js_common::{self as common, RequestParts};
 
@@ -61,6 +61,14 @@ type NumArg<'a> = Either<f64, Unknown<'a>>;
 fn whole_arg(value: NumArg<'_>, what: &str) -> Result<u64> {
     match value {
         Either::A(v) => whole(v, what),
+        Either::B(_) => Err(invalid_argument(format!("{what} must be a number"))),
+    }
+}
+
+/// A request id or a ticket ([`common::id`]): a whole number, never truncated into another's.
+fn id_arg(value: NumArg<'_>, what: &str) -> Result<u64> {
+    match value {
+        Either::A(v) => common::id(v, what).map_err(invalid_argument),
         Either::B(_) => Err(invalid_argument(format!("{what} must be a number"))),
     }
 }
@@ -197,7 +205,7 @@ impl Limiter {
     )]
     pub fn handle_failure(&mut self, now_ns: NumArg<'_>, id: NumArg<'_>, failure: StrArg<'_>) -> Result<&'static str> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let id = whole_arg(id, "id")?;
+        let id = id_arg(id, "id")?;
         let failure = common::failure(&string_arg(failure, "failure")?).map_err(invalid_argument)?;
         let disposition = self.inner.handle_failure(now, id, failure).map_err(core_error)?;
         Ok(common::disposition_name(disposition))
@@ -209,7 +217,7 @@ impl Limiter {
     #[napi(ts_args_type = "nowNs: number, id: number")]
     pub fn handle_written(&mut self, now_ns: NumArg<'_>, id: NumArg<'_>) -> Result<()> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let id = whole_arg(id, "id")?;
+        let id = id_arg(id, "id")?;
         self.inner.handle_written(now, id).map_err(core_error)
     }
 
@@ -217,7 +225,7 @@ impl Limiter {
     #[napi(ts_args_type = "nowNs: number, id: number")]
     pub fn cancel(&mut self, now_ns: NumArg<'_>, id: NumArg<'_>) -> Result<()> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let id = whole_arg(id, "id")?;
+        let id = id_arg(id, "id")?;
         self.inner.cancel(now, id).map_err(core_error)
     }
 
@@ -298,7 +306,7 @@ impl Limiter {
         usage_values: Option<Vec<f64>>,
     ) -> Result<&'static str> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let id = whole_arg(id, "id")?;
+        let id = id_arg(id, "id")?;
         let status = status_arg(status)?;
         let pairs = match &headers {
             Either3::A(lines) => common::header_lines(lines),
@@ -335,7 +343,7 @@ impl Limiter {
         body: Either3<String, Uint8Array, Unknown<'_>>,
     ) -> Result<&'static str> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let id = whole_arg(id, "id")?;
+        let id = id_arg(id, "id")?;
         let status = status_arg(status)?;
         let pairs = match &headers {
             Either3::A(lines) => common::header_lines(lines),
@@ -372,7 +380,7 @@ impl Limiter {
         scope: Option<StrArg<'_>>,
     ) -> Result<()> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let id = whole_arg(id, "id")?;
+        let id = id_arg(id, "id")?;
         let answer = common::answer(
             &string_arg(answer, "answer.answer")?,
             opt_number(processes, "answer.processes")?,
@@ -465,11 +473,13 @@ impl Limiter {
 
     /// Whether the profile reads the body of an answer with this status: pass its hints
     /// (`response.body`) then (`HeaderProfile::reads_body`: Discord's 429 JSON, GitHub's 403s,
-    /// Shopify's and Auto's every answer).
+    /// Shopify's and Auto's every answer). Throws `invalid_argument` for a status the core
+    /// does not take (`ratelane::Response::status_of`: an integer in 100..=999), so that the
+    /// driver checks `send`'s status with this one call.
     #[napi(ts_args_type = "status: number")]
     pub fn reads_body(&self, status: NumArg<'_>) -> Result<bool> {
-        let status = whole_arg(status, "status")?;
-        Ok(u16::try_from(status).is_ok_and(|s| self.inner.config().profile.reads_body(s)))
+        let status = status_arg(status)?;
+        Ok(self.inner.config().profile.reads_body(status))
     }
 
     /// The configuration in the core's JSON form (every key).
@@ -640,7 +650,7 @@ impl Simulation {
     #[napi(ts_args_type = "atNs: number, ticket: number")]
     pub fn cancel_at(&mut self, at_ns: NumArg<'_>, ticket: NumArg<'_>) -> Result<()> {
         let at = whole_arg(at_ns, "atNs")?;
-        let ticket = whole_arg(ticket, "ticket")? as usize;
+        let ticket = id_arg(ticket, "ticket")? as usize;
         if ticket >= self.tickets {
             return Err(invalid_argument(format!("unknown ticket {ticket}")));
         }

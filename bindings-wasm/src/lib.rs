@@ -83,6 +83,14 @@ fn number_arg(what: &str, value: &JsValue) -> Result<u64, JsValue> {
     }
 }
 
+/// A request id or a ticket ([`common::id`]): a whole number, never truncated into another's.
+fn id_arg(what: &str, value: &JsValue) -> Result<u64, JsValue> {
+    match value.as_f64() {
+        Some(v) => common::id(v, what).map_err(|m| invalid_argument(&m)),
+        None => Err(invalid_argument(&format!("{what} must be a number, got {}", type_of(value)))),
+    }
+}
+
 /// Settings JSON text; `undefined` or `null` means `"{}"` (every default).
 fn settings_arg(what: &str, value: &JsValue) -> Result<String, JsValue> {
     if value.is_undefined() || value.is_null() {
@@ -196,7 +204,7 @@ impl Limiter {
         #[wasm_bindgen(unchecked_param_type = "TransportFailure")] failure: JsValue,
     ) -> Result<JsValue, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let id = number_arg("id", &id)?;
+        let id = id_arg("id", &id)?;
         let failure = common::failure(&string_arg("failure", &failure)?).map_err(|m| invalid_argument(&m))?;
         let d = self
             .inner
@@ -215,7 +223,7 @@ impl Limiter {
         #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
     ) -> Result<(), JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let id = number_arg("id", &id)?;
+        let id = id_arg("id", &id)?;
         self.inner.handle_written(now, id).map_err(core_error)
     }
 
@@ -226,7 +234,7 @@ impl Limiter {
         #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
     ) -> Result<(), JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let id = number_arg("id", &id)?;
+        let id = id_arg("id", &id)?;
         self.inner.cancel(now, id).map_err(core_error)
     }
 
@@ -311,7 +319,7 @@ impl Limiter {
         #[wasm_bindgen(js_name = usageValues, unchecked_optional_param_type = "number[] | null")] usage_values: JsValue,
     ) -> Result<JsValue, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let id = number_arg("id", &id)?;
+        let id = id_arg("id", &id)?;
         let status = match status.as_f64() {
             Some(v) => common::status(v).map_err(|m| invalid_argument(&m))?,
             None => return Err(invalid_argument(&format!("status must be a number, got {}", type_of(&status)))),
@@ -353,7 +361,7 @@ impl Limiter {
         #[wasm_bindgen(unchecked_param_type = "string | Uint8Array")] body: JsValue,
     ) -> Result<JsValue, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let id = number_arg("id", &id)?;
+        let id = id_arg("id", &id)?;
         let status = match status.as_f64() {
             Some(v) => common::status(v).map_err(|m| invalid_argument(&m))?,
             None => return Err(invalid_argument(&format!("status must be a number, got {}", type_of(&status)))),
@@ -394,7 +402,7 @@ impl Limiter {
         #[wasm_bindgen(unchecked_optional_param_type = "string | null")] scope: JsValue,
     ) -> Result<(), JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let id = number_arg("id", &id)?;
+        let id = id_arg("id", &id)?;
         let answer = common::answer(
             &string_arg("answer.answer", &answer)?,
             opt_number("answer.processes", &processes)?,
@@ -488,11 +496,16 @@ impl Limiter {
 
     /// Whether the profile reads the body of an answer with this status: pass its hints
     /// (`response.body`) then (`HeaderProfile::reads_body`: Discord's 429 JSON, GitHub's 403s,
-    /// Shopify's and Auto's every answer).
+    /// Shopify's and Auto's every answer). Throws `invalid_argument` for a status the core
+    /// does not take (`ratelane::Response::status_of`), so that the driver checks `send`'s
+    /// status with this one call.
     #[wasm_bindgen(js_name = readsBody)]
     pub fn reads_body(&self, #[wasm_bindgen(unchecked_param_type = "number")] status: JsValue) -> Result<bool, JsValue> {
-        let status = number_arg("status", &status)?;
-        Ok(u16::try_from(status).is_ok_and(|s| self.inner.config().profile.reads_body(s)))
+        let status = match status.as_f64() {
+            Some(v) => common::status(v).map_err(|m| invalid_argument(&m))?,
+            None => return Err(invalid_argument(&format!("status must be a number, got {}", type_of(&status)))),
+        };
+        Ok(self.inner.config().profile.reads_body(status))
     }
 
     /// The configuration in use, as JSON text (`ratelane::json::config_to_json`).
@@ -728,7 +741,7 @@ impl Simulation {
         #[wasm_bindgen(unchecked_param_type = "number")] ticket: JsValue,
     ) -> Result<(), JsValue> {
         let at = number_arg("atNs", &at_ns)?;
-        let ticket = number_arg("ticket", &ticket)?;
+        let ticket = id_arg("ticket", &ticket)?;
         match usize::try_from(ticket) {
             Ok(t) if t < self.tickets => {
                 self.inner.cancel_at(at, Ticket(t));

@@ -242,6 +242,23 @@ impl<'a> Response<'a> {
     }
 }
 
+impl Response<'_> {
+    /// The statuses a driver passes on: HTTP's three digits, `100..=999`.
+    pub const STATUSES: core::ops::RangeInclusive<u16> = 100..=999;
+
+    /// The status a driver read from its HTTP client's response (a host language's number),
+    /// checked once, the same way in every binding: an integer in [`Response::STATUSES`], or
+    /// `None` for anything else (NaN, an infinity, a fraction, a negative or huge number). A
+    /// driver ends the request of a response without a valid status with an
+    /// `invalid_argument` error instead of answering the limiter (nothing else is held: the
+    /// request leaves the limiter as cancelled in flight).
+    pub fn status_of(value: f64) -> Option<u16> {
+        // `as` saturates (NaN reads 0): the range and the round trip refuse what is not exact.
+        let status = value as u16;
+        (Self::STATUSES.contains(&status) && f64::from(status) == value).then_some(status)
+    }
+}
+
 /// What one response says about rate limits, whatever the header profile.
 /// Produced by [`crate::headers::parse`]; every field is optional because
 /// servers may send any subset, or nonsense.

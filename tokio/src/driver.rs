@@ -50,9 +50,9 @@ pub struct Options {
     /// The estimated cost beyond one request, by dimension (`("tokens", 1200)`); its answer's
     /// JSON body is then always read, for the `usage` that settles it.
     pub costs: Vec<(String, u64)>,
-    /// The LLM model the request asks for (`ratelane::llm::read_request`): under the LLM
-    /// profiles it keys the model's queue and budgets apart from other models' (unless `major`
-    /// is given).
+    /// The LLM model the request is for (`ratelane::llm::read_request` reads it from an OpenAI
+    /// or Anthropic body): under the `openai`, `azure_openai`, `anthropic` and `auto` profiles it
+    /// keys the per-model budgets, unless `major` is given.
     pub model: Option<String>,
 }
 

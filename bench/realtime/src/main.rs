@@ -421,6 +421,7 @@ async fn main() {
         match options.kind {
             WindowKind::Fixed => "fixed",
             WindowKind::Sliding => "sliding",
+            WindowKind::Refill => "refilling",
         },
         secs(options.rtt) * 1000.0,
         options.runs,

@@ -26,6 +26,7 @@ __all__ = [
     "SETTINGS",
     "MAX_BODY",
     "MAX_USAGE_BODY",
+    "STATUSES",
     "CORE_VERSION",
     "SHARED_STORE_LUA",
     "GCRA_LUA",
@@ -46,6 +47,8 @@ PROFILES: Final[list[str]]
 SETTINGS: Final[list[tuple[str, str]]]
 MAX_BODY: Final[int]
 MAX_USAGE_BODY: Final[int]
+STATUSES: Final[Tuple[int, int]]
+"""The lowest and highest status a response may have (``ratelane::Response::STATUSES``)."""
 CORE_VERSION: Final[str]
 SHARED_STORE_LUA: Final[str]
 GCRA_LUA: Final[str]

@@ -365,7 +365,9 @@ class RedisServerError(RedisLimiterError):
 class RedisBadStateError(RedisLimiterError):
     """The key holds something that is not this algorithm's state (``RATELANE_STATE``, or
     Redis's ``WRONGTYPE``): two limiters, or another program, share a key name. The key is left
-    alone."""
+    alone, except a key of the algorithm's shape holding a count no check writes (a leaky-bucket
+    level above ``2**32 - 1``, a fixed-window count of ``2**53`` or more: corrupted), which the
+    script resets (deletes), so that only this check fails and the next starts from an empty key."""
 
     code = "redis_bad_state"
 

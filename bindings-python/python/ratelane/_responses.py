@@ -15,6 +15,7 @@ import sys
 from typing import Any, Iterable, Optional, Tuple
 
 from ._core import MAX_BODY, MAX_USAGE_BODY
+from ._errors import InvalidArgumentError
 
 __all__ = [
     "status_of",
@@ -33,14 +34,16 @@ __all__ = [
 
 def status_of(response: Any) -> int:
     """The HTTP status: ``.status`` (aiohttp, plain objects) or ``.status_code`` (httpx,
-    requests, wumpy's exceptions)."""
+    requests, wumpy's exceptions), an ``int``. Anything else (no status, ``None``, ``'200'``,
+    NaN) raises ``InvalidArgumentError``; whether the int is a status the core takes is the
+    core's check (``Limiter.reads_body`` and ``handle_response`` raise the same error)."""
     status = getattr(response, "status", None)
     if status is None:
         status = getattr(response, "status_code", None)
-    if status is None:
-        raise TypeError(
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise InvalidArgumentError(
             f"cannot read an HTTP status from {type(response).__name__!r}: it needs a "
-            "'status' or 'status_code' attribute"
+            f"'status' or 'status_code' attribute holding an int, got {status!r}"
         )
     return int(status)
 

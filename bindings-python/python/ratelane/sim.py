@@ -6,7 +6,7 @@ network, jumping straight to the next event, so an hour of throttling runs in mi
 serve it over HTTP). Settings are the core's JSON forms (``ratelane::json``):
 
 * limiter: as ``ratelane.Limiter``;
-* server: ``buckets`` (``{hash: {"limit", "window_ns", "kind": "fixed"|"sliding"}}``),
+* server: ``buckets`` (``{hash: {"limit", "window_ns", "kind": "fixed"|"sliding"|"refill"}}``),
   ``routes`` (``{"METHOD /template": {"bucket", "global_exempt", "sub_limit",
   "shared_limit", "status"}}``), ``default_bucket``, ``global`` (a bucket or ``None``),
   ``invalid_limit``, ``invalid_window_ns``, ``ban_duration_ns``, ``error_rate``, ``remaps``,

@@ -213,9 +213,10 @@ impl Limiter {
     }
 
     /// Whether the profile reads the body of an answer with this status
-    /// (`HeaderProfile::reads_body`).
-    fn reads_body(&self, status: i64) -> bool {
-        u16::try_from(status).is_ok_and(|s| self.inner.config().profile.reads_body(s))
+    /// (`HeaderProfile::reads_body`). Raises `InvalidArgumentError` for a status the core does
+    /// not take (an int in `_core.STATUSES`), so the driver checks `send`'s status with it.
+    fn reads_body(&self, #[pyo3(from_py_with = status)] status: u16) -> bool {
+        self.inner.config().profile.reads_body(status)
     }
 
     /// `failure`: `"not_sent"` or `"maybe_sent"`.
