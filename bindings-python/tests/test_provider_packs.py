@@ -30,7 +30,10 @@ def test_reads_body_per_profile() -> None:
     assert [ratelane.Limiter(profile=p).reads_body(s) for p, s in [
         ("discord", 429), ("discord", 403), ("github", 403), ("github", 200), ("shopify", 200), ("auto", 201), ("openai", 200),
     ]] == [True, False, True, False, True, True, False]
-    assert not ratelane.Limiter(profile="auto").reads_body(-1)
+    # A status the core does not take is the caller's mistake (issue 44: the drivers check
+    # send's status with reads_body).
+    with pytest.raises(ratelane.InvalidArgumentError):
+        ratelane.Limiter(profile="auto").reads_body(-1)
 
 
 def _answered(profile: str, path: str, status: int, headers: List[Tuple[str, str]], **body: Any) -> Tuple[str, List[Any]]:

@@ -3,9 +3,7 @@
 // classes that throw a clear error when constructed before (instead of a TypeError from inside
 // the glue). Both are harmless when repeated.
 
-import * as codes from './codes.js';
-
-const { FAIL_CODES, ERROR_CODES } = codes;
+import { FAIL_CODES, ERROR_CODES } from './codes.js';
 
 const isPlainObject = (v) => v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype;
 
@@ -59,20 +57,6 @@ export function sameCodes(what, file, failCodes, errorCodes) {
   return () => {
     if (!sameList(failCodes(), FAIL_CODES) || !sameList(errorCodes(), ERROR_CODES)) {
       throw new Error(`${what}: codes.js does not match ${file}; rebuild the package`);
-    }
-  };
-}
-
-/**
- * A `check` for instantiation(), as `sameCodes` for the client module's tables (codes.js's
- * `PROFILES`, `SETTINGS`, `BODY_LIMITS`): `read` maps each name to the module's function.
- */
-export function sameTables(what, file, read) {
-  return () => {
-    for (const [name, fn] of Object.entries(read)) {
-      if (JSON.stringify(fn()) !== JSON.stringify(codes[name])) {
-        throw new Error(`${what}: codes.js does not match ${file} (${name}); rebuild the package`);
-      }
     }
   };
 }
