@@ -4,7 +4,7 @@ replayed by the asyncio driver in virtual time.
 The event loop's clock is virtual: it moves only when the loop would wait, straight to the next
 timer, so the table's milliseconds cost none. The driver's core is the native ``Limiter`` with
 every input recorded, and each request's ``send`` returns a future the table settles. The
-JavaScript driver and ratelane-tokio replay the same table."""
+JavaScript driver replays the same table."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 // the Promise driver (js/driver.js) in virtual time: the driver gets the host's clocks and
 // timers from `host.time` (a scheduler here), its core is the core module under test
 // (RATELANE_CORE: napi or wasm) with every input recorded, and each request's `send` returns a
-// promise the table settles. The Python driver and ratelane-tokio replay the same table.
+// promise the table settles. The Python driver replays the same table.
 'use strict'
 const test = require('node:test')
 const assert = require('node:assert/strict')
