@@ -14,7 +14,7 @@ import type {
 import type { RateLimiterOptions, RateLimitError, RatelaneError } from './driver'
 
 export type * from './core'
-export { FAIL_CODES, ERROR_CODES } from './native'
+export { FAIL_CODES, ERROR_CODES, PROFILES, SETTINGS, BODY_LIMITS } from './native'
 /** The object API of js/CONTRACT.md (js/driver.js), over the core's positional surface. */
 export declare const Limiter: CoreModule['Limiter']
 export type Limiter = CoreLimiter

@@ -333,6 +333,12 @@ export interface Ratelane<C extends NativeModule = NativeModule> {
   FixedWindowStore: C['FixedWindowStore']
   FAIL_CODES: C['FAIL_CODES']
   ERROR_CODES: C['ERROR_CODES']
+  /** The header profiles' names (`ratelane::HeaderProfile::NAMES`). */
+  PROFILES: C['PROFILES']
+  /** The core's settings table (`ratelane::json::SETTINGS`): the options' names and units come from it. */
+  SETTINGS: C['SETTINGS']
+  /** How much of a body the driver reads: `[MAX_BODY, MAX_USAGE_BODY]` (`ratelane::BodyHints`). */
+  BODY_LIMITS: C['BODY_LIMITS']
   /**
    * The model and estimated tokens of an OpenAI (chat completions, completions, responses,
    * embeddings) or Anthropic (messages) request body; null for a body that is not such JSON.

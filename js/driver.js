@@ -1988,6 +1988,9 @@ function createRatelane(core, host) {
     FixedWindowStore: core.FixedWindowStore,
     FAIL_CODES: core.FAIL_CODES,
     ERROR_CODES: core.ERROR_CODES,
+    PROFILES: core.PROFILES,
+    SETTINGS: core.SETTINGS,
+    BODY_LIMITS: core.BODY_LIMITS,
     readLlmRequest,
   }
 }

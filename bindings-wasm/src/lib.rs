@@ -29,7 +29,7 @@
 
 use js_sys::{Array, Object, Reflect};
 use ratelane::sim::{Server, Ticket};
-use ratelane::{BodyHints, FailReason, HeaderProfile, Output, Request, Response, json};
+use ratelane::{BodyHints, FailReason, Output, Request, Response, json};
 use wasm_bindgen::prelude::*;
 use ratelane_js_common::{self as common, RequestParts};
 
@@ -846,16 +846,22 @@ pub fn fail_codes() -> Vec<String> {
         .collect()
 }
 
-/// The header profiles' names (`HeaderProfile::NAMES`). The packages export them as `PROFILES`.
-#[cfg(feature = "client")]
+// The client's tables (the profiles' names, the settings table, the body limits) are not in
+// the client module: build.sh reads them from the simulator's module (the same core, the same
+// build) and writes them beside the client's entries as constants (codes.js, tables.cjs,
+// tables.js), so the module a browser bot downloads carries none of them.
+
+/// The header profiles' names (`HeaderProfile::NAMES`). The packages export them as `PROFILES`
+/// (build.sh writes them out at build time).
+#[cfg(feature = "sim")]
 #[wasm_bindgen]
 pub fn profiles() -> Vec<String> {
-    HeaderProfile::NAMES.iter().map(|c| (*c).to_owned()).collect()
+    ratelane::HeaderProfile::NAMES.iter().map(|c| (*c).to_owned()).collect()
 }
 
 /// The core's settings table (`ratelane::json::SETTINGS`): `[key, kind]` pairs, from which the
-/// driver names its options. The packages export it as `SETTINGS`.
-#[cfg(feature = "client")]
+/// driver names its options. The packages export it as `SETTINGS` (written out by build.sh).
+#[cfg(feature = "sim")]
 #[wasm_bindgen(unchecked_return_type = "Array<[string, string]>")]
 pub fn settings() -> Array {
     json::SETTINGS
@@ -865,11 +871,12 @@ pub fn settings() -> Array {
 }
 
 /// How much of a body the driver reads: `[BodyHints::MAX_BODY, BodyHints::MAX_USAGE_BODY]`
-/// (the second for a request with costs). The packages export it as `BODY_LIMITS`.
-#[cfg(feature = "client")]
+/// (the second for a request with costs). The packages export it as `BODY_LIMITS` (written out
+/// by build.sh).
+#[cfg(feature = "sim")]
 #[wasm_bindgen(js_name = bodyLimits)]
 pub fn body_limits() -> Vec<u32> {
-    vec![BodyHints::MAX_BODY as u32, BodyHints::MAX_USAGE_BODY as u32]
+    vec![ratelane::BodyHints::MAX_BODY as u32, ratelane::BodyHints::MAX_USAGE_BODY as u32]
 }
 
 /// Every caller-error code of the core (`Error::ALL_CODES`). The packages export it as

@@ -28,7 +28,7 @@ const DRIVER_NAMES = [
   'RetriesExhaustedError', 'MaybeSentError', 'NetworkError', 'UnauthorizedError', 'ClosedError',
   'FAIL_CLASSES', 'USAGE_CLASSES', 'fromCoreError', 'toCoreConfig', 'classifyFailure',
   'headerPairs', 'outputObject', 'Metrics', 'instrument', 'Limiter', 'SimServer', 'Simulation', 'GcraStore', 'LeakyBucketStore',
-  'FixedWindowStore', 'FAIL_CODES', 'ERROR_CODES', 'createRatelane', 'readLlmRequest', 'ratelaneFetch',
+  'FixedWindowStore', 'FAIL_CODES', 'ERROR_CODES', 'PROFILES', 'SETTINGS', 'BODY_LIMITS', 'createRatelane', 'readLlmRequest', 'ratelaneFetch',
 ];
 // Each in one entry only: the simulator's module and the server-side limiters' module.
 const SIM_NAMES = ['SimServer', 'Simulation'];

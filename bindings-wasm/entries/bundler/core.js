@@ -2,14 +2,13 @@
 // instantiates the .wasm when this module is imported, so init() has nothing left to do. The
 // simulator and the server-side stores are in modules of their own (`ratelane-wasm/sim`,
 // `ratelane-wasm/server`: the web build's, with their own init()).
-import { Limiter, failCodes, errorCodes, profiles, settings, bodyLimits, readLlmRequest } from './ratelane_wasm.js';
+import { Limiter, failCodes, errorCodes, readLlmRequest } from './ratelane_wasm.js';
+// The client's tables (profiles, settings table, body limits), written out by build.sh.
+import { PROFILES, SETTINGS, BODY_LIMITS } from './tables.js';
 
-export { Limiter, readLlmRequest };
+export { Limiter, readLlmRequest, PROFILES, SETTINGS, BODY_LIMITS };
 export const FAIL_CODES = Object.freeze(failCodes());
 export const ERROR_CODES = Object.freeze(errorCodes());
-export const PROFILES = Object.freeze(profiles());
-export const SETTINGS = Object.freeze(settings());
-export const BODY_LIMITS = Object.freeze(bodyLimits());
 
 /** Nothing to do: kept so code written for the `web` build runs unchanged. */
 export async function init() {}

@@ -4,13 +4,15 @@
 // stores are in modules of their own (sim.cjs, server.cjs: `ratelane-wasm/sim`,
 // `ratelane-wasm/server`), so this one carries only the client engine.
 const wasm = require('./ratelane_wasm.js');
+// The client's tables (profiles, settings table, body limits), written out by build.sh.
+const { PROFILES, SETTINGS, BODY_LIMITS } = require('./tables.cjs');
 
 module.exports = {
   Limiter: wasm.Limiter,
   FAIL_CODES: Object.freeze(wasm.failCodes()),
   ERROR_CODES: Object.freeze(wasm.errorCodes()),
-  PROFILES: Object.freeze(wasm.profiles()),
-  SETTINGS: Object.freeze(wasm.settings()),
-  BODY_LIMITS: Object.freeze(wasm.bodyLimits()),
+  PROFILES,
+  SETTINGS,
+  BODY_LIMITS,
   readLlmRequest: wasm.readLlmRequest,
 };

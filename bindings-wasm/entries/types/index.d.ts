@@ -16,6 +16,12 @@ export type Limiter = CoreLimiter
 export declare const FAIL_CODES: readonly FailCode[]
 /** Every misuse code of the core (`ratelane::Error::ALL_CODES`). */
 export declare const ERROR_CODES: readonly string[]
+/** The header profiles' names (`ratelane::HeaderProfile::NAMES`). */
+export declare const PROFILES: readonly string[]
+/** The settings table (`ratelane::json::SETTINGS`): `[key, kind]` pairs. */
+export declare const SETTINGS: ReadonlyArray<readonly [string, string]>
+/** How much of a body the driver reads: `[MAX_BODY, MAX_USAGE_BODY]` (`ratelane::BodyHints`). */
+export declare const BODY_LIMITS: readonly [number, number]
 export {
   RateLimiter,
   RatelaneError,

@@ -9,19 +9,16 @@ import initWasm, {
   Limiter as WasmLimiter,
   failCodes,
   errorCodes,
-  profiles,
-  settings,
-  bodyLimits,
   readLlmRequest as wasmReadLlmRequest,
 } from './ratelane_wasm.js';
 import { FAIL_CODES, ERROR_CODES, PROFILES, SETTINGS, BODY_LIMITS } from './codes.js';
-import { instantiation, sameCodes, sameTables } from './instantiate.js';
+import { instantiation, sameCodes } from './instantiate.js';
 
 export { FAIL_CODES, ERROR_CODES, PROFILES, SETTINGS, BODY_LIMITS };
 
-const codesMatch = sameCodes('ratelane-wasm', 'ratelane_wasm_bg.wasm', failCodes, errorCodes);
-const tablesMatch = sameTables('ratelane-wasm', 'ratelane_wasm_bg.wasm', { PROFILES: profiles, SETTINGS: settings, BODY_LIMITS: bodyLimits });
-const instance = instantiation('ratelane-wasm', initWasm, initWasmSync, () => { codesMatch(); tablesMatch(); });
+// PROFILES, SETTINGS and BODY_LIMITS are build.sh's, from the same build (the client module
+// does not carry them: its gzip budget).
+const instance = instantiation('ratelane-wasm', initWasm, initWasmSync, sameCodes('ratelane-wasm', 'ratelane_wasm_bg.wasm', failCodes, errorCodes));
 
 // The generated class, with a clear error when used before init().
 export class Limiter extends WasmLimiter {
