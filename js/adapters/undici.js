@@ -32,8 +32,12 @@ function createUndiciAdapter(ratelane, common, host) {
   const { RateLimitError } = ratelane
   const { checkOptions, limiterFrom, bodyBytes, estimated, refusalResponse, refusalOption, argumentError } = common
 
-  /** The most body bytes read before the driver's verdict; a longer body streams. */
-  const MAX_BODY = 1024 * 1024
+  /**
+   * The most body bytes read before the driver's verdict; a longer body streams. The core's
+   * bound for the body of a request with costs (`BODY_LIMITS[1]`, `BodyHints::MAX_USAGE_BODY`):
+   * the driver reads no more of any body.
+   */
+  const MAX_BODY = ratelane.BODY_LIMITS[1]
 
   const INTERCEPTOR_OPTIONS = {
     origins: 'strings',
