@@ -268,6 +268,12 @@ mod tests {
     use super::*;
     use crate::types::{MILLISECOND, SECOND};
 
+    #[test]
+    fn a_long_record_answer_is_quoted_by_its_start() {
+        let message = parse_record_answer(&vec![ReplyItem::Int(1); 1000]).unwrap_err().into_message();
+        assert!(message.len() < 400, "{} bytes: {}", message.len(), &message[..100]);
+    }
+
     fn text(s: &str) -> ReplyItem<'_> {
         ReplyItem::Text(s.into())
     }
