@@ -270,7 +270,6 @@ mod tests {
 
     #[test]
     fn a_long_record_answer_is_quoted_by_its_start() {
-        // As the server's replies (server::script's a_reply_is_bounded_before_it_is_read).
         let message = parse_record_answer(&vec![ReplyItem::Int(1); 1000]).unwrap_err().into_message();
         assert!(message.len() < 400, "{} bytes: {}", message.len(), &message[..100]);
     }
