@@ -2,8 +2,8 @@
 sdk/test_readme_sdk.py for the ones that need the second environment's libraries).
 
 A snippet is a ```python block of ``README.md``'s Python quickstart (from "## Quickstart:
-Python" to the next "## "), of ``docs/python.md`` (the Python chapter in depth) or of
-``bindings-python/README.md``. It runs as a module (its
+Python" to the next "## "), of ``docs/shared-mode.md`` and ``docs/server-side.md`` (the
+Python blocks of the topics in depth) or of ``bindings-python/README.md``. It runs as a module (its
 ``__name__`` is not ``"__main__"``, so a closing ``asyncio.run(main(<the real API>))`` does not
 run); then the statement of the HTML comment ``<!-- run: ... -->`` just above it, if any, runs
 in an async function over the module's names and these: ``DISCORD`` (the local Discord
@@ -58,7 +58,8 @@ def snippets() -> List[Snippet]:
     found = []
     for file, start, end in (
         ("README.md", "## Quickstart: Python", "\n## "),
-        ("docs/python.md", None, None),
+        ("docs/shared-mode.md", None, None),
+        ("docs/server-side.md", None, None),
         ("bindings-python/README.md", None, None),
     ):
         text = (ROOT / file).read_text()

@@ -1,6 +1,6 @@
 // The JavaScript snippets of the READMEs run as pasted: every ```js block of
-// bindings-node/README.md, bindings-wasm/README.md, docs/node.md and docs/browser-and-edge.md,
-// and of README.md's Node quickstart, is written to a file of its own (an ES module, in this folder so that
+// bindings-node/README.md and bindings-wasm/README.md, and of README.md's Node quickstart, is
+// written to a file of its own (an ES module, in this folder so that
 // its imports resolve like an application's) and run with node; it must exit 0. The hosts they
 // call (discord.com, api.openai.com, api.anthropic.com, api.github.com) are local imitations
 // (readme-preload.mjs). A snippet that imports the other package (ratelane-wasm when the
@@ -18,8 +18,6 @@ const SOURCES = [
   { file: 'bindings-node/README.md' },
   { file: 'bindings-wasm/README.md' },
   { file: 'README.md', sections: ['Quickstart: Node'] },
-  { file: 'docs/node.md' },
-  { file: 'docs/browser-and-edge.md' },
 ]
 
 const PACKAGES = ['ratelane', 'ratelane-wasm']
