@@ -53,7 +53,7 @@ done
 
 # The targets share each module byte for byte (only the JS glue differs), so it is optimised
 # once and copied; a target whose module differs gets its own run. --no-inline: binaryen's
-# inlining makes the module larger once gzipped (BENCHMARKS.md, "Module size").
+# inlining makes the module larger once gzipped (docs/decisions/0002-wasm-smallest-download.md).
 declare -A bindgen_size
 for module in client sim server; do
   optimised=""

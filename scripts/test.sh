@@ -16,6 +16,9 @@ fi
 step "lint (clippy, warnings are errors; the core may not read a clock)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "docs: every relative link of the Markdown pages resolves"
+python3 scripts/check_links.py
+
 step "benchmarks and examples compile (run them with the commands in BENCHMARKS.md / README.md)"
 cargo bench --workspace --locked --no-run
 cargo build --workspace --locked --examples

@@ -1,7 +1,7 @@
 // The Promise driver's request life, N times (argv[2], default 100,000): RateLimiter.run with an
 // in-process response, in batches of 100, as the `driverOnly` loop of bench.js. Run under
 // callgrind twice (two N) to count the instructions of one request without the start-up's
-// (the command is in BENCHMARKS.md, "Instructions per request through the driver"): a count,
+// (the command is in BENCHMARKS.md, "Node package", "Per request, no HTTP"): a count,
 // unlike a timing, does not move with the machine's load.
 'use strict'
 const { RateLimiter } = require('..')

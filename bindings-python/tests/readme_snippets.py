@@ -1,8 +1,9 @@
 """The Python snippets of the READMEs, extracted and run as pasted (test_readme.py, and
 sdk/test_readme_sdk.py for the ones that need the second environment's libraries).
 
-A snippet is a ```python block of ``README.md``'s Python section (from "## Using it from
-Python" to the next "## ") or of ``bindings-python/README.md``. It runs as a module (its
+A snippet is a ```python block of ``README.md``'s Python quickstart (from "## Quickstart:
+Python" to the next "## "), of ``docs/shared-mode.md`` and ``docs/server-side.md`` (the
+Python blocks of the topics in depth) or of ``bindings-python/README.md``. It runs as a module (its
 ``__name__`` is not ``"__main__"``, so a closing ``asyncio.run(main(<the real API>))`` does not
 run); then the statement of the HTML comment ``<!-- run: ... -->`` just above it, if any, runs
 in an async function over the module's names and these: ``DISCORD`` (the local Discord
@@ -55,7 +56,12 @@ class Snippet:
 
 def snippets() -> List[Snippet]:
     found = []
-    for file, start, end in (("README.md", "## Using it from Python", "\n## "), ("bindings-python/README.md", None, None)):
+    for file, start, end in (
+        ("README.md", "## Quickstart: Python", "\n## "),
+        ("docs/shared-mode.md", None, None),
+        ("docs/server-side.md", None, None),
+        ("bindings-python/README.md", None, None),
+    ):
         text = (ROOT / file).read_text()
         offset = 0
         if start is not None:

@@ -42,10 +42,10 @@ def test_the_install_line_brings_what_the_demo_imports() -> None:
     from readme_snippets import ROOT
 
     readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Using it from Python"):]
+    section = readme[readme.index("## Quickstart: Python"):]
     install = re.search(r"pip install '\./bindings-python\[([a-z0-9,]+)\]'", section)
     demo = re.search(r"python (examples/python/\w+\.py)", section)
-    assert install and demo, "the Python section opens with an install line and a demo"
+    assert install and demo, "the Python quickstart opens with an install line and a demo"
     extras = set(install.group(1).split(","))
     provided = set()
     for requirement in importlib.metadata.requires("ratelane") or []:

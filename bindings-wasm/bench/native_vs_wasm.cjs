@@ -1,6 +1,6 @@
 'use strict';
 // The Node package's two possible cores side by side, in one process, for the decision record
-// in BENCHMARKS.md ("Decision: the Node package keeps its native core"):
+// docs/decisions/0001-node-keeps-native-core.md:
 //   node bindings-wasm/bench/native_vs_wasm.cjs
 // Needs both packages built (bindings-node: `node build.js`; bindings-wasm: `bash build.sh`),
 // as scripts/tests.d/20-node.sh and 30-wasm.sh leave them.

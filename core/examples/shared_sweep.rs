@@ -1,5 +1,5 @@
-//! The simulator sweep behind `BENCHMARKS.md`, "An answer from the next window starts it in the
-//! store": 100 new channels x 6 messages (bucket 5 per 1 s, global 250 per 1 s) split over K
+//! The simulator sweep behind the store's rule that an answer from the next window starts it
+//! (`3a06c88`; the sweep's figures are in that commit's `BENCHMARKS.md`): 100 new channels x 6 messages (bucket 5 per 1 s, global 250 per 1 s) split over K
 //! shared-mode processes whose runtime delays each write (up to 100 or 200 ms), with the store
 //! next to them or 0-20 ms away each way; 40 seeds per case. Prints, per case, the mean and the
 //! longest makespan (the bound is 2.02 s), how many runs took over 3 s, and the 429s the

@@ -21,7 +21,7 @@ fi
 # wasm-bindgen-cli must equal the wasm-bindgen crate exactly (TOOLCHAIN.md P10). No registry
 # here has it prebuilt (npm and PyPI have no such package), so it is compiled, the quickest way:
 # the one binary build.sh runs, without TLS (rustls, ring: only the test runner downloads), and
-# unoptimised (a run takes 0.5 s instead of 0.1; BENCHMARKS.md, "Module size", has the times).
+# unoptimised (a run takes 0.5 s instead of 0.1; docs/decisions/0004-wasm-bindgen-cli-debug-build.md has the times).
 # Not --locked: its lock names a webpki-roots this registry does not have (P7).
 wbg=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/"/, "", $3); print $3 }' Cargo.lock)
 if [ "$(.tools/bin/wasm-bindgen --version 2>/dev/null || true)" != "wasm-bindgen $wbg" ]; then

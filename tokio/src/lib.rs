@@ -16,27 +16,32 @@
 //!
 //! `ratelane-proxy` (a Discord REST proxy) is built on this crate.
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! The quickstart of the repository's README.md (`tests/readme.rs` checks that they are the
+//! same):
+//!
+//! ```
 //! use std::time::Duration;
 //! use ratelane::{Config, SECOND};
 //! use ratelane_tokio::{Buffered, Options, RateLimiter};
 //!
-//! let mut config = Config::default();
-//! config.max_wait = Some(30 * SECOND);
-//! let limiter = RateLimiter::new(config)?;
-//! let options = Options { timeout: Some(Duration::from_secs(5)), ..Options::default() };
-//! let answer = limiter
-//!     .run_with("POST", "/channels/123/messages", &options, || async {
-//!         // Send the request with any client; hand back its status, headers and body.
-//!         Ok::<_, std::io::Error>(Buffered { status: 200, headers: vec![], body: vec![] })
-//!     })
-//!     .await;
-//! match answer {
-//!     Ok(reply) => println!("{}", reply.status),
-//!     Err(e) => println!("refused: {} ({})", e, e.code()),
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let mut config = Config::default();                      // Discord's defaults
+//!     config.max_wait = Some(30 * SECOND);                     // fail fast past 30 s
+//!     let limiter = RateLimiter::new(config)?;
+//!     let options = Options { timeout: Some(Duration::from_secs(5)), ..Options::default() };
+//!     let answer = limiter
+//!         .run_with("POST", "/channels/123/messages", &options, || async {
+//!             // Send the request with any client; hand back its status, headers and body.
+//!             Ok::<_, std::io::Error>(Buffered { status: 200, headers: vec![], body: vec![] })
+//!         })
+//!         .await;
+//!     match answer {
+//!         Ok(reply) => println!("{}", reply.status),
+//!         Err(e) => println!("refused: {} ({})", e, e.code()),
+//!     }
+//!     Ok(())
 //! }
-//! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
 

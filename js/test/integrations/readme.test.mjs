@@ -1,6 +1,6 @@
 // The JavaScript snippets of the READMEs run as pasted: every ```js block of
-// bindings-node/README.md and bindings-wasm/README.md, and of the Node and "Browser and edge"
-// sections of README.md, is written to a file of its own (an ES module, in this folder so that
+// bindings-node/README.md and bindings-wasm/README.md, and of README.md's Node quickstart, is
+// written to a file of its own (an ES module, in this folder so that
 // its imports resolve like an application's) and run with node; it must exit 0. The hosts they
 // call (discord.com, api.openai.com, api.anthropic.com, api.github.com) are local imitations
 // (readme-preload.mjs). A snippet that imports the other package (ratelane-wasm when the
@@ -17,7 +17,7 @@ import { here, repo, packageName, tempDir } from './support.mjs'
 const SOURCES = [
   { file: 'bindings-node/README.md' },
   { file: 'bindings-wasm/README.md' },
-  { file: 'README.md', sections: ['Node', 'Browser and edge (wasm)'] },
+  { file: 'README.md', sections: ['Quickstart: Node'] },
 ]
 
 const PACKAGES = ['ratelane', 'ratelane-wasm']

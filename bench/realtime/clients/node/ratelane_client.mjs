@@ -25,7 +25,7 @@
 //
 // Shared mode (the workload file's `shared`, the orchestrator's --processes; napi core only):
 // `shared: new RedisStore(url, { prefix, onUnavailable })` from bindings-node/redis.js (the
-// package's `ratelane/redis`, over node-redis), as the README's "Several processes (Redis)"
+// package's `ratelane/redis`, over node-redis), as docs/shared-mode.md
 // shows, the store's other options at their defaults (timeout 250 ms). The store's `reserve` is
 // wrapped to time each reservation Redis answered, from the driver's call to the answer (queue
 // and pipeline included), and to count every answer (failures too); the `storeUnavailable`/`storeRecovered` events are counted

@@ -21,8 +21,8 @@ answer is reported as ``"HTTP <status>"``; a request the driver gives up on rais
 ``"maybe_sent"``...) is the report's error.
 
 Shared mode (the workload file's ``"shared"``, the orchestrator's ``--processes``): the limiter
-gets ``shared=ratelane.redis.RedisStore(url, prefix=..., on_unavailable=...)`` as the README's
-"Several processes (Redis)" shows, the store's other settings at their defaults (timeout
+gets ``shared=ratelane.redis.RedisStore(url, prefix=..., on_unavailable=...)`` as docs/shared-mode.md
+shows, the store's other settings at their defaults (timeout
 0.25 s). The store's ``reserve`` is wrapped to time each reservation Redis answered, from the
 driver's call to the answer (queue and pipeline included: what the driver waits), and to count
 the answers (failures and those the driver stopped waiting for too);
