@@ -8,6 +8,23 @@ use ratelane_tokio::RateLimiter;
 use ratelane_tokio::middleware::RateLimitMiddleware;
 use support::{Imitation, TOKEN, message_path};
 
+/// README.md's Rust quickstart, the file itself (`tokio/tests/readme.rs` checks the README's block
+/// is this text): its `post` runs below against the imitation; its `main` would post to Discord.
+#[path = "../../tokio/examples/quickstart.rs"]
+#[allow(dead_code)]
+mod quickstart;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_rust_quickstart_runs_as_pasted() {
+    let _serial = support::serial().await;
+    let imitation = Imitation::start(50).await;
+    ratelane_proxy::install_tls_provider();
+    quickstart::post(&format!("{}/api/v10", imitation.base), TOKEN).await.expect("the quickstart completes");
+    let tally = imitation.tally();
+    assert_eq!(tally.arrivals, 1, "{tally:?}");
+    assert_eq!((tally.global_429, tally.bucket_429, tally.sub_429), (0, 0, 0), "{tally:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reqwest_burst_at_the_global_cap_takes_no_429() {
     let _serial = support::serial().await;
