@@ -539,7 +539,7 @@ impl Limiter {
         }
         let iid = self.iid(id);
         if let Some(old) = global_at {
-            self.restamp_global(iid, old, now);
+            self.written_global(iid, old, now);
             self.identities[iid].send_log.restamp(old, now);
         }
         if let Some(ReqState::InFlight(Flight { global_at, left_at, .. })) = self.taken_mut(id) {
@@ -574,7 +574,15 @@ impl Limiter {
                 (info.limit, info.remaining, info.reset_after) = headers::binding_view(&rest);
             }
         }
-        let answer_lead = self.learn_trip(now, sent_at, info.server_time_ms);
+        let (answer_lead, arrived_by) = self.learn_trip(now, sent_at, info.server_time_ms);
+        if let Some(at) = sent_at.global_at
+            && sent_at.left_at == sent_at.sent_at
+        {
+            // Unwritten: it counted against the global window until now, and counts until a
+            // window after it reached the server.
+            let iid = self.iid(id);
+            self.arrived_global(iid, at, arrived_by);
+        }
 
         let sent_in = self.requests[&id].qid;
         {
@@ -679,6 +687,7 @@ impl Limiter {
                 self.retry_after_error(now, id, true)
             }
             Failure::MaybeSent => {
+                self.unwritten_left(now, id, flight);
                 self.settle_costs(id, None, false);
                 self.add_ghost(qid, id, None);
                 self.req_mut(id).flags |= Req::MAYBE_REACHED;
@@ -712,7 +721,8 @@ impl Limiter {
         match req.state {
             Phase::Queued => self.unqueue(id),
             Phase::InFlight => {
-                self.take_in_flight(id)?;
+                let flight = self.take_in_flight(id)?;
+                self.unwritten_left(now, id, flight);
                 // It may have reached the server: it keeps its slot until the window resets.
                 self.settle_costs(id, None, false);
                 self.add_ghost(qid, id, None);
@@ -962,6 +972,18 @@ impl Limiter {
         Ok(flight)
     }
 
+    /// Request `id`, sent as `flight`, leaves flight without an answer (cancelled, or failed
+    /// after it may have reached the server): an unwritten request's global entry is counted
+    /// from now, as if it had just left, rather than held for an answer that will not come.
+    fn unwritten_left(&mut self, now: Nanos, id: RequestId, flight: Flight) {
+        if let Some(at) = flight.global_at
+            && flight.left_at == flight.sent_at
+        {
+            let iid = self.iid(id);
+            self.written_global(iid, at, now);
+        }
+    }
+
     /// Forgets a request that reached its outcome.
     fn finish(&mut self, id: RequestId) {
         debug_assert!(!self.taken.contains_key(&id), "request {id} ended holding its slot");
@@ -1186,7 +1208,9 @@ impl Limiter {
             }
             if let Some(t) = wait {
                 self.block_on_identity(key, iid);
-                self.wake_identity_at(iid, t);
+                if t != Nanos::MAX {
+                    self.wake_identity_at(iid, t);
+                }
                 continue;
             }
             self.ready.remove(&key);
@@ -1255,7 +1279,8 @@ impl Limiter {
             (r.exempt(), self.iid_of(r))
         };
         let global_at = (!exempt && self.config.global_limit > 0).then(|| {
-            self.identities[iid].sends.push_back(now);
+            // Unwritten until the transport reports it left (`handle_written`).
+            self.identities[iid].unwritten.push_back(now);
             now
         });
         if !exempt && self.config.global_limit == 0 {

@@ -269,7 +269,7 @@ impl Limiter {
             + ident.blocked.len();
         let limit = self.config.global_limit;
         // The request asking is in the window already.
-        let room = (limit as usize).saturating_sub(ident.sends.len()) + 1;
+        let room = (limit as usize).saturating_sub(ident.sends.len() + ident.unwritten.len() + ident.arrived.len()) + 1;
         let share = limit.div_ceil(self.store.processes.max(1)).max(1) as usize;
         (1 + heads).min(room).min(share).max(1) as u32
     }
