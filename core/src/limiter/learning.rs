@@ -36,6 +36,7 @@ impl Limiter {
         if previous.is_none() {
             self.routes.remember(route_key.clone(), name, self.config.max_routes);
         } else {
+            self.routes.note_hash(&name, self.config.max_routes);
             self.routes.buckets.insert(route_key.clone(), name);
         }
         if previous.as_deref() != Some(hash) {

@@ -94,6 +94,7 @@ use crate::shared::{OnUnavailable, Reservation, ReservationAnswer, SharedScope, 
 use crate::types::*;
 
 mod bucket;
+mod contact;
 mod costs;
 mod global;
 mod host;
@@ -109,6 +110,7 @@ mod state;
 mod timers;
 
 use bucket::{Bucket, Gate, Ghost};
+use contact::Contacts;
 use costs::{Blocked, Pack, Ratio, ReqCosts};
 use global::{Identities, RoundTrips};
 use ids::Ids;
@@ -182,6 +184,8 @@ pub struct Limiter {
     reserving_total: usize,
     /// Shared mode: the store's health, outages and margins, and the reservations it owes.
     store: Store,
+    /// First contact: the probes of unknown routes in flight, per major parameter.
+    contacts: Contacts,
     /// No request goes out before its end (a Cloudflare-style ban).
     edge: EdgeBan,
     /// Per cost dimension: the recent ratios of actual to estimated cost (see `costs`).
@@ -359,6 +363,7 @@ impl Limiter {
             in_flight_total: 0,
             reserving_total: 0,
             store: Store::default(),
+            contacts: Contacts::default(),
             edge: EdgeBan::default(),
             ratios: Vec::new(),
             rng,
@@ -792,7 +797,7 @@ impl Limiter {
         else {
             return Err(Error::InvalidState { id, expected: "reserving" });
         };
-        let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false };
+        let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false, probe: false };
         self.reserving_total -= 1;
         self.set_state(id, ReqState::Answered);
         if answer != ReservationAnswer::Unavailable {
@@ -968,7 +973,9 @@ impl Limiter {
             return Err(not_in_flight);
         };
         self.in_flight_total -= 1;
+        let qid = self.req(id).qid;
         self.req_mut(id).state = Phase::Answered;
+        self.contact_done(qid, flight.probe);
         Ok(flight)
     }
 
@@ -1047,7 +1054,16 @@ impl Limiter {
             // answer rather than overtake it on local limits.
             return;
         }
-        let bucket_wait = q.bucket.gate(q.in_flight.len(), now, lead, share);
+        // First contact (see `contact`): the probes of unknown routes in flight on this
+        // major parameter may have taken a slot of this learned bucket; a probe of this queue
+        // waits for every learned bucket of its major parameter to have one.
+        let charge = self.probe_charge(qid) as usize;
+        let q = self.queues[qid].as_mut().expect("live queue");
+        let mut bucket_wait = q.bucket.gate(q.in_flight.len() + charge, now, lead, share);
+        if matches!(bucket_wait, Gate::Open) && q.in_flight.is_empty() && self.is_probe(qid) {
+            bucket_wait = self.probe_gate(now, qid);
+        }
+        let q = self.queues[qid].as_mut().expect("live queue");
         let mut wait = match bucket_wait {
             Gate::Open => None,
             Gate::Until(t) => Some(t),
@@ -1262,7 +1278,10 @@ impl Limiter {
     // Inlined into both callers: a call took 30 instructions more per request life (callgrind).
     #[inline(always)]
     fn sent(&mut self, now: Nanos, id: RequestId, flight: Flight) {
-        let flight = Flight { sent_at: now, left_at: now, alone: self.in_flight_total == 0, ..flight };
+        let qid = self.req(id).qid;
+        let probe = self.is_probe(qid);
+        self.contact_sent(qid, probe);
+        let flight = Flight { sent_at: now, left_at: now, alone: self.in_flight_total == 0, probe, ..flight };
         let r = self.req_mut(id);
         r.state = Phase::InFlight;
         r.sends += 1;
@@ -1304,7 +1323,7 @@ impl Limiter {
         q.in_flight.push_back(id);
         q.last_active = now;
         let (window_seq, window_epoch) = q.bucket.take_slot(now);
-        Flight { sent_at: now, window_seq, window_epoch, global_at, left_at: now, alone: false }
+        Flight { sent_at: now, window_seq, window_epoch, global_at, left_at: now, alone: false, probe: false }
     }
 
 }
@@ -1327,6 +1346,9 @@ struct Flight {
     /// Nothing else of this limiter was in flight when it was sent: its trip met no
     /// queue of this process's own making (see [`Uplinks`]).
     alone: bool,
+    /// It was sent as a probe: the first request of a route whose bucket was unknown (see
+    /// `contact`).
+    probe: bool,
 }
 
 

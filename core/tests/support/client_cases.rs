@@ -1779,5 +1779,38 @@
             .timeout(1_100 * MS),
     });
 
+    // First contact (`ratelane::limiter::contact`): a probe of an unknown route counts in flight
+    // in every learned bucket of its major parameter until its answer names its own.
+    let message = "/channels/100000000000000001/messages/200000000000000001";
+    v.push(Case {
+        file: "first_contact_probe_charge",
+        comment: "POST and DELETE of channel 1 are both unknown: their probes go at once. POST's answer names \
+                  bucket 'shared' with 2 left; DELETE's probe is still out and may count there too, so one more \
+                  POST goes, not two. DELETE's answer names 'shared' as well (0 left): the third POST waits for \
+                  the reset.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1).enqueue(0, "POST", ch1).enqueue(0, "POST", ch1)
+            .enqueue(0, "DELETE", message)
+            .respond(100 * MS, 1, 200, &refs(&h(3, 2, "3", "shared")))
+            .respond(110 * MS, 4, 200, &refs(&h(3, 0, "2.99", "shared")))
+            .respond(120 * MS, 2, 200, &refs(&h(3, 0, "2.98", "shared")))
+            .timeout(3_110 * MS),
+    });
+    v.push(Case {
+        file: "first_contact_probe_waits",
+        comment: "Channel 1's POST bucket is learned and spent (0 left, reset in 1 s). DELETE's route is unknown \
+                  and may share it: its probe waits for that reset instead of going at once; channel 2's DELETE \
+                  has no learned bucket beside it and goes at once.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .respond(100 * MS, 1, 200, &refs(&h(1, 0, "1", "posts")))
+            .enqueue(200 * MS, "DELETE", message)
+            .enqueue(210 * MS, "DELETE", "/channels/100000000000000002/messages/200000000000000002")
+            .timeout(1_100 * MS)
+            .respond(1_150 * MS, 2, 200, &refs(&h(5, 4, "5", "deletes"))),
+    });
+
     v
 }
