@@ -1004,6 +1004,72 @@ fn e2e_a_sub_limit_holds_only_its_class() {
 }
 
 #[test]
+fn e2e_a_hidden_sub_limit_without_a_class_holds_the_refused_request_alone() {
+    // As above, but the driver gives the limiter no body (`run(method, path, send)`): it cannot
+    // tell a rename from another edit. The refused rename waits out the sub-limit on its own;
+    // the channel's other edits go on at the bucket's pace, none of them meets the sub-limit,
+    // so nothing else is held. (Before, the refusal held every edit of the channel: the 12
+    // other edits waited the sub-limit's 600 s.)
+    let cfg = ServerConfig::discord()
+        .bucket("chan", BucketSpec::fixed(5, 5 * SECOND))
+        .route(
+            "PATCH /channels/:id",
+            RouteSpec::bucket("chan").with_sub_limit_for("channel_name_topic", BucketSpec::fixed(2, 600 * SECOND)),
+        );
+    let mut net = SimConfig::default();
+    net.hide_body_keys = true;
+    let mut s = sim(cfg, net);
+    let edit = |keys: &[&str]| Request::new("PATCH", "/channels/1").body_keys(keys.iter().copied());
+    let renames: Vec<Ticket> = (0..3).map(|i| s.enqueue_at(i, edit(if i == 1 { &["topic"] } else { &["name"] }))).collect();
+    let others: Vec<Ticket> = (0..12).map(|i| s.enqueue_at(10 + i, edit(&["nsfw"]))).collect();
+    let report = run(&mut s);
+    check_common(&report);
+    assert!(report.all_succeeded());
+    assert_eq!(report.count(ServerOutcome::SubLimited), 1, "one 429: the third rename's");
+    for &t in &others {
+        let done = report.record(t).finished_at.unwrap();
+        assert!(done < 16 * SECOND, "an edit without name or topic waited for the sub-limit: {done}");
+    }
+    let mut done: Vec<Nanos> = renames.iter().map(|&t| report.record(t).finished_at.unwrap()).collect();
+    done.sort_unstable();
+    assert!((600 * SECOND..620 * SECOND).contains(&done[2]), "one rename waits out the sub-limit: {done:?}");
+}
+
+#[test]
+fn e2e_a_hidden_sub_limit_met_twice_holds_the_route() {
+    // Eight renames of one channel and no body given: the third meets the sub-limit (2 per 600
+    // s) and waits on its own; the fourth meets it too, which holds the channel's edits for the
+    // sub-limit's time: two 429s in that window, where holding the route at the first would
+    // have cost one. (When the hold ends, the held renames go together and meet the sub-limit
+    // again past its 2: its size is not learned.)
+    let cfg = ServerConfig::discord()
+        .bucket("chan", BucketSpec::fixed(5, 5 * SECOND))
+        .route(
+            "PATCH /channels/:id",
+            RouteSpec::bucket("chan").with_sub_limit_for("channel_name_topic", BucketSpec::fixed(2, 600 * SECOND)),
+        );
+    let mut net = SimConfig::default().latency(Latency::fixed(10 * MILLISECOND), Latency::fixed(10 * MILLISECOND));
+    net.hide_body_keys = true;
+    let mut s = sim(cfg, net);
+    // One at a time: each is enqueued after the previous answer.
+    let renames: Vec<Ticket> =
+        (0..8).map(|i| s.enqueue_at(i * 100 * MILLISECOND, Request::new("PATCH", "/channels/1").body_keys(["name"]))).collect();
+    let report = run(&mut s);
+    check_common(&report);
+    assert!(report.all_succeeded());
+    let refused_first = report
+        .server_log
+        .iter()
+        .filter(|a| a.outcome == ServerOutcome::SubLimited && a.at < 600 * SECOND)
+        .count();
+    assert_eq!(refused_first, 2, "the refusal and the one that confirms it");
+    for &t in &renames[2..] {
+        let done = report.record(t).finished_at.unwrap();
+        assert!(done >= 600 * SECOND, "a rename went before the sub-limit's end: {done}");
+    }
+}
+
+#[test]
 fn e2e_shared_scope_429_blocks_the_resource_only() {
     let cfg = ServerConfig::discord()
         .bucket("abcd1234", BucketSpec::fixed(10, 10 * SECOND))

@@ -107,6 +107,10 @@ pub struct SimConfig {
     /// after their `Send` (added to [`SimConfig::dispatch`]). Default: 0 (sends leave in
     /// parallel).
     pub serial: Nanos,
+    /// The driver gives the limiter no request's body keys ([`Request::body_keys`]), as
+    /// `run(method, path, send)` does without options, while the server still reads each
+    /// body (a hidden sub-limit then has no class the limiter could know). Default: false.
+    pub hide_body_keys: bool,
     /// Whether the driver reports when a request left ([`crate::Limiter::handle_written`]),
     /// once its dispatch delay is over. Default: it does (nothing to report without a delay).
     pub report_written: bool,
@@ -142,6 +146,7 @@ impl Default for SimConfig {
             dispatch: Latency::ZERO,
             connect: 0,
             serial: 0,
+            hide_body_keys: false,
             report_written: true,
             drop_chance: 0.0,
             maybe_sent_share: 0.5,
@@ -1062,7 +1067,10 @@ impl Simulation {
         match event {
             Event::Enqueue(t) => {
                 let p = self.records[t].process;
-                let request = self.records[t].request.clone();
+                let mut request = self.records[t].request.clone();
+                if self.config.hide_body_keys {
+                    request.body_keys.clear();
+                }
                 self.seq += 1;
                 self.records[t].enqueue_seq = self.seq;
                 match self.limiters[p].enqueue(now, request) {

@@ -696,22 +696,48 @@
     c.max_wait = Some(10 * S);
     v.push(Case {
         file: "sub_limit_prediction",
-        comment: "max_wait 10 s. A hidden sub-limit 429 (remaining 3) holds channel renames for 300 s while the \
-                  bucket resets in 1 s: predict() for another rename says 300 s, not the bucket reset; the retried \
-                  rename, whose wait now exceeds max_wait, fails at once with max_wait_exceeded, and a new rename \
-                  fails on enqueue; a message to the same channel (another route) still goes.",
+        comment: "max_wait 10 s. Renames (body keys `name`: the class channel_name_topic). A hidden sub-limit \
+                  429 (remaining 3) holds the channel's renames for 300 s while the bucket resets in 1 s: \
+                  predict() for another rename says 300 s, not the bucket reset; the retried rename, whose wait \
+                  now exceeds max_wait, fails at once with max_wait_exceeded, and a new rename fails on \
+                  enqueue; a message to the same channel (another route) still goes.",
         config: c,
         script: Script::new()
-            .enqueue(0, "PATCH", rename)
+            .enqueue_with(0, json!({"method": "PATCH", "path": rename, "body_keys": ["name"]}))
             .respond(100 * MS, 1, 200, &refs(&h(5, 4, "1", "rename")))
-            .enqueue(200 * MS, "PATCH", rename)
+            .enqueue_with(200 * MS, json!({"method": "PATCH", "path": rename, "body_keys": ["name"]}))
             .respond(300 * MS, 2, 429, &[
                 ("Retry-After", "300"), ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "3"),
                 ("X-RateLimit-Reset-After", "0.8"), ("X-RateLimit-Bucket", "rename"),
             ])
-            .predict(400 * MS, "PATCH", rename)
-            .enqueue(500 * MS, "PATCH", rename)
+            .predict_with(400 * MS, json!({"method": "PATCH", "path": rename, "body_keys": ["name"]}))
+            .enqueue_with(500 * MS, json!({"method": "PATCH", "path": rename, "body_keys": ["name"]}))
             .enqueue(600 * MS, "POST", ch1),
+    });
+    v.push(Case {
+        file: "sub_limit_without_class",
+        comment: "Channel edits given no body (no sub-limit class): a hidden sub-limit 429 (remaining 3, \
+                  Retry-After 300) holds the refused edit alone, to be retried after 300 s; the channel's next \
+                  edit goes at once (it may be of another kind). When that one meets the sub-limit too, the \
+                  route is held: the third edit waits for the sub-limit's end (300.4 s), and the first two are \
+                  retried then.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "PATCH", rename)
+            .respond(100 * MS, 1, 200, &refs(&h(5, 4, "1", "edits")))
+            .enqueue(200 * MS, "PATCH", rename)
+            .respond(300 * MS, 2, 429, &[
+                ("Retry-After", "300"), ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "3"),
+                ("X-RateLimit-Reset-After", "0.8"), ("X-RateLimit-Bucket", "edits"),
+            ])
+            .enqueue(350 * MS, "PATCH", rename)
+            .respond(400 * MS, 3, 429, &[
+                ("Retry-After", "300"), ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "2"),
+                ("X-RateLimit-Reset-After", "0.7"), ("X-RateLimit-Bucket", "edits"),
+            ])
+            .enqueue(450 * MS, "PATCH", rename)
+            .timeout(300_300 * MS)
+            .timeout(300_400 * MS),
     });
 
     // 26. Shared mode (ratelane::shared): the driver asks a store before each send.
@@ -1045,7 +1071,7 @@
             .granted(65_101 * MS, 3)
             .respond_body(65_200 * MS, 2, 429, &shared_429, json!({"retry_after": 1336.57, "global": false}))
             .respond(65_210 * MS, 3, 403, &[])
-            .enqueue(65_300 * MS, "PATCH", topic)
+            .enqueue(65_300 * MS, "PATCH", "/channels/100000000000000003")
             .granted(65_301 * MS, 4)
             .respond(65_400 * MS, 4, 429, &[
                 ("Retry-After", "300"), ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "3"),
