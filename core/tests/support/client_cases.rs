@@ -74,7 +74,9 @@
     v.push(Case {
         file: "global_limit",
         comment: "global_limit 3 per second: five requests to five channels send three, the fourth and fifth \
-                  wait for the window (plus the latency margin); an interaction callback is exempt and goes at once.",
+                  wait for an answer (no transport reports when the three left), then for a window after the \
+                  first answers (which bound when their requests arrived); an interaction callback is exempt \
+                  and goes at once.",
         config: c,
         script: Script::new()
             .enqueue(0, "POST", "/channels/100000000000000001/messages")
@@ -1728,7 +1730,7 @@
         file: "window_rolls_at_dispatch",
         comment: "global_limit 5. Channel 1's six messages (ids 1-6) wait for its pioneer, then for the global \
                   budget, which four other channels' pioneers fill; meanwhile channel 1's window (5 per 500 ms) \
-                  resets locally. When the budget frees (1.305 s), 2 and 3 go in the next window, though the \
+                  resets locally. When the budget frees (1.3 s), 2 and 3 go in the next window, though the \
                   queue waited for the budget and was not evaluated again: their reports (4, then 3 left) \
                   describe that window, so 4, 5 and 6 go together when the budget frees again. (Sent in the \
                   old window, 2's answer was kept as a ghost and counted twice, and 6 waited for the reset.)",
