@@ -77,6 +77,11 @@ export type {
   StoreUnavailableEvent,
 } from './driver'
 
+// The fetch adapter (js/adapters/fetch.js); ratelane/undici, ratelane/discordjs and
+// ratelane/octokit have their own entries.
+export { ratelaneFetch } from './adapters'
+export type { FetchOptions, RatelaneFetch, LlmEstimate, EstimateRequest, Refusal } from './adapters'
+
 export declare const FAIL_CLASSES: Readonly<Record<FailCode, typeof RateLimitError>>
 export declare const USAGE_CLASSES: Readonly<Record<ErrorCode, typeof RatelaneError>>
 /** The matching ratelane class for an error the core threw (anything else unchanged). */
@@ -86,3 +91,10 @@ export declare function toCoreConfig(options?: RateLimiterOptions): Record<strin
 /** `'not_sent'` when an error proves nothing reached the server, else `'maybe_sent'`. */
 export declare function classifyFailure(error: unknown): 'not_sent' | 'maybe_sent'
 export declare function headerPairs(headers: unknown): Array<[string, string]>
+/**
+ * The model and estimated tokens of an OpenAI (chat completions, completions, responses,
+ * embeddings) or Anthropic (messages) request body, for the `model` and `costs: { tokens }`
+ * options of `run`; null for a body that is not such JSON. Throws InvalidArgumentError for a
+ * body that is neither a string nor a Uint8Array.
+ */
+export declare function readLlmRequest(body: string | Uint8Array): import('./core').LlmRequest | null

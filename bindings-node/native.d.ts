@@ -40,7 +40,7 @@ export declare class Limiter {
    * names and amounts): the positional surface the driver uses. Throws `invalid_request`,
    * `limiter_closed`, or `invalid_argument` for a value of the wrong type or range.
    */
-  enqueueParts(nowNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null): number
+  enqueueParts(nowNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null, model?: string | null): number
   /**
    * `handleResponse` with the `ResponseSpec`'s fields as arguments: the headers as one
    * string, names and values on alternate lines (`""` for none), or as a flat list `[name,
@@ -94,7 +94,9 @@ export declare class Limiter {
   /**
    * Whether the profile reads the body of an answer with this status: pass its hints
    * (`response.body`) then (`HeaderProfile::reads_body`: Discord's 429 JSON, GitHub's 403s,
-   * Shopify's and Auto's every answer).
+   * Shopify's and Auto's every answer). Throws `invalid_argument` for a status the core
+   * does not take (`ratelane::Response::status_of`: an integer in 100..=999), so that the
+   * driver checks `send`'s status with this one call.
    */
   readsBody(status: number): boolean
   /** The configuration in the core's JSON form (every key). */
@@ -227,6 +229,30 @@ export declare const GCRA_LUA: string
 
 /** `redis/scripts/leaky_bucket.lua`, embedded at build time. */
 export declare const LEAKY_BUCKET_LUA: string
+
+/** What `readLlmRequest` read from an LLM API request body. */
+export interface LlmRequest {
+  /** The body's `model`, or null. */
+  model: string | null
+  /**
+   * The estimated tokens: the prompt's characters / 4 (rounded up) plus the completion
+   * budget the body asks for (`ratelane::llm`).
+   */
+  tokens: number
+}
+
+/**
+ * The model and estimated tokens of an OpenAI (chat completions, completions, responses,
+ * embeddings) or Anthropic (messages) request body, text or bytes (`ratelane::llm::read_request`);
+ * null for a body that is not such JSON. Throws `invalid_argument` for another type.
+ */
+export declare function readLlmRequest(body: string | Uint8Array): LlmRequest | null
+
+/**
+ * The most elements a script's reply may hold (`ratelane::server::script::MAX_REPLY_LEN`):
+ * a longer one is refused before it is read.
+ */
+export declare const MAX_REPLY_LEN: number
 
 /**
  * A booking in Redis (`fixed_window.lua schedule`). Absolute times are `BigInt`s: with

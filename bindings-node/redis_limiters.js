@@ -44,7 +44,8 @@ class RedisLimiterError extends RatelaneError {}
 class RedisConnectionError extends RedisLimiterError {}
 /** Redis answered with an error (OOM, READONLY, a cluster redirection, a script error). */
 class RedisServerError extends RedisLimiterError {}
-/** The key holds something else (`RATELANE_STATE`, `WRONGTYPE`); it is left alone. */
+/** The key holds something else (`RATELANE_STATE`, `WRONGTYPE`); it is left alone, except a key of the
+ * algorithm's shape with a count out of range, which is reset (only this check fails). */
 class RedisBadStateError extends RedisLimiterError {}
 /** A job's window would end more than 2^52 ns from now (`RATELANE_RANGE`). */
 class OutOfRangeError extends RedisLimiterError {}
@@ -150,9 +151,11 @@ const FIXED_WINDOW = new Script(native.FIXED_WINDOW_LUA)
 /** By `ServerLimit.script`. */
 const SCRIPTS = { gcra: GCRA, leaky_bucket: LEAKY_BUCKET, fixed_window: FIXED_WINDOW }
 
-/** A reply's top-level `Buffer`s (a client mapping blob strings to Buffers) as strings. */
+/** A reply's top-level `Buffer`s (a client mapping blob strings to Buffers) as strings. A reply
+ * longer than any script's (`MAX_REPLY_LEN`) is left as it is, unread: the native reader refuses
+ * it by its length. */
 function normalize(reply) {
-  if (!Array.isArray(reply)) return reply
+  if (!Array.isArray(reply) || reply.length > native.MAX_REPLY_LEN) return reply
   return reply.map((item) => (Buffer.isBuffer(item) ? item.toString('utf8') : item))
 }
 

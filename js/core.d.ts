@@ -34,6 +34,25 @@ export interface RequestSpec {
    * numbers >= 0; at most 8 names of 1 to 32 bytes of `[a-z0-9_]`, not `requests`.
    */
   costs?: Record<string, number> | null
+  /**
+   * The LLM model it asks for (`readLlmRequest(body).model`): under the `openai`,
+   * `azure_openai`, `anthropic` and `auto` profiles, whose providers limit per model, it keeps
+   * the model's queue and budgets apart from other models' (unless `major` is given). 1 to 256
+   * bytes.
+   */
+  model?: string | null
+}
+
+/** What `readLlmRequest` read from an LLM API request body (`ratelane::llm::LlmRequest`). */
+export interface LlmRequest {
+  /** The body's `model`, or null. */
+  model: string | null
+  /**
+   * The estimated tokens: the prompt's characters / 4 (rounded up) plus the completion budget
+   * the body asks for (`max_completion_tokens`, `max_tokens`, `max_output_tokens`; 1024 when
+   * none, 16 for a legacy completion, 0 for an embedding).
+   */
+  tokens: number
 }
 
 /** Shopify's GraphQL query cost (`extensions.cost`); each field a finite number or null. */
@@ -246,7 +265,7 @@ export interface SimReport {
   deadline_violations: number
   sends_after_close: number
   max_global_in_window: Record<string, number>
-  global_limit: { limit: number; window_ns: number; kind: 'fixed' | 'sliding' } | null
+  global_limit: { limit: number; window_ns: number; kind: 'fixed' | 'sliding' | 'refill' } | null
   requests: Array<{
     outcome:
       | { kind: 'completed'; status: number }
@@ -320,6 +339,7 @@ export interface NativeLimiter extends LimiterReads {
     bodyKeys?: string[] | null,
     costNames?: string[] | null,
     costAmounts?: number[] | null,
+    model?: string | null,
   ): number
   /**
    * `handleResponse` with the headers as `"name\nvalue\nname\nvalue"` (`""`: none) or a flat
@@ -394,6 +414,7 @@ export type RequestRest = [
   bodyKeys?: string[] | null,
   costNames?: string[] | null,
   costAmounts?: number[] | null,
+  model?: string | null,
 ]
 
 /**
@@ -414,6 +435,7 @@ export type RequestParts = [
   bodyKeys: string[] | null | undefined,
   costNames: string[] | null | undefined,
   costAmounts: number[] | null | undefined,
+  model: string | null | undefined,
 ]
 
 /** The core module's simulated server: requests as `RequestParts`. */
@@ -540,6 +562,8 @@ export interface CoreModule {
   FixedWindowStore: new (quota: number, windowNs: number, options?: StoreOptions | null) => CoreFixedWindowStore
   readonly FAIL_CODES: readonly string[]
   readonly ERROR_CODES: readonly string[]
+  /** The model and estimated tokens of an OpenAI or Anthropic request body; null for another body. */
+  readLlmRequest(body: string | Uint8Array): LlmRequest | null
 }
 
 /**
@@ -565,4 +589,6 @@ export interface NativeModule {
   FixedWindowStore: new (quota: number, windowNs: number, options?: StoreOptions | null) => CoreFixedWindowStore
   readonly FAIL_CODES: readonly string[]
   readonly ERROR_CODES: readonly string[]
+  /** The model and estimated tokens of an OpenAI or Anthropic request body; null for another body. */
+  readLlmRequest(body: string | Uint8Array): LlmRequest | null
 }

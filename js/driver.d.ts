@@ -1,5 +1,5 @@
 // Types of the Promise driver (js/driver.js). Shared by the Node and the wasm package.
-import type { CoreModule, NativeModule, Output, ErrorCode, FailCode, RateLimitScopeName, RequestSpec, Reservation, ReservationAnswer, SharedUpdate } from './core.js'
+import type { CoreModule, NativeModule, Output, ErrorCode, FailCode, LlmRequest, RateLimitScopeName, RequestSpec, Reservation, ReservationAnswer, SharedUpdate } from './core.js'
 
 /** Anything `send` may resolve to: a fetch `Response`, or an object with `status` and `headers`. */
 export interface ResponseLike {
@@ -128,6 +128,12 @@ export interface RunOptions {
    * a dimension's whole limit rejects with InsufficientCapacityError.
    */
   costs?: Record<string, number> | null
+  /**
+   * The LLM model the request asks for (`readLlmRequest(body).model`): under the `openai`,
+   * `azure_openai`, `anthropic` and `auto` profiles it keeps the model's queue and budgets apart
+   * from other models' (unless `major` is given). 1 to 256 bytes (else InvalidRequestError).
+   */
+  model?: string | null
 }
 
 export interface SendContext {
@@ -327,6 +333,12 @@ export interface Ratelane<C extends NativeModule = NativeModule> {
   FixedWindowStore: C['FixedWindowStore']
   FAIL_CODES: C['FAIL_CODES']
   ERROR_CODES: C['ERROR_CODES']
+  /**
+   * The model and estimated tokens of an OpenAI (chat completions, completions, responses,
+   * embeddings) or Anthropic (messages) request body; null for a body that is not such JSON.
+   * Throws InvalidArgumentError for a body that is neither a string nor a Uint8Array.
+   */
+  readLlmRequest(body: string | Uint8Array): LlmRequest | null
 }
 
 /**

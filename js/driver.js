@@ -223,13 +223,61 @@ function createRatelane(core, host) {
   // `openai`, `anthropic`, `azure_openai`, `shopify`, and `auto` beside the first four.
   const PROFILES = new Set(['discord', 'ietf', 'github', 'retry_after_only', 'openai', 'anthropic', 'azure_openai', 'shopify', 'auto'])
 
+  /**
+   * `run`'s per-request options (and `predictWait`'s) and what each takes; `null` and
+   * `undefined` mean absent. An unknown name or a value of another type is
+   * `InvalidArgumentError`, naming the valid options or the type given (the core checks ranges).
+   */
+  const RUN_OPTIONS = {
+    signal: ['an AbortSignal', (v) => typeof v === 'object' && typeof v.addEventListener === 'function' && typeof v.aborted === 'boolean'],
+    deadline: ['a number of ms >= 0', (v) => typeof v === 'number'],
+    deferAfter: ['a finite number of ms >= 0', (v) => typeof v === 'number'],
+    major: ['a string', (v) => typeof v === 'string'],
+    identity: ['a string', (v) => typeof v === 'string'],
+    priority: ['an integer', (v) => typeof v === 'number'],
+    idempotent: ['a boolean', (v) => typeof v === 'boolean'],
+    globalExempt: ['a boolean', (v) => typeof v === 'boolean'],
+    subLimit: ['a string', (v) => typeof v === 'string'],
+    bodyKeys: ['an array of strings or the JSON body object', (v) => typeof v === 'object'],
+    costs: ['an object', () => true], // checked where it crosses, naming request.costs (costParts)
+    model: ['a string', (v) => typeof v === 'string'],
+  }
+
+  /** Throws InvalidArgumentError for an unknown per-request option or a value of the wrong type. */
+  function checkRunOptions(opts) {
+    if (typeof opts !== 'object' || Array.isArray(opts)) {
+      throw usage(InvalidArgumentError, 'invalid_argument', `options must be an object, got ${typeName(opts)}`)
+    }
+    for (const name of Object.keys(opts)) {
+      const entry = Object.prototype.hasOwnProperty.call(RUN_OPTIONS, name) ? RUN_OPTIONS[name] : undefined
+      if (entry === undefined) {
+        throw usage(InvalidArgumentError, 'invalid_argument',
+          `unknown option "${name}"; expected one of: ${Object.keys(RUN_OPTIONS).join(', ')}`)
+      }
+      const value = opts[name]
+      if (value !== undefined && value !== null && !entry[1](value)) {
+        throw usage(InvalidArgumentError, 'invalid_argument', `${name} must be ${entry[0]}, got ${shown(value)}`)
+      }
+    }
+  }
+
   function badOption(message) {
     return usage(InvalidConfigError, 'invalid_config', `invalid configuration: ${message}`)
   }
 
+  /**
+   * A value as a message shows it: a number as itself, a string quoted after its type (so
+   * `maxWait: '30000'` reads `a string ("30000")`, not `30000`), anything else by its type.
+   */
+  function shown(value) {
+    if (typeof value === 'number' || typeof value === 'boolean') return String(value)
+    if (typeof value === 'string') return `a string (${JSON.stringify(value.length > 40 ? value.slice(0, 40) + '...' : value)})`
+    return typeName(value)
+  }
+
   function msToNs(value, name) {
     if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-      throw badOption(`${name} must be a finite number of milliseconds >= 0, got ${String(value)}`)
+      throw badOption(`${name} must be a finite number of milliseconds >= 0, got ${shown(value)}`)
     }
     return Math.round(value * 1e6)
   }
@@ -254,7 +302,7 @@ function createRatelane(core, host) {
       }
       const entry = Object.prototype.hasOwnProperty.call(OPTION_KEYS, name) ? OPTION_KEYS[name] : undefined
       if (!entry) {
-        const known = Object.keys(OPTION_KEYS).concat([...DRIVER_OPTIONS]).join(', ')
+        const known = Object.keys(OPTION_KEYS).concat([...DRIVER_OPTIONS], ['shared'], Object.keys(EVENT_CALLBACKS)).join(', ')
         throw badOption(`unknown option "${name}"; expected one of: ${known}`)
       }
       const [key, kind] = entry
@@ -264,17 +312,17 @@ function createRatelane(core, host) {
         config[key] = value === null || value === Infinity ? null : msToNs(value, name)
       } else if (kind === COUNT) {
         if (!Number.isSafeInteger(value) || value < 0) {
-          throw badOption(`${name} must be an integer >= 0, got ${String(value)}`)
+          throw badOption(`${name} must be an integer >= 0, got ${shown(value)}`)
         }
         config[key] = value
       } else if (kind === 'json') {
         config[key] = value // checked by the core, which names the bad entry
       } else if (kind === 'boolean') {
-        if (typeof value !== 'boolean') throw badOption(`${name} must be a boolean, got ${String(value)}`)
+        if (typeof value !== 'boolean') throw badOption(`${name} must be a boolean, got ${shown(value)}`)
         config[key] = value
       } else {
         if (!PROFILES.has(value)) {
-          throw badOption(`profile must be one of ${[...PROFILES].join(', ')}, got ${String(value)}`)
+          throw badOption(`profile must be one of ${[...PROFILES].join(', ')}, got ${shown(value)}`)
         }
         config[key] = value
       }
@@ -341,6 +389,19 @@ function createRatelane(core, host) {
   }
 
   /**
+   * The model and estimated tokens of an OpenAI or Anthropic request body (a string or a
+   * Uint8Array): `{ model, tokens }` (`model` null when the body names none), or null for a
+   * body that is not such JSON. The core's `ratelane::llm::read_request`, as every binding has it.
+   */
+  function readLlmRequest(body) {
+    try {
+      return core.readLlmRequest(body)
+    } catch (error) {
+      throw fromCoreError(error)
+    }
+  }
+
+  /**
    * A `RequestSpec` as the arguments of `enqueueParts` after the time (spread), and as the
    * one array `predictParts`, `handleParts` and `enqueueAtParts` take.
    */
@@ -349,7 +410,7 @@ function createRatelane(core, host) {
     const costs = costParts(spec.costs)
     return [spec.method, spec.path, spec.identity, spec.major, spec.deadlineNs, spec.deferAfterNs, spec.priority,
       spec.idempotent, spec.globalExempt, spec.subLimit, stringList(spec.bodyKeys, 'request.bodyKeys'),
-      costs === null ? null : costs[0], costs === null ? null : costs[1]]
+      costs === null ? null : costs[0], costs === null ? null : costs[1], spec.model]
   }
 
   function numberOrNull(value) {
@@ -1009,7 +1070,7 @@ function createRatelane(core, host) {
     }
     const t = store.timeout
     if (typeof t !== 'number' || !Number.isFinite(t) || t <= 0) {
-      throw badOption(`the shared store's timeout must be a finite number of milliseconds > 0, got ${String(t)}`)
+      throw badOption(`the shared store's timeout must be a finite number of milliseconds > 0, got ${shown(t)}`)
     }
     const settings = store.coreSettings()
     if (settings === null || typeof settings !== 'object' || Array.isArray(settings)) {
@@ -1110,7 +1171,9 @@ function createRatelane(core, host) {
      */
     predictWait(method, path, options) {
       const now = nowNs()
-      const spec = this._spec(method, path, options || {}, now)
+      const opts = options === undefined || options === null ? {} : options
+      checkRunOptions(opts)
+      const spec = this._spec(method, path, opts, now)
       let at
       try {
         at = this._core.predictParts(now, requestParts(spec))
@@ -1138,7 +1201,9 @@ function createRatelane(core, host) {
      * `costs` (`{ tokens: 1200 }`): the estimated cost per dimension beyond the one request; the
      * request waits until each dimension has room for it, and its answer's JSON `usage` (read
      * from a clone) settles the estimate; an estimate above a dimension's whole limit rejects
-     * with InsufficientCapacityError.
+     * with InsufficientCapacityError. `model`: the LLM model it asks for, which keys an LLM
+     * API's per-model budgets (`readLlmRequest(body)` reads it and a token estimate from an
+     * OpenAI or Anthropic body).
      *
      * Rejects with a RateLimitError subclass when the core gives up on the request.
      */
@@ -1148,10 +1213,8 @@ function createRatelane(core, host) {
         if (typeof send !== 'function') {
           throw usage(InvalidArgumentError, 'invalid_argument', 'send must be a function returning a response')
         }
+        checkRunOptions(opts)
         const signal = opts.signal
-        if (signal !== undefined && signal !== null && (typeof signal.addEventListener !== 'function' || typeof signal.aborted !== 'boolean')) {
-          throw usage(InvalidArgumentError, 'invalid_argument', 'signal must be an AbortSignal')
-        }
         if (signal && signal.aborted) {
           reject(signal.reason)
           return
@@ -1161,7 +1224,7 @@ function createRatelane(core, host) {
         let spec
         if (opts.major == null && opts.priority === undefined && opts.idempotent === undefined &&
             opts.globalExempt === undefined && opts.deadline == null && opts.deferAfter == null && opts.subLimit == null &&
-            opts.bodyKeys == null && opts.costs == null) {
+            opts.bodyKeys == null && opts.costs == null && opts.model == null) {
           // Nothing but method, path and identity: no spec object to build.
           spec = this._methodPath(method, path)
           const identity = opts.identity !== undefined ? opts.identity : this._identity
@@ -1301,6 +1364,7 @@ function createRatelane(core, host) {
       // Checked by the core module (InvalidArgumentError naming request.costs, or
       // InvalidRequestError for a name the core refuses).
       if (opts.costs !== undefined && opts.costs !== null) spec.costs = opts.costs
+      if (opts.model !== undefined && opts.model !== null) spec.model = opts.model
       if (opts.deadline !== undefined && opts.deadline !== null) {
         if (typeof opts.deadline !== 'number' || !(opts.deadline >= 0)) {
           throw usage(InvalidArgumentError, 'invalid_argument', 'deadline must be a number of ms >= 0')
@@ -1309,7 +1373,7 @@ function createRatelane(core, host) {
       }
       if (opts.deferAfter !== undefined && opts.deferAfter !== null) {
         if (typeof opts.deferAfter !== 'number' || !Number.isFinite(opts.deferAfter) || !(opts.deferAfter >= 0)) {
-          throw usage(InvalidArgumentError, 'invalid_argument', `deferAfter must be a finite number of ms >= 0, got ${String(opts.deferAfter)}`)
+          throw usage(InvalidArgumentError, 'invalid_argument', `deferAfter must be a finite number of ms >= 0, got ${shown(opts.deferAfter)}`)
         }
         spec.deferAfterNs = Math.min(Number.MAX_SAFE_INTEGER, Math.round(Math.min(opts.deferAfter, 9e9) * 1e6))
       }
@@ -1487,7 +1551,11 @@ function createRatelane(core, host) {
       pending.then(
         (response) => this._onResponse(entry, controller, response),
         (error) => this._onError(entry, controller, error),
-      )
+      ).catch((error) => {
+        // Whatever else went wrong reading this answer ends this request, not the process.
+        if (this._entries.get(entry.id) !== entry) throw error
+        this._settleMisuse(entry, fromCoreError(error))
+      })
     }
 
     /** The transport wrote the current attempt of `entry`. */
@@ -1502,11 +1570,31 @@ function createRatelane(core, host) {
       return this._entries.get(entry.id) === entry && entry.attemptController === controller
     }
 
+    /**
+     * What `send` resolved to, checked once before anything reads it: `null` when it is a
+     * response whose `status` the core takes (an integer in 100..=999: `readsBody` checks it
+     * with the core's rule, `ratelane::Response::status_of`), else the InvalidArgumentError
+     * that ends the request (NaN, -1, 2**60, 200.5, a string: never an uncaught exception,
+     * never a promise left pending).
+     */
+    _responseMisuse(response) {
+      if (!response || typeof response.status !== 'number') {
+        return usage(InvalidArgumentError, 'invalid_argument',
+          'send must resolve to a response with a numeric status (e.g. a fetch Response)')
+      }
+      try {
+        this._readsBodyOf(response.status)
+      } catch (error) {
+        return fromCoreError(error)
+      }
+      return null
+    }
+
     async _onResponse(entry, controller, response) {
       if (!this._current(entry, controller)) return
-      if (!response || typeof response.status !== 'number') {
-        this._settleMisuse(entry, usage(InvalidArgumentError, 'invalid_argument',
-          'send must resolve to a response with a numeric status (e.g. a fetch Response)'))
+      const misuse = this._responseMisuse(response)
+      if (misuse !== null) {
+        this._settleMisuse(entry, misuse)
         return
       }
       let lines
@@ -1995,5 +2083,6 @@ function createRatelane(core, host) {
     FixedWindowStore: core.FixedWindowStore,
     FAIL_CODES: core.FAIL_CODES,
     ERROR_CODES: core.ERROR_CODES,
+    readLlmRequest,
   }
 }

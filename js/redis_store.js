@@ -95,7 +95,14 @@ function createRedisStore(deps) {
     }
   }
 
-  const text = (v) => (typeof v === 'string' ? v : v && typeof v.toString === 'function' ? v.toString() : String(v))
+  /** A reply's string (node-redis gives a string, or a Buffer with `returnBuffers`); `''` for
+   * anything else, which is never converted (an array's `toString` would walk all of it). */
+  const text = (v) => {
+    if (typeof v === 'string') return v
+    if (typeof v === 'number' || typeof v === 'bigint') return String(v)
+    if (v instanceof Uint8Array) return typeof Buffer !== 'undefined' && Buffer.isBuffer(v) ? v.toString('utf8') : new TextDecoder().decode(v)
+    return ''
+  }
 
   const count = (v) => {
     const n = typeof v === 'bigint' ? Number(v) : v
@@ -119,13 +126,34 @@ function createRedisStore(deps) {
         const us = typeof reply[1] === 'bigint' ? Number(reply[1]) : reply[1]
         const processes = reply.length === 4 ? count(reply[3]) : undefined
         if (typeof us === 'number' && Number.isSafeInteger(us) && us >= 0 && (reply.length === 3 || processes !== undefined)) {
-          const answer = { answer: 'denied', retryAfterNs: us * 1000, scope: text(reply[2]) }
+          // (Beyond 2^53 ns the wait is passed as the largest exact number: the core clamps
+          // every wait to its max_server_wait, whatever the store says.)
+          const answer = { answer: 'denied', retryAfterNs: Math.min(us * 1000, Number.MAX_SAFE_INTEGER), scope: text(reply[2]) }
           if (processes !== undefined) answer.processes = processes
           return answer
         }
       }
     }
-    throw new Error(`unexpected reply from the shared store script: ${JSON.stringify(reply)}`)
+    throw new Error(`unexpected reply from the shared store script: ${describeReply(reply)}`)
+  }
+
+  /** What a reply is, for a message: its kind and size, and the first few of a short array's
+   * scalar elements; never the whole of it (a reply may hold a million elements, or be nested
+   * ten thousand deep). */
+  function describeReply(reply) {
+    if (Array.isArray(reply)) {
+      if (reply.length > 8) return `an array of ${reply.length} elements`
+      return '[' + reply.map((item) => (Array.isArray(item) ? `an array of ${item.length} elements` : scalar(item))).join(', ') + ']'
+    }
+    return scalar(reply)
+  }
+
+  function scalar(value) {
+    if (value === null || value === undefined) return String(value)
+    if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value)
+    if (typeof value === 'string') return JSON.stringify(value.length > 64 ? value.slice(0, 64) + '...' : value)
+    if (typeof Buffer !== 'undefined' && Buffer.isBuffer(value)) return `a buffer of ${value.length} bytes`
+    return `a value of type ${typeof value}`
   }
 
   function isNoScript(reply) {
@@ -398,7 +426,7 @@ function createRedisStore(deps) {
       }
       if (ops.length === 1 || reply instanceof Error) return ops.map(() => reply)
       if (!Array.isArray(reply) || reply.length !== ops.length) {
-        throw new Error(`the shared store answered a batch of ${ops.length} with ${String(reply)}`)
+        throw new Error(`the shared store answered a batch of ${ops.length} with ${describeReply(reply)}`)
       }
       return reply.map((item) => (Array.isArray(item) && item.length === 2 && text(item[0]) === 'error'
         ? new Error(text(item[1]))

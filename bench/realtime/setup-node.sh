@@ -33,8 +33,8 @@ fi
 
 if stale bindings-node/ratelane.node core/src core/Cargo.toml bindings-node/src bindings-node/Cargo.toml \
      bindings-node/build.rs bindings-node/build.js js/driver.js js/server_objects.js js/redis_store.js \
-     redis/scripts/shared_store.lua Cargo.lock ||
-   [ ! -f bindings-node/driver.cjs ] || [ ! -d bindings-node/node_modules/redis ]; then
+     js/adapters redis/scripts/shared_store.lua Cargo.lock ||
+   [ ! -f bindings-node/driver.cjs ] || [ ! -f bindings-node/adapters.cjs ] || [ ! -d bindings-node/node_modules/redis ]; then
   echo "setup-node: building the napi package (npm install in bindings-node)"
   # --no-save: the committed package-lock.json stays as it is (a plain npm install rewrites it
   # when the registry has optional platform packages the lock does not list).

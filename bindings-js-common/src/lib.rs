@@ -7,7 +7,7 @@
 use ratelane::shared::{ReservationAnswer, SharedScope};
 
 pub mod server;
-use ratelane::{BodyHints, Disposition, Failure, Output, QueryCost, Request};
+use ratelane::{BodyHints, Disposition, Failure, Output, QueryCost, Request, Response};
 
 /// A check that failed: the message of an `invalid_argument` error.
 pub type Result<T> = std::result::Result<T, String>;
@@ -15,27 +15,44 @@ pub type Result<T> = std::result::Result<T, String>;
 /// The largest integer a JS number holds exactly.
 pub const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
 
+/// A JS number as a message shows it: short, whatever its size (`1e300`, not 301 digits).
+pub fn shown(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e21 { format!("{value}") } else { format!("{value:?}") }
+}
+
 /// A non-negative integer (nanoseconds, ids, tickets) from a JS number: finite, `>= 0`,
 /// `<= Number.MAX_SAFE_INTEGER`; a fractional part is dropped.
 pub fn whole(value: f64, what: &str) -> Result<u64> {
     if value.is_finite() && (0.0..=MAX_SAFE).contains(&value) {
         Ok(value as u64)
     } else {
-        Err(format!("{what} must be a finite number in 0..=Number.MAX_SAFE_INTEGER, got {value}"))
+        Err(format!("{what} must be a finite number in 0..=Number.MAX_SAFE_INTEGER, got {}", shown(value)))
     }
 }
 
-/// A status code: an integer in 100..=999.
+/// A status code, as the core checks it ([`Response::status_of`]: an integer in
+/// [`Response::STATUSES`]).
 pub fn status(value: f64) -> Result<u16> {
-    if value.fract() != 0.0 || !(100.0..=999.0).contains(&value) {
-        return Err(format!("response.status must be an integer in 100..=999, got {value}"));
+    Response::status_of(value).ok_or_else(|| {
+        let (low, high) = (Response::STATUSES.start(), Response::STATUSES.end());
+        format!("response.status must be an integer in {low}..={high}, got {}", shown(value))
+    })
+}
+
+/// A request id (an id the core issued): a whole number in `0..=Number.MAX_SAFE_INTEGER`. A
+/// fraction, a negative number, NaN or an infinity is refused, never truncated into another
+/// request's id (`cancel(now, 1.5)` acted on request 1).
+pub fn id(value: f64, what: &str) -> Result<u64> {
+    if value.is_finite() && value.fract() == 0.0 && (0.0..=MAX_SAFE).contains(&value) {
+        Ok(value as u64)
+    } else {
+        Err(format!("{what} must be a whole number in 0..=Number.MAX_SAFE_INTEGER, got {}", shown(value)))
     }
-    Ok(value as u16)
 }
 
 /// `enqueue`'s and `predict`'s arguments after the time: a `RequestSpec` (`js/CONTRACT.md`)
 /// field by field, in the contract's order. Costs come as two lists, names
-/// and whole numbers, in the object's key order.
+/// and whole numbers, in the object's key order; the model last.
 #[derive(Debug, Default)]
 pub struct RequestParts {
     pub method: String,
@@ -51,6 +68,7 @@ pub struct RequestParts {
     pub body_keys: Option<Vec<String>>,
     pub cost_names: Option<Vec<String>>,
     pub cost_values: Option<Vec<f64>>,
+    pub model: Option<String>,
 }
 
 impl RequestParts {
@@ -65,7 +83,7 @@ impl RequestParts {
         request.defer_after = self.defer_after_ns.map(|v| whole(v, "request.deferAfterNs")).transpose()?;
         if let Some(priority) = self.priority {
             if priority.fract() != 0.0 || !(f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&priority) {
-                return Err(format!("request.priority must be an integer in the i32 range, got {priority}"));
+                return Err(format!("request.priority must be an integer in the i32 range, got {}", shown(priority)));
             }
             request.priority = priority as i32;
         }
@@ -73,6 +91,7 @@ impl RequestParts {
         request.global_exempt = self.global_exempt;
         request.sub_limit = self.sub_limit;
         request.body_keys = self.body_keys.unwrap_or_default();
+        request.model = self.model;
         let names = self.cost_names.unwrap_or_default();
         let values = self.cost_values.unwrap_or_default();
         if names.len() != values.len() {
@@ -83,7 +102,8 @@ impl RequestParts {
                 Ok((name, amount as u64))
             } else {
                 Err(format!(
-                    "request.costs.{name} must be a whole number in 0..=Number.MAX_SAFE_INTEGER (the estimated cost), got {amount}"
+                    "request.costs.{name} must be a whole number in 0..=Number.MAX_SAFE_INTEGER (the estimated cost), got {}",
+                    shown(amount)
                 ))
             }
         }).collect::<Result<_>>()?;

@@ -35,7 +35,7 @@ pub fn count(value: f64, what: &str) -> Result<u32> {
     if value.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&value) {
         Ok(value as u32)
     } else {
-        Err(format!("{what} must be an integer in 0..=4294967295, got {value}"))
+        Err(format!("{what} must be an integer in 0..=4294967295, got {}", crate::shown(value)))
     }
 }
 

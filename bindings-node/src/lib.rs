@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use napi::bindgen_prelude::{Either, Either3, Float64ArraySlice, Null, Object, Unknown};
+use napi::bindgen_prelude::{Either, Either3, Float64ArraySlice, Null, Object, Uint8Array, Unknown};
 use napi::ValueType;
 use napi_derive::napi;
 use ratelane::sim::{Server, SimError};
@@ -29,7 +29,7 @@ mod server;
 
 // napi registers its exports itself; re-exported so that a `cargo test` build, which has no
 // registration, does not count the renderers as dead code.
-pub use server::{FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, RedisScheduled, render_headers};
+pub use server::{FIXED_WINDOW_LUA, GCRA_LUA, LEAKY_BUCKET_LUA, MAX_REPLY_LEN, RedisScheduled, render_headers};
 
 use ratelane_js_common::{self as common, RequestParts};
 
@@ -61,6 +61,14 @@ type NumArg<'a> = Either<f64, Unknown<'a>>;
 fn whole_arg(value: NumArg<'_>, what: &str) -> Result<u64> {
     match value {
         Either::A(v) => whole(v, what),
+        Either::B(_) => Err(invalid_argument(format!("{what} must be a number"))),
+    }
+}
+
+/// A request id or a ticket ([`common::id`]): a whole number, never truncated into another's.
+fn id_arg(value: NumArg<'_>, what: &str) -> Result<u64> {
+    match value {
+        Either::A(v) => common::id(v, what).map_err(invalid_argument),
         Either::B(_) => Err(invalid_argument(format!("{what} must be a number"))),
     }
 }
@@ -120,7 +128,8 @@ fn is_absent(value: &Unknown<'_>) -> bool {
 /// A `RequestSpec` field by field, in the contract's order, as `requestParts` in `js/driver.js`
 /// lays it out: `method`, `path`, `identity`, `major`, `deadlineNs`, `deferAfterNs`,
 /// `priority`, `idempotent`, `globalExempt`, `subLimit`, `bodyKeys`, `costNames`,
-/// `costAmounts` (`enqueueParts` takes them as arguments, the rarer calls as one array).
+/// `costAmounts`, `model` (`enqueueParts` takes them as arguments, the rarer calls as one
+/// array).
 type Parts<'a> = (
     StrArg<'a>,
     StrArg<'a>,
@@ -135,11 +144,12 @@ type Parts<'a> = (
     Option<Vec<String>>,
     Option<Vec<String>>,
     Option<Vec<f64>>,
+    Option<StrArg<'a>>,
 );
 
 /// A core [`Request`] from its parts.
 fn request(parts: Parts<'_>) -> Result<Request> {
-    let (method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, cost_names, cost_values) = parts;
+    let (method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, cost_names, cost_values, model) = parts;
     RequestParts {
         method: string_arg(method, "request.method")?,
         path: string_arg(path, "request.path")?,
@@ -154,6 +164,7 @@ fn request(parts: Parts<'_>) -> Result<Request> {
         body_keys,
         cost_names,
         cost_values,
+        model: opt_string(model, "request.model")?,
     }
     .request()
     .map_err(invalid_argument)
@@ -194,7 +205,7 @@ impl Limiter {
     )]
     pub fn handle_failure(&mut self, now_ns: NumArg<'_>, id: NumArg<'_>, failure: StrArg<'_>) -> Result<&'static str> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let id = whole_arg(id, "id")?;
+        let id = id_arg(id, "id")?;
         let failure = common::failure(&string_arg(failure, "failure")?).map_err(invalid_argument)?;
         let disposition = self.inner.handle_failure(now, id, failure).map_err(core_error)?;
         Ok(common::disposition_name(disposition))
@@ -206,7 +217,7 @@ impl Limiter {
     #[napi(ts_args_type = "nowNs: number, id: number")]
     pub fn handle_written(&mut self, now_ns: NumArg<'_>, id: NumArg<'_>) -> Result<()> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let id = whole_arg(id, "id")?;
+        let id = id_arg(id, "id")?;
         self.inner.handle_written(now, id).map_err(core_error)
     }
 
@@ -214,7 +225,7 @@ impl Limiter {
     #[napi(ts_args_type = "nowNs: number, id: number")]
     pub fn cancel(&mut self, now_ns: NumArg<'_>, id: NumArg<'_>) -> Result<()> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let id = whole_arg(id, "id")?;
+        let id = id_arg(id, "id")?;
         self.inner.cancel(now, id).map_err(core_error)
     }
 
@@ -241,7 +252,7 @@ impl Limiter {
     /// `enqueue` with the `RequestSpec`'s fields as arguments, in the contract's order (costs as
     /// names and amounts): the positional surface the driver uses. Throws `invalid_request`,
     /// `limiter_closed`, or `invalid_argument` for a value of the wrong type or range.
-    #[napi(ts_args_type = "nowNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null")]
+    #[napi(ts_args_type = "nowNs: number, method: string, path: string, identity?: string | null, major?: string | null, deadlineNs?: number | null, deferAfterNs?: number | null, priority?: number | null, idempotent?: boolean | null, globalExempt?: boolean | null, subLimit?: string | null, bodyKeys?: string[] | null, costNames?: string[] | null, costAmounts?: number[] | null, model?: string | null")]
     #[allow(clippy::too_many_arguments)]
     pub fn enqueue_parts(
         &mut self,
@@ -259,11 +270,12 @@ impl Limiter {
         body_keys: Option<Vec<String>>,
         cost_names: Option<Vec<String>>,
         cost_amounts: Option<Vec<f64>>,
+        model: Option<StrArg<'_>>,
     ) -> Result<f64> {
         let now = whole_arg(now_ns, "nowNs")?;
         let request = request((
             method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit,
-            body_keys, cost_names, cost_amounts,
+            body_keys, cost_names, cost_amounts, model,
         ))?;
         let id = self.inner.enqueue(now, request).map_err(core_error)?;
         Ok(to_js_number(id))
@@ -294,7 +306,7 @@ impl Limiter {
         usage_values: Option<Vec<f64>>,
     ) -> Result<&'static str> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let id = whole_arg(id, "id")?;
+        let id = id_arg(id, "id")?;
         let status = status_arg(status)?;
         let pairs = match &headers {
             Either3::A(lines) => common::header_lines(lines),
@@ -330,7 +342,7 @@ impl Limiter {
         scope: Option<StrArg<'_>>,
     ) -> Result<()> {
         let now = whole_arg(now_ns, "nowNs")?;
-        let id = whole_arg(id, "id")?;
+        let id = id_arg(id, "id")?;
         let answer = common::answer(
             &string_arg(answer, "answer.answer")?,
             opt_number(processes, "answer.processes")?,
@@ -423,11 +435,13 @@ impl Limiter {
 
     /// Whether the profile reads the body of an answer with this status: pass its hints
     /// (`response.body`) then (`HeaderProfile::reads_body`: Discord's 429 JSON, GitHub's 403s,
-    /// Shopify's and Auto's every answer).
+    /// Shopify's and Auto's every answer). Throws `invalid_argument` for a status the core
+    /// does not take (`ratelane::Response::status_of`: an integer in 100..=999), so that the
+    /// driver checks `send`'s status with this one call.
     #[napi(ts_args_type = "status: number")]
     pub fn reads_body(&self, status: NumArg<'_>) -> Result<bool> {
-        let status = whole_arg(status, "status")?;
-        Ok(u16::try_from(status).is_ok_and(|s| self.inner.config().profile.reads_body(s)))
+        let status = status_arg(status)?;
+        Ok(self.inner.config().profile.reads_body(status))
     }
 
     /// The configuration in the core's JSON form (every key).
@@ -598,7 +612,7 @@ impl Simulation {
     #[napi(ts_args_type = "atNs: number, ticket: number")]
     pub fn cancel_at(&mut self, at_ns: NumArg<'_>, ticket: NumArg<'_>) -> Result<()> {
         let at = whole_arg(at_ns, "atNs")?;
-        let ticket = whole_arg(ticket, "ticket")? as usize;
+        let ticket = id_arg(ticket, "ticket")? as usize;
         if ticket >= self.tickets {
             return Err(invalid_argument(format!("unknown ticket {ticket}")));
         }
@@ -621,6 +635,38 @@ impl Simulation {
         let report = self.inner.run().map_err(|e: SimError| js_error("simulation_contract", e.to_string()))?;
         serde_json::from_str(&ratelane::json::report_to_json(&report))
             .map_err(|e| js_error("simulation_contract", format!("report: {e}")))
+    }
+}
+
+// ------------------------------------------------------------------------------ LLM bodies
+
+/// What `readLlmRequest` read from an LLM API request body.
+#[napi(object)]
+#[derive(Debug)]
+pub struct LlmRequest {
+    /// The body's `model`, or null.
+    #[napi(ts_type = "string | null")]
+    pub model: Either<String, Null>,
+    /// The estimated tokens: the prompt's characters / 4 (rounded up) plus the completion
+    /// budget the body asks for (`ratelane::llm`).
+    pub tokens: f64,
+}
+
+/// The model and estimated tokens of an OpenAI (chat completions, completions, responses,
+/// embeddings) or Anthropic (messages) request body, text or bytes (`ratelane::llm::read_request`);
+/// null for a body that is not such JSON. Throws `invalid_argument` for another type.
+#[napi(ts_args_type = "body: string | Uint8Array", ts_return_type = "LlmRequest | null")]
+pub fn read_llm_request(body: Either3<String, Uint8Array, Unknown<'_>>) -> Result<Option<LlmRequest>> {
+    let read = |bytes: &[u8]| {
+        ratelane::llm::read_request(bytes).map(|r| LlmRequest {
+            model: r.model.map_or(Either::B(Null), Either::A),
+            tokens: to_js_number(r.tokens),
+        })
+    };
+    match &body {
+        Either3::A(text) => Ok(read(text.as_bytes())),
+        Either3::B(bytes) => Ok(read(bytes)),
+        Either3::C(_) => Err(invalid_argument("body must be a string or a Uint8Array")),
     }
 }
 

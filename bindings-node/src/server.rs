@@ -8,10 +8,10 @@
 
 use std::borrow::Cow;
 
-use napi::bindgen_prelude::{BigInt, Either, Either3, Unknown};
+use napi::bindgen_prelude::{Array, BigInt, Either, Either3, Unknown};
 use napi::{Env, Status};
 use napi_derive::napi;
-use ratelane::server::script::{ReplyError, ReplyItem, ScriptReply};
+use ratelane::server::script::{self, ReplyError, ReplyItem, ScriptReply};
 use ratelane::server::{InsufficientCapacity, Limit, LimitStore};
 use ratelane_js_common::server::{self as common, Refusal};
 
@@ -111,13 +111,23 @@ impl ServerLimit {
     pub fn read_reply(&self, env: Env, name: String, reply: ReplyArg<'_>) -> Result<Either3<Vec<f64>, RedisScheduled, bool>> {
         // `check_n` and `check_scaled` are read as a check: their reply is a check's.
         let op = common::op(&name, Some(1.0)).map_err(invalid_argument)?;
-        let values = match reply {
-            Either::A(values) => values,
+        let array = match reply {
+            Either::A(array) => array,
             Either::B(other) => {
                 let what = other.get_type().map_or_else(|_| "unknown".to_string(), |t| format!("{t:?}"));
                 return Err(bad(ReplyError::not_an_array(&format!("a value of type {what}"))));
             }
         };
+        // Its length first: a reply longer than any script's is refused before an element is
+        // converted (a million elements cost nothing to refuse).
+        script::check_reply_len(array.len() as usize).map_err(bad)?;
+        let mut values = Vec::with_capacity(array.len() as usize);
+        for i in 0..array.len() {
+            match array.get::<Item<'_>>(i) {
+                Ok(Some(value)) => values.push(value),
+                Ok(None) | Err(_) => return Err(bad(ReplyError::not_an_array("an array whose elements cannot be read"))),
+            }
+        }
         let items: Vec<ReplyItem<'_>> = values.iter().map(item).collect();
         Ok(match self.inner.read_reply(op, &items).map_err(bad)? {
             ScriptReply::Decision(d, _) => Either3::A(common::decision_numbers(&d)),
@@ -199,6 +209,11 @@ pub const LEAKY_BUCKET_LUA: &str = include_str!("../../redis/scripts/leaky_bucke
 #[napi]
 pub const FIXED_WINDOW_LUA: &str = include_str!("../../redis/scripts/fixed_window.lua");
 
+/// The most elements a script's reply may hold (`ratelane::server::script::MAX_REPLY_LEN`):
+/// a longer one is refused before it is read.
+#[napi]
+pub const MAX_REPLY_LEN: u32 = script::MAX_REPLY_LEN as u32;
+
 fn bad(e: ReplyError) -> JsError {
     js_error("redis_bad_reply", e.into_message())
 }
@@ -207,7 +222,7 @@ fn bad(e: ReplyError) -> JsError {
 /// string; the JS module turns `Buffer`s into strings first), or anything else.
 type Item<'a> = Either3<f64, String, Unknown<'a>>;
 
-type ReplyArg<'a> = Either<Vec<Item<'a>>, Unknown<'a>>;
+type ReplyArg<'a> = Either<Array<'a>, Unknown<'a>>;
 
 /// The largest magnitude up to which every integer is a distinct `f64`, 2^53.
 const EXACT: f64 = 9_007_199_254_740_992.0;

@@ -10,7 +10,6 @@
 // It listens on a free port, stops by itself after `lifetimeMs` (default 60 s) and on close().
 'use strict'
 const http = require('node:http')
-const { SimServer } = require('..')
 
 /**
  * @param {object} options
@@ -22,15 +21,23 @@ const { SimServer } = require('..')
  *     body (null when it has none or it is not JSON); undefined: the config's `tokens.cost`.
  *     Each answer is then listed in `stats.tokens` as { atNs, tokens, status } (simulator
  *     time: ns since the server started);
- *   lifetimeMs: the server closes itself after this long.
+ *   lifetimeMs: the server closes itself after this long;
+ *   unref: true to let the process exit while the server listens (a stand-in started in
+ *     the same process as the program it serves);
+ *   SimServer: the simulator's class (default: this package's; the wasm package's tests pass
+ *     their own).
+ * `stats.byScope` counts the refusals by kind: a 429's `X-RateLimit-Scope` (`global` when
+ * `X-RateLimit-Global` is set; for another API's dialect `429`, or `429 tokens` / `429
+ * requests` when its body says which budget), or the status of another refusal (`403`: GitHub's).
  */
 async function startDiscordServer(options = {}) {
+  const SimServer = options.SimServer || require('..').SimServer
   // The simulator's time 0 is `origin`; its wall clock then is the wall clock now (its
   // epoch resets, GitHub's `x-ratelimit-reset` say, are read against the client's clock).
   const origin = performance.now()
   const config = { wall_epoch_ms: Date.now(), ...(options.config || {}) }
   const sim = new SimServer(JSON.stringify(config))
-  const stats = { arrivals: 0, byStatus: {}, aborted: 0, dropped: 0, tokens: [] }
+  const stats = { arrivals: 0, byStatus: {}, byScope: {}, aborted: 0, dropped: 0, tokens: [] }
   const latency = options.latencyMs || 0
   const jitter = options.jitterMs || 0
   const sockets = new Set()
@@ -45,8 +52,7 @@ async function startDiscordServer(options = {}) {
       return
     }
     const chunks = []
-    if (options.costOf) req.on('data', (chunk) => chunks.push(chunk))
-    else req.resume()
+    req.on('data', (chunk) => chunks.push(chunk))
     req.on('end', () => {
       if (options.hold && options.hold(method, path)) {
         res.on('close', () => { stats.aborted += 1 })
@@ -60,19 +66,30 @@ async function startDiscordServer(options = {}) {
           return
         }
         let tokens
-        if (options.costOf) {
-          let body = null
-          try {
-            body = JSON.parse(Buffer.concat(chunks).toString('utf8'))
-          } catch (_) { /* no JSON body */ }
-          tokens = options.costOf(body, method, path)
-        }
+        let body = null
+        try {
+          body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : null
+        } catch (_) { /* no JSON body */ }
+        if (options.costOf) tokens = options.costOf(body, method, path)
+        // The body's top-level keys decide its sub-limit class (a channel rename), as Discord's.
+        const bodyKeys = body !== null && typeof body === 'object' && !Array.isArray(body) ? Object.keys(body) : null
         const nowNs = Math.round((performance.now() - origin) * 1e6)
-        const r = sim.handle(nowNs, { method, path }, tokens)
+        const r = sim.handle(nowNs, { method, path, bodyKeys }, tokens)
         stats.byStatus[r.status] = (stats.byStatus[r.status] || 0) + 1
         if (options.costOf) stats.tokens.push({ atNs: nowNs, tokens, status: r.status })
         const headers = {}
         for (const [name, value] of r.headers) headers[name] = value
+        if (r.status === 429 || r.status === 403) {
+          const lower = Object.fromEntries(r.headers.map(([name, value]) => [name.toLowerCase(), value]))
+          let kind = null // OpenAI's refusal says which budget: `requests` or `tokens`
+          try {
+            kind = JSON.parse(r.bodyText).error.type
+          } catch (_) { /* another dialect's body */ }
+          const scope = r.status !== 429 ? String(r.status)
+            : lower['x-ratelimit-global'] === 'true' ? 'global'
+              : (lower['x-ratelimit-scope'] || (typeof kind === 'string' ? `429 ${kind}` : '429'))
+          stats.byScope[scope] = (stats.byScope[scope] || 0) + 1
+        }
         res.writeHead(r.status, headers)
         const ok = { id: String(stats.arrivals), ok: true }
         if (r.body.usage) ok.usage = r.body.usage
@@ -84,11 +101,13 @@ async function startDiscordServer(options = {}) {
     })
   })
   server.on('connection', (socket) => {
+    if (options.unref) socket.unref()
     sockets.add(socket)
     socket.on('close', () => sockets.delete(socket))
   })
   server.keepAliveTimeout = 5000
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  if (options.unref) server.unref()
   const { port } = server.address()
   const stopper = setTimeout(() => close(), options.lifetimeMs || 60_000)
   stopper.unref()

@@ -544,6 +544,36 @@ redisTest('a key holding something else is left alone (redis_bad_state)', () => 
   assert.deepEqual(await client.lRange(prefix + 'list', 0, -1), ['x'])
 }))
 
+redisTest('a count out of range is redis_bad_state once, and the key is reset (issue 44)', () => withClient(async (client) => {
+  const prefix = uniquePrefix('out-of-range')
+  const leaky = new RedisLeakyBucket(client, 2, S, { prefix })
+  const fixed = new RedisFixedWindow(client, 2, S, { prefix })
+  const cases = [
+    [leaky, 'lb', '9007199254740993 1700000000000000000 0 0'],
+    [fixed, 'fw', '1700000000000000000 1 99999999999999999999'],
+  ]
+  for (const [limiter, key, value] of cases) {
+    await client.set(prefix + key, value)
+    await assert.rejects(limiter.check(key), (e) => e instanceof redis.RedisBadStateError && e.code === 'redis_bad_state', key)
+    assert.equal(await client.exists(prefix + key), 0, `${key}: the key was reset`)
+    assert.ok((await limiter.check(key)).allowed, `${key}: the next check starts from an empty key`)
+  }
+}))
+
+test('a reply of a million elements or ten thousand levels is refused at once (issue 44)', async () => {
+  let deep = 1
+  for (let i = 0; i < 10_000; i++) deep = [deep]
+  const replies = [new Array(1_000_000).fill(1), ['decision'].concat(new Array(1_000_000).fill(Buffer.from('x'))), deep, ['released', deep],
+    decisionReply({ now: 'x'.repeat(1 << 20) })]
+  for (const reply of replies) {
+    await assert.rejects(new RedisGcra(new FakeClient([reply]), 100, 3, { prefix: 'g:' }).check('k'), (e) => {
+      assert.ok(e instanceof redis.RedisBadReplyError, String(e))
+      assert.ok(e.message.length < 400, `${e.message.length} characters`)
+      return true
+    })
+  }
+})
+
 redisTest('a booking beyond the scripts range is out_of_range', () => withClient(async (client) => {
   const window = new RedisFixedWindow(client, 1, 2 ** 51, { prefix: uniquePrefix('range') })
   assert.ok((await window.schedule('g', { nowNs: 0 })).runNow)

@@ -243,3 +243,32 @@ function openTelemetry(): void {
   new Metrics(meter).attach(new RateLimiter(), {})
 }
 void openTelemetry
+
+// The adapters (js/adapters/adapters.d.ts) through each entry that exports them.
+import { ratelaneFetch as fetchFromSubpath, type FetchOptions, type RatelaneFetch } from '../fetch'
+import { interceptor, install, type InterceptorOptions } from '../undici'
+import { discordRest, type DiscordRest } from '../discordjs'
+import { ratelaneOctokit, type OctokitThrottleOptions, type RatelaneOctokitOptions } from '../octokit'
+import { ratelaneFetch } from '..'
+
+async function adapters(): Promise<void> {
+  const options: FetchOptions = { refusal: 'throw', estimate: ({ body }) => (body === null ? null : { tokens: 10, model: 'm' }) }
+  const f: RatelaneFetch = ratelaneFetch({ profile: 'openai' }, options)
+  const res: Response = await f('https://api.openai.com/v1/models', { method: 'GET' })
+  void res
+  await fetchFromSubpath(f.limiter).limiter.close()
+  const io: InterceptorOptions = { origins: ['https://discord.com'], refusal: 'response' }
+  const intercept = interceptor(new RateLimiter(), io)
+  const limiter: RateLimiter = intercept.limiter
+  void limiter
+  const uninstall = install({ profile: 'ietf' }, { origins: '*' })
+  uninstall()
+  const rest: DiscordRest = discordRest({ maxWait: 30_000 }, { run: { priority: 1 } })
+  const n: number = rest.globalRequestsPerSecond
+  void n
+  const throttle: OctokitThrottleOptions = { onRateLimit: (after, _o, _k, count) => after < 60 && count < 2 }
+  const octokitOptions: RatelaneOctokitOptions = { ratelane: { profile: 'github' }, throttle }
+  void octokitOptions
+  void ratelaneOctokit
+}
+void adapters

@@ -16,6 +16,7 @@ use pyo3::types::{PyDict, PyList, PyString};
 use ratelane::{Error, FailReason};
 
 mod limiter;
+mod llm;
 mod server;
 mod sim;
 mod store;
@@ -97,14 +98,17 @@ macro_rules! checks {
     )*};
 }
 checks!(ns: u64, opt_ns: Option<u64>, request_id: u64, ticket: usize, priority: i32, opt_bool: Option<bool>,
-        body_keys: Option<Vec<String>>, retry_after: Option<f64>, errors: Option<Vec<String>>);
+        body_keys: Option<Vec<String>>, retry_after: Option<f64>, errors: Option<Vec<String>>,
+        weight: Option<u32>, factor: Option<f64>, max_keys: usize);
 
 fn costs(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, u64)>>> {
     opt_normalized(obj, "costs")
 }
+/// A response's status, as the core checks it (`ratelane::Response::STATUSES`); anything else
+/// (NaN, `'200'`, `None`, 42) is the `InvalidArgumentError` of `ratelane._args.status`.
 fn status(obj: &Bound<'_, PyAny>) -> PyResult<u16> {
     match obj.extract::<u16>() {
-        Ok(s) if (100..=999).contains(&s) => Ok(s),
+        Ok(s) if ratelane::Response::STATUSES.contains(&s) => Ok(s),
         _ => normalized(obj, "status"),
     }
 }
@@ -126,6 +130,14 @@ fn text(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     match obj.cast::<PyString>().ok().and_then(|s| utf8::text(s).ok()) {
         Some(text) => Ok(text.to_owned()),
         None => normalized(obj, "text"),
+    }
+}
+/// A `str`'s text borrowed from it (a server-side key: no copy per check), else the
+/// `InvalidArgumentError` of `ratelane._args.text` (a lone surrogate has no UTF-8).
+fn borrowed_text<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
+    match obj.cast::<PyString>().ok().and_then(|s| utf8::text(s).ok()) {
+        Some(text) => Ok(text),
+        None => Err(mistake(obj, "text")),
     }
 }
 fn opt_text(obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
@@ -197,10 +209,13 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
         return Err(PyRuntimeError::new_err("ratelane needs CPython 3.9 or newer"));
     }
     limiter::register(m)?;
+    llm::register(m)?;
     sim::register(m)?;
     m.add("FAIL_CODES", FailReason::ALL_CODES.to_vec())?;
     m.add("ERROR_CODES", Error::ALL_CODES.to_vec())?;
     m.add("PROFILES", ratelane::HeaderProfile::NAMES.to_vec())?;
+    let statuses = ratelane::Response::STATUSES;
+    m.add("STATUSES", (*statuses.start(), *statuses.end()))?;
     m.add("CORE_VERSION", env!("CARGO_PKG_VERSION"))?;
     // The server-side limit and store, and their scripts (`server.rs`).
     server::register(m)?;

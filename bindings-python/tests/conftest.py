@@ -94,4 +94,6 @@ def request_kwargs(request: Dict[str, Any]) -> Dict[str, Any]:
         kwargs["defer_after_ns"] = request["defer_after_ns"]
     if "costs" in request:
         kwargs["costs"] = request["costs"]
+    if "model" in request:
+        kwargs["model"] = request["model"]
     return kwargs

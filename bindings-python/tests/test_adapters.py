@@ -14,7 +14,7 @@ from aiohttp import web
 import ratelane
 import ratelane.aiohttp
 import ratelane.httpx
-from discord_server import DiscordImitation, json_response, messages_bucket, run, serve
+from discord_server import DiscordImitation, json_response, messages_bucket, run, serve, serve_in_thread
 
 CHANNEL = "/api/v10/channels/100000000000000001/messages"
 
@@ -66,10 +66,11 @@ def test_httpx_transport_retries_a_429_and_raises_rate_limit_errors() -> None:
     async def main() -> None:
         async with serve(imitation) as base:
             limiter = ratelane.RateLimiter(max_rate_limit_retries=0)
-            transport = ratelane.httpx.RateLimitedTransport(limiter)
+            transport = ratelane.httpx.RateLimitedTransport(limiter, refusal="raise")
             async with httpx.AsyncClient(base_url=base, transport=transport) as client:
-                with pytest.raises(ratelane.RetriesExhaustedError):
+                with pytest.raises(ratelane.RetriesExhaustedError) as info:
                     await client.get("/api/v10/users/@me")
+                assert info.value.response.status_code == 429  # the server's answer, kept
             assert not limiter.closed  # shared limiters stay open
             await limiter.aclose()
             transport = ratelane.httpx.RateLimitedTransport()
@@ -79,6 +80,53 @@ def test_httpx_transport_retries_a_429_and_raises_rate_limit_errors() -> None:
 
     run(main())
     assert len(override.calls) == 2
+
+
+def test_httpx_transport_answers_refusals_as_429s() -> None:
+    """The default ``refusal="respond"``: the server's own last 429 when ratelane gives up
+    after it, and a 429 of ratelane's (its code in the body, when it could go in
+    ``retry-after``) for a request refused before it is sent."""
+    override = once_429(0.1)
+    imitation = DiscordImitation(override)
+
+    async def main() -> None:
+        async with serve(imitation) as base:
+            transport = ratelane.httpx.RateLimitedTransport(max_rate_limit_retries=0)
+            async with httpx.AsyncClient(base_url=base, transport=transport) as client:
+                first = await client.get("/api/v10/users/@me")
+                assert first.status_code == 429 and first.json()["retry_after"] == 0.1
+                assert "x-ratelane-code" not in first.headers  # the server's own answer
+            transport = ratelane.httpx.RateLimitedTransport(global_limit=1, global_window=30.0, max_wait=1.0)
+            async with httpx.AsyncClient(base_url=base, transport=transport) as client:
+                assert (await client.get("/api/v10/users/@me")).status_code == 200
+                refused = await client.get("/api/v10/users/@me")
+                assert refused.status_code == 429
+                assert refused.json()["error"]["code"] == "max_wait_exceeded"
+                assert refused.headers["x-should-retry"] == "false"
+                assert int(refused.headers["retry-after"]) > 1
+                with pytest.raises(httpx.HTTPStatusError):
+                    refused.raise_for_status()
+
+    run(main())
+    assert len(override.calls) == 2  # the refused request never reached the server
+
+
+def test_httpx_sync_transport_rate_limits_threads() -> None:
+    """``SyncRateLimitedTransport`` under ``httpx.Client`` used from several threads at once:
+    every request answered, no 429, the bucket learned (the server runs on its own loop in a
+    thread of its own)."""
+    import concurrent.futures
+
+    imitation = DiscordImitation(**messages_bucket(2, 0.3))
+    with serve_in_thread(imitation) as base:
+        transport = ratelane.httpx.SyncRateLimitedTransport(max_wait=10.0)
+        with httpx.Client(base_url=base, transport=transport, headers={"Authorization": "Bot a"}) as client:
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                statuses = list(pool.map(lambda n: client.post(CHANNEL, json={"n": n}).status_code, range(6)))
+            assert statuses == [200] * 6
+            assert transport.limiter.limiter.buckets >= 1
+        assert transport.limiter.closed
+    assert imitation.count(429) == 0 and len(imitation.log) == 6
 
 
 # ---------------------------------------------------------------------------- aiohttp

@@ -302,7 +302,7 @@ def test_request_options_are_keywords_read_once_for_every_call() -> None:
         signature = inspect.signature(call)
         assert list(signature.parameters)[3:] == [
             "major", "identity", "deadline_ns", "defer_after_ns", "priority", "idempotent",
-            "global_exempt", "sub_limit", "body_keys", "costs",
+            "global_exempt", "sub_limit", "body_keys", "costs", "model",
         ]
         assert signature.parameters["priority"].kind is inspect.Parameter.KEYWORD_ONLY
         with pytest.raises(TypeError, match=f"^{call.__name__}\\(\\) got an unexpected keyword argument 'deadline'$"):

@@ -66,7 +66,7 @@ def test_snapshot_restore_round_trip() -> None:
         ("not json", ratelane.SnapshotForeignError),
         (json.dumps({"format": "other", "version": 1}), ratelane.SnapshotForeignError),
         (json.dumps({**paused_snapshot(0), "profile": "github"}), ratelane.SnapshotForeignError),
-        (json.dumps({"format": "ratelane.snapshot", "version": 2}), ratelane.SnapshotVersionError),
+        (json.dumps({"format": "ratelane.snapshot", "version": 3}), ratelane.SnapshotVersionError),
         (json.dumps({**paused_snapshot(0), "routes": "nope"}), ratelane.SnapshotMalformedError),
     ],
 )

@@ -9,7 +9,8 @@
 // * RateLimiter.run with an in-process response (the shared driver plus its Promise);
 // * a Simulation of 5000 messages to 50 channels, run inside the module.
 // Each row is the best of 5 rounds: wall and CPU (user + system) per item.
-const { Limiter, Simulation, RateLimiter } = require('ratelane-wasm');
+const { Limiter, RateLimiter } = require('ratelane-wasm');
+const { Simulation } = require('ratelane-wasm/sim');
 // The core module itself: the positional surface the driver calls (js/CONTRACT.md).
 const native = require('../pkg/node/core.cjs');
 

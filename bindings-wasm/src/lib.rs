@@ -14,8 +14,18 @@
 //! The server-side limiters of `ratelane::server` (`GcraStore`, `LeakyBucketStore`,
 //! `FixedWindowStore`) are in the `server` module.
 //!
+//! Cargo features pick the classes a module exports: `client` ([`Limiter`]), `sim`
+//! ([`SimServer`], [`Simulation`]), `server` (the `server` module). `bindings-wasm/build.sh`
+//! builds one module per feature, so the client module a browser downloads holds neither the
+//! simulator nor the server-side limiters (what the linker keeps is what the exports reach);
+//! the host build has all three.
+//!
 //! The module never reads a clock (the driver passes `performance.now()`), and imports nothing
 //! but the glue wasm-bindgen generates: it needs no Node API.
+
+// A module built with one feature leaves the helpers only the others use unused; the default
+// build (all three, the one clippy checks) still reports dead code.
+#![cfg_attr(not(all(feature = "client", feature = "sim", feature = "server")), allow(dead_code, unused_imports))]
 
 use js_sys::{Array, Object, Reflect};
 use ratelane::sim::{Server, Ticket};
@@ -23,6 +33,7 @@ use ratelane::{FailReason, Output, Request, Response, json};
 use wasm_bindgen::prelude::*;
 use ratelane_js_common::{self as common, RequestParts};
 
+#[cfg(feature = "server")]
 mod server;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -30,7 +41,7 @@ const TYPES: &str = r#"
 // The contract's types (js/CONTRACT.md) are written once, in js/core.d.ts, which build.sh
 // copies beside this file; the Node package uses the same file.
 import type {
-  Disposition, FailCode, RequestParts, SimReport, SimResponseSpec, TransportFailure,
+  Disposition, FailCode, LlmRequest, RequestParts, SimReport, SimResponseSpec, TransportFailure,
 } from './core.js';
 "#;
 
@@ -72,6 +83,14 @@ fn number_arg(what: &str, value: &JsValue) -> Result<u64, JsValue> {
     }
 }
 
+/// A request id or a ticket ([`common::id`]): a whole number, never truncated into another's.
+fn id_arg(what: &str, value: &JsValue) -> Result<u64, JsValue> {
+    match value.as_f64() {
+        Some(v) => common::id(v, what).map_err(|m| invalid_argument(&m)),
+        None => Err(invalid_argument(&format!("{what} must be a number, got {}", type_of(value)))),
+    }
+}
+
 /// Settings JSON text; `undefined` or `null` means `"{}"` (every default).
 fn settings_arg(what: &str, value: &JsValue) -> Result<String, JsValue> {
     if value.is_undefined() || value.is_null() {
@@ -90,10 +109,10 @@ fn settings_arg(what: &str, value: &JsValue) -> Result<String, JsValue> {
 /// A core [`Request`] from the `RequestSpec` fields in the contract's order, as `requestParts`
 /// in `js/driver.js` lays them out: `method`, `path`, `identity`, `major`, `deadlineNs`,
 /// `deferAfterNs`, `priority`, `idempotent`, `globalExempt`, `subLimit`, `bodyKeys`,
-/// `costNames`, `costAmounts` (`enqueueParts` takes them as arguments, the rarer calls as one
-/// array, [`request_array`]).
-fn request_parts(args: [&JsValue; 13]) -> Result<Request, JsValue> {
-    let [method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, cost_names, cost_amounts] = args;
+/// `costNames`, `costAmounts`, `model` (`enqueueParts` takes them as arguments, the rarer calls
+/// as one array, [`request_array`]).
+fn request_parts(args: [&JsValue; 14]) -> Result<Request, JsValue> {
+    let [method, path, identity, major, deadline_ns, defer_after_ns, priority, idempotent, global_exempt, sub_limit, body_keys, cost_names, cost_amounts, model] = args;
     RequestParts {
         method: string_arg("request.method", method)?,
         path: string_arg("request.path", path)?,
@@ -108,6 +127,7 @@ fn request_parts(args: [&JsValue; 13]) -> Result<Request, JsValue> {
         body_keys: opt_strings("request.bodyKeys", body_keys)?,
         cost_names: opt_strings("request.costs", cost_names)?,
         cost_values: opt_numbers("request.costs", cost_amounts)?,
+        model: opt_string("request.model", model)?,
     }
     .request()
     .map_err(|m| invalid_argument(&m))
@@ -116,7 +136,7 @@ fn request_parts(args: [&JsValue; 13]) -> Result<Request, JsValue> {
 /// A core [`Request`] from the parts in one array (`predictParts`, `SimServer.handleParts`,
 /// `Simulation.enqueueAtParts`).
 fn request_array(parts: &Array) -> Result<Request, JsValue> {
-    let values: [JsValue; 13] = std::array::from_fn(|i| parts.get(i as u32));
+    let values: [JsValue; 14] = std::array::from_fn(|i| parts.get(i as u32));
     request_parts(values.each_ref())
 }
 
@@ -149,6 +169,7 @@ fn pairs(headers: &[(String, String)]) -> Array {
 /// Drain invariant: after every input (`enqueue`, `handleResponse`, `handleFailure`, `cancel`,
 /// `handleTimeout`, `close`) call `drain()` (or `pollOutput()` until it returns `wait_until`
 /// or `idle`). Times are integer nanoseconds as JS numbers, from an epoch of your choice.
+#[cfg(feature = "client")]
 #[wasm_bindgen]
 #[derive(Debug)]
 pub struct Limiter {
@@ -157,6 +178,7 @@ pub struct Limiter {
     held: Option<Output>,
 }
 
+#[cfg(feature = "client")]
 #[wasm_bindgen]
 impl Limiter {
     /// A limiter configured by JSON text (`ratelane::json::config_from_json`; omitted: `"{}"`,
@@ -182,7 +204,7 @@ impl Limiter {
         #[wasm_bindgen(unchecked_param_type = "TransportFailure")] failure: JsValue,
     ) -> Result<JsValue, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let id = number_arg("id", &id)?;
+        let id = id_arg("id", &id)?;
         let failure = common::failure(&string_arg("failure", &failure)?).map_err(|m| invalid_argument(&m))?;
         let d = self
             .inner
@@ -201,7 +223,7 @@ impl Limiter {
         #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
     ) -> Result<(), JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let id = number_arg("id", &id)?;
+        let id = id_arg("id", &id)?;
         self.inner.handle_written(now, id).map_err(core_error)
     }
 
@@ -212,7 +234,7 @@ impl Limiter {
         #[wasm_bindgen(unchecked_param_type = "number")] id: JsValue,
     ) -> Result<(), JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let id = number_arg("id", &id)?;
+        let id = id_arg("id", &id)?;
         self.inner.cancel(now, id).map_err(core_error)
     }
 
@@ -264,11 +286,12 @@ impl Limiter {
         #[wasm_bindgen(js_name = bodyKeys, unchecked_optional_param_type = "string[] | null")] body_keys: JsValue,
         #[wasm_bindgen(js_name = costNames, unchecked_optional_param_type = "string[] | null")] cost_names: JsValue,
         #[wasm_bindgen(js_name = costAmounts, unchecked_optional_param_type = "number[] | null")] cost_amounts: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] model: JsValue,
     ) -> Result<f64, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
         let request = request_parts([
             &method, &path, &identity, &major, &deadline_ns, &defer_after_ns, &priority, &idempotent, &global_exempt,
-            &sub_limit, &body_keys, &cost_names, &cost_amounts,
+            &sub_limit, &body_keys, &cost_names, &cost_amounts, &model,
         ])?;
         let id = self.inner.enqueue(now, request).map_err(core_error)?;
         Ok(id as f64)
@@ -296,7 +319,7 @@ impl Limiter {
         #[wasm_bindgen(js_name = usageValues, unchecked_optional_param_type = "number[] | null")] usage_values: JsValue,
     ) -> Result<JsValue, JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let id = number_arg("id", &id)?;
+        let id = id_arg("id", &id)?;
         let status = match status.as_f64() {
             Some(v) => common::status(v).map_err(|m| invalid_argument(&m))?,
             None => return Err(invalid_argument(&format!("status must be a number, got {}", type_of(&status)))),
@@ -346,7 +369,7 @@ impl Limiter {
         #[wasm_bindgen(unchecked_optional_param_type = "string | null")] scope: JsValue,
     ) -> Result<(), JsValue> {
         let now = number_arg("nowNs", &now_ns)?;
-        let id = number_arg("id", &id)?;
+        let id = id_arg("id", &id)?;
         let answer = common::answer(
             &string_arg("answer.answer", &answer)?,
             opt_number("answer.processes", &processes)?,
@@ -440,11 +463,16 @@ impl Limiter {
 
     /// Whether the profile reads the body of an answer with this status: pass its hints
     /// (`response.body`) then (`HeaderProfile::reads_body`: Discord's 429 JSON, GitHub's 403s,
-    /// Shopify's and Auto's every answer).
+    /// Shopify's and Auto's every answer). Throws `invalid_argument` for a status the core
+    /// does not take (`ratelane::Response::status_of`), so that the driver checks `send`'s
+    /// status with this one call.
     #[wasm_bindgen(js_name = readsBody)]
     pub fn reads_body(&self, #[wasm_bindgen(unchecked_param_type = "number")] status: JsValue) -> Result<bool, JsValue> {
-        let status = number_arg("status", &status)?;
-        Ok(u16::try_from(status).is_ok_and(|s| self.inner.config().profile.reads_body(s)))
+        let status = match status.as_f64() {
+            Some(v) => common::status(v).map_err(|m| invalid_argument(&m))?,
+            None => return Err(invalid_argument(&format!("status must be a number, got {}", type_of(&status)))),
+        };
+        Ok(self.inner.config().profile.reads_body(status))
     }
 
     /// The configuration in use, as JSON text (`ratelane::json::config_to_json`).
@@ -537,6 +565,7 @@ fn string_arg(what: &str, value: &JsValue) -> Result<String, JsValue> {
 
 /// A model of Discord's REST rate limiting (`ratelane::sim::Server`), to answer a driver's
 /// requests in tests and demos.
+#[cfg(feature = "sim")]
 #[wasm_bindgen]
 #[derive(Debug)]
 pub struct SimServer {
@@ -544,6 +573,7 @@ pub struct SimServer {
     next_tag: u64,
 }
 
+#[cfg(feature = "sim")]
 #[wasm_bindgen]
 impl SimServer {
     /// A server configured by JSON text (`ratelane::json::server_config_from_json`; omitted:
@@ -620,6 +650,7 @@ impl SimServer {
 }
 
 /// A limiter driven against a [`SimServer`] in virtual time (`ratelane::sim::Simulation`).
+#[cfg(feature = "sim")]
 #[wasm_bindgen]
 #[derive(Debug)]
 pub struct Simulation {
@@ -627,6 +658,7 @@ pub struct Simulation {
     tickets: usize,
 }
 
+#[cfg(feature = "sim")]
 #[wasm_bindgen]
 impl Simulation {
     /// A simulation from three JSON texts: the limiter's config, the server's and the
@@ -676,7 +708,7 @@ impl Simulation {
         #[wasm_bindgen(unchecked_param_type = "number")] ticket: JsValue,
     ) -> Result<(), JsValue> {
         let at = number_arg("atNs", &at_ns)?;
-        let ticket = number_arg("ticket", &ticket)?;
+        let ticket = id_arg("ticket", &ticket)?;
         match usize::try_from(ticket) {
             Ok(t) if t < self.tickets => {
                 self.inner.cancel_at(at, Ticket(t));
@@ -712,9 +744,37 @@ impl Simulation {
     }
 }
 
+// ------------------------------------------------------------------------------ LLM bodies
+
+/// The model and estimated tokens of an OpenAI (chat completions, completions, responses,
+/// embeddings) or Anthropic (messages) request body, a string or a `Uint8Array`
+/// (`ratelane::llm::read_request`): `{ model, tokens }` (`model` null when the body names
+/// none), or null for a body that is not such JSON. Throws `invalid_argument` for another type.
+#[cfg(feature = "client")]
+#[wasm_bindgen(js_name = readLlmRequest, unchecked_return_type = "LlmRequest | null")]
+pub fn read_llm_request(#[wasm_bindgen(unchecked_param_type = "string | Uint8Array")] body: JsValue) -> Result<JsValue, JsValue> {
+    let read = match body.as_string() {
+        Some(text) => ratelane::llm::read_request(text.as_bytes()),
+        None => match body.dyn_ref::<js_sys::Uint8Array>() {
+            Some(bytes) => ratelane::llm::read_request(&bytes.to_vec()),
+            None => return Err(invalid_argument(&format!("body must be a string or a Uint8Array, got {}", type_of(&body)))),
+        },
+    };
+    Ok(match read {
+        Some(r) => {
+            let out: JsValue = Object::new().into();
+            set(&out, "model", r.model.map_or(JsValue::NULL, |m| JsValue::from_str(&m)));
+            set(&out, "tokens", r.tokens as f64);
+            out
+        }
+        None => JsValue::NULL,
+    })
+}
+
 // ------------------------------------------------------------------------------ codes
 
 /// Every failure code (`FailReason::ALL_CODES`). The packages export it as `FAIL_CODES`.
+#[cfg(any(feature = "client", feature = "sim"))]
 #[wasm_bindgen(js_name = failCodes, unchecked_return_type = "FailCode[]")]
 pub fn fail_codes() -> Vec<String> {
     FailReason::ALL_CODES
@@ -725,6 +785,7 @@ pub fn fail_codes() -> Vec<String> {
 
 /// Every caller-error code of the core (`Error::ALL_CODES`). The packages export it as
 /// `ERROR_CODES`.
+#[cfg(any(feature = "client", feature = "sim"))]
 #[wasm_bindgen(js_name = errorCodes)]
 pub fn error_codes() -> Vec<String> {
     ratelane::Error::ALL_CODES

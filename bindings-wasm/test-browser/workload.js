@@ -1,9 +1,10 @@
 // Runs in headless Chromium (test-browser/browser.test.mjs): the `web` build of the package
 // with the shared driver, against an in-page fake `fetch` answered by the core's Discord
-// simulator. Publishes the outcomes (counts and error classes, no timings) as window.result.
+// simulator (`ratelane-wasm/sim`, a module of its own). Publishes the outcomes (counts and error classes, no timings) as window.result.
 import init, * as ratelane from '/bindings-wasm/pkg/web/index.js';
+import initSim, { SimServer } from '/bindings-wasm/pkg/web/sim.js';
 
-const { RateLimiter, SimServer, MaxWaitExceededError, ClosedError, RateLimitError } = ratelane;
+const { RateLimiter, MaxWaitExceededError, ClosedError, RateLimitError } = ratelane;
 
 /** A fake fetch: a SimServer answers on the driver's clock (performance.now, in ns). */
 function fakeFetch(serverConfig) {
@@ -108,6 +109,7 @@ try {
     beforeInit = error.message;
   }
   await init();
+  await initSim(); // the simulator's own module (ratelane_wasm_sim_bg.wasm)
   const result = {
     beforeInit,
     nodeGlobals: [typeof process, typeof Buffer, typeof require].join(','),

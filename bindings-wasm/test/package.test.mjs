@@ -1,6 +1,7 @@
 // The package as a user installs it: every entry point (require and import of the node build,
-// the web build, the bundler build) exports the same names as the napi package plus
-// init/initSync, and the shared Promise driver works over the wasm core.
+// the web build, the bundler build) exports the names of the napi package but the simulator's
+// and the stores', plus init/initSync; `ratelane-wasm/sim` and `ratelane-wasm/server` export
+// those from their own modules; and the shared Promise driver works over the wasm core.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -15,6 +16,8 @@ const pkgDir = fileURLToPath(new URL('../pkg/', import.meta.url));
 const cjs = require('ratelane-wasm');
 const esm = await import('ratelane-wasm');
 const web = await import('ratelane-wasm/web');
+const sim = require('ratelane-wasm/sim');
+const server = require('ratelane-wasm/server');
 
 // What the napi package `ratelane` exports (createRatelane's result plus createRatelane).
 const DRIVER_NAMES = [
@@ -25,20 +28,33 @@ const DRIVER_NAMES = [
   'RetriesExhaustedError', 'MaybeSentError', 'NetworkError', 'UnauthorizedError', 'ClosedError',
   'FAIL_CLASSES', 'USAGE_CLASSES', 'fromCoreError', 'toCoreConfig', 'classifyFailure',
   'headerPairs', 'outputObject', 'Metrics', 'instrument', 'Limiter', 'SimServer', 'Simulation', 'GcraStore', 'LeakyBucketStore',
-  'FixedWindowStore', 'FAIL_CODES', 'ERROR_CODES', 'createRatelane',
+  'FixedWindowStore', 'FAIL_CODES', 'ERROR_CODES', 'createRatelane', 'readLlmRequest', 'ratelaneFetch',
 ];
-const EXPECTED = [...DRIVER_NAMES, 'init', 'initSync', 'default'].sort();
+// Each in one entry only: the simulator's module and the server-side limiters' module.
+const SIM_NAMES = ['SimServer', 'Simulation'];
+const SERVER_NAMES = ['GcraStore', 'LeakyBucketStore', 'FixedWindowStore'];
+const INIT = ['init', 'initSync', 'default'];
+const MAIN_NAMES = DRIVER_NAMES.filter((name) => !SIM_NAMES.includes(name) && !SERVER_NAMES.includes(name));
+const EXPECTED = [...MAIN_NAMES, ...INIT].sort();
 
 const nsNow = () => Math.round(performance.now() * 1e6);
 
-test('every entry point exports the same names', () => {
+test('every entry point exports the same names', async () => {
   assert.deepEqual(Object.keys(cjs).sort(), EXPECTED);
   assert.deepEqual(Object.keys(esm).sort(), EXPECTED);
   assert.deepEqual(Object.keys(web).sort(), EXPECTED);
   // import and require of the node build hand out the same objects.
-  for (const name of DRIVER_NAMES) assert.equal(esm[name], cjs[name], name);
+  for (const name of MAIN_NAMES) assert.equal(esm[name], cjs[name], name);
   assert.equal(esm.default, cjs.init);
   assert.equal(web.default, web.init);
+  // The simulator and the stores: one entry each, with its own init, in every build.
+  for (const [entry, names] of [['sim', SIM_NAMES], ['server', SERVER_NAMES]]) {
+    const required = require(`ratelane-wasm/${entry}`);
+    const imported = await import(`ratelane-wasm/${entry}`);
+    const webEntry = await import(`../pkg/web/${entry}.js`);
+    for (const loaded of [required, imported, webEntry]) assert.deepEqual(Object.keys(loaded).sort(), [...names, ...INIT].sort(), entry);
+    for (const name of names) assert.equal(imported[name], required[name], name);
+  }
 });
 
 test('the driver and the server answers are the shared js/ files, not copies of them', () => {
@@ -60,7 +76,8 @@ function simulatedSend(ratelane, server, request, counts) {
 }
 
 test('RateLimiter sends a burst through the wasm core without a 429', async () => {
-  const { RateLimiter, SimServer } = cjs;
+  const { RateLimiter } = cjs;
+  const { SimServer } = sim;
   // 4 per 150 ms on this route; 10 messages: three windows.
   const server = new SimServer(JSON.stringify({
     buckets: { m: { limit: 4, window_ns: 150e6 } },
@@ -81,7 +98,8 @@ test('RateLimiter sends a burst through the wasm core without a 429', async () =
 });
 
 test('RateLimiter: typed errors, AbortSignal, close', async () => {
-  const { RateLimiter, SimServer, ClosedError, MaxWaitExceededError, DeferredError, InvalidConfigError, RateLimitError } = cjs;
+  const { SimServer } = sim;
+  const { RateLimiter, ClosedError, MaxWaitExceededError, DeferredError, InvalidConfigError, RateLimitError } = cjs;
   assert.throws(() => new RateLimiter({ globlLimit: 1 }), (e) => e instanceof InvalidConfigError && e.code === 'invalid_config');
   const server = new SimServer(JSON.stringify({
     buckets: { m: { limit: 1, window_ns: 60e9 } },
@@ -120,12 +138,21 @@ test('RateLimiter: typed errors, AbortSignal, close', async () => {
 });
 
 test('web build under Node: an error before init, then initSync with the bytes', async () => {
-  const { Limiter, RateLimiter, GcraStore, LeakyBucketStore, initSync } = web;
-  assert.throws(() => new Limiter(), /call init\(\) or initSync\(\)/);
+  const { Limiter, RateLimiter, initSync } = web;
+  const webServer = await import('../pkg/web/server.js');
+  const webSim = await import('../pkg/web/sim.js');
+  const { GcraStore, LeakyBucketStore } = webServer;
+  assert.throws(() => new Limiter(), /^Error: ratelane-wasm: call init\(\) or initSync\(\)/);
   assert.throws(() => new RateLimiter(), /call init\(\) or initSync\(\)/);
-  assert.throws(() => GcraStore.perWindow(1, 1e9), /call init\(\) or initSync\(\)/);
+  assert.throws(() => GcraStore.perWindow(1, 1e9), /ratelane-wasm\/server: call init\(\) or initSync\(\)/);
+  assert.throws(() => new webSim.SimServer(), /ratelane-wasm\/sim: call init\(\) or initSync\(\)/);
   initSync(fs.readFileSync(pkgDir + 'web/ratelane_wasm_bg.wasm'));
   initSync(fs.readFileSync(pkgDir + 'web/ratelane_wasm_bg.wasm')); // harmless again
+  // Each module is instantiated by its own entry's init: the client's leaves the others alone.
+  assert.throws(() => GcraStore.perWindow(1, 1e9), /ratelane-wasm\/server: call init\(\) or initSync\(\)/);
+  webServer.initSync(fs.readFileSync(pkgDir + 'web/ratelane_wasm_server_bg.wasm'));
+  await webSim.init(fs.readFileSync(pkgDir + 'web/ratelane_wasm_sim_bg.wasm'));
+  assert.equal(new webSim.SimServer().count429(), 0);
   const limiter = new Limiter();
   assert.equal(limiter.enqueue(0, { method: 'GET', path: '/users/@me' }), 1);
   assert.deepEqual(limiter.drain(), [{ type: 'send', id: 1 }, { type: 'idle' }]);
@@ -145,7 +172,8 @@ test('web build under Node: an error before init, then initSync with the bytes',
 
 test('bundler build: imported with Node\'s wasm ES module integration', () => {
   const script = `
-    import { Limiter, RateLimiter, FixedWindowStore, FAIL_CODES, init } from 'ratelane-wasm/bundler';
+    import { Limiter, RateLimiter, FAIL_CODES, init } from 'ratelane-wasm/bundler';
+    import { FixedWindowStore } from 'ratelane-wasm/server';
     await init();
     const l = new Limiter();
     l.enqueue(0, { method: 'GET', path: '/users/@me' });
@@ -182,14 +210,18 @@ test('npm pack, installed into another project: require, import and the web buil
       l.enqueue(0, { method: 'GET', path: '/users/@me' });
       import('ratelane-wasm').then(async (esm) => {
         const web = await import('ratelane-wasm/web');
+const sim = require('ratelane-wasm/sim');
+const server = require('ratelane-wasm/server');
         const fs = require('node:fs');
         web.initSync(fs.readFileSync(require.resolve('ratelane-wasm/ratelane_wasm_bg.wasm')));
         const status = (await new web.RateLimiter().run('GET', '/x', () => ({ status: 204, headers: [] }))).status;
-        console.log(JSON.stringify({ out: l.drain().length, same: esm.RateLimiter === cjs.RateLimiter, status }));
+        const allowed = require('ratelane-wasm/server').GcraStore.perWindow(1, 1e9).check('k', 0).allowed;
+        const count429 = new (require('ratelane-wasm/sim').SimServer)().count429();
+        console.log(JSON.stringify({ out: l.drain().length, same: esm.RateLimiter === cjs.RateLimiter, status, allowed, count429 }));
       });
     `;
     const out = execFileSync(process.execPath, ['-e', script], { cwd: app, encoding: 'utf8' });
-    assert.deepEqual(JSON.parse(out), { out: 2, same: true, status: 204 });
+    assert.deepEqual(JSON.parse(out), { out: 2, same: true, status: 204, allowed: true, count429: 0 });
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
   }

@@ -6,7 +6,9 @@ const assert = require('node:assert/strict');
 const wasm = require('ratelane-wasm');
 const raw = require('../pkg/node/ratelane_wasm.js');
 
-const { Limiter, SimServer, Simulation, FAIL_CODES, ERROR_CODES } = wasm;
+const { Limiter, FAIL_CODES, ERROR_CODES } = wasm;
+// The simulator's own module (`ratelane-wasm/sim`).
+const { SimServer, Simulation } = require('ratelane-wasm/sim');
 const MSG = { method: 'POST', path: '/channels/100000000000000001/messages' };
 const MS = 1e6;
 const S = 1e9;
@@ -245,4 +247,13 @@ test('Simulation runs in virtual time and reports', () => {
   closing.enqueueAt(0, MSG);
   closing.closeAt(0);
   assert.equal(closing.run().stop, 'finished');
+});
+
+test('readLlmRequest: the package exports the core reader (the vectors are js/test/llm.test.js)', () => {
+  const body = '{"model": "gpt-4o-mini", "max_tokens": 100, "messages": [{"role": "user", "content": "Say hello in French."}]}';
+  assert.deepEqual(wasm.readLlmRequest(body), { model: 'gpt-4o-mini', tokens: 106 });
+  assert.deepEqual(wasm.readLlmRequest(new TextEncoder().encode(body)), { model: 'gpt-4o-mini', tokens: 106 });
+  assert.equal(wasm.readLlmRequest('not json'), null);
+  assert.deepEqual(raw.readLlmRequest('{"prompt": "abcd", "max_tokens": 0}'), { model: null, tokens: 1 });
+  throwsCode(() => wasm.readLlmRequest(42), 'invalid_argument', /string or a Uint8Array/);
 });

@@ -1,11 +1,11 @@
 // The web build needs nothing but web-standard APIs:
 //
-// * the wasm module imports only wasm-bindgen's generated glue;
+// * each wasm module (client, sim, server) imports only wasm-bindgen's generated glue;
 // * the JavaScript shipped for the web and bundler builds mentions no Node API;
 // * imported into a V8 context whose only globals are the JavaScript built-ins plus a list of
 //   web-standard APIs (no process, Buffer, require, fs), the package initialises with
 //   initSync({ module }) (as an edge runtime does) and a RateLimiter sends a burst through a
-//   fake fetch without a 429.
+//   fake fetch without a 429, directly and through ratelaneFetch.
 //
 // The last check needs vm.SourceTextModule, so this file starts itself again as a child
 // process with --experimental-vm-modules (RATELANE_WEB_GLOBALS_CHILD=1).
@@ -26,17 +26,19 @@ async function parent() {
   const { default: assert } = await import('node:assert/strict');
   const { execFileSync } = await import('node:child_process');
 
-  test('the wasm module imports nothing but the wasm-bindgen glue', () => {
-    const module = new WebAssembly.Module(fs.readFileSync(new URL('ratelane_wasm_bg.wasm', pkgWeb)));
-    const imports = WebAssembly.Module.imports(module);
-    assert.ok(imports.length > 0);
-    for (const { module: from, name } of imports) {
-      assert.equal(from, './ratelane_wasm_bg.js', `${from}.${name}`);
-      assert.match(name, /^__wbg_|^__wbindgen_/, `${from}.${name}`);
+  test('each wasm module imports nothing but the wasm-bindgen glue', () => {
+    for (const name of ['ratelane_wasm', 'ratelane_wasm_sim', 'ratelane_wasm_server']) {
+      const module = new WebAssembly.Module(fs.readFileSync(new URL(`${name}_bg.wasm`, pkgWeb)));
+      const imports = WebAssembly.Module.imports(module);
+      assert.ok(imports.length > 0);
+      for (const { module: from, name: imported } of imports) {
+        assert.equal(from, `./${name}_bg.js`, `${from}.${imported}`);
+        assert.match(imported, /^__wbg_|^__wbindgen_/, `${from}.${imported}`);
+      }
+      // Every import is provided by the generated glue itself.
+      const glue = fs.readFileSync(new URL(`${name}.js`, pkgWeb), 'utf8');
+      for (const { name: imported } of imports) assert.ok(glue.includes(imported), `${imported} not in the glue`);
     }
-    // Every import is provided by the generated glue itself.
-    const glue = fs.readFileSync(new URL('ratelane_wasm.js', pkgWeb), 'utf8');
-    for (const { name } of imports) assert.ok(glue.includes(name), `${name} not in the glue`);
   });
 
   test('the JavaScript of the web and bundler builds uses no Node API', () => {
@@ -63,9 +65,9 @@ async function parent() {
     });
     const result = JSON.parse(out.trim().split('\n').pop());
     assert.deepEqual(result.nodeGlobals, { process: 'undefined', Buffer: 'undefined', require: 'undefined', module: 'undefined', global: 'undefined' });
-    assert.equal(result.statuses.length, 12);
+    assert.equal(result.statuses.length, 24);
     assert.ok(result.statuses.every((s) => s === 200), JSON.stringify(result.statuses));
-    assert.equal(result.fetches, 12, 'nothing sent twice');
+    assert.equal(result.fetches, 24, 'nothing sent twice');
     assert.equal(result.count429, 0);
     assert.deepEqual(result.learned, ['msgs']);
     assert.equal(result.beforeInit, 'ratelane-wasm: call init() or initSync() before using the package');
@@ -89,6 +91,7 @@ async function child() {
     ...webGlobals(),
     // The bytes an edge runtime would have as an imported module; compiled inside the context.
     wasmBytes: new Uint8Array(fs.readFileSync(new URL('ratelane_wasm_bg.wasm', pkgWeb))),
+    simBytes: new Uint8Array(fs.readFileSync(new URL('ratelane_wasm_sim_bg.wasm', pkgWeb))),
   });
 
   const cache = new Map();
@@ -104,9 +107,10 @@ async function child() {
     return cache.get(url);
   }
   const entry = new URL('index.js', pkgWeb).href;
+  const simEntry = new URL('sim.js', pkgWeb).href;
   async function link(specifier, referencing) {
     // The package's files import each other by relative paths only (no node: or bare names).
-    if (!specifier.startsWith('.') && specifier !== entry) {
+    if (!specifier.startsWith('.') && specifier !== entry && specifier !== simEntry) {
       throw new Error(`${referencing.identifier} imports ${specifier}: only relative imports are allowed`);
     }
     return load(new URL(specifier, referencing.identifier).href);
@@ -114,6 +118,7 @@ async function child() {
 
   const workload = new vm.SourceTextModule(`
     import * as ratelane from ${JSON.stringify(entry)};
+    import * as sim from ${JSON.stringify(simEntry)};
 
     const nodeGlobals = {
       process: typeof process, Buffer: typeof Buffer, require: typeof require,
@@ -123,9 +128,10 @@ async function child() {
     try { new ratelane.Limiter(); } catch (e) { beforeInit = e.message; }
 
     ratelane.initSync({ module: new WebAssembly.Module(wasmBytes) });
+    sim.initSync({ module: new WebAssembly.Module(simBytes) });
 
     // A fake server: Discord's model from the core's simulator, 5 messages per 100 ms.
-    const server = new ratelane.SimServer(JSON.stringify({
+    const server = new sim.SimServer(JSON.stringify({
       buckets: { msgs: { limit: 5, window_ns: 100e6 } },
       routes: { 'POST /channels/:id/messages': { bucket: 'msgs' } },
     }));
@@ -143,9 +149,15 @@ async function child() {
     const responses = await Promise.all(Array.from({ length: 12 }, () =>
       limiter.run('POST', path, ({ signal }) => fakeFetch(path, { method: 'POST', signal }))));
     await limiter.close();
+
+    // The fetch adapter, as an SDK in an edge function calls it: another burst, another channel.
+    const viaFetch = ratelane.ratelaneFetch({}, { fetch: (url, init) => fakeFetch(new URL(url).pathname, init) });
+    const other = 'https://discord.com/api/v10/channels/100000000000000002/messages';
+    const adapted = await Promise.all(Array.from({ length: 12 }, () => viaFetch(other, { method: 'POST', body: '{}' })));
+    await viaFetch.limiter.close();
     console.log(JSON.stringify({
       nodeGlobals, beforeInit, learned, fetches,
-      statuses: responses.map((r) => r.status), count429: server.count429(),
+      statuses: responses.map((r) => r.status).concat(adapted.map((r) => r.status)), count429: server.count429(),
     }));
   `, { identifier: pathToFileURL('/workload.mjs').href, context });
 

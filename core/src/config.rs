@@ -38,7 +38,13 @@ pub struct Config {
     pub backoff_max: Nanos,
     /// The shortest wait after any 429, however small the server's hint.
     pub min_rate_limit_wait: Nanos,
-    /// Server-supplied waits longer than this are clamped to it.
+    /// The one bound on every wait the engine takes from outside itself, whatever its source:
+    /// a 429's `Retry-After` or body `retry_after`, a response's reset, the shared store's
+    /// denial ([`ReservationAnswer::Denied`](crate::shared::ReservationAnswer::Denied)'s
+    /// `retry_after`), and a restored snapshot's pauses and window lengths. A longer wait is
+    /// clamped to this (see [`Config::bound_wait`]): a request then waits at most this long
+    /// for it, and `max_wait`, deadlines and `predict` count the clamped wait. Default one
+    /// hour.
     pub max_server_wait: Nanos,
     /// Invalid requests (401, 403, non-shared 429) allowed per `invalid_request_window`
     /// (Discord: 10,000 per 10 minutes). `0` turns the budget off.
@@ -126,6 +132,12 @@ impl Config {
         c
     }
 
+    /// `wait` within the engine's bound on waits from outside ([`Config::max_server_wait`]):
+    /// every wait a server, the store or a snapshot sets passes here.
+    pub fn bound_wait(&self, wait: Nanos) -> Nanos {
+        wait.min(self.max_server_wait)
+    }
+
     /// Checks every value; [`crate::Limiter::new`] calls this.
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |m: &str| Err(Error::InvalidConfig(m.to_string()));
@@ -157,6 +169,9 @@ impl Config {
         }
         if self.max_server_wait == 0 {
             return bad("max_server_wait must be > 0");
+        }
+        if self.min_rate_limit_wait > self.max_server_wait {
+            return bad("min_rate_limit_wait must not exceed max_server_wait");
         }
         if self.max_routes == 0 {
             return bad("max_routes must be > 0");

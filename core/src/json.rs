@@ -235,6 +235,7 @@ enum KindJson {
     #[default]
     Fixed,
     Sliding,
+    Refill,
 }
 
 impl BucketJson {
@@ -247,6 +248,7 @@ impl BucketJson {
         let kind = match self.kind {
             KindJson::Fixed => WindowKind::Fixed,
             KindJson::Sliding => WindowKind::Sliding,
+            KindJson::Refill => WindowKind::Refill,
         };
         Ok(BucketSpec { limit: self.limit, window: self.window_ns, kind })
     }
@@ -255,6 +257,7 @@ impl BucketJson {
         let kind = match spec.kind {
             WindowKind::Fixed => KindJson::Fixed,
             WindowKind::Sliding => KindJson::Sliding,
+            WindowKind::Refill => KindJson::Refill,
         };
         BucketJson { limit: spec.limit, window_ns: spec.window, kind }
     }
@@ -332,7 +335,7 @@ fn probability(name: &str, p: f64) -> Result<f64, Error> {
 /// Builds the simulator's [`ServerConfig`] from a JSON object.
 ///
 /// Keys: `profile`, `dialect` (whose headers it answers with, a profile name; default
-/// `"discord"`), `buckets` (`{hash: {limit, window_ns, kind: "fixed"|"sliding"}}`),
+/// `"discord"`), `buckets` (`{hash: {limit, window_ns, kind: "fixed"|"sliding"|"refill"}}`),
 /// `routes` (`{"METHOD /template": {bucket, global_exempt, sub_limit, sub_limit_class,
 /// shared_limit, status}}`), `default_bucket`, `global` (a bucket, or `null` for none; absent: Discord's
 /// 50/s), `invalid_limit`, `invalid_window_ns`, `ban_duration_ns`, `error_rate`, `remaps`

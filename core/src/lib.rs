@@ -93,6 +93,8 @@
 //!   (Redis), with the store's reference model [`shared::MemoryStore`] and its Redis script's
 //!   wire format ([`shared::wire`]).
 //! * [`sim`] — a Discord simulator to test your own code in virtual time.
+//! * `llm` (feature `json`) — the model and estimated tokens of an OpenAI or Anthropic
+//!   request body, for a request's `model` and `costs`.
 //!
 //! Errors: caller misuse is an [`Error`] with a stable [`Error::code`]; a request that cannot
 //! be served ends with an [`Output::Fail`] carrying a [`FailReason`] with a stable
@@ -105,6 +107,8 @@ pub mod headers;
 #[cfg(feature = "json")]
 pub mod json;
 pub mod limiter;
+#[cfg(feature = "json")]
+pub mod llm;
 pub mod prior;
 pub mod route;
 pub mod server;

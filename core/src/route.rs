@@ -2,8 +2,22 @@
 //!
 //! Requests whose [`Route::key`] and [`Route::major`] are equal are assumed to share a
 //! rate-limit bucket until the server names the bucket.
+//!
+//! # Secrets
+//!
+//! A major parameter may hold a credential: a webhook's token (whoever holds it can post as
+//! the webhook) or an interaction's token. The engine never keeps such a token: the major
+//! parameter holds [`secret_key`] of it instead (`{webhook_id}/{secret_key(token)}`), so no
+//! store key or argument, observation, snapshot, metric or error message derived from it
+//! carries the token. The hash is deterministic, so every process (and every binding) derives
+//! the same major parameter for the same webhook, and two webhooks' tokens still make two
+//! buckets. It is the rule the Python package's `identity_of` applies to a bot's
+//! `Authorization` value (BLAKE2b with an 8-byte digest, in hex).
 
 use std::borrow::Cow;
+
+use blake2::digest::Digest;
+use blake2::digest::consts::U8;
 
 use crate::types::HeaderProfile;
 
@@ -13,10 +27,39 @@ pub struct Route {
     /// `METHOD /template`, e.g. `POST /channels/:id/messages`. Requests with equal keys are
     /// assumed to share a bucket until the server says otherwise.
     pub key: String,
-    /// The major parameter (channel id, guild id, `webhook_id/token`), or `""`.
+    /// The major parameter (channel id, guild id, `webhook_id/{secret_key(token)}`), or `""`.
     pub major: String,
     /// Whether the profile exempts this route from the global limit.
     pub global_exempt: bool,
+}
+
+/// The key a secret (a webhook or interaction token, a bot's `Authorization` value) is known
+/// by wherever it would leave the process: BLAKE2b of its UTF-8 bytes with an 8-byte digest,
+/// as 16 lowercase hex digits (Python: `hashlib.blake2b(secret.encode(), digest_size=8).hexdigest()`).
+/// One way: the secret cannot be read back from it; deterministic: the same secret gives the
+/// same key in every process. See the [module](self) documentation.
+pub fn secret_key(secret: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = blake2::Blake2b::<U8>::digest(secret.as_bytes());
+    let mut key = String::with_capacity(16);
+    for byte in digest {
+        key.push(char::from(HEX[usize::from(byte >> 4)]));
+        key.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    key
+}
+
+/// A major parameter `major` given with the route template `template` (a request's own
+/// [`crate::Request::major`]), with its secret hidden as the derived one is
+/// ([`secret_key`]): under [`HeaderProfile::Discord`], for a template with a `:token`
+/// segment, what follows the major's first `/` (`{webhook_id}/{token}`). Anything else is
+/// returned as given.
+pub(crate) fn hide_given_secret<'m>(profile: HeaderProfile, template: &str, major: &'m str) -> Cow<'m, str> {
+    let secret_route = profile == HeaderProfile::Discord && template.split('/').any(|seg| seg == ":token");
+    match major.split_once('/') {
+        Some((id, token)) if secret_route && !token.is_empty() => Cow::Owned(format!("{id}/{}", secret_key(token))),
+        _ => Cow::Borrowed(major),
+    }
 }
 
 /// Derives the route of `method path` under `profile`.
@@ -29,15 +72,16 @@ pub struct Route {
 /// [`HeaderProfile::Discord`] follows discord.js's `generateRouteData`:
 ///
 /// - an optional `/api` and then an optional `/v{N}` prefix are stripped;
-/// - the major parameter is `{id}/{token}` for `/webhooks/{id}/{token}...`, the id for
+/// - the major parameter is `{id}/{secret_key(token)}` for `/webhooks/{id}/{token}...` (the
+///   token itself is never kept: see the [module](self) documentation), the id for
 ///   `/channels/{id}...`, `/guilds/{id}...` and `/webhooks/{id}`, and `""` otherwise;
 /// - in the key, every all-digit segment and every run of 17 to 20 digits inside a segment
 ///   becomes `:id`, the webhook token becomes `:token`, and everything after `/reactions/`
 ///   collapses to `/reactions/:reaction`;
 /// - `POST /interactions/{id}/{token}/callback` and every `/webhooks/{id}/{token}...` route
 ///   are exempt from the global limit. An interaction callback's major parameter is
-///   `{id}/{token}` (each interaction has its own limit, so callbacks for different
-///   interactions never queue behind each other), and its token becomes `:token`.
+///   `{id}/{secret_key(token)}` (each interaction has its own limit, so callbacks for
+///   different interactions never queue behind each other), and its token becomes `:token`.
 ///
 /// Not done: discord.js gives `DELETE /channels/:id/messages/:id` a separate bucket when
 /// the message is older than 14 days (its snowflake tells). That needs the current time,
@@ -48,7 +92,8 @@ pub struct Route {
 /// provider before its first answer): the key is `METHOD /template` with all-digit segments
 /// and UUID-looking segments (8-4-4-4-12 hex digits, or 32 hex digits) replaced by `:id`; the
 /// major parameter is `""` and nothing is exempt. (An LLM API limits per model, which is in
-/// the body: give the model as [`crate::Request::major`] to keep models apart.)
+/// the body: give it as [`crate::Request::model`], see [`limits_per_model`], to keep models
+/// apart.)
 pub fn route_for(profile: HeaderProfile, method: &str, path: &str) -> Route {
     let mut key = String::with_capacity(method.len() + path.len() + 10);
     let (major, global_exempt) = route_into(profile, method, path, &mut key);
@@ -85,6 +130,13 @@ pub(crate) fn route_into<'p>(profile: HeaderProfile, method: &str, path: &'p str
             (Cow::Borrowed(""), false)
         }
     }
+}
+
+/// Whether `profile`'s provider limits per model, so that a request's model
+/// ([`crate::Request::model`]) is its major parameter: OpenAI, Azure OpenAI, Anthropic, and
+/// [`HeaderProfile::Auto`] (which cannot tell the provider before the first answer).
+pub fn limits_per_model(profile: HeaderProfile) -> bool {
+    matches!(profile, HeaderProfile::OpenAi | HeaderProfile::AzureOpenAi | HeaderProfile::Anthropic | HeaderProfile::Auto)
 }
 
 /// The path without scheme, host, query and fragment, and without its leading `/`.
@@ -251,7 +303,7 @@ fn discord<'p>(key: &mut String, path: &'p str) -> (Cow<'p, str>, bool) {
     let callback = n == 4 && head[0] == "interactions" && head[3] == "callback";
     if (webhook || callback) && !head[2].is_empty() && is_digits(head[1]) {
         let (id, token) = (head[1], head[2]);
-        major = Cow::Owned(format!("{id}/{token}"));
+        major = Cow::Owned(format!("{id}/{}", secret_key(token)));
         global_exempt = true;
         (id_at, token_at) = (1, 2);
     } else if n >= 2 && matches!(head[0], "channels" | "guilds" | "webhooks") && is_digits(head[1]) {
@@ -291,6 +343,8 @@ mod tests {
     const M: &str = "872712150509047809";
     const G: &str = "103039963636301824";
     const TOKEN: &str = "VSOzAqY1OZFF5WJVtbIzFtmjGupk-84Hn0A_ZzToF_CHsPIeCk0Q9Uok_mjxR0dNtApI";
+    /// `secret_key(TOKEN)`, as Python's `hashlib.blake2b(TOKEN.encode(), digest_size=8).hexdigest()`.
+    const TOKEN_KEY: &str = "424b960664aa957e";
 
     fn d(method: &str, path: &str) -> (String, String, bool) {
         let r = route_for(HeaderProfile::Discord, method, path);
@@ -442,28 +496,28 @@ mod tests {
             "POST",
             &format!("/api/v9/webhooks/{G}/{TOKEN}"),
             "POST /webhooks/:id/:token",
-            &format!("{G}/{TOKEN}"),
+            &format!("{G}/{TOKEN_KEY}"),
             true,
         );
         check(
             "POST",
             &format!("/api/webhooks/{G}/{TOKEN}?wait=true"),
             "POST /webhooks/:id/:token",
-            &format!("{G}/{TOKEN}"),
+            &format!("{G}/{TOKEN_KEY}"),
             true,
         );
         check(
             "PATCH",
             &format!("/webhooks/{G}/{TOKEN}/messages/@original"),
             "PATCH /webhooks/:id/:token/messages/@original",
-            &format!("{G}/{TOKEN}"),
+            &format!("{G}/{TOKEN_KEY}"),
             true,
         );
         check(
             "DELETE",
             &format!("/webhooks/{G}/{TOKEN}/messages/{M}"),
             "DELETE /webhooks/:id/:token/messages/:id",
-            &format!("{G}/{TOKEN}"),
+            &format!("{G}/{TOKEN_KEY}"),
             true,
         );
         // A token made only of digits is still the token.
@@ -471,14 +525,14 @@ mod tests {
             "POST",
             &format!("/webhooks/{G}/12345"),
             "POST /webhooks/:id/:token",
-            &format!("{G}/12345"),
+            &format!("{G}/74584b93e0c0f6a1"),
             true,
         );
         check(
             "POST",
             &format!("/api/v10/interactions/{G}/aW50ZXJhY3Rpb246ODg3NTU5/callback"),
             "POST /interactions/:id/:token/callback",
-            &format!("{G}/aW50ZXJhY3Rpb246ODg3NTU5"),
+            &format!("{G}/0081960826cf3bc3"),
             true,
         );
         check(
@@ -488,6 +542,32 @@ mod tests {
             "",
             false,
         );
+    }
+
+    #[test]
+    fn secret_keys_are_pythons_blake2b_of_eight_bytes() {
+        // From `hashlib.blake2b(s.encode(), digest_size=8).hexdigest()` (CPython 3.11).
+        let known = [
+            (TOKEN, TOKEN_KEY),
+            ("12345", "74584b93e0c0f6a1"),
+            ("aW50ZXJhY3Rpb246ODg3NTU5", "0081960826cf3bc3"),
+            ("", "e4a6a0577479b2b4"),
+            ("é✓", "6ea4c0dcef89a1e2"),
+        ];
+        for (secret, key) in known {
+            assert_eq!(secret_key(secret), key, "{secret:?}");
+        }
+    }
+
+    #[test]
+    fn a_given_major_hides_its_token_too() {
+        let given = |template: &str, major: &str| hide_given_secret(HeaderProfile::Discord, template, major).into_owned();
+        assert_eq!(given("/webhooks/:id/:token", &format!("{G}/{TOKEN}")), format!("{G}/{TOKEN_KEY}"));
+        assert_eq!(given("/interactions/:id/:token/callback", &format!("{G}/{TOKEN}")), format!("{G}/{TOKEN_KEY}"));
+        // Not a secret's route, or no token in the major: as given.
+        assert_eq!(given("/channels/:id/messages", "1/2"), "1/2");
+        assert_eq!(given("/webhooks/:id/:token", G), G);
+        assert_eq!(hide_given_secret(HeaderProfile::Ietf, "/webhooks/:id/:token", "1/x"), "1/x");
     }
 
     #[test]

@@ -31,10 +31,18 @@
 //!   and how many such 429s came in a row (the next hold doubles from there).
 //! * `invalid_requests_ms`: when the invalid responses (401, 403, non-shared 429) still in the
 //!   invalid-request window came back.
+//! * `margins` (version 2): per cost dimension, the recent ratios of actual to estimated cost
+//!   (at most 64, oldest first) and how many settled all told: a restarted worker charges its
+//!   estimates at the margin it had learned, not at the prior's doubled one.
+//! * `budgets` (version 2): per queue (identity, bucket or route, major parameter) and cost
+//!   dimension, the limit, the refill period once learned (`period_ns`, continuous budgets),
+//!   and what was left at the snapshot less what was in flight (`left`, continuous budgets):
+//!   restored, it is what was left plus what refilled since, capped at the limit. A window's
+//!   count is not kept (stale within the window; the first answer tells).
 //!
 //! Not kept: queued and in-flight requests (they belong to the process that made them),
-//! per-bucket counts (stale within a window; a bucket's first request after a restart is a
-//! single pioneer), latency statistics, a route's old bucket id after a rename (it only
+//! per-bucket request counts (stale within a window; a bucket's first request after a restart
+//! is a single pioneer), latency statistics, a route's old bucket id after a rename (it only
 //! redirects requests to a queue of the old bucket, which a new process does not have), and a
 //! token found unauthorized (a restart is how a token gets replaced).
 //!
@@ -47,7 +55,11 @@
 //! and invalid responses made no older than they are, so a round trip never shortens a hold.
 //! Pauses already over at restore time are dropped, as are invalid responses older than the
 //! window. A wall clock that went back between the two (a restore "before" `taken_at_ms`) is
-//! read as `taken_at_ms`: no time passed.
+//! read as `taken_at_ms`: no time passed. A pause or a window length longer than the restoring
+//! limiter's [`Config::max_server_wait`](crate::Config::max_server_wait) is clamped to it, as
+//! every wait from outside the engine is ([`Config::bound_wait`](crate::Config::bound_wait)):
+//! a document written by a clock years ahead, or corrupted, holds a limiter for an hour (the
+//! default) at most.
 //!
 //! # Format
 //!
@@ -57,19 +69,24 @@
 //! ```json
 //! {
 //!   "format": "ratelane.snapshot",
-//!   "version": 1,
+//!   "version": 2,
 //!   "taken_at_ms": 1700000005000,
 //!   "profile": "discord",
 //!   "routes": [{"route": "PUT /channels/:id/messages/:id/reactions/:reaction", "bucket": "b0a2"}],
 //!   "windows": [{"bucket": "b0a2", "window_ns": 250000000}],
 //!   "global_pauses": [{"identity": "", "until_ms": 1700000012000}],
 //!   "host_pause": null,
-//!   "invalid_requests_ms": [1700000004000]
+//!   "invalid_requests_ms": [1700000004000],
+//!   "margins": [{"dimension": "tokens", "recent": [1.0, 1.25], "samples": 40}],
+//!   "budgets": [{"identity": "", "bucket": "POST /v1/chat/completions", "learned": false,
+//!                "major": "gpt-4o", "dimension": "tokens", "limit": 30000,
+//!                "period_ns": 60000000000, "left": 1200}]
 //! }
 //! ```
 //!
 //! `format` names the document; `version` is [`SNAPSHOT_VERSION`], raised whenever a field
-//! changes meaning or a new one appears. A reader refuses a document with another `format`
+//! changes meaning or a new one appears. Version 1 documents (without `margins` and
+//! `budgets`) are still read. A reader refuses a document with another `format`
 //! ([`Error::SnapshotForeign`], also for a snapshot of another header profile), a newer
 //! `version` ([`Error::SnapshotVersion`]) or malformed content ([`Error::SnapshotMalformed`]:
 //! unknown or missing keys, wrong types, values out of range).
@@ -80,15 +97,16 @@ use crate::types::HeaderProfile;
 /// The value of every snapshot's `format` key.
 pub const SNAPSHOT_FORMAT: &str = "ratelane.snapshot";
 
-/// The format version this build writes, and the newest it reads.
-pub const SNAPSHOT_VERSION: u32 = 1;
+/// The format version this build writes, and the newest it reads (2: `margins` and
+/// `budgets`).
+pub const SNAPSHOT_VERSION: u32 = 2;
 
 /// The most entries a list of a snapshot may hold.
 const MAX_ENTRIES: usize = 1_000_000;
 
 /// What a limiter has learned (see the [module](self) documentation). Made by
 /// [`Limiter::snapshot`](crate::Limiter::snapshot) or [`Snapshot::from_json`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 #[non_exhaustive]
@@ -112,6 +130,51 @@ pub struct Snapshot {
     /// Wall-clock times (ms) of the invalid responses within the invalid-request window,
     /// oldest first.
     pub invalid_requests_ms: Vec<u64>,
+    /// The learned cost margins, sorted by dimension (version 2; empty in version 1).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub margins: Vec<LearnedMargin>,
+    /// The cost budgets per queue and dimension (version 2; empty in version 1).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub budgets: Vec<LearnedBudget>,
+}
+
+/// A cost dimension's recent ratios of actual to estimated cost, from which the margin its
+/// estimates are charged at is drawn.
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
+#[non_exhaustive]
+pub struct LearnedMargin {
+    /// The dimension (`tokens`, `points`...).
+    pub dimension: String,
+    /// The recent ratios, oldest first (at most 64 are used), each finite and >= 0.
+    pub recent: Vec<f64>,
+    /// How many ratios settled all told (the prior falls with them).
+    pub samples: u32,
+}
+
+/// A queue's cost budget in one dimension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
+#[non_exhaustive]
+pub struct LearnedBudget {
+    /// The identity (token key) of its queue.
+    pub identity: String,
+    /// Its queue's bucket id, or route key when no bucket was learned.
+    pub bucket: String,
+    /// Whether `bucket` is a learned bucket id (else a route key).
+    pub learned: bool,
+    /// Its queue's major parameter (the model, under the LLM profiles).
+    pub major: String,
+    /// The dimension (`tokens`, `requests`, `points`...).
+    pub dimension: String,
+    /// Its limit, as last reported.
+    pub limit: Option<u64>,
+    /// The refill period, once learned: the budget refills continuously.
+    pub period_ns: Option<u64>,
+    /// What was left at the snapshot, less what was in flight (a continuous budget's).
+    pub left: Option<u64>,
 }
 
 /// A route and the bucket the server named for it.
@@ -175,6 +238,8 @@ impl Snapshot {
             global_pauses: Vec::new(),
             host_pause: None,
             invalid_requests_ms: Vec::new(),
+            margins: Vec::new(),
+            budgets: Vec::new(),
         }
     }
 
@@ -191,6 +256,8 @@ impl Snapshot {
             ("windows", self.windows.len()),
             ("global_pauses", self.global_pauses.len()),
             ("invalid_requests_ms", self.invalid_requests_ms.len()),
+            ("margins", self.margins.len()),
+            ("budgets", self.budgets.len()),
         ];
         for (name, len) in lists {
             if len > MAX_ENTRIES {
@@ -218,6 +285,26 @@ impl Snapshot {
         for (i, p) in self.global_pauses.iter().enumerate() {
             if p.identity.len() > 1024 {
                 return bad(format!("global_pauses[{i}].identity is longer than 1024 bytes"));
+            }
+        }
+        let dimension = |d: &str| crate::headers::valid_cost_name(d) || d == "requests";
+        for (i, m) in self.margins.iter().enumerate() {
+            if !dimension(&m.dimension) {
+                return bad(format!("margins[{i}].dimension {:?} is not a cost dimension's name", m.dimension));
+            }
+            if m.recent.len() > 1024 || m.recent.iter().any(|r| !r.is_finite() || *r < 0.0) {
+                return bad(format!("margins[{i}].recent must hold at most 1024 finite numbers >= 0"));
+            }
+        }
+        for (i, b) in self.budgets.iter().enumerate() {
+            if !dimension(&b.dimension) {
+                return bad(format!("budgets[{i}].dimension {:?} is not a cost dimension's name", b.dimension));
+            }
+            if b.identity.len() > 1024 || b.bucket.is_empty() || b.bucket.len() > 8192 + 33 || b.major.len() > 8192 {
+                return bad(format!("budgets[{i}]: identity, bucket or major out of range"));
+            }
+            if b.period_ns == Some(0) || b.limit == Some(0) {
+                return bad(format!("budgets[{i}]: limit and period_ns must be > 0"));
             }
         }
         let mut previous = 0;
@@ -317,12 +404,20 @@ mod tests {
 
     #[test]
     fn the_documented_form_round_trips() {
-        let text = doc().to_string();
-        let s = Snapshot::from_json(&text).unwrap();
+        let mut d = doc();
+        d["version"] = 2.into();
+        d["margins"] = serde_json::json!([{"dimension": "tokens", "recent": [1.0, 1.25], "samples": 40}]);
+        d["budgets"] = serde_json::json!([{"identity": "", "bucket": "POST /v1/chat/completions", "learned": false,
+            "major": "gpt-4o", "dimension": "tokens", "limit": 30000, "period_ns": 60_000_000_000u64, "left": 1200}]);
+        let s = Snapshot::from_json(&d.to_string()).unwrap();
         assert_eq!(s.routes[0].bucket, "b0a2");
         assert_eq!(s.host_pause, Some(HostPause { until_ms: 1_700_000_020_000, strikes: 2 }));
+        assert_eq!(s.margins[0].recent, vec![1.0, 1.25]);
         let back: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();
-        assert_eq!(back, doc());
+        assert_eq!(back, d);
+        // A version 1 document (no margins, no budgets) is still read.
+        let old = Snapshot::from_json(&doc().to_string()).unwrap();
+        assert!(old.margins.is_empty() && old.budgets.is_empty());
     }
 
     #[test]
@@ -339,10 +434,10 @@ mod tests {
     #[test]
     fn newer_versions() {
         let mut d = doc();
-        d["version"] = 2.into();
+        d["version"] = 3.into();
         d["something_new"] = true.into();
         let e = Snapshot::from_json(&d.to_string()).unwrap_err();
-        assert_eq!(e, Error::SnapshotVersion { found: 2, supported: 1 });
+        assert_eq!(e, Error::SnapshotVersion { found: 3, supported: 2 });
         assert!(e.to_string().contains("newer"), "{e}");
     }
 
@@ -366,6 +461,12 @@ mod tests {
             ("/invalid_requests_ms", json!([1_800_000_000_000u64])),
             ("/invalid_requests_ms", json!([5, 4])),
             ("/host_pause", json!({"until_ms": 1})),
+            ("/margins", json!([{"dimension": "Tokens", "recent": [], "samples": 0}])),
+            ("/margins", json!([{"dimension": "tokens", "recent": [-1.0], "samples": 1}])),
+            ("/budgets", json!([{"identity": "", "bucket": "", "learned": false, "major": "", "dimension": "tokens",
+                "limit": null, "period_ns": null, "left": null}])),
+            ("/budgets", json!([{"identity": "", "bucket": "POST /x", "learned": false, "major": "", "dimension": "tokens",
+                "limit": 10, "period_ns": 0, "left": null}])),
         ];
         for (pointer, value) in cases {
             let mut d = doc();

@@ -226,6 +226,23 @@ impl<'a> Response<'a> {
     }
 }
 
+impl Response<'_> {
+    /// The statuses a driver passes on: HTTP's three digits, `100..=999`.
+    pub const STATUSES: core::ops::RangeInclusive<u16> = 100..=999;
+
+    /// The status a driver read from its HTTP client's response (a host language's number),
+    /// checked once, the same way in every binding: an integer in [`Response::STATUSES`], or
+    /// `None` for anything else (NaN, an infinity, a fraction, a negative or huge number). A
+    /// driver ends the request of a response without a valid status with an
+    /// `invalid_argument` error instead of answering the limiter (nothing else is held: the
+    /// request leaves the limiter as cancelled in flight).
+    pub fn status_of(value: f64) -> Option<u16> {
+        // `as` saturates (NaN reads 0): the range and the round trip refuse what is not exact.
+        let status = value as u16;
+        (Self::STATUSES.contains(&status) && f64::from(status) == value).then_some(status)
+    }
+}
+
 /// What one response says about rate limits, whatever the header profile.
 /// Produced by [`crate::headers::parse`]; every field is optional because
 /// servers may send any subset, or nonsense.
@@ -657,6 +674,14 @@ pub struct Request {
     /// not `requests` (every request costs one of those), no name twice. Empty: it costs one
     /// request and nothing else is known. See the [`crate::Limiter`] docs, "Costs".
     pub costs: Vec<(String, u64)>,
+    /// The LLM model the request asks for (an OpenAI or Anthropic body's `model`;
+    /// `ratelane::llm::read_request`, feature `json`, reads it). Under the profiles whose provider limits per
+    /// model ([`HeaderProfile::OpenAi`], [`HeaderProfile::AzureOpenAi`],
+    /// [`HeaderProfile::Anthropic`], and [`HeaderProfile::Auto`], which cannot tell before the
+    /// first answer) it is the request's major parameter when [`Request::major`] is not set, so
+    /// two models never share a queue and its budgets; other profiles ignore it. At most 256
+    /// bytes. `None`: every model of a route shares one queue.
+    pub model: Option<String>,
 }
 
 impl Request {
@@ -675,6 +700,7 @@ impl Request {
             sub_limit: None,
             body_keys: Vec::new(),
             costs: Vec::new(),
+            model: None,
         }
     }
 

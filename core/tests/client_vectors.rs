@@ -193,6 +193,7 @@ fn request_from(v: &Value) -> Request {
     if let Some(keys) = v.get("body_keys").and_then(Value::as_array) {
         r.body_keys = keys.iter().map(|k| k.as_str().expect("body_keys are strings").to_string()).collect();
     }
+    r.model = v.get("model").and_then(Value::as_str).map(str::to_string);
     if let Some(costs) = v.get("costs").and_then(Value::as_object) {
         r.costs = costs.iter().map(|(k, c)| (k.clone(), c.as_u64().expect("costs are whole numbers"))).collect();
     }

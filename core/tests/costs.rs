@@ -12,12 +12,14 @@
 //!   the refusal;
 //! - under a sustained backlog the engine uses most of the token budget (the bound below).
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use ratelane::sim::{BucketSpec, RouteSpec, Server, ServerConfig, ServerResponse, SplitMix64};
-use ratelane::{Config, Disposition, HeaderProfile, Limiter, MILLISECOND, Nanos, Output, Request, SECOND};
+use ratelane::sim::{BucketSpec, RouteSpec, Server, ServerConfig, SplitMix64};
+use ratelane::{Config, HeaderProfile, Limiter, MILLISECOND, Nanos, Request, SECOND};
+
+#[path = "support/llm_run.rs"]
+mod llm_run;
 
 const ROUTE: &str = "POST /v1/chat/completions";
 
@@ -61,13 +63,6 @@ struct Outcome {
     span: Nanos,
 }
 
-enum Event {
-    Enqueue(usize),
-    Arrive(u64),
-    Deliver(u64, Box<ServerResponse>),
-    Wake,
-}
-
 fn run(s: &Scenario) -> Outcome {
     let mut rng = SplitMix64::new(s.seed);
     let mut server_config = ServerConfig::discord()
@@ -83,115 +78,14 @@ fn run(s: &Scenario) -> Outcome {
     config.max_wait = None;
     config.max_rate_limit_retries = 20;
     let mut limiter = Limiter::new(config).unwrap();
-
-    // (actual, estimate) per request.
-    let work: Vec<(u64, u64)> = (0..s.requests)
-        .map(|i| {
-            // No request costs more than a whole window: no client could send it.
-            let actual = rng.between(1, s.max_cost.min(budget));
-            let f = s.low + (s.high - s.low) * rng.unit();
-            let estimate = if s.oversized && i % 17 == 5 { budget + 1 + rng.below(budget) } else { ((actual as f64) * f).round().max(1.0) as u64 };
-            (actual, estimate)
-        })
-        .collect();
-    let mut events: BinaryHeap<Reverse<(Nanos, u64)>> = BinaryHeap::new();
-    let mut payload: HashMap<u64, Event> = HashMap::new();
-    let mut seq = 0u64;
-    let mut push = |events: &mut BinaryHeap<Reverse<(Nanos, u64)>>, payload: &mut HashMap<u64, Event>, at: Nanos, e: Event| {
-        seq += 1;
-        events.push(Reverse((at, seq)));
-        payload.insert(seq, e);
-    };
-    for i in 0..s.requests {
-        let at = if s.spread == 0 { 0 } else { rng.below(s.spread) };
-        push(&mut events, &mut payload, at, Event::Enqueue(i));
-    }
-
-    let mut out = Outcome::default();
-    let mut index: HashMap<u64, usize> = HashMap::new();
-    let mut ended: HashMap<u64, bool> = HashMap::new();
-    // Surprise per server arrival tag (send attempt), and the ratios settled lately (the engine
-    // draws its margin from the last 64).
-    let mut settled: std::collections::VecDeque<f64> = std::collections::VecDeque::new();
-    let mut surprise_by_tag: HashMap<u64, bool> = HashMap::new();
-    let mut attempt_tag: HashMap<u64, u64> = HashMap::new();
-    let mut next_tag = 0u64;
-    let mut wake: Option<Nanos> = None;
-    let mut steps = 0;
-
-    while let Some(Reverse((now, key))) = events.pop() {
-        steps += 1;
-        assert!(steps < 2_000_000, "the run never ends: {s:?}");
-        match payload.remove(&key).expect("an event") {
-            Event::Enqueue(i) => {
-                let r = Request::new("POST", "/v1/chat/completions").cost("tokens", work[i].1);
-                let id = limiter.enqueue(now, r).expect("a valid request");
-                index.insert(id, i);
-            }
-            Event::Arrive(tag) => {
-                let id = tag >> 20;
-                let (actual, _) = work[index[&id]];
-                let answer = server.handle_costing(now, tag, &Request::new("POST", "/v1/chat/completions"), Some(actual));
-                let back = s.base + rng.below(s.jitter + 1) + s.processing / 2 + rng.below(s.processing + 1);
-                push(&mut events, &mut payload, now + back, Event::Deliver(id, Box::new(answer)));
-            }
-            Event::Deliver(id, answer) => {
-                if answer.status == 200 {
-                    let (actual, estimate) = work[index[&id]];
-                    if settled.len() == 64 {
-                        settled.pop_front();
-                    }
-                    settled.push_back(actual as f64 / estimate as f64);
-                }
-                let d = answer.with_response(None, |r| limiter.handle_response(now, id, r)).expect("in flight");
-                if d == Disposition::Complete {
-                    assert!(ended.insert(id, true).is_none(), "request {id} ended twice");
-                    out.completed += 1;
-                }
-            }
-            Event::Wake => {
-                if wake == Some(now) {
-                    wake = None;
-                    limiter.handle_timeout(now);
-                }
-            }
-        }
-        loop {
-            match limiter.poll_output() {
-                Output::Send(id) => {
-                    let (actual, estimate) = work[index[&id]];
-                    next_tag += 1;
-                    let tag = (id << 20) | (next_tag & 0xF_FFFF);
-                    attempt_tag.insert(id, tag);
-                    let worst = settled.iter().copied().fold(1.0, f64::max);
-                    surprise_by_tag.insert(tag, actual as f64 / estimate as f64 > worst);
-                    let up = s.base + rng.below(s.jitter + 1);
-                    push(&mut events, &mut payload, now + up, Event::Arrive(tag));
-                }
-                Output::Fail(id, reason) => {
-                    assert!(ended.insert(id, false).is_none(), "request {id} ended twice");
-                    if reason.code() == "insufficient_capacity" {
-                        out.insufficient += 1;
-                        assert!(work[index[&id]].1 > budget, "{id} failed insufficient_capacity within the limit");
-                    } else {
-                        out.other_failures.push(format!("{id}: {reason}"));
-                    }
-                }
-                Output::WaitUntil(t) => {
-                    if wake != Some(t) {
-                        wake = Some(t);
-                        push(&mut events, &mut payload, t, Event::Wake);
-                    }
-                    break;
-                }
-                Output::Idle => break,
-                Output::Observe(_) => {}
-                other => panic!("unexpected output {other:?}"),
-            }
-        }
-    }
-    assert_eq!(ended.len(), s.requests, "every request ends: {s:?}");
-    assert_eq!(limiter.queued() + limiter.in_flight(), 0);
+    // No request costs more than a whole window: no client could send it.
+    let work = llm_run::work(&mut rng, s.requests, s.max_cost, budget, (s.low, s.high), s.oversized);
+    let enqueued: Vec<Nanos> = (0..s.requests).map(|_| if s.spread == 0 { 0 } else { rng.below(s.spread) }).collect();
+    let link = llm_run::Link { base: s.base, jitter: s.jitter, processing: s.processing };
+    let chat = || Request::new("POST", "/v1/chat/completions");
+    let ended = llm_run::drive(&mut limiter, &mut server, &mut rng, &link, &work, &enqueued, |e| chat().cost("tokens", e), &chat(), false, budget);
+    let mut out = Outcome { completed: ended.completed, insufficient: ended.insufficient, other_failures: ended.other_failures, ..Outcome::default() };
+    let surprise_by_tag = ended.surprise_by_tag;
 
     // Server token windows, as the server counts them: a window starts at the first admitted
     // arrival after the previous one expired.

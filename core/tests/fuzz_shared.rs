@@ -5,18 +5,33 @@
 //! and update also goes through a `MemoryStore`, which must never panic either. Store health
 //! is counted per outage step: two `StoreUnavailable` observations of one outage always have a
 //! reservation (the probe) emitted between them.
+//!
+//! Since issue 44 it also answers with store replies of every shape (`AnswerReply`: the reply
+//! items a Redis script could give, or any other, of any length, read with the core's
+//! `wire::parse_reserve_answer` as a driver does, an unreadable one answered `Unavailable`),
+//! denials of any length up to `u64::MAX` ns, with and without `max_wait`; and every wait the
+//! engine asks for stays within the one bound on waits from outside (`max_server_wait`, one
+//! hour: a denial of 2^53 us was once held as it came).
 
 use std::collections::HashMap;
 
 use proptest::prelude::*;
+use ratelane::server::script::{MAX_REPLY_LEN, ReplyItem, check_reply_len};
+use ratelane::shared::wire::parse_reserve_answer;
 use ratelane::shared::{MemoryStore, OnUnavailable, ReservationAnswer, SharedConfig, SharedScope};
 use ratelane::{Config, Disposition, Failure, Limiter, Observation, Output, Request, Response, SECOND};
+
+/// The longest wait the engine may ask for in these runs: `max_server_wait` (and the edge
+/// backoff's cap), one hour, plus a global window and its margin.
+const LONGEST_WAIT: u64 = 3_600 * SECOND + 2 * SECOND;
 
 #[derive(Debug, Clone)]
 enum Op {
     Enqueue { route: u8, channel: u8, identity: u8, deadline: Option<u16> },
     /// Answer a reserving request (`pick`), or with `stray` an arbitrary id.
-    Answer { pick: u16, answer: u8, retry_ms: u32, scope: u8, stray: Option<u8> },
+    Answer { pick: u16, answer: u8, retry_ns: u64, scope: u8, stray: Option<u8> },
+    /// Answer a reserving request with a store reply of any shape, read as a driver reads it.
+    AnswerReply { pick: u16, reply: Vec<Item> },
     /// Ask the store and pass its answer on.
     AskStore { pick: u16 },
     Respond { pick: u16, status: u16, headers: u8 },
@@ -35,12 +50,71 @@ const HEADER_SETS: [&[(&str, &str)]; 6] = [
     &[("X-RateLimit-Limit", "1"), ("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset-After", "5"), ("X-RateLimit-Bucket", "c")],
 ];
 
+/// One element of a store reply, as a host hands it to the core ([`ReplyItem`]).
+#[derive(Debug, Clone)]
+enum Item {
+    Int(i64),
+    Text(String),
+    Nil,
+    Nested(usize),
+}
+
+impl Item {
+    fn reply_item(&self) -> ReplyItem<'_> {
+        match self {
+            Item::Int(n) => ReplyItem::Int(*n),
+            Item::Text(t) => ReplyItem::Text(t.as_str().into()),
+            Item::Nil => ReplyItem::Nil,
+            Item::Nested(len) => ReplyItem::nested(*len),
+        }
+    }
+}
+
+fn item() -> impl Strategy<Value = Item> {
+    prop_oneof![
+        3 => prop_oneof![
+            Just(0i64), Just(1), Just(-1), Just(2), Just(1_000), Just(50_000), Just(i64::from(u32::MAX)),
+            Just(i64::from(u32::MAX) + 1), Just(9_007_199_254_740_991), Just(9_007_199_254_740_992),
+            Just(i64::MAX), Just(i64::MIN), any::<i64>(),
+        ].prop_map(Item::Int),
+        3 => prop_oneof![
+            Just("granted"), Just("denied"), Just("recorded"), Just("error"), Just("global"), Just("route"),
+            Just("bucket"), Just("pioneer"), Just("edge"), Just("invalid"), Just("decision"), Just(""),
+        ].prop_map(|t| Item::Text(t.to_string())),
+        1 => "\\PC{0,40}".prop_map(Item::Text),
+        1 => Just(Item::Nil),
+        1 => prop_oneof![Just(0usize), Just(1), Just(10_000), Just(1_000_000)].prop_map(Item::Nested),
+    ]
+}
+
+/// A reply: mostly of the lengths the script gives, sometimes longer than any.
+fn reply() -> impl Strategy<Value = Vec<Item>> {
+    prop_oneof![
+        8 => proptest::collection::vec(item(), 0..6),
+        1 => proptest::collection::vec(item(), MAX_REPLY_LEN..MAX_REPLY_LEN + 40),
+    ]
+}
+
+/// A denial's wait: the usual, and every edge up to the end of the clock.
+fn retry_ns() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => Just(0u64),
+        8 => (0u64..5_000).prop_map(|ms| ms * 1_000_000),
+        1 => Just(3_600 * SECOND + 1),
+        1 => Just(864_000 * SECOND),
+        1 => Just(9_007_199_254_740_991u64 * 1_000),
+        1 => Just(u64::MAX),
+        1 => any::<u64>(),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0u8..4, 0u8..4, 0u8..2, proptest::option::of(0u16..20_000))
             .prop_map(|(route, channel, identity, deadline)| Op::Enqueue { route, channel, identity, deadline }),
-        4 => (any::<u16>(), 0u8..4, prop_oneof![Just(0u32), 0u32..5_000], 0u8..6, proptest::option::weighted(0.1, any::<u8>()))
-            .prop_map(|(pick, answer, retry_ms, scope, stray)| Op::Answer { pick, answer, retry_ms, scope, stray }),
+        4 => (any::<u16>(), 0u8..4, retry_ns(), 0u8..6, proptest::option::weighted(0.1, any::<u8>()))
+            .prop_map(|(pick, answer, retry_ns, scope, stray)| Op::Answer { pick, answer, retry_ns, scope, stray }),
+        2 => (any::<u16>(), reply()).prop_map(|(pick, reply)| Op::AnswerReply { pick, reply }),
         3 => any::<u16>().prop_map(|pick| Op::AskStore { pick }),
         3 => (any::<u16>(), prop_oneof![Just(200u16), Just(429), Just(500), Just(401), Just(403)], 0u8..6)
             .prop_map(|(pick, status, headers)| Op::Respond { pick, status, headers }),
@@ -105,14 +179,35 @@ fn drain(l: &mut Limiter, book: &mut Book, store: &mut MemoryStore, now: u64) ->
             }
             Output::Observe(Observation::StoreRecovered) => book.probes_since_failure = None,
             Output::Observe(_) => {}
-            Output::WaitUntil(t) => return Some(t),
+            Output::WaitUntil(t) => {
+                assert!(t <= now.saturating_add(LONGEST_WAIT), "a wait of {} s, past the bound on waits", (t - now) / SECOND);
+                return Some(t);
+            }
             Output::Idle => return None,
         }
     }
     panic!("outputs never drained");
 }
 
-fn answer_of(kind: u8, retry_ms: u32, scope: u8) -> ReservationAnswer {
+/// A store reply as a driver reads it: its length first, then the core's reader; a reply it
+/// cannot read is no answer (`Unavailable`). The reader never panics, and its message is short.
+fn read_reply(reply: &[Item]) -> ReservationAnswer {
+    if let Err(e) = check_reply_len(reply.len()) {
+        assert!(e.message().len() < 200, "{e}");
+        return ReservationAnswer::Unavailable;
+    }
+    let items: Vec<ReplyItem<'_>> = reply.iter().map(Item::reply_item).collect();
+    match parse_reserve_answer(&items) {
+        Ok(answer) => answer,
+        Err(e) => {
+            assert!(e.message().len() < 2_000, "{} bytes", e.message().len());
+            ReservationAnswer::Unavailable
+        }
+    }
+}
+
+fn answer_of(kind: u8, retry_ns: u64, scope: u8) -> ReservationAnswer {
+    let retry_ms = u32::try_from(retry_ns / 1_000_000).unwrap_or(u32::MAX);
     const SCOPES: [SharedScope; 6] = [
         SharedScope::Edge,
         SharedScope::Invalid,
@@ -138,7 +233,7 @@ fn answer_of(kind: u8, retry_ms: u32, scope: u8) -> ReservationAnswer {
             },
         },
         2 => ReservationAnswer::Denied {
-            retry_after: u64::from(retry_ms) * 1_000_000,
+            retry_after: retry_ns,
             scope: SCOPES[scope as usize],
             processes: retry_ms.is_multiple_of(2).then_some(PROCESSES[scope as usize]),
         },
@@ -153,10 +248,10 @@ fn answer(l: &mut Limiter, book: &mut Book, id: u64, now: u64, a: ReservationAns
     book.live.insert(id, State::Queued);
 }
 
-fn run(ops: Vec<Op>, fail_closed: bool) {
+fn run(ops: Vec<Op>, fail_closed: bool, max_wait: bool) {
     let mut config = Config::default();
     config.global_limit = 5;
-    config.max_wait = Some(300 * SECOND);
+    config.max_wait = max_wait.then_some(300 * SECOND);
     config.bucket_idle_ttl = 30 * SECOND;
     let policy = if fail_closed { OnUnavailable::FailClosed } else { OnUnavailable::FailOpen };
     config.shared = Some(SharedConfig::with_policy(policy));
@@ -185,8 +280,16 @@ fn run(ops: Vec<Op>, fail_closed: bool) {
                     Err(e) => assert_eq!(e.code(), "limiter_closed"),
                 }
             }
-            Op::Answer { pick, answer: kind, retry_ms, scope, stray } => {
-                let a = answer_of(kind, retry_ms, scope);
+            Op::AnswerReply { pick, reply } => {
+                let reserving = book.with(State::Reserving);
+                if reserving.is_empty() {
+                    continue;
+                }
+                let a = read_reply(&reply);
+                answer(&mut l, &mut book, reserving[pick as usize % reserving.len()], now, a);
+            }
+            Op::Answer { pick, answer: kind, retry_ns, scope, stray } => {
+                let a = answer_of(kind, retry_ns, scope);
                 if let Some(x) = stray {
                     // Not reserving: an error (ignored for an ended one), never a panic.
                     let id = u64::from(x);
@@ -297,7 +400,8 @@ proptest! {
     fn arbitrary_shared_mode_inputs_never_panic_and_end_every_request_once(
         ops in proptest::collection::vec(op(), 1..120),
         fail_closed in any::<bool>(),
+        max_wait in any::<bool>(),
     ) {
-        run(ops, fail_closed);
+        run(ops, fail_closed, max_wait);
     }
 }

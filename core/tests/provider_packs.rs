@@ -452,13 +452,13 @@ fn shopify_graphql_queries_with_point_costs_wait_for_their_points() {
         ..BodyHints::default()
     };
     // 300 points spent, 700 left: b is charged 750 (400 at the prior after one answer, 1.875),
-    // more than is left, so it waits until the bucket is whole again (300 points at 50 per
-    // second: 6 s). The engine reads the points as a window; it does not pace at the restore
-    // rate (which would let b go after 1 s).
+    // more than is left. The points refill continuously at the restore rate the answer states
+    // (50 per second, a point every 20 ms): the 50 missing are back 1 s later, not when the
+    // bucket is whole again (300 points: 6 s, as a window would read it).
     assert_eq!(respond(&mut l, 10 * MS, a, 200, &[], cost(300.0, 700.0)), Disposition::Complete);
     let (sent, wake, _) = drain(&mut l);
-    assert_eq!((sent, wake), (vec![], Some(10 * MS + 6 * S)));
-    l.handle_timeout(10 * MS + 6 * S);
+    assert_eq!((sent, wake), (vec![], Some(10 * MS + S)));
+    l.handle_timeout(10 * MS + S);
     assert_eq!(drain(&mut l).0, vec![b]);
     // A query that asks for more than the bucket holds fails at once.
     let huge = l.enqueue(7 * S, Request::new("POST", "/admin/api/2024-01/graphql.json").cost("points", 1001)).unwrap();

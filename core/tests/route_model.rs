@@ -138,7 +138,7 @@ fn discord<'p>(key: &mut String, path: &'p str) -> (Cow<'p, str>, bool) {
         | [Some("interactions"), Some(id), Some(token), Some("callback"), None]
             if is_digits(id) && !token.is_empty() =>
         {
-            major = Cow::Owned(format!("{id}/{token}"));
+            major = Cow::Owned(format!("{id}/{}", ratelane::route::secret_key(token)));
             global_exempt = true;
             (id_at, token_at) = (Some(1), Some(2));
         }

@@ -96,7 +96,7 @@ fn avoidable_violations(report: &Report) -> Vec<String> {
             report.server_log[..i].iter().enumerate().any(|(j, b)| {
                 let opened = match spec.kind {
                     ratelane::sim::WindowKind::Fixed => b.bucket_window == Some(b.at),
-                    ratelane::sim::WindowKind::Sliding => !report.server_log[..j].iter().any(|c| {
+                    ratelane::sim::WindowKind::Sliding | ratelane::sim::WindowKind::Refill => !report.server_log[..j].iter().any(|c| {
                         c.counted_in_bucket
                             && c.identity == b.identity
                             && c.bucket == b.bucket

@@ -3,9 +3,12 @@
 // The limiter decides when each request may go; `send` is called at that moment and does the
 // HTTP request (here a fake `fetch`). Requests it can never send in time reject at once with
 // MaxWaitExceededError. Open index.html through a local web server (see README.md).
-import init, { RateLimiter, SimServer, RateLimitError } from 'ratelane-wasm';
+import init, { RateLimiter, RateLimitError } from 'ratelane-wasm';
+// The simulator is a module of its own, which a real page, whose server is Discord, never loads.
+import initSim, { SimServer } from 'ratelane-wasm/sim';
 
 await init(); // fetches and instantiates ratelane_wasm_bg.wasm
+await initSim(); // and the simulator's, ratelane_wasm_sim_bg.wasm
 
 const $ = (id) => document.getElementById(id);
 const API = 'https://discord.invalid/api/v10';

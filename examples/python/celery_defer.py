@@ -14,7 +14,7 @@ Everything runs in this process, without a network: Celery with the in-memory br
 model of its rate limits served over HTTP on 127.0.0.1) that allows 1 message per second per
 channel.
 
-Run (after ``pip install ./bindings-python aiohttp celery``):
+Run (after ``pip install './bindings-python[aiohttp]' celery``):
 
     python examples/python/celery_defer.py
 """

@@ -7,7 +7,7 @@ minutes (a hidden sub-limit), and the whole bot to 50 requests per second. The b
 messages at 8 channels at once, renames a channel three times and answers interactions; the
 summary shows what the server saw.
 
-Run (after `pip install ./bindings-python aiohttp`):
+Run (after `pip install './bindings-python[aiohttp]'`, the README's install line):
 
     python examples/python/discord_bot.py
 

@@ -15,13 +15,13 @@ It reads each request's JSON body, computes what it costs and answers with OpenA
 ``x-ratelimit-*-requests`` / ``-tokens`` headers and a ``usage`` object, or a 429 when the
 window's tokens are spent.
 
-Run (after ``pip install ./bindings-python aiohttp``):
+Run (after ``pip install './bindings-python[aiohttp]'``):
 
     python examples/python/openai_chat.py
 
 Against the real API, drop the local server, post to ``https://api.openai.com/v1/chat/completions``
-with your key in the ``Authorization`` header, and give the model as ``major=`` (limits are per
-model).
+with your key in the ``Authorization`` header, and give the model as ``model=`` (limits are per
+model; ``ratelane.read_llm_request(body)`` reads it and the token estimate from the body).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ and prefix enforces one shared limit. Every answer carries the IETF ``RateLimit`
 ``X-RateLimit-*`` headers; a refused request gets 429 with ``Retry-After``. The headers are
 rendered by ratelane's core, not by this file.
 
-Run (after ``pip install './bindings-python[redis]' aiohttp``), with a Redis server:
+Run (after ``pip install './bindings-python[redis,aiohttp]'``), with a Redis server:
 
     redis-server --port 6379 --save '' &        # or any Redis you may write to
     python examples/python/protect_endpoint_redis.py redis://127.0.0.1:6379/0

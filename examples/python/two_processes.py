@@ -8,7 +8,7 @@ process with its own ``ratelane.RateLimiter``, and both share their limits throu
 once, and the server sees no 429. Run with ``--no-shared`` to see what happens when each
 process only knows its own requests.
 
-Run (after ``pip install './bindings-python[redis]' aiohttp``), with a Redis server:
+Run (after ``pip install './bindings-python[redis,aiohttp]'``), with a Redis server:
 
     redis-server --port 6379 --save '' &        # or any Redis you may write to
     python examples/python/two_processes.py redis://127.0.0.1:6379/0

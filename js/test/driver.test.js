@@ -103,6 +103,49 @@ test('options: unknown names, wrong types and out-of-range values throw InvalidC
   }
 })
 
+test('options: a message names the type of a wrong value and lists the valid names', () => {
+  assert.throws(() => new RateLimiter({ maxWait: '30000' }),
+    { name: 'InvalidConfigError', message: /maxWait must be a finite number of milliseconds >= 0, got a string \("30000"\)/ })
+  assert.throws(() => new RateLimiter({ globalLimit: 2.5 }), { message: /got 2\.5$/ })
+  assert.throws(() => new RateLimiter({ stopOnUnauthorized: 'yes' }), { message: /must be a boolean, got a string \("yes"\)/ })
+  assert.throws(() => new RateLimiter({ timeot: 5 }), (e) => {
+    assert.ok(e instanceof InvalidConfigError)
+    assert.match(e.message, /unknown option "timeot"; expected one of: profile, .*maxWait.*identity, shared, onRateLimited/)
+    return true
+  })
+})
+
+test('run options: an unknown name or a wrong type rejects with InvalidArgumentError, nothing is sent', async () => {
+  const limiter = new RateLimiter()
+  let sent = 0
+  const send = () => { sent += 1; return ok() }
+  const cases = [
+    [{ timeot: 5 }, /^unknown option "timeot"; expected one of: signal, deadline, deferAfter, major, identity, priority, idempotent, globalExempt, subLimit, bodyKeys, costs, model/],
+    [{ deadline: '5000' }, /^deadline must be a number of ms >= 0, got a string \("5000"\)$/],
+    [{ deferAfter: true }, /^deferAfter must be a finite number of ms >= 0, got true$/],
+    [{ priority: '1' }, /^priority must be an integer, got a string \("1"\)$/],
+    [{ idempotent: 'yes' }, /^idempotent must be a boolean, got a string/],
+    [{ major: 5 }, /^major must be a string, got 5$/],
+    [{ signal: {} }, /^signal must be an AbortSignal, got an object$/],
+    [{ costs: [1] }, /^request\.costs must be an object of dimension names to whole numbers .*, got an array$/],
+    ['fast', /^options must be an object, got a string$/],
+  ]
+  for (const [options, message] of cases) {
+    await assert.rejects(limiter.run('GET', CHANNEL, send, options), (e) => {
+      assert.ok(e instanceof InvalidArgumentError, `${JSON.stringify(options)}: ${e}`)
+      assert.equal(e.code, 'invalid_argument')
+      assert.match(e.message, message)
+      return true
+    })
+    assert.throws(() => limiter.predictWait('GET', CHANNEL, options), InvalidArgumentError)
+  }
+  assert.equal(sent, 0)
+  // null and undefined are absent, as before.
+  await limiter.run('GET', CHANNEL, send, { deadline: null, major: undefined, signal: null })
+  assert.equal(sent, 1)
+  await limiter.close()
+})
+
 test('options: shared takes a store object, not core settings (js/test/shared.test.js has the rest)', () => {
   assert.throws(() => new RateLimiter({ shared: { onUnavailable: 'fail_open' } }), (e) => {
     assert.ok(e instanceof InvalidConfigError, `${e}`)

@@ -58,7 +58,7 @@ test('core: each refusal throws its code; the driver gives each its class', () =
     ['not json', 'snapshot_foreign', SnapshotForeignError],
     [JSON.stringify({ format: 'other', version: 1 }), 'snapshot_foreign', SnapshotForeignError],
     [JSON.stringify({ ...pausedSnapshot(0), profile: 'github' }), 'snapshot_foreign', SnapshotForeignError],
-    [JSON.stringify({ format: 'ratelane.snapshot', version: 2 }), 'snapshot_version', SnapshotVersionError],
+    [JSON.stringify({ format: 'ratelane.snapshot', version: 3 }), 'snapshot_version', SnapshotVersionError],
     [JSON.stringify({ ...pausedSnapshot(0), routes: 'nope' }), 'snapshot_malformed', SnapshotMalformedError],
   ]
   for (const [text, code, cls] of cases) {

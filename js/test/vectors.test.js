@@ -25,6 +25,7 @@ function request(r) {
   if ('sub_limit' in r) spec.subLimit = r.sub_limit
   if ('body_keys' in r) spec.bodyKeys = r.body_keys
   if ('costs' in r) spec.costs = r.costs
+  if ('model' in r) spec.model = r.model
   return spec
 }
 
@@ -153,7 +154,7 @@ function attempt(fn, wrap) {
 function requestParts(r) {
   const costs = r.costs || null
   return [r.method, r.path, r.identity, r.major, r.deadline_ns, r.defer_after_ns, r.priority, r.idempotent,
-    r.global_exempt, r.sub_limit, r.body_keys, costs && Object.keys(costs), costs && Object.values(costs)]
+    r.global_exempt, r.sub_limit, r.body_keys, costs && Object.keys(costs), costs && Object.values(costs), r.model]
 }
 
 /** A response step as `respond`'s arguments after the time and id (headers as a flat list). */

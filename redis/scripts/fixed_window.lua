@@ -32,8 +32,10 @@ Errors: "RATELANE_ARG <what>" for a bad argument, "RATELANE_STATE <what>" for a 
 does not hold a fixed-window state, "RATELANE_RANGE <what>" when a scheduled job's window
 would end more than 2^52 ns (about 52 days) from now, "RATELANE_CLOCK <what>" when a
 scheduled job would be released after 2^64 - 1 ns (the end of the core's u64 clock: the core
-refuses such a booking too); nothing is written in these cases. Checks and releases answer at
-every now up to 2^64 - 1, as the core does.
+refuses such a booking too); nothing is written in these cases, except that a key of this
+shape whose booked or waiting count is 2^53 or more (no op writes one: a corrupted key, or
+another program's) is deleted, so that only this op fails and the next one starts from an
+idle group. Checks and releases answer at every now up to 2^64 - 1, as the core does.
 
 State and expiry: after every op the key is deleted if the group is idle (no delayed job
 waiting for its release and every booked window over), otherwise written (SET ... PX) to
@@ -125,6 +127,11 @@ if stored then
   local s, ns = parse_ns(start_s)
   if not s then return redis.error_reply('RATELANE_STATE the key does not hold a fixed-window state') end
   booked, waiting = tonumber(booked_s), tonumber(waiting_s)
+  if booked >= FAR or waiting >= FAR then
+    -- Beyond what Lua's numbers count exactly: reset the key rather than fail every op on it.
+    redis.call('DEL', key)
+    return redis.error_reply('RATELANE_STATE the key holds a fixed-window count out of range; it was reset')
+  end
   if booked > 0 then
     local ds = s - now_s
     if ds < -FAR_S then start = -FAR elseif ds > FAR_S then start = FAR else start = ds * E9 + (ns - now_ns) end

@@ -27,7 +27,10 @@ Reply:
    replenish_after_ns (-1 = none), window_ns, now_ns (decimal string)}
       the fields of ratelane::server::Decision; durations relative to now_ns.
 Errors: "RATELANE_ARG <what>" for a bad argument, "RATELANE_STATE <what>" for a key that
-does not hold a leaky-bucket state; nothing is written in either case.
+does not hold a leaky-bucket state; nothing is written in either case, except that a key of
+this shape whose level is above 4294967295 (no check writes one: a corrupted key, or another
+program's) is deleted, so that only this check fails and the next one starts from an empty
+bucket.
 
 State and expiry: after every check the key is deleted if the buckets are empty, otherwise
 written (SET ... PX) to expire when both buckets are empty (clear_after), so it expires
@@ -156,6 +159,12 @@ if stored then
   end
   if not l or not main or not spacing then
     return redis.error_reply('RATELANE_STATE the key does not hold a leaky-bucket state')
+  end
+  if main.level > U32 or spacing.level > U32 then
+    -- Beyond any bucket's size, and beyond what Lua's numbers hold exactly: reset the key
+    -- rather than fail every check on it.
+    redis.call('DEL', key)
+    return redis.error_reply('RATELANE_STATE the key holds a leaky-bucket level out of range; it was reset')
   end
 end
 

@@ -81,22 +81,19 @@ fn is_noscript(e: &redis::RedisError) -> bool {
 }
 
 /// One script call, ready to run on a blocking or (feature `aio`) an async connection: the
-/// script, its key, its `ARGV`, and how to read its reply.
-pub(crate) struct Call<'a, T> {
+/// script, its key, its `ARGV`, and how to read its reply (a function, or for a batch a
+/// closure that knows how many replies to expect).
+pub(crate) struct Call<'a, T, R = fn(&Value) -> Result<T, Error>> {
     script: &'static LuaScript,
     key: &'a str,
     args: Vec<Arg<'a>>,
-    read: fn(&Value) -> Result<T, Error>,
+    read: R,
+    _reads: std::marker::PhantomData<fn() -> T>,
 }
 
-impl<'a, T> Call<'a, T> {
-    pub(crate) fn new(
-        script: &'static LuaScript,
-        key: &'a str,
-        args: Vec<Arg<'a>>,
-        read: fn(&Value) -> Result<T, Error>,
-    ) -> Self {
-        Call { script, key, args, read }
+impl<'a, T, R: FnOnce(&Value) -> Result<T, Error>> Call<'a, T, R> {
+    pub(crate) fn new(script: &'static LuaScript, key: &'a str, args: Vec<Arg<'a>>, read: R) -> Self {
+        Call { script, key, args, read, _reads: std::marker::PhantomData }
     }
 
     /// One round trip on a blocking connection.

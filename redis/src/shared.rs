@@ -272,17 +272,23 @@ impl RedisStore {
     }
 
 
+    // The reader is a closure (it knows how many replies to expect): its type has no name.
+    #[allow(clippy::type_complexity)]
     fn batch_call(
         &self,
         now: Option<Nanos>,
         client: &str,
         ops: &[StoreOp<'_>],
-    ) -> Result<Call<'_, Vec<Result<StoreReply, Error>>>, Error> {
+    ) -> Result<Call<'_, BatchReplies, impl FnOnce(&Value) -> Result<BatchReplies, Error>>, Error> {
         check_client(client)?;
         let args = self.batch_args(now, client, ops).into_iter().map(Arg::Owned).collect();
-        Ok(Call::new(&SHARED_STORE, &self.prefix, args, parse_batch))
+        let count = ops.len();
+        Ok(Call::new(&SHARED_STORE, &self.prefix, args, move |value: &Value| parse_batch(value, count)))
     }
 }
+
+/// A batch's replies, one per operation.
+type BatchReplies = Vec<Result<StoreReply, Error>>;
 
 /// What one item of a [`RedisStore::batch`] answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,12 +299,15 @@ pub enum StoreReply {
     Recorded,
 }
 
-/// A batch's reply: one array per item, read like a single call's; `["error", message]` for
-/// an item the script refused.
-fn parse_batch(value: &Value) -> Result<Vec<Result<StoreReply, Error>>, Error> {
+/// A batch's reply: one array per item (`count` of them, checked before any is read), read
+/// like a single call's; `["error", message]` for an item the script refused.
+fn parse_batch(value: &Value, count: usize) -> Result<BatchReplies, Error> {
     let Value::Array(items) = value else {
-        return Err(Error::BadReply(format!("batch: expected an array of replies, got {value:?}")));
+        return Err(Error::BadReply(format!("batch: expected an array of replies, got {}", reply::describe(value))));
     };
+    if items.len() != count {
+        return Err(Error::BadReply(format!("batch: {count} operations, {} replies", items.len())));
+    }
     Ok(items
         .iter()
         .map(|item| {
@@ -314,7 +323,7 @@ fn parse_batch(value: &Value) -> Result<Vec<Result<StoreReply, Error>>, Error> {
             match parse_answer(item) {
                 Ok(answer) => Ok(StoreReply::Answer(answer)),
                 Err(_) => parse_recorded(item).map(|()| StoreReply::Recorded).map_err(|_| {
-                    Error::BadReply(format!("batch: an item is neither an answer nor recorded: {item:?}"))
+                    Error::BadReply(format!("batch: an item is neither an answer nor recorded: {}", reply::describe(item)))
                 }),
             }
         })

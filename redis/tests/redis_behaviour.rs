@@ -283,6 +283,36 @@ fn a_key_holding_something_else_is_a_bad_state_error() {
     assert_eq!(fields, ["booked"]);
 }
 
+/// A key of the algorithm's own shape holding a count no check writes (2^53 and more, beyond
+/// Lua's exact integers; a leaky-bucket level above 2^32 - 1) failed every check with a script
+/// error (`redis_server`) and stayed as it was. Now the check that meets it is a bad state,
+/// the key is reset, and the next check starts from an empty key (issue 44).
+#[test]
+#[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
+fn a_count_out_of_range_is_a_bad_state_once_and_the_key_is_reset() {
+    let mut con = support::connection();
+    let prefix = support::unique_prefix(&mut con, "out-of-range");
+    let leaky = RedisLeakyBucket::new(LeakyBucket::new(2, SECOND, 1).unwrap()).unwrap();
+    let fixed = RedisFixedWindow::new(FixedWindow::new(2, SECOND).unwrap()).unwrap();
+    let cases: [(&str, &str, bool); 5] = [
+        ("leaky-level", "99999999999999999999 1700000000000000000 0 0", true),
+        ("leaky-2^53", "9007199254740993 1700000000000000000 0 0", true),
+        ("leaky-spacing", "1 1700000000000000000 4294967296 1700000000000000000", true),
+        ("fixed-booked", "1700000000000000000 9007199254740992 0", false),
+        ("fixed-waiting", "1700000000000000000 1 99999999999999999999", false),
+    ];
+    for (name, value, is_leaky) in cases {
+        let key = format!("{prefix}{name}");
+        let _: () = redis::cmd("SET").arg(&key).arg(value).query(&mut con).unwrap();
+        let first = if is_leaky { leaky.check(&mut con, &key).map(|_| ()) } else { fixed.check(&mut con, &key).map(|_| ()) };
+        let e = first.unwrap_err();
+        assert_eq!(e.code(), "redis_bad_state", "{name}: {e}");
+        assert!(!support::exists(&mut con, &key), "{name}: the key was reset");
+        let next = if is_leaky { leaky.check(&mut con, &key).map(|d| d.allowed) } else { fixed.check(&mut con, &key).map(|d| d.allowed) };
+        assert!(next.unwrap(), "{name}: the next check starts from an empty key");
+    }
+}
+
 #[test]
 #[ignore = "needs Redis: run scripts/tests.d/40-redis.sh"]
 fn scheduling_beyond_the_exact_range_is_refused_and_books_nothing() {

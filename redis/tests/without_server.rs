@@ -190,3 +190,28 @@ fn windows_beyond_the_exact_range_are_refused() {
     assert_eq!(RedisFixedWindow::new(window).unwrap_err().code(), "invalid_config");
     assert!(RedisFixedWindow::new(FixedWindow::new(1, MAX_WINDOW).unwrap()).is_ok());
 }
+
+/// Replies no script gives, as redis-rs parses them off the wire: a million elements, ten
+/// thousand levels. The reader refuses them as bad replies by their length or their kind,
+/// without walking them (issue 44); redis-rs's own parser bounds the nesting.
+#[test]
+fn huge_and_deep_replies_are_bad_replies() {
+    let mut wide = b"*1000000\r\n".to_vec();
+    wide.extend(b":1\r\n".repeat(1_000_000));
+    let mut deep = b"*1\r\n".repeat(10_000);
+    deep.extend(b":1\r\n");
+    let mut nested = b"*2\r\n$8\r\nreleased\r\n".to_vec();
+    nested.extend(&deep);
+    for reply in [wide, deep, nested] {
+        let reply: &'static [u8] = Box::leak(reply.into_boxed_slice());
+        let mut con = Fake::answering([reply]);
+        match gcra().check(&mut con, "k") {
+            Err(e) => {
+                // By our length check, or redis-rs's own bound on nesting (a parse error).
+                assert_eq!(e.code(), "redis_bad_reply", "{e}");
+                assert!(e.to_string().len() < 400, "{} bytes", e.to_string().len());
+            }
+            Ok(d) => panic!("read as a decision: {d:?}"),
+        }
+    }
+}

@@ -67,10 +67,20 @@ echo "example: examples/node/bullmq/defer.js (BullMQ moveToDelayed when ratelane
 (cd "$root/examples/node/bullmq" && npm install --no-fund --no-audit --silent 2>&1 | grep -v '^npm warn' || true)
 node "$root/examples/node/bullmq/defer.js" "$RATELANE_REDIS_URL" | tail -1
 
-# The package's tests (local Discord-like server, Redis) and the shared js/ tests on the napi core.
+# The adapters (ratelaneFetch, ratelane/undici, ratelane/discordjs, ratelane/octokit) against
+# the real libraries they serve, pinned in js/test/integrations/package.json (its own folder, so
+# the package's devDependencies stay lean; npm ci only when its lock changed), with the package
+# as a user installs it (its tarball); also the ES module / CommonJS / TypeScript / bundler forms
+# and the READMEs' JS snippets.
+bash "$root/js/test/integrations/setup.sh" bindings-node
+integrations=$(printf "$root/js/test/integrations/%s.test.mjs " package-node fetch undici discordjs octokit readme)
+
+# The package's tests (local Discord-like server, Redis), the shared js/ tests on the napi core,
+# and the integrations.
 log="$tmp/node-test.log"
 set +e
-(cd "$pkg" && RATELANE_CORE="$pkg/core.cjs" node --test test/*.test.js "$root"/js/test/*.test.js) > "$log" 2>&1
+(cd "$pkg" && RATELANE_CORE="$pkg/core.cjs" RATELANE_PACKAGE=ratelane \
+  node --test test/*.test.js "$root"/js/test/*.test.js $integrations) > "$log" 2>&1
 status=$?
 set -e
 if [ "$status" -ne 0 ]; then

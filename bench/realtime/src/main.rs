@@ -107,6 +107,7 @@ fn clients(python: &str, node: &str) -> Vec<(&'static str, Vec<String>)> {
             ),
         ),
         ("discord.js", js("discordjs_client.mjs", &[])),
+        ("discord.js + ratelane", js("discordjs_ratelane_client.mjs", &[])),
         ("hikari", py("hikari_client.py")),
         ("discord.py", py("discordpy_client.py")),
     ]
@@ -429,6 +430,7 @@ async fn main() {
         match options.kind {
             WindowKind::Fixed => "fixed",
             WindowKind::Sliding => "sliding",
+            WindowKind::Refill => "refilling",
         },
         secs(options.rtt) * 1000.0,
         options.runs,

@@ -134,6 +134,10 @@ struct Window {
     start: Nanos,
     count: u32,
     times: VecDeque<Nanos>,
+    /// A refilling bucket's deficit, in units of 1 / `window` of a request, as of `at` (the
+    /// server model's exact arithmetic).
+    debt: u128,
+    at: Nanos,
 }
 
 impl Window {
@@ -157,7 +161,17 @@ impl Window {
                     self.times[self.times.len() - limit] + spec.window
                 }
             }
+            WindowKind::Refill => {
+                let (limit, window) = (u128::from(spec.limit), u128::from(spec.window));
+                let over = (self.debt_at(spec, t) + window).saturating_sub(limit * window);
+                t + Nanos::try_from(over.div_ceil(limit.max(1))).unwrap_or(Nanos::MAX)
+            }
         }
+    }
+
+    /// A refilling bucket's deficit at `t`.
+    fn debt_at(&self, spec: &BucketSpec, t: Nanos) -> u128 {
+        self.debt.saturating_sub(u128::from(spec.limit) * u128::from(t.saturating_sub(self.at)))
     }
 
     fn record(&mut self, spec: &BucketSpec, t: Nanos) {
@@ -170,6 +184,10 @@ impl Window {
                 self.count += 1;
             }
             WindowKind::Sliding => self.times.push_back(t),
+            WindowKind::Refill => {
+                self.debt = self.debt_at(spec, t) + u128::from(spec.window);
+                self.at = t;
+            }
         }
     }
 }

@@ -3,18 +3,25 @@
 * ``RateLimiter``: the asyncio driver (``await limiter.run(method, path, send)``,
   ``async with limiter.acquire(method, path) as permit``); ``report_written()`` tells it,
   from an HTTP client's hook inside ``send``, when the request was written.
+* ``SyncRateLimiter``: the same for threads (``limiter.run(method, path, send)`` blocks).
+  Both take their settings as keyword arguments (``LimiterSettings``) and per-request
+  options (``RequestOptions``), typed for mypy.
 * ``Limiter``: the sans-IO engine for frameworks that run their own loop, with its outputs
   ``Send``, ``Fail``, ``WaitUntil``, ``Idle`` and the observations ``RateLimited``,
   ``BucketLearned``, ``InvalidRequestWarning``; in shared mode also ``Reserve``, the updates
   ``ShareBucket``, ``ShareRelease``, ``ShareHold``, ``ShareInvalid`` and the observations
   ``StoreUnavailable``, ``StoreRecovered``.
+* ``read_llm_request(body)``: the model and estimated tokens of an OpenAI or Anthropic request
+  body (``LlmRequest``), for a request's ``model`` and ``costs={"tokens": ...}`` options.
 * ``ratelane.sim``: the Discord simulator, to test code in virtual time.
 * ``ratelane.server``: server-side limiters (GCRA, leaky bucket, fixed window) that render
   ``X-RateLimit-*`` and IETF ``RateLimit`` headers, for your own API; ``ratelane.redis`` runs
   the same three in Redis, for several processes sharing one limit.
-* Adapters: ``ratelane.httpx`` (a transport), ``ratelane.aiohttp`` (a session wrapper),
-  ``ratelane.wumpy`` (wumpy-rest's ``Ratelimiter`` protocol), ``ratelane.hikari`` (a bucket
-  manager for hikari's ``RESTClientImpl``).
+* Adapters (the integrations table of the README): ``ratelane.discordpy`` (discord.py and
+  its forks), ``ratelane.hikari`` (hikari's bots and REST clients), ``ratelane.httpx`` and
+  ``ratelane.httpx2`` (transports, async and sync: the OpenAI and Anthropic SDKs),
+  ``ratelane.requests`` (an adapter to mount), ``ratelane.aiohttp`` (a middleware),
+  ``ratelane.wumpy`` (wumpy-rest's ``Ratelimiter`` protocol).
 * Exceptions: ``RatelaneError`` > ``RateLimitError`` > one class per failure code, one class
   per caller-error code, and ``RedisLimiterError`` > one class per Redis failure code (see
   ``ratelane._errors``).
@@ -23,7 +30,7 @@
 from __future__ import annotations
 
 from . import _core
-from ._core import Idle, Send, WaitUntil
+from ._core import Idle, LlmRequest, Send, WaitUntil, read_llm_request
 from ._outputs import (
     BucketLearned,
     Fail,
@@ -38,6 +45,9 @@ from ._outputs import (
     StoreUnavailable,
 )
 from ._driver import Permit, RateLimiter, report_written
+from ._engine import RequestOptions
+from ._settings import LimiterSettings
+from ._sync import SyncRateLimiter
 from ._errors import (
     ERROR_CLASSES,
     FAIL_CLASSES,
@@ -97,7 +107,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "RateLimiter",
+    "SyncRateLimiter",
+    "LimiterSettings",
+    "RequestOptions",
     "Permit",
+    "read_llm_request",
+    "LlmRequest",
     "report_written",
     "Limiter",
     "Send",

@@ -16,9 +16,11 @@ from collections.abc import Mapping
 from numbers import Real
 from typing import Any, Dict, List, NoReturn, Optional, Tuple
 
+from . import _core
 from ._errors import InvalidArgumentError
 
 _U64 = 2**64
+_U32 = 2**32
 _COST_KEYS = ("requested", "actual", "maximum_available", "currently_available", "restore_rate")
 _ANSWERS = ("granted", "denied", "unavailable")
 _SCOPES = ("edge", "invalid", "global", "route", "bucket", "pioneer")
@@ -76,7 +78,34 @@ def ticket(value: Any) -> int:
 
 
 def status(value: Any) -> int:
-    return _whole(value, "status must be an int HTTP status in 100..=999", 100, 999)
+    """A response's status: an int in the core's ``STATUSES`` (``ratelane::Response::STATUSES``,
+    100 to 999). NaN, ``'200'``, ``None``, ``42``, a ``bool``: ``InvalidArgumentError``."""
+    low, high = _core.STATUSES
+    if isinstance(value, bool):
+        _wrong(f"status must be an int HTTP status in {low}..={high}", value)
+    return _whole(value, f"status must be an int HTTP status in {low}..={high}", low, high)
+
+
+def weight(value: Any) -> Optional[int]:
+    """A request's weight (``check_n``'s ``n``): an int from 0 to 2**32 - 1, or None."""
+    return None if value is None else _whole(value, "n must be an int from 0 to 2**32 - 1", 0, _U32 - 1)
+
+
+def factor(value: Any) -> Optional[float]:
+    """A leaky bucket's scale for one subject (``check_scaled``): a number, or None (the core
+    says whether it is in range)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        _wrong("factor must be a number in (0, 1]", value)
+    return _float(value, "factor must be a number in (0, 1]")
+
+
+def max_keys(value: Any) -> int:
+    """A store's ``max_keys``: an int from 0 to 2**64 - 1 (``nan``, ``-1``: refused)."""
+    if isinstance(value, bool):
+        _wrong("max_keys must be an int >= 0", value)
+    return _whole(value, "max_keys must be an int >= 0")
 
 
 def priority(value: Any) -> int:

@@ -12,6 +12,8 @@ __all__ = [
     "Send",
     "WaitUntil",
     "Idle",
+    "LlmRequest",
+    "read_llm_request",
     "Server",
     "Simulation",
     "Decision",
@@ -21,6 +23,7 @@ __all__ = [
     "FAIL_CODES",
     "ERROR_CODES",
     "PROFILES",
+    "STATUSES",
     "CORE_VERSION",
     "SHARED_STORE_LUA",
     "GCRA_LUA",
@@ -38,6 +41,8 @@ _Disposition: TypeAlias = Literal["complete", "retry", "failed"]
 FAIL_CODES: Final[list[str]]
 ERROR_CODES: Final[list[str]]
 PROFILES: Final[list[str]]
+STATUSES: Final[Tuple[int, int]]
+"""The lowest and highest status a response may have (``ratelane::Response::STATUSES``)."""
 CORE_VERSION: Final[str]
 SHARED_STORE_LUA: Final[str]
 GCRA_LUA: Final[str]
@@ -100,11 +105,14 @@ class Limiter:
         sub_limit: Optional[str] = None,
         body_keys: Optional[Iterable[str]] = None,
         costs: Optional[Mapping[str, int]] = None,
+        model: Optional[str] = None,
     ) -> int:
         """Queues a request; returns its id. ``costs``: its estimated cost beyond one request,
         by dimension name as the answers report it (``{"tokens": 1200}``; ints >= 0): it is
         sent only when every dimension it names has room, and its answer's ``usage`` settles
-        the estimate. Raises InvalidRequestError (a malformed request; a cost name that is not
+        the estimate. ``model``: the LLM model it asks for (``read_llm_request``): under the
+        openai, azure_openai, anthropic and auto profiles it keeps the model's queue and
+        budgets apart from other models' (unless ``major`` is given); 1 to 256 bytes. Raises InvalidRequestError (a malformed request; a cost name that is not
         1 to 32 bytes of ``[a-z0-9_]``, is ``requests`` or is given twice; more than 8),
         LimiterClosedError, InvalidArgumentError (a wrong type)."""
     def handle_response(
@@ -183,6 +191,7 @@ class Limiter:
         sub_limit: Optional[str] = None,
         body_keys: Optional[Iterable[str]] = None,
         costs: Optional[Mapping[str, int]] = None,
+        model: Optional[str] = None,
     ) -> int:
         """When a request enqueued at ``now_ns`` would be sent (``costs`` are checked as
         ``enqueue`` does, but the prediction does not weigh them yet)."""
@@ -260,6 +269,7 @@ class Simulation:
         sub_limit: Optional[str] = None,
         body_keys: Optional[Iterable[str]] = None,
         costs: Optional[Mapping[str, int]] = None,
+        model: Optional[str] = None,
     ) -> int: ...
     def cancel_at(self, at_ns: int, ticket: int) -> None: ...
     def close_at(self, at_ns: int) -> None: ...
@@ -268,6 +278,25 @@ class Simulation:
     def run_until(self, until_ns: int) -> str: ...
     @property
     def now_ns(self) -> int: ...
+
+@final
+class LlmRequest:
+    """What ``read_llm_request`` read from an LLM API request body."""
+
+    def __new__(cls, model: Optional[str], tokens: int) -> Self: ...
+    @property
+    def model(self) -> Optional[str]:
+        """The body's ``model``, or None."""
+    @property
+    def tokens(self) -> int:
+        """The estimated tokens: the prompt's characters / 4 (rounded up) plus the completion
+        budget the body asks for (``max_completion_tokens``, ``max_tokens``,
+        ``max_output_tokens``; 1024 when none, 16 for a legacy completion, 0 for an embedding)."""
+
+def read_llm_request(body: Union[bytes, bytearray, str]) -> Optional[LlmRequest]:
+    """The model and estimated tokens of an OpenAI (chat completions, completions, responses,
+    embeddings) or Anthropic (messages) request body; None for a body that is not such JSON.
+    Raises InvalidArgumentError for a body that is not bytes or str."""
 
 @final
 class Decision:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
-import time
 from types import TracebackType
 from typing import (
     TYPE_CHECKING,
@@ -27,7 +26,6 @@ from typing import (
     Optional,
     Tuple,
     Type,
-    TypedDict,
     TypeVar,
     Union,
 )
@@ -37,82 +35,26 @@ if TYPE_CHECKING:
 
     from .redis import Answer, RedisStore
 
-from . import _core
-from ._core import Idle, Send, WaitUntil
-from ._errors import (
-    DeadlineExceededError,
-    DeferredError,
-    InvalidArgumentError,
-    RatelaneError,
-    RateLimitError,
-)
-from ._outputs import Fail, Reserve, ShareBucket, ShareHold, ShareInvalid, ShareRelease
-from ._responses import body_hints, discard, failure_kind, headers_of, may_be_json, status_of
-from ._settings import config_json, seconds_settings
+from ._core import Idle, Send
+from ._engine import DONE, FAILED, SENDABLE, WAITING, Engine, Observer, RequestOptions, Waiter
+from ._errors import RatelaneError, RateLimitError
+from ._outputs import Reserve
+from ._responses import body_hints, discard, failure_kind, headers_of, keep, may_be_json, status_of
+from ._settings import LimiterSettings
 
 __all__ = ["RateLimiter", "Permit", "RequestOptions", "report_written"]
 
-
-class RequestOptions(TypedDict, total=False):
-    """Per-request options of ``RateLimiter.run`` and ``RateLimiter.acquire``."""
-
-    major: Optional[str]
-    """When given, ``path`` is a route template and this its major parameter (channel id...)."""
-    identity: Optional[str]
-    """Key of the token the request is sent with (a hash or the bot id, never the token)."""
-    deadline: Optional[float]
-    """A ``loop.time()`` instant: fail at once if the request could not be sent before it."""
-    timeout: Optional[float]
-    """Seconds from now; the same as ``deadline`` relative to now."""
-    defer_after: Optional[float]
-    """Seconds: if the predicted wait is longer, fail at once with ``DeferredError`` (carrying
-    ``retry_at``, ``retry_at_wall``...) instead of waiting (default: the limiter's
-    ``defer_after``, else none)."""
-    priority: int
-    """Higher goes first when requests compete for the global limit (default 0)."""
-    idempotent: Optional[bool]
-    """Whether re-sending is harmless (default: by method)."""
-    global_exempt: Optional[bool]
-    """Whether the route is exempt from the global limit (default: by route)."""
-    sub_limit: Optional[str]
-    """The request's sub-limit class: a sub-limit 429 holds only requests of the same class on
-    the route (default: derived from ``body_keys``; Discord: ``"channel_name_topic"`` for a
-    channel edit with ``name`` or ``topic``)."""
-    body_keys: Optional[Iterable[str]]
-    """The top-level keys of the JSON body (or the body's dict itself): the sub-limit class is
-    derived from them."""
-    costs: Optional[Mapping[str, int]]
-    """What the request will cost beyond one request, estimated, by dimension as the API's
-    answers name it: ``{"tokens": 1200}`` for an LLM API's tokens per minute (the prompt's
-    length / 4 plus ``max_tokens`` is a usual estimate), ``{"points": 50}`` for a GraphQL
-    API's points. It is sent only when every dimension it names has room for it (the
-    estimate, times a margin learned from the recent ratios of actual to estimated cost); its answer's
-    body (``usage``: ``total_tokens``, ``input_tokens`` + ``output_tokens``...) settles the
-    estimate, so the driver reads the JSON body of every answer to such a request. Ints >= 0;
-    names of 1 to 32 bytes of ``[a-z0-9_]``, not ``requests``, at most 8. An estimate above
-    the dimension's whole limit fails with ``InsufficientCapacityError``."""
-
-
-_OPTION_NAMES = frozenset(RequestOptions.__annotations__)
 _IDLE = Idle()
 
 R = TypeVar("R")
 
-_WAITING = 0  # queued (or in flight): no Send for it since it last went out
-_SENDABLE = 1  # the core said Send: it may go now
-_FAILED = 2  # the core said Fail
-_DONE = 3  # answered, failed or cancelled: nothing left in the core
-
-_SHARE_TYPES: Tuple[type, ...] = (ShareBucket, ShareRelease, ShareHold, ShareInvalid)
-
-Observer = Callable[[Any], None]
 Headers = Union[Mapping[str, str], Iterable[Tuple[str, str]], None]
 
 
 # The attempt whose ``send()`` is running in this context (the task awaiting it): an HTTP
 # client's hook, called from inside that ``send()``, reports through it when the request was
 # written (``report_written``).
-_ATTEMPT: "contextvars.ContextVar[Optional[Tuple[RateLimiter, _Waiter]]]" = contextvars.ContextVar(
+_ATTEMPT: "contextvars.ContextVar[Optional[Tuple[RateLimiter, Waiter]]]" = contextvars.ContextVar(
     "ratelane_attempt", default=None
 )
 
@@ -129,21 +71,7 @@ def report_written() -> None:
         attempt[0]._written(attempt[1])
 
 
-class _Waiter:
-    """One request as the driver tracks it."""
-
-    __slots__ = ("id", "state", "future", "fail", "settles")
-
-    def __init__(self, rid: int) -> None:
-        self.id = rid
-        self.state = _WAITING
-        self.future: Optional[asyncio.Future[None]] = None
-        self.fail: Optional[Fail] = None
-        # It has costs: its answers' JSON bodies are read for their usage.
-        self.settles = False
-
-
-class RateLimiter:
+class RateLimiter(Engine):
     """Rate-limits HTTP requests on an asyncio event loop with the ratelane engine.
 
     ::
@@ -152,13 +80,15 @@ class RateLimiter:
         response = await limiter.run("POST", "/channels/123/messages", send)
         await limiter.aclose()
 
-    Settings are the core's (see ``Limiter``), with durations in **seconds** and without the
-    ``_ns`` suffix: ``max_wait``, ``global_window``, ``backoff_base``... (``*_ns`` keys are
-    accepted too). ``profile`` is ``"discord"`` (default), ``"ietf"``, ``"github"``,
-    ``"retry_after_only"``, or a provider pack: ``"openai"``, ``"anthropic"``,
-    ``"azure_openai"``, ``"shopify"``, or ``"auto"`` (recognises the provider from each
-    answer); ``ratelane.PROFILES`` lists them. Unknown keys and names raise
-    ``InvalidConfigError``.
+    Settings are keyword arguments (``LimiterSettings``): the core's (see ``Limiter``), with
+    durations in **seconds** and without the ``_ns`` suffix: ``max_wait``, ``global_window``,
+    ``backoff_base``... (``*_ns`` keys are accepted too, untyped). ``profile`` is
+    ``"discord"`` (default), ``"ietf"``, ``"github"``, ``"retry_after_only"``, or a provider
+    pack: ``"openai"``, ``"anthropic"``, ``"azure_openai"``, ``"shopify"``, or ``"auto"``
+    (recognises the provider from each answer); ``ratelane.PROFILES`` lists them. ``mypy
+    --strict`` rejects a misspelt or mistyped setting; at run time an unknown name or a wrong
+    value raises ``InvalidConfigError`` naming it (in seconds), and a positional argument
+    that is not a mapping of settings (``RateLimiter(30.0)``) a ``TypeError``.
 
     ``on_observation`` is called with every ``RateLimited``, ``BucketLearned`` and
     ``InvalidRequestWarning`` observation (and, in shared mode, ``StoreUnavailable`` and
@@ -178,27 +108,16 @@ class RateLimiter:
         *,
         on_observation: Optional[Observer] = None,
         shared: "Optional[RedisStore]" = None,
-        **settings: Any,
+        **settings: Unpack[LimiterSettings],
     ) -> None:
-        merged = dict(config or {})
-        merged.update(settings)
-        core_settings = seconds_settings(merged)
-        if shared is not None:
-            if "shared" in core_settings:
-                raise InvalidArgumentError("give the shared store as shared=RedisStore(...), not as a setting")
-            core_settings["shared"] = shared.core_settings()
-        self._core = _core.Limiter(config_json(core_settings))
-        self._store = shared
+        super().__init__(config, settings, on_observation, shared)
         self._asking: Dict[int, Tuple["asyncio.Future[Answer]", asyncio.TimerHandle]] = {}
         self._asked: Optional[asyncio.Event] = None
         if shared is not None:
             shared.bind(json.loads(self._core.config_json())["shared"])
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._waiters: Dict[int, _Waiter] = {}
         self._timer: Optional[asyncio.TimerHandle] = None
         self._timer_at = 0
-        self._on_observation = on_observation
-        self._closed = False
 
     # ------------------------------------------------------------------ public API
 
@@ -230,7 +149,9 @@ class RateLimiter:
         names that class outright, so a sub-limit 429 holds only that kind of request;
         ``costs`` (``{"tokens": 1200}``) is what it will cost beyond one request, estimated:
         it waits until every dimension it names has room, and the ``usage`` of its answer's
-        JSON body (read for it, even on a 200) settles the estimate. Transport exceptions from ``send`` are classified
+        JSON body (read for it, even on a 200) settles the estimate; ``model`` keys an LLM
+        API's per-model budgets (``read_llm_request`` reads both from an OpenAI or Anthropic
+        body). Transport exceptions from ``send`` are classified
         (connection refused: never sent; reset or timeout: maybe sent); a non-idempotent
         request that may have been sent is not re-sent.
 
@@ -252,7 +173,7 @@ class RateLimiter:
         loop = self._loop
         outputs: List[Any]  # drained outputs, dispatched on their exact type
         if loop is None or options:
-            waiter = self._enqueue(method, path, options)
+            waiter = self._enqueue_waiter(method, path, options)
             loop = self._loop
             assert loop is not None
         else:
@@ -260,19 +181,19 @@ class RateLimiter:
             # the abi3-py39 ABI each one costs a dict), and the usual drain, [Send(it), Idle],
             # needs no dispatch.
             rid = core.enqueue(int(loop.time() * 1e9), method, path)
-            waiter = _Waiter(rid)
+            waiter = Waiter(rid)
             self._waiters[rid] = waiter
             outputs = core.drain()
             first = outputs[0]
             if len(outputs) == 2 and outputs[1] is _IDLE and type(first) is Send and first.id == rid:
-                waiter.state = _SENDABLE
+                waiter.state = SENDABLE
             else:
                 self._dispatch(outputs)
         try:
             while True:
-                if waiter.state != _SENDABLE:
+                if waiter.state != SENDABLE:
                     await self._wait(waiter)
-                waiter.state = _WAITING
+                waiter.state = WAITING
                 attempt = _ATTEMPT.set((self, waiter))
                 try:
                     response = await send()
@@ -311,13 +232,19 @@ class RateLimiter:
                 else:
                     self._dispatch(outputs)
                 if disposition == "complete":
-                    waiter.state = _DONE
+                    waiter.state = DONE
                     return response
-                await discard(response)
                 if disposition == "failed":
-                    raise self._failure(waiter)
+                    # The server's last answer goes with the error, readable after its
+                    # connection is released (an adapter may hand it on as the answer).
+                    await keep(response)
+                    await discard(response)
+                    failure = self._failure(waiter)
+                    failure.response = response
+                    raise failure
+                await discard(response)
         finally:
-            if waiter.state == _DONE:
+            if waiter.state == DONE:
                 del self._waiters[waiter.id]
             else:
                 self._forget(waiter)
@@ -337,80 +264,6 @@ class RateLimiter:
         retrying in place.
         """
         return Permit(self, method, path, options)
-
-    def predict(
-        self,
-        method: str,
-        path: str,
-        *,
-        major: Optional[str] = None,
-        identity: Optional[str] = None,
-        priority: int = 0,
-        sub_limit: Optional[str] = None,
-        body_keys: Optional[Iterable[str]] = None,
-    ) -> float:
-        """Seconds until a request enqueued now would be sent, as far as the limiter knows
-        (0.0 when it could go at once; an unknown bucket is assumed open)."""
-        now = self._now()
-        at = self._core.predict(
-            now,
-            method,
-            path,
-            major=major,
-            identity=identity,
-            priority=priority,
-            sub_limit=sub_limit,
-            body_keys=body_keys,
-        )
-        return max(0, at - now) / 1e9
-
-    @property
-    def queued(self) -> int:
-        """Requests waiting to be sent."""
-        return self._core.queued
-
-    @property
-    def in_flight(self) -> int:
-        """Requests sent and not yet answered."""
-        return self._core.in_flight
-
-    @property
-    def closed(self) -> bool:
-        """Whether ``aclose()`` was called."""
-        return self._closed
-
-    @property
-    def limiter(self) -> _core.Limiter:
-        """The sans-IO limiter underneath (for its getters; do not feed it inputs)."""
-        return self._core
-
-    def snapshot(self) -> str:
-        """What this limiter learned, as JSON text to keep across a restart.
-
-        Holds the routes found to share a bucket, the learned window lengths, global and
-        host-wide pauses still running, and the invalid-request budget spent (format
-        ``"ratelane.snapshot"``, versioned; see the README). Instants are stored on the wall
-        clock (``time.time()``), since the event loop's clock does not survive a restart.
-        Take it at shutdown, or every few minutes; pass it to ``restore`` in the next run.
-        """
-        now = self._now() if self._loop is not None else 0
-        return self._core.snapshot(now, int(time.time() * 1000))
-
-    def restore(self, snapshot: str) -> None:
-        """Restores ``snapshot`` (text from ``snapshot()``, usually of the previous run), so the
-        first requests after a restart share one pioneer per known bucket and honour pauses
-        that are still running. Call it before the first request (inside the event loop).
-
-        Raises:
-            SnapshotForeignError: not a ratelane snapshot, or one of another header profile.
-            SnapshotVersionError: written by a newer ratelane.
-            SnapshotMalformedError: a ratelane snapshot with malformed content.
-            LimiterBusyError: requests are queued or in flight.
-            LimiterClosedError: after ``aclose()``.
-            InvalidArgumentError: ``snapshot`` is not a ``str``.
-        """
-        self._core.restore(self._now(), int(time.time() * 1000), snapshot)
-        self._pump()
 
     async def aclose(self) -> None:
         """Closes the limiter: every queued request fails with ``ClosedError``, new ones
@@ -460,158 +313,27 @@ class RateLimiter:
             loop = self._bind()
         return int(loop.time() * 1e9)
 
-    def _enqueue(self, method: str, path: str, options: RequestOptions) -> _Waiter:
+    def _clock_ns(self) -> Optional[int]:
         loop = self._loop
-        if not options and loop is not None:
-            rid = self._core.enqueue(int(loop.time() * 1e9), method, path)
-            waiter = _Waiter(rid)
-            self._waiters[rid] = waiter
-            self._pump()
-            return waiter
-        unknown = set(options) - _OPTION_NAMES
-        if unknown:
-            raise InvalidArgumentError(f"unknown request options {sorted(unknown)}; expected {sorted(_OPTION_NAMES)}")
-        major = options.get("major")
-        identity = options.get("identity")
-        deadline = options.get("deadline")
-        timeout = options.get("timeout")
-        defer_after = options.get("defer_after")
-        priority = options.get("priority", 0)
-        idempotent = options.get("idempotent")
-        global_exempt = options.get("global_exempt")
-        sub_limit = options.get("sub_limit")
-        body_keys = options.get("body_keys")
-        costs = options.get("costs")
-        if self._loop is None:
-            self._bind()
-        now = self._now()
-        deadline_ns = None
-        if timeout is not None:
-            if deadline is not None:
-                raise InvalidArgumentError("give either deadline or timeout, not both")
-            if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout >= 0:
-                raise InvalidArgumentError(f"timeout must be a number of seconds >= 0, got {timeout!r}")
-            deadline_ns = now + int(timeout * 1e9)
-        elif deadline is not None:
-            if not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or not deadline >= 0:
-                raise InvalidArgumentError(f"deadline must be a loop.time() value, got {deadline!r}")
-            deadline_ns = int(deadline * 1e9)
-        native: Dict[str, Any] = {}  # only what is set: each keyword costs a dict entry
-        if defer_after is not None:
-            if (
-                not isinstance(defer_after, (int, float))
-                or isinstance(defer_after, bool)
-                or not defer_after >= 0
-                or defer_after == float("inf")
-            ):
-                raise InvalidArgumentError(f"defer_after must be a finite number of seconds >= 0, got {defer_after!r}")
-            native["defer_after_ns"] = round(defer_after * 1e9)
-        if major is not None:
-            native["major"] = major
-        if identity is not None:
-            native["identity"] = identity
-        if deadline_ns is not None:
-            native["deadline_ns"] = deadline_ns
-        if priority:
-            native["priority"] = priority
-        if idempotent is not None:
-            native["idempotent"] = idempotent
-        if global_exempt is not None:
-            native["global_exempt"] = global_exempt
-        if sub_limit is not None:
-            native["sub_limit"] = sub_limit
-        if body_keys is not None:
-            native["body_keys"] = body_keys
-        if costs is not None:
-            native["costs"] = costs  # the native module checks it (InvalidArgumentError)
-        rid = self._core.enqueue(now, method, path, **native)
-        waiter = _Waiter(rid)
-        waiter.settles = bool(costs)
-        self._waiters[rid] = waiter
-        self._pump()
-        return waiter
+        return None if loop is None else int(loop.time() * 1e9)
 
-    async def _wait(self, waiter: _Waiter) -> None:
+    async def _wait(self, waiter: Waiter) -> None:
         """Waits until the core says ``Send`` for this request; raises its failure."""
-        if waiter.state == _WAITING:
+        if waiter.state == WAITING:
             assert self._loop is not None
             future = self._loop.create_future()
-            waiter.future = future
+            waiter.wake = future
             try:
                 await future
             finally:
-                waiter.future = None
-        if waiter.state == _FAILED:
+                waiter.wake = None
+        if waiter.state == FAILED:
             raise self._failure(waiter)
 
-    def _failure(self, waiter: _Waiter) -> RateLimitError:
-        waiter.state = _DONE
-        fail = waiter.fail
-        if fail is None:  # the core answered "failed" without a Fail output: a core bug
-            raise RuntimeError(f"request {waiter.id} failed without a Fail output")
-        exc: RateLimitError = fail.exception()
-        if isinstance(exc, DeadlineExceededError) and exc.predicted_send_at_ns is not None:
-            exc.predicted_send_at = exc.predicted_send_at_ns / 1e9
-        elif isinstance(exc, DeferredError):
-            # The core's retry time is on the loop's clock: the wall clock's is as far ahead.
-            loop_now = self._loop.time() if self._loop is not None else 0.0
-            exc.set_clocks(int(loop_now * 1e9), time.time(), loop_now)
-        return exc
-
-    def _forget(self, waiter: _Waiter) -> None:
-        """The request's outcome is known to the caller: cancel it in the core if it is
-        still live there (the task was cancelled, or ``send`` raised)."""
-        self._waiters.pop(waiter.id, None)
-        state = waiter.state
-        if state == _DONE or state == _FAILED:
-            return
-        waiter.state = _DONE
-        try:
-            if state == _SENDABLE:
-                # The core said Send, but the task was cancelled before the request left:
-                # "not sent" gives its global token and bucket slot back (a plain cancel
-                # would keep them used until the window resets).
-                self._core.handle_failure(self._now(), waiter.id, "not_sent")
-                self._pump()
-            self._core.cancel(self._now(), waiter.id)
-        except RatelaneError:
-            return  # already ended in the core (failed, or closed while in flight)
-        self._pump()
-
-    def _pump(self) -> None:
-        """Drains the core's outputs (the drain invariant) and acts on each."""
-        self._dispatch(self._core.drain())
-
-    def _dispatch(self, outputs: List[Any]) -> None:
-        """Acts on drained outputs (``Any``: dispatched on their exact type)."""
-        for output in outputs:
-            kind = type(output)
-            if kind is Send:
-                waiter = self._waiters.get(output.id)
-                if waiter is not None:
-                    waiter.state = _SENDABLE
-                    future = waiter.future
-                    if future is not None and not future.done():
-                        future.set_result(None)
-            elif kind is WaitUntil:
-                self._arm(output.at_ns)
-            elif kind is Idle:
-                pass  # a pending timer may fire; an early handle_timeout is harmless
-            elif kind is Fail:
-                waiter = self._waiters.get(output.id)
-                if waiter is not None:
-                    waiter.state = _FAILED
-                    waiter.fail = output
-                    future = waiter.future
-                    if future is not None and not future.done():
-                        future.set_result(None)
-            elif kind is Reserve:
-                self._reserve(output)
-            elif kind in _SHARE_TYPES:
-                assert self._store is not None
-                self._store.record(output)
-            elif self._on_observation is not None:
-                self._on_observation(output)
+    def _wake(self, waiter: Waiter) -> None:
+        future = waiter.wake
+        if not future.done():
+            future.set_result(None)
 
     # ------------------------------------------------------------------ shared mode
 
@@ -655,9 +377,9 @@ class RateLimiter:
         if not self._asking and self._asked is not None:
             self._asked.set()
 
-    def _written(self, waiter: _Waiter) -> None:
+    def _written(self, waiter: Waiter) -> None:
         """The transport wrote ``waiter``'s request (``report_written``)."""
-        if waiter.state == _WAITING and self._loop is not None:
+        if waiter.state == WAITING and self._loop is not None:
             try:
                 self._core.handle_written(self._now(), waiter.id)
             except RatelaneError:
@@ -700,7 +422,7 @@ class Permit:
         self._method = method
         self._path = path
         self._options = options
-        self._waiter: Optional[_Waiter] = None
+        self._waiter: Optional[Waiter] = None
         self.disposition: Optional[str] = None
         """The last answer's disposition: ``"complete"``, ``"retry"``, ``"failed"`` or None."""
 
@@ -709,7 +431,7 @@ class Permit:
         """The request id in the sans-IO limiter."""
         return self._live().id
 
-    def _live(self) -> _Waiter:
+    def _live(self) -> Waiter:
         if self._waiter is None:
             raise RuntimeError("use the permit inside 'async with limiter.acquire(...)'")
         return self._waiter
@@ -717,15 +439,15 @@ class Permit:
     async def __aenter__(self) -> "Permit":
         if self._waiter is not None:
             raise RuntimeError("a permit is entered once")
-        waiter = self._limiter._enqueue(self._method, self._path, self._options)
+        waiter = self._limiter._enqueue_waiter(self._method, self._path, self._options)
         self._waiter = waiter
-        if waiter.state != _SENDABLE:
+        if waiter.state != SENDABLE:
             try:
                 await self._limiter._wait(waiter)
             except BaseException:
                 self._limiter._forget(waiter)
                 raise
-        waiter.state = _WAITING
+        waiter.state = WAITING
         return self
 
     async def __aexit__(
@@ -759,7 +481,7 @@ class Permit:
         limiter wants it re-sent: ``await permit.ready()``) or ``"failed"`` (``permit.error``
         says why)."""
         waiter = self._live()
-        if waiter.state == _DONE or waiter.state == _FAILED:
+        if waiter.state == DONE or waiter.state == FAILED:
             raise RuntimeError("this request already has its outcome")
         limiter = self._limiter
         if type(headers) is not dict:
@@ -780,7 +502,7 @@ class Permit:
             )
         limiter._pump()
         if disposition == "complete":
-            waiter.state = _DONE
+            waiter.state = DONE
         self.disposition = disposition
         return disposition
 
@@ -818,12 +540,12 @@ class Permit:
         """After a ``"retry"``: waits until the request may be sent again. Raises the
         ``RateLimitError`` subclass if the limiter gives up on it."""
         waiter = self._live()
-        if waiter.state == _FAILED:
+        if waiter.state == FAILED:
             raise self._limiter._failure(waiter)
         if self.disposition != "retry":
             raise RuntimeError("ready() is for a request the limiter wants re-sent ('retry')")
         await self._limiter._wait(waiter)
-        waiter.state = _WAITING
+        waiter.state = WAITING
         self.disposition = None
 
     @property

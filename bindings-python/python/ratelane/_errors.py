@@ -45,7 +45,7 @@ has its class here (checked when ``ratelane`` is imported).
 from __future__ import annotations
 
 import datetime
-from typing import Dict, List, Optional, Type
+from typing import Any, Dict, List, Optional, Type
 
 __all__ = [
     "RatelaneError",
@@ -127,6 +127,11 @@ class RateLimitError(RatelaneError):
         self.predicted_wait_ns = predicted_wait_ns
         self.attempts = attempts
         self.retry_at_ns = retry_at_ns
+        self.response: Any = None
+        """The server's last answer when the request failed after one (``retries_exhausted``
+        after a 429, ``unauthorized``...): the host library's response, its body read and its
+        connection released, so that an adapter can hand the server's own answer on. ``None``
+        when the request failed before an answer (``max_wait_exceeded``...)."""
 
     @property
     def predicted_wait(self) -> Optional[float]:
@@ -360,7 +365,9 @@ class RedisServerError(RedisLimiterError):
 class RedisBadStateError(RedisLimiterError):
     """The key holds something that is not this algorithm's state (``RATELANE_STATE``, or
     Redis's ``WRONGTYPE``): two limiters, or another program, share a key name. The key is left
-    alone."""
+    alone, except a key of the algorithm's shape holding a count no check writes (a leaky-bucket
+    level above ``2**32 - 1``, a fixed-window count of ``2**53`` or more: corrupted), which the
+    script resets (deletes), so that only this check fails and the next starts from an empty key."""
 
     code = "redis_bad_state"
 

@@ -1,6 +1,7 @@
 """Reading what the core needs from a host library's response or exception.
 
-Works with aiohttp (``ClientResponse``), httpx (``Response``) and any object that has a
+Works with aiohttp (``ClientResponse``), httpx and httpx2 (``Response``), requests
+(``Response``) and any object that has a
 ``status`` or ``status_code`` and ``headers``; no library is imported here (classes are
 looked up in ``sys.modules``, so a library that is not loaded is not checked).
 """
@@ -13,19 +14,34 @@ import math
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-__all__ = ["status_of", "headers_of", "body_hints", "may_be_json", "failure_kind", "discard"]
+from ._errors import InvalidArgumentError
+
+__all__ = [
+    "status_of",
+    "headers_of",
+    "body_hints",
+    "body_hints_sync",
+    "may_be_json",
+    "failure_kind",
+    "discard",
+    "discard_sync",
+    "keep",
+    "keep_sync",
+]
 
 
 def status_of(response: Any) -> int:
     """The HTTP status: ``.status`` (aiohttp, plain objects) or ``.status_code`` (httpx,
-    requests, wumpy's exceptions)."""
+    requests, wumpy's exceptions), an ``int``. Anything else (no status, ``None``, ``'200'``,
+    NaN) raises ``InvalidArgumentError``; whether the int is a status the core takes is the
+    core's check (``Limiter.reads_body`` and ``handle_response`` raise the same error)."""
     status = getattr(response, "status", None)
     if status is None:
         status = getattr(response, "status_code", None)
-    if status is None:
-        raise TypeError(
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise InvalidArgumentError(
             f"cannot read an HTTP status from {type(response).__name__!r}: it needs a "
-            "'status' or 'status_code' attribute"
+            f"'status' or 'status_code' attribute holding an int, got {status!r}"
         )
     return int(status)
 
@@ -163,18 +179,22 @@ def may_be_json(response: Any) -> bool:
     return True
 
 
+def _parsed(raw: Any) -> Dict[str, Any]:
+    return hints_from_body(json.loads(raw))
+
+
 async def body_hints(response: Any) -> Dict[str, Any]:
     """Reads a response's JSON body for the core (``hints_from_body``). Never raises: an HTML
     or broken body gives ``{}``. The body stays readable by the caller (aiohttp and httpx
     cache it)."""
     try:
         aread = getattr(response, "aread", None)
-        if aread is not None:  # httpx
+        if aread is not None:  # httpx, httpx2
             await aread()
-            return hints_from_body(json.loads(response.content))
+            return _parsed(response.content)
         read = getattr(response, "read", None)
         if read is not None and asyncio.iscoroutinefunction(read):  # aiohttp
-            return hints_from_body(json.loads(await read()))
+            return _parsed(await read())
         data = getattr(response, "json", None)
         if callable(data):
             data = data()
@@ -185,22 +205,54 @@ async def body_hints(response: Any) -> Dict[str, Any]:
         return {}
 
 
+def body_hints_sync(response: Any) -> Dict[str, Any]:
+    """``body_hints`` for a synchronous client's response (httpx's and httpx2's ``Client``,
+    requests): reads the body, which stays readable by the caller. Never raises."""
+    try:
+        read = getattr(response, "read", None)
+        if read is not None and callable(read) and hasattr(response, "aread"):  # httpx, httpx2
+            return _parsed(read())
+        content = getattr(response, "content", None)
+        if isinstance(content, (bytes, str)):  # requests
+            return _parsed(content)
+        data = getattr(response, "json", None)
+        return hints_from_body(data() if callable(data) else data)
+    except Exception:  # noqa: BLE001 - a hostile body is tolerated, never an error
+        return {}
+
+
 def failure_kind(exc: BaseException) -> Optional[str]:
     """``"not_sent"`` when the request certainly did not reach the server (connection
     refused, DNS), ``"maybe_sent"`` for other transport failures (reset, timeout after
-    writing), ``None`` when ``exc`` is not a transport failure."""
+    writing), ``None`` when ``exc`` is not a transport failure. Knows aiohttp, httpx,
+    httpx2 and requests (when loaded) and the standard library's errors."""
     aiohttp = sys.modules.get("aiohttp")
     if aiohttp is not None:
         if isinstance(exc, aiohttp.ClientConnectorError):
             return "not_sent"
         if isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)):
             return "maybe_sent"
-    httpx = sys.modules.get("httpx")
-    if httpx is not None:
-        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
+    for name in ("httpx", "httpx2"):
+        httpx = sys.modules.get(name)
+        if httpx is not None:
+            if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
+                return "not_sent"
+            if isinstance(exc, httpx.TransportError):
+                return "maybe_sent"
+    requests = sys.modules.get("requests")
+    if requests is not None and isinstance(exc, requests.RequestException):
+        if isinstance(exc, requests.ConnectTimeout):
             return "not_sent"
-        if isinstance(exc, httpx.TransportError):
+        if isinstance(exc, requests.ConnectionError):
+            # urllib3 wraps "could not connect" as NewConnectionError (refused, DNS).
+            urllib3 = sys.modules.get("urllib3")
+            reason = getattr(exc.args[0] if exc.args else None, "reason", None)
+            if urllib3 is not None and isinstance(reason, urllib3.exceptions.NewConnectionError):
+                return "not_sent"
             return "maybe_sent"
+        if isinstance(exc, (requests.Timeout, requests.exceptions.ChunkedEncodingError)):
+            return "maybe_sent"
+        return None  # an invalid URL, a missing schema...: the caller's, not the transport's
     if isinstance(exc, (ConnectionRefusedError, NotSentError)):
         return "not_sent"
     if isinstance(exc, (OSError, asyncio.TimeoutError)):
@@ -211,6 +263,42 @@ def failure_kind(exc: BaseException) -> Optional[str]:
 class NotSentError(ConnectionError):
     """Raise this from ``send`` to tell the driver the request never left (it is retried
     with backoff, its global token and bucket slot given back)."""
+
+
+async def keep(response: Any) -> None:
+    """Reads a response's body so that it stays readable once its connection is released
+    (``discard``). Never raises: a body that cannot be read stays unread."""
+    try:
+        aread = getattr(response, "aread", None)
+        if aread is not None:  # httpx
+            await aread()
+            return
+        read = getattr(response, "read", None)
+        if read is not None and asyncio.iscoroutinefunction(read):  # aiohttp caches it
+            await read()
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
+def keep_sync(response: Any) -> None:
+    """``keep`` for a synchronous client's response."""
+    try:
+        if hasattr(response, "aread"):  # httpx, httpx2
+            response.read()
+        else:
+            getattr(response, "content", None)  # requests reads and caches it
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
+def discard_sync(response: Any) -> None:
+    """``discard`` for a synchronous client's response (httpx, httpx2, requests: ``close``)."""
+    try:
+        close = getattr(response, "close", None)
+        if close is not None:
+            close()
+    except Exception:  # noqa: BLE001 - best effort
+        pass
 
 
 async def discard(response: Any) -> None:

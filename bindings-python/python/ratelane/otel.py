@@ -1,4 +1,4 @@
-"""OpenTelemetry metrics for the asyncio driver (the ``[otel]`` extra: ``pip install 'ratelane[otel]'``).
+"""OpenTelemetry metrics for the drivers, asyncio and synchronous (the ``[otel]`` extra: ``pip install 'ratelane[otel]'``).
 
 ::
 
@@ -67,7 +67,7 @@ except ImportError as _missing:  # pragma: no cover - exercised without the extr
 
 from ._core import Send
 from ._outputs import Fail, RateLimited, StoreRecovered, StoreUnavailable
-from ._driver import RateLimiter
+from ._engine import Engine
 
 __all__ = ["Metrics", "instrument", "WAIT_BOUNDARIES"]
 
@@ -91,7 +91,7 @@ class Metrics:
         if meter is None:
             meter = get_meter("ratelane")
         self._lock = threading.Lock()
-        self._attached: List[Tuple[RateLimiter, "_Recorder"]] = []
+        self._attached: List[Tuple[Engine, "_Recorder"]] = []
         self.requests = meter.create_counter(
             "ratelane.requests", unit="{request}",
             description="The core's decisions per request, by ratelane.outcome (sent, answered, retried, "
@@ -125,7 +125,7 @@ class Metrics:
             description="The invalid-request budget used: 401, 403 and non-shared 429 answers within the window",
         )
 
-    def attach(self, limiter: RateLimiter, *, name: Optional[str] = None) -> None:
+    def attach(self, limiter: Engine, *, name: Optional[str] = None) -> None:
         """Records ``limiter``'s decisions from now on. Attach before its first request."""
         core = limiter._core
         if isinstance(core, _Recorder):
@@ -135,7 +135,7 @@ class Metrics:
         with self._lock:
             self._attached.append((limiter, recorder))
 
-    def detach(self, limiter: RateLimiter) -> None:
+    def detach(self, limiter: Engine) -> None:
         """Stops recording ``limiter`` (its gauges are no longer reported)."""
         core = limiter._core
         if isinstance(core, _Recorder) and core._metrics is self:
@@ -157,16 +157,16 @@ class Metrics:
         return self._gauge(lambda _, r: r._core.in_flight)
 
     def _invalid_used(self, options: CallbackOptions) -> Iterable[Observation]:
-        def used(limiter: RateLimiter, recorder: _Recorder) -> int:
-            loop = limiter._loop
-            now = recorder._now if loop is None else max(recorder._now, int(loop.time() * 1e9))
+        def used(limiter: Engine, recorder: _Recorder) -> int:
+            clock = limiter._clock_ns()
+            now = recorder._now if clock is None else max(recorder._now, clock)
             count: int = recorder._core.invalid_requests(now)
             return count
 
         return self._gauge(used)
 
 
-def instrument(limiter: RateLimiter, meter: Optional[Meter] = None, *, name: Optional[str] = None) -> Metrics:
+def instrument(limiter: Engine, meter: Optional[Meter] = None, *, name: Optional[str] = None) -> Metrics:
     """``Metrics(meter).attach(limiter, name=name)``; returns the ``Metrics``. ``meter``
     defaults to ``opentelemetry.metrics.get_meter("ratelane")``. Create one ``Metrics`` per
     meter and attach every limiter to it rather than calling this twice on one meter."""

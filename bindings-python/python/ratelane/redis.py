@@ -77,7 +77,7 @@ import uuid
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _core
+from . import _args, _core
 from ._core import Decision, Scheduled
 from ._outputs import core_form
 from ._errors import (
@@ -116,6 +116,7 @@ __all__ = [
     "OutOfRangeError",
     "RedisBadReplyError",
     "store_op",
+    "bounded_parser",
     "reserve_args",
     "record_args",
 ]
@@ -184,11 +185,97 @@ def parse_answer(reply: Any) -> Answer:
     return _core.store_answer(reply)
 
 
+#: What a reply of ratelane's scripts may hold at most, checked by ``bounded_parser`` as each
+#: header is read: elements of one array (a batch answers one reply per operation, at most
+#: 256), arrays in one reply, elements in all, and bytes of one string.
+MAX_ARRAY = 1024
+MAX_ARRAYS = 512
+MAX_ELEMENTS = 16_384
+MAX_BULK = 1 << 20
+
+_PARSERS: Dict[int, Any] = {}
+
+
+def _default_protocol() -> int:
+    """The RESP version redis-py speaks when none is given: 3 from redis-py 8, 2 before."""
+    import redis.utils
+
+    return int(getattr(redis.utils, "DEFAULT_RESP_VERSION", 2))
+
+
+def bounded_parser(protocol: int = 2) -> Any:
+    """redis-py's asyncio parser for ``protocol`` (2 or 3) that refuses a reply larger than any
+    of ratelane's scripts gives before it reads it: an array of more than ``MAX_ARRAY``
+    elements, more than ``MAX_ARRAYS`` arrays (a reply nested that deep, too) or
+    ``MAX_ELEMENTS`` elements in all, a string of more than ``MAX_BULK`` bytes. It raises
+    redis-py's ``InvalidResponse`` (a ``RedisBadReplyError`` to the limiters; the store answers
+    the core "unavailable"), and redis-py drops the connection. redis-py's own parsers read
+    every element first: a hostile or broken server's million-element reply held the event loop
+    for seconds, one nested ten thousand deep raised ``RecursionError``.
+
+    ``RedisStore`` uses it for the client it makes from a URL. Give it to a client of your own
+    as ``redis.asyncio.Redis.from_url(url, parser_class=ratelane.redis.bounded_parser(3))``:
+    the protocol the client speaks (redis-py 8 speaks 3 unless told ``protocol=2``; earlier
+    versions 2). It reads header lines through the parsers'
+    ``_readline``, a private part of redis-py (tested with redis-py 5.0 to 8.1: the test
+    suite fails when a version moves it)."""
+    cached = _PARSERS.get(protocol)
+    if cached is not None:
+        return cached
+    from redis._parsers.resp2 import _AsyncRESP2Parser
+    from redis._parsers.resp3 import _AsyncRESP3Parser
+    from redis.exceptions import InvalidResponse
+
+    base: Any
+    if protocol == 3:
+        base = _AsyncRESP3Parser
+    elif protocol == 2:
+        base = _AsyncRESP2Parser
+    else:
+        raise InvalidConfigError(f"protocol must be 2 or 3, got {protocol!r}")
+
+    async def read_response(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self._arrays = self._elements = 0
+        return await super(parser, self).read_response(*args, **kwargs)
+
+    async def _readline(self: Any) -> bytes:
+        line: bytes = await super(parser, self)._readline()
+        kind = line[:1]
+        if kind and kind in b"*%~>|$=!":
+            try:
+                n = int(line[1:])
+            except ValueError:
+                raise InvalidResponse(f"Protocol Error: a length of {line[1:64]!r}") from None
+            if kind in b"$=!":
+                if n > MAX_BULK:
+                    raise InvalidResponse(f"a string of {n} bytes, more than ratelane reads ({MAX_BULK})")
+            else:
+                n *= 2 if kind in b"%|" else 1
+                self._arrays += 1
+                self._elements += max(n, 0)
+                if n > MAX_ARRAY or self._arrays > MAX_ARRAYS or self._elements > MAX_ELEMENTS:
+                    raise InvalidResponse(
+                        f"a reply larger than ratelane reads (an array of {n} elements, "
+                        f"{self._arrays} arrays, {self._elements} elements so far)"
+                    )
+        return line
+
+    # Made with type(): a class statement here would be a name of the module to the stub check.
+    parser: Any = type(
+        f"BoundedRESP{protocol}Parser",
+        (base,),
+        {"read_response": read_response, "_readline": _readline, "_arrays": 0, "_elements": 0},
+    )
+    _PARSERS[protocol] = parser
+    return parser
+
+
 def _item_reply(item: Any, error: Any) -> Any:
     """A batch item's reply as a single call's: ``["error", message]`` (an op the script
     refused) becomes the error reply the single call would have raised."""
     if isinstance(item, list) and len(item) == 2 and item[0] in (b"error", "error"):
-        message = item[1].decode() if isinstance(item[1], bytes) else str(item[1])
+        text = item[1]
+        message = text.decode(errors="replace") if isinstance(text, bytes) else text if isinstance(text, str) else type(text).__name__
         return error(message)
     return item
 
@@ -270,6 +357,11 @@ class RedisStore:
             self._redis: Any = aioredis.Redis.from_url(
                 client_or_url, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
             )
+            # Replies bounded before they are read (``bounded_parser``), in the protocol the
+            # URL asks for.
+            kwargs = self._redis.connection_pool.connection_kwargs
+            protocol = kwargs.get("protocol") or _default_protocol()
+            kwargs["parser_class"] = bounded_parser(int(protocol))
             self._owns = True
         else:
             self._redis = client_or_url
@@ -420,7 +512,9 @@ class RedisStore:
         if len(batch) == 1 or isinstance(reply, Exception):
             return [reply] * len(batch)
         if not isinstance(reply, list) or len(reply) != len(batch):
-            raise ValueError(f"the shared store answered a batch of {len(batch)} with {reply!r}")
+            # Its kind and size only: its repr may be any size, or recurse any depth.
+            size = f" of {len(reply)} elements" if isinstance(reply, list) else ""
+            raise RedisBadReplyError(f"the shared store answered a batch of {len(batch)} with a {type(reply).__name__}{size}")
         return [_item_reply(item, self._response_error) for item in reply]
 
     def _fail(self, op: _Op, exc: BaseException) -> None:
@@ -489,6 +583,10 @@ def _failure(exc: BaseException, rx: ModuleType) -> Optional[RatelaneError]:
         return RedisBadReplyError(f"unexpected reply from Redis: {message}")
     if isinstance(exc, (rx.RedisError, rx.RedisClusterException)):
         return RedisServerError(f"Redis failed: {message}")
+    if isinstance(exc, RecursionError):
+        # The client's reader recursed into a reply nested deeper than Python's stack: no
+        # script answers that (a hostile or broken server, or a proxy), so it is a bad reply.
+        return RedisBadReplyError(f"unexpected reply from Redis: nested too deep to read ({exc})")
     return None
 
 
@@ -539,7 +637,7 @@ class _RedisLimiter:
     def _key(self, key: str) -> str:
         if not isinstance(key, str):
             raise InvalidArgumentError(f"a key must be a str, got {key!r}")
-        return self.prefix + key
+        return self.prefix + _args.text(key, "a key")
 
     def _param(self, name: str) -> int:
         value = self._script.params[name]

@@ -6,7 +6,7 @@ network, jumping straight to the next event, so an hour of throttling runs in mi
 serve it over HTTP). Settings are the core's JSON forms (``ratelane::json``):
 
 * limiter: as ``ratelane.Limiter``;
-* server: ``buckets`` (``{hash: {"limit", "window_ns", "kind": "fixed"|"sliding"}}``),
+* server: ``buckets`` (``{hash: {"limit", "window_ns", "kind": "fixed"|"sliding"|"refill"}}``),
   ``routes`` (``{"METHOD /template": {"bucket", "global_exempt", "sub_limit",
   "shared_limit", "status"}}``), ``default_bucket``, ``global`` (a bucket or ``None``),
   ``invalid_limit``, ``invalid_window_ns``, ``ban_duration_ns``, ``error_rate``, ``remaps``,
@@ -119,10 +119,12 @@ class Simulation:
         idempotent: Optional[bool] = None,
         global_exempt: Optional[bool] = None,
         costs: Optional[Mapping[str, int]] = None,
+        model: Optional[str] = None,
     ) -> int:
         """Schedules a request to be enqueued at ``at_ns``; returns its ticket (its index in
         the report's ``requests``). ``costs``: its estimated costs (``Limiter.enqueue``); the
-        simulated server charges each request the token budget's ``cost``."""
+        simulated server charges each request the token budget's ``cost``. ``model``: its LLM
+        model (``Limiter.enqueue``), which the simulated server keys its limits by too."""
         return self._inner.enqueue_at(
             at_ns,
             method,
@@ -134,6 +136,7 @@ class Simulation:
             idempotent=idempotent,
             global_exempt=global_exempt,
             costs=costs,
+            model=model,
         )
 
     def cancel_at(self, at_ns: int, ticket: int) -> None:

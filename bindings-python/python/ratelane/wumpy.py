@@ -26,7 +26,7 @@ raises its own ``RateLimited`` / ``ServerException`` inside the block for 429s a
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Mapping, Optional, Type
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Optional, Type
 from urllib.parse import quote
 
 from wumpy.rest import RateLimited, RatelimiterContext
@@ -34,6 +34,12 @@ from wumpy.rest import RateLimited, RatelimiterContext
 from ._driver import Permit, RateLimiter
 from ._errors import DeadlineExceededError
 from ._responses import headers_of, hints_from_body
+from ._transport import own_limiter
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ._settings import LimiterSettings
 
 __all__ = ["WumpyRatelimiter"]
 
@@ -45,11 +51,9 @@ class WumpyRatelimiter:
     (``WumpyRatelimiter(max_wait=60.0)``; closed when wumpy's client closes).
     """
 
-    def __init__(self, limiter: Optional[RateLimiter] = None, **settings: Any) -> None:
-        if limiter is not None and settings:
-            raise TypeError("pass either a limiter or settings for a new one, not both")
-        self.limiter = limiter if limiter is not None else RateLimiter(**settings)
-        self._owns_limiter = limiter is None
+    def __init__(self, limiter: Optional[RateLimiter] = None, **settings: Unpack[LimiterSettings]) -> None:
+        self.limiter: RateLimiter
+        self.limiter, self._owns_limiter = own_limiter(limiter, RateLimiter, dict(settings), "WumpyRatelimiter")
 
     async def __aenter__(self) -> "WumpyRatelimiter":
         await self.limiter.__aenter__()

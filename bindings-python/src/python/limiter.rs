@@ -109,6 +109,7 @@ pub(super) fn request(method: String, path: String, options: Option<&Bound<'_, P
             "sub_limit" => r.sub_limit = opt_text(&value)?,
             "body_keys" => r.body_keys = body_keys(&value)?.unwrap_or_default(),
             "costs" => r.costs = costs(&value)?.unwrap_or_default(),
+            "model" => r.model = opt_text(&value)?,
             _ => return Err(PyTypeError::new_err(format!("{call}() got an unexpected keyword argument '{name}'"))),
         }
     }
@@ -138,7 +139,7 @@ impl Limiter {
 
     #[pyo3(signature = (now_ns, method, path, **options), text_signature = "($self, now_ns, method, path, *, major=None, \
         identity=None, deadline_ns=None, defer_after_ns=None, priority=0, idempotent=None, global_exempt=None, \
-        sub_limit=None, body_keys=None, costs=None)")]
+        sub_limit=None, body_keys=None, costs=None, model=None)")]
     fn enqueue(
         &mut self,
         #[pyo3(from_py_with = ns)] now_ns: u64,
@@ -181,9 +182,10 @@ impl Limiter {
     }
 
     /// Whether the profile reads the body of an answer with this status
-    /// (`HeaderProfile::reads_body`).
-    fn reads_body(&self, status: i64) -> bool {
-        u16::try_from(status).is_ok_and(|s| self.inner.config().profile.reads_body(s))
+    /// (`HeaderProfile::reads_body`). Raises `InvalidArgumentError` for a status the core does
+    /// not take (an int in `_core.STATUSES`), so the driver checks `send`'s status with it.
+    fn reads_body(&self, #[pyo3(from_py_with = status)] status: u16) -> bool {
+        self.inner.config().profile.reads_body(status)
     }
 
     /// `failure`: `"not_sent"` or `"maybe_sent"`.
@@ -271,7 +273,7 @@ impl Limiter {
     /// When the request could be sent (monotonic ns), were it enqueued now. A read.
     #[pyo3(signature = (now_ns, method, path, **options), text_signature = "($self, now_ns, method, path, *, major=None, \
         identity=None, deadline_ns=None, defer_after_ns=None, priority=0, idempotent=None, global_exempt=None, \
-        sub_limit=None, body_keys=None, costs=None)")]
+        sub_limit=None, body_keys=None, costs=None, model=None)")]
     fn predict(
         &self,
         #[pyo3(from_py_with = ns)] now_ns: u64,

@@ -15,7 +15,10 @@ use std::borrow::Cow;
 use ratelane::server::script::{ReplyError, ReplyItem, ScriptReply};
 use ratelane::server::{Answer, Decision as CoreDecision, InsufficientCapacity, Limit, LimitStore, Op};
 
-use super::{checked, core_error, exception, ns as arg_ns, opt_ns as arg_opt_ns};
+use super::{
+    borrowed_text, checked, core_error, exception, factor as arg_factor, max_keys as arg_max_keys, ns as arg_ns,
+    opt_ns as arg_opt_ns, weight as arg_weight,
+};
 
 /// The texts of the scripts, embedded at build time. `bindings-python/<name>.lua` are symlinks
 /// to the one source in `redis/scripts/` (as `shared_store.lua`): cargo and maturin's sdist
@@ -212,8 +215,8 @@ impl PyLimit {
         name: &str,
         #[pyo3(from_py_with = arg_opt_ns)] now_ns: Option<u64>,
         #[pyo3(from_py_with = min_ttl_arg)] min_ttl_ms: u64,
-        n: Option<u32>,
-        factor: Option<f64>,
+        #[pyo3(from_py_with = arg_weight)] n: Option<u32>,
+        #[pyo3(from_py_with = arg_factor)] factor: Option<f64>,
     ) -> PyResult<Vec<String>> {
         let argv = self.inner.argv(op(py, name, n, factor)?, now_ns, min_ttl_ms).map_err(core_error)?;
         Ok(argv.map_err(|e| insufficient(py, e))?.iter().map(ToString::to_string).collect())
@@ -263,13 +266,13 @@ impl PyStore {
 impl PyStore {
     #[new]
     #[pyo3(signature = (limit, max_keys = 100_000))]
-    fn new(limit: &PyLimit, max_keys: usize) -> PyResult<Self> {
+    fn new(limit: &PyLimit, #[pyo3(from_py_with = arg_max_keys)] max_keys: usize) -> PyResult<Self> {
         Ok(PyStore { inner: LimitStore::new(limit.inner, max_keys).map_err(core_error)? })
     }
 
     /// Checks one request for `key` at `now_ns`, and counts it if admitted.
-    fn check(&mut self, py: Python<'_>, key: &str, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyResult<Py<PyAny>> {
-        self.apply(py, key, now_ns, Op::Check)
+    fn check(&mut self, py: Python<'_>, key: &Bound<'_, PyAny>, #[pyo3(from_py_with = arg_ns)] now_ns: u64) -> PyResult<Py<PyAny>> {
+        self.apply(py, borrowed_text(key)?, now_ns, Op::Check)
     }
     /// Runs op `name` for `key` at `now_ns`: `check_n` (weight `n`, GCRA), `check_scaled`
     /// (the bucket scaled by `factor` in (0, 1], leaky bucket), `schedule` (books a slot for
@@ -279,18 +282,18 @@ impl PyStore {
         &mut self,
         py: Python<'_>,
         name: &str,
-        key: &str,
+        key: &Bound<'_, PyAny>,
         #[pyo3(from_py_with = arg_ns)] now_ns: u64,
-        n: Option<u32>,
-        factor: Option<f64>,
+        #[pyo3(from_py_with = arg_weight)] n: Option<u32>,
+        #[pyo3(from_py_with = arg_factor)] factor: Option<f64>,
     ) -> PyResult<Py<PyAny>> {
-        self.apply(py, key, now_ns, op(py, name, n, factor)?)
+        self.apply(py, borrowed_text(key)?, now_ns, op(py, name, n, factor)?)
     }
 
     /// Whether the store holds a state for `key`. A check that leaves a key empty drops it;
     /// a state that empties later, with time, is dropped lazily (when met again or swept).
-    fn __contains__(&self, key: &str) -> bool {
-        self.inner.state(key).is_some()
+    fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.inner.state(borrowed_text(key)?).is_some())
     }
     fn __len__(&self) -> usize {
         self.inner.len()
@@ -314,6 +317,8 @@ pub(super) fn bad(py: Python<'_>, e: ReplyError) -> PyErr {
 
 /// One element of a reply as redis-py gives it, in the core's terms: `int` (not `bool`) is a
 /// Redis integer, `bytes` (or `str` with `decode_responses=True`) a string, `None` a nil.
+/// Anything else is described by its type and size, never by its `repr` (a reply nested ten
+/// thousand deep raised `RecursionError` there).
 pub(super) fn item<'a>(obj: &'a Bound<'_, PyAny>) -> ReplyItem<'a> {
     if obj.is_none() {
         return ReplyItem::Nil;
@@ -332,17 +337,40 @@ pub(super) fn item<'a>(obj: &'a Bound<'_, PyAny>) -> ReplyItem<'a> {
     {
         return ReplyItem::Int(n);
     }
-    ReplyItem::Other(Cow::Owned(format!("{obj:?}")))
+    if let Ok(list) = obj.cast::<PyList>() {
+        return ReplyItem::nested(list.len());
+    }
+    if let Ok(tuple) = obj.cast::<PyTuple>() {
+        return ReplyItem::nested(tuple.len());
+    }
+    ReplyItem::Other(Cow::Owned(describe(obj)))
 }
 
-/// The elements of a reply (a list or tuple); `RedisBadReplyError` for anything else.
+/// What a value is, for a message: its type, and its length where it has one, never its
+/// `repr` (which may be any size, recurse any depth, or fail).
+fn describe(obj: &Bound<'_, PyAny>) -> String {
+    let kind = obj.get_type().name().map_or_else(|_| "?".to_string(), |n| n.to_string());
+    let sized = obj.cast::<PyBytes>().is_ok() || obj.cast::<PyString>().is_ok() || obj.cast::<PyDict>().is_ok();
+    match obj.len() {
+        Ok(len) if sized => format!("a {kind} of length {len}"),
+        _ if obj.is_instance_of::<PyInt>() => format!("a {kind} beyond 64 bits"),
+        _ => format!("a {kind}"),
+    }
+}
+
+/// The elements of a reply (a list or tuple) after its length is checked
+/// (`ratelane::server::script::check_reply_len`: a million elements are refused before one is
+/// read); `RedisBadReplyError` for anything else.
 pub(super) fn elements<'py>(reply: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let checked = |len: usize| ratelane::server::script::check_reply_len(len).map_err(|e| bad(reply.py(), e));
     if let Ok(list) = reply.cast::<PyList>() {
+        checked(list.len())?;
         Ok(list.iter().collect())
     } else if let Ok(tuple) = reply.cast::<PyTuple>() {
+        checked(tuple.len())?;
         Ok(tuple.iter().collect())
     } else {
-        Err(bad(reply.py(), ReplyError::not_an_array(&format!("{reply:?}"))))
+        Err(bad(reply.py(), ReplyError::not_an_array(&describe(reply))))
     }
 }
 

@@ -92,7 +92,7 @@ impl Simulation {
     /// its ticket.
     #[pyo3(signature = (at_ns, method, path, **options), text_signature = "($self, at_ns, method, path, *, major=None, \
         identity=None, deadline_ns=None, defer_after_ns=None, priority=0, idempotent=None, global_exempt=None, \
-        sub_limit=None, body_keys=None, costs=None)")]
+        sub_limit=None, body_keys=None, costs=None, model=None)")]
     fn enqueue_at(
         &mut self,
         #[pyo3(from_py_with = ns)] at_ns: u64,

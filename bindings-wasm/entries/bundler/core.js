@@ -1,15 +1,10 @@
-// The core surface of js/CONTRACT.md over the wasm module, `bundler` build: the bundler
+// The core surface of js/CONTRACT.md over the wasm client module, `bundler` build: the bundler
 // instantiates the .wasm when this module is imported, so init() has nothing left to do. The
-// server-side stores are written over its `ServerLimit` and `ServerStore` by the shared
-// js/server_objects.js.
-import {
-  Limiter, SimServer, Simulation, ServerLimit, ServerStore, failCodes, errorCodes, renderHeaders,
-} from './ratelane_wasm.js';
-import { createServerObjects } from './server_objects.mjs';
+// simulator and the server-side stores are in modules of their own (`ratelane-wasm/sim`,
+// `ratelane-wasm/server`: the web build's, with their own init()).
+import { Limiter, failCodes, errorCodes, readLlmRequest } from './ratelane_wasm.js';
 
-const { GcraStore, LeakyBucketStore, FixedWindowStore } = createServerObjects({ ServerLimit, ServerStore, renderHeaders });
-
-export { Limiter, SimServer, Simulation, GcraStore, LeakyBucketStore, FixedWindowStore };
+export { Limiter, readLlmRequest };
 export const FAIL_CODES = Object.freeze(failCodes());
 export const ERROR_CODES = Object.freeze(errorCodes());
 

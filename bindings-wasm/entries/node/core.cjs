@@ -1,20 +1,13 @@
 'use strict';
-// The core surface of js/CONTRACT.md over the wasm module, `nodejs` build: the module is read
-// and instantiated synchronously by the require below. The server-side stores are written over
-// its `ServerLimit` and `ServerStore` by the shared js/server_objects.js (server_objects.cjs,
-// written by build.sh), as the napi package's are over its addon.
+// The core surface of js/CONTRACT.md over the wasm client module, `nodejs` build: the module is
+// read and instantiated synchronously by the require below. The simulator and the server-side
+// stores are in modules of their own (sim.cjs, server.cjs: `ratelane-wasm/sim`,
+// `ratelane-wasm/server`), so this one carries only the client engine.
 const wasm = require('./ratelane_wasm.js');
-const { createServerObjects } = require('./server_objects.cjs');
-
-const objects = createServerObjects(wasm);
 
 module.exports = {
   Limiter: wasm.Limiter,
-  SimServer: wasm.SimServer,
-  Simulation: wasm.Simulation,
-  GcraStore: objects.GcraStore,
-  LeakyBucketStore: objects.LeakyBucketStore,
-  FixedWindowStore: objects.FixedWindowStore,
   FAIL_CODES: Object.freeze(wasm.failCodes()),
   ERROR_CODES: Object.freeze(wasm.errorCodes()),
+  readLlmRequest: wasm.readLlmRequest,
 };

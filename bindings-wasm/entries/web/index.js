@@ -3,8 +3,11 @@
 // With the `web` build, call init() or initSync() before constructing anything.
 import * as core from './core.js';
 import { createRatelane } from './driver.mjs';
+import { createAdapterCommon, createFetchAdapter } from './adapters.mjs';
 
 const ratelane = createRatelane(core);
+// The fetch adapter (js/adapters/fetch.js): ratelaneFetch.
+Object.assign(ratelane, createFetchAdapter(ratelane, createAdapterCommon(ratelane)));
 export const { __RATELANE_EXPORTS__ } = ratelane;
 export { createRatelane };
 export { init, initSync, init as default } from './core.js';

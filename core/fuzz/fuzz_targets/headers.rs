@@ -2,7 +2,8 @@
 //!
 //! Input layout: byte 0 holds flags (bit 0: a wall clock is given, bit 1: a body
 //! `retry_after` is given, bit 2: a body `global` is given, bit 3: its value, bit 4: a body
-//! GraphQL cost is given); bytes 1..9 are the wall clock (u64 LE), bytes 9..17 the body
+//! GraphQL cost is given, bit 5: a body `usage` of `total_tokens` is given, the same number as
+//! `retry_after`); bytes 1..9 are the wall clock (u64 LE), bytes 9..17 the body
 //! `retry_after` (f64 LE), bytes 17..19 the status (u16 LE), bytes 19..59 the cost's five
 //! numbers (f64 LE: requested, actual, maximum, available, restore rate). The rest is text
 //! (lossy UTF-8), one header per line as `Name: value` (a line without `:` is a name with an
@@ -48,6 +49,7 @@ fuzz_target!(|data: &[u8]| {
         global: (flags & 4 != 0).then_some(flags & 8 != 0),
         cost: (flags & 16 != 0).then_some(cost),
         errors,
+        usage: (flags & 32 != 0).then(|| vec![("total_tokens".to_string(), retry)]).unwrap_or_default(),
     };
 
     for &profile in HeaderProfile::ALL {

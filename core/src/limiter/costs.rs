@@ -1,13 +1,26 @@
 //! Costs in several dimensions: a request's estimated tokens (points, ...) beside the one
 //! request every request costs. See the [`crate::Limiter`] docs, "Costs".
 //!
-//! Each queue keeps one [`Budget`] per dimension its requests name. A budget is a window the
-//! answers report: the lowest `remaining` reported since the window began locally, and when
-//! the dimension is whole again (`reset`). What may still be sent is that report less what is
-//! in flight (each request's charge), the same rule the request count follows: the lowest
-//! report is the server's latest state, and what it did not count yet is still in flight.
-//! Before a report of the window, the limit less what was sent since the local reset (its
-//! settled cost once the answer says it) and what was still in flight at the reset.
+//! Each queue keeps one [`Budget`] per dimension its requests name. A budget comes back in one
+//! of two ways, chosen by the profile and learned from the answers:
+//!
+//! - **A window** (Discord, GitHub, IETF policies, Azure OpenAI): the answers report the lowest
+//!   `remaining` since the window began locally and when the dimension is whole again (`reset`).
+//!   What may still be sent is that report less what is in flight (each request's charge), the
+//!   same rule the request count follows: the lowest report is the server's latest state, and
+//!   what it did not count yet is still in flight. Before a report of the window, the limit
+//!   less what was sent since the local reset (its settled cost once the answer says it) and
+//!   what was still in flight at the reset.
+//! - **Continuous refill** ([`Refill`]; OpenAI's and Anthropic's requests and tokens, Shopify
+//!   GraphQL's points): the budget refills at `limit / period`, where the period (the time from
+//!   empty to full) is learned from the answers, each giving an upper bound (`reset` is the time
+//!   to full, `limit - remaining` what is missing; Shopify also says its restore rate). What may
+//!   be sent at `t` is a level carried forward from answer to answer (what refilled since,
+//!   capped at the limit, less every cost settled since) and raised by each report (what it
+//!   says was left, less the costs settled since its request was sent, which the report may
+//!   not count), less what is in flight. Each report also caps the level (what it says was left
+//!   plus what refilled since its request was sent), so costs the answers do not tell cannot
+//!   drift it upward. Until the period is known, the budget is read as a window.
 //!
 //! A request is charged its estimate times a margin drawn from the recent ratios of actual to
 //! estimated cost in that dimension ([`Ratio`]), so estimates that err low do not overrun the
@@ -16,7 +29,7 @@
 //! leaves what was carried, and its reported reset tells which window counted it. In shared
 //! mode a budget is this process's part (`share`) of the limit and of what the server reports.
 
-use crate::types::{FailReason, Nanos};
+use crate::types::{Dimension, FailReason, HeaderProfile, MILLISECOND, Nanos};
 
 /// One dimension's budget in one queue.
 #[derive(Debug, Clone)]
@@ -44,7 +57,115 @@ pub(super) struct Budget {
     /// Shared mode: how many processes share the budget (the store's live count); this one
     /// keeps to its part of it. 1 otherwise.
     pub(super) share: u64,
+    /// The budget refills continuously (see [`Refill`]); `None`: a window.
+    pub(super) refill: Option<Refill>,
+    /// Every cost settled so far (an answer's actual cost, or the charge an answer kept), all
+    /// told: a charge notes it at its send, so that its answer knows what settled since.
+    settled: u64,
 }
+
+/// A continuously refilling budget's state (see the module docs).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Refill {
+    /// The time the budget takes from empty to full: the least upper bound the answers gave.
+    pub(super) period: Option<Nanos>,
+    /// The greatest lower bound of the period the answers gave, and the least upper bound with
+    /// a tolerance for resets told coarsely ([`Refill::TOLERANCE`]): a server whose reports
+    /// no one period explains (a window that says `reset` but does not refill) makes them
+    /// cross, and the budget is a window from then on.
+    pub(super) period_low: Nanos,
+    pub(super) period_high: Option<Nanos>,
+    /// The first `limit - remaining` a bound was drawn from, and whether a second, different
+    /// one agreed: a rate is trusted only once two reports of different depths agree (or the
+    /// answers state it, Shopify's restore rate).
+    pub(super) first_missing: Option<u64>,
+    pub(super) confirmed: bool,
+    /// The reports disagreed: read as a window.
+    pub(super) window: bool,
+    /// What this process may still take, as of `at`, in-flight charges aside: `None` before a
+    /// report.
+    pub(super) level: Option<f64>,
+    pub(super) at: Nanos,
+}
+
+impl Refill {
+    /// The share of a reset a server may have rounded away, for the consistency check.
+    pub(super) const TOLERANCE: f64 = 0.02;
+
+    /// Learns from a report of `missing = limit - remaining` (as reported) and the time to
+    /// full `reset`, known to within `error` either way beyond the millisecond headers round
+    /// to: bounds on the period, and whether they still agree.
+    fn learn(&mut self, limit: u64, missing: u64, reset: Nanos, error: Nanos) {
+        if reset == 0 || missing == 0 {
+            return;
+        }
+        let (lim, reset_f) = (limit as f64, reset as f64);
+        let slack = reset_f * Self::TOLERANCE + (MILLISECOND + error) as f64;
+        // The true missing part lies in (missing - 1, missing]: a level is reported rounded down.
+        let low = ((reset_f - slack).max(0.0) * lim / (missing + 1) as f64) as Nanos;
+        self.period_low = self.period_low.max(low);
+        if missing >= 2 {
+            let high = (reset_f + slack) * lim / (missing - 1) as f64;
+            let high = if high >= Nanos::MAX as f64 { Nanos::MAX } else { high.ceil() as Nanos };
+            self.period_high = Some(self.period_high.map_or(high, |h| h.min(high)));
+            // For the rate: the reset is at most a millisecond short (headers round it up),
+            // and `error` more.
+            let p = (u128::from(reset.saturating_add(MILLISECOND + error)) * u128::from(limit)).div_ceil(u128::from(missing - 1));
+            let p = Nanos::try_from(p).unwrap_or(Nanos::MAX);
+            self.period = Some(self.period.map_or(p, |old| old.min(p)));
+            match self.first_missing {
+                None => self.first_missing = Some(missing),
+                Some(first) if first != missing => self.confirmed = true,
+                Some(_) => {}
+            }
+        }
+        if self.period_high.is_some_and(|h| self.period_low > h) {
+            self.window = true;
+        }
+    }
+
+    /// The period the rate is drawn from, once trusted.
+    fn trusted_period(&self) -> Option<Nanos> {
+        if self.window || !self.confirmed {
+            return None;
+        }
+        self.period.filter(|&p| p > 0)
+    }
+}
+
+/// A millionth of a unit: a level this close to a charge covers it (the level is carried in
+/// floating point; a wait computed to the nanosecond may land a rounding short).
+const SLACK: f64 = 1e-6;
+
+/// What an answer says of a continuously refilling dimension beside its report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RefillReport {
+    /// The time one unit takes to come back, when the answer states it (Shopify).
+    pub(super) interval: Option<Nanos>,
+    /// The reset was a time of day, read against a clock of this resolution when the answer
+    /// arrived (Anthropic): it is short by as much as the request's round trip (the server
+    /// decided before), and off by the clock's resolution. `None`: a duration from the
+    /// server's decision.
+    pub(super) absolute: Option<Nanos>,
+}
+
+/// Whether a dimension refills continuously, as its provider documents it: OpenAI's and
+/// Anthropic's budgets (requests and tokens per minute, a token bucket whose reset is the time
+/// until it is full), and any budget reported with a restore rate (Shopify). Azure OpenAI
+/// reports neither a limit nor a reset to learn a rate from; every other profile says windows.
+pub(super) fn refills(profile: Option<HeaderProfile>, d: &Dimension) -> bool {
+    d.refill_interval.is_some() || matches!(profile, Some(HeaderProfile::OpenAi | HeaderProfile::Anthropic))
+}
+
+/// Whether the engine counts a profile's requests as a cost dimension (`requests`, one per
+/// request) beside the tokens, rather than through the bucket's window: the providers whose
+/// request budget refills continuously (OpenAI, Anthropic).
+pub(super) fn counts_requests(profile: HeaderProfile) -> bool {
+    matches!(profile, HeaderProfile::OpenAi | HeaderProfile::Anthropic)
+}
+
+/// The request count's dimension, which every request costs one of.
+pub(super) const REQUESTS: &str = "requests";
 
 /// What one send charged one budget.
 #[derive(Debug, Clone)]
@@ -57,6 +178,10 @@ pub(super) struct Charge {
     pub(super) charged: u64,
     /// The budget's epoch at the send.
     epoch: u64,
+    /// When it was sent.
+    sent_at: Nanos,
+    /// The budget's settled costs at the send ([`Budget::settled`]).
+    settled: u64,
 }
 
 /// Why a request cannot go now.
@@ -82,7 +207,24 @@ impl Budget {
             longest_reset: 0,
             rolled_at: None,
             share: 1,
+            refill: None,
+            settled: 0,
         }
+    }
+
+    /// The refill rate of this process's part, per nanosecond, once the period is known.
+    fn rate(&self) -> Option<f64> {
+        let period = self.refill?.trusted_period()?;
+        Some(self.own_limit()? as f64 / period as f64)
+    }
+
+    /// The continuous model's view at `now`, once it has a rate and a level: what may be taken
+    /// (in-flight charges aside), and the rate.
+    fn level_at(&self, now: Nanos) -> Option<(f64, f64)> {
+        let (rate, r) = (self.rate()?, self.refill?);
+        let level = r.level?;
+        let cap = self.own_limit()? as f64;
+        Some(((level + rate * now.saturating_sub(r.at) as f64).min(cap), rate))
     }
 
     /// Begins a new local window once the reported reset has passed.
@@ -113,8 +255,21 @@ impl Budget {
         }
     }
 
-    /// Whether `charge` may go now, or until when it waits.
-    fn admits(&self, charge: u64) -> Result<(), Blocked> {
+    /// Whether `charge` may go at `now`, or until when it waits.
+    fn admits(&self, now: Nanos, charge: u64) -> Result<(), Blocked> {
+        if let Some((level, rate)) = self.level_at(now) {
+            let room = level - self.in_flight as f64;
+            if room + SLACK >= charge as f64 {
+                return Ok(());
+            }
+            let most = self.own_limit().unwrap_or(0) as f64 - self.in_flight as f64;
+            if most + SLACK < charge as f64 && self.in_flight > 0 {
+                // Not even a full budget holds it beside what is in flight: an answer first.
+                return Err(Blocked::UntilResponse);
+            }
+            let wait = ((charge as f64 - room) / rate).ceil().max(1.0);
+            return Err(Blocked::Until(now.saturating_add(if wait >= u64::MAX as f64 { u64::MAX } else { wait as u64 })));
+        }
         match self.room() {
             Some(room) if room < charge => match self.reset_at {
                 Some(t) => Err(Blocked::Until(t)),
@@ -126,12 +281,12 @@ impl Budget {
         }
     }
 
-    /// Charges a send of `estimate` at `margin`.
-    pub(super) fn charge(&mut self, estimate: u64, margin: f64) -> Charge {
+    /// Charges a send of `estimate` at `margin`, at `now`.
+    pub(super) fn charge(&mut self, now: Nanos, estimate: u64, margin: f64) -> Charge {
         let charged = self.charge_for(estimate, margin);
         self.spent = self.spent.saturating_add(charged);
         self.in_flight = self.in_flight.saturating_add(charged);
-        Charge { name: self.name.clone(), estimate, charged, epoch: self.epoch }
+        Charge { name: self.name.clone(), estimate, charged, epoch: self.epoch, sent_at: now, settled: self.settled }
     }
 
     fn charge_for(&self, estimate: u64, margin: f64) -> u64 {
@@ -147,7 +302,8 @@ impl Budget {
 
     /// The answer to `charge` came back at `now`. `report`: the dimension's `(limit,
     /// remaining, reset_after)` in it; `actual`: what the request cost, if the answer says;
-    /// `refund`: the request was not counted (refused, or never sent).
+    /// `refund`: the request was not counted (refused, or never sent). `refill`: the report
+    /// says the dimension refills continuously (see [`refills`]), and how to read it.
     pub(super) fn settle(
         &mut self,
         now: Nanos,
@@ -155,9 +311,11 @@ impl Budget {
         report: Option<(Option<u64>, Option<u64>, Option<Nanos>)>,
         actual: Option<u64>,
         refund: bool,
+        refill: Option<RefillReport>,
     ) {
         self.in_flight = self.in_flight.saturating_sub(charge.charged);
         let cost = if refund { 0 } else { actual.unwrap_or(charge.charged) };
+        self.settle_refill(now, charge, report, cost, refill);
         let reset_after = report.and_then(|(_, _, ra)| ra);
         let reset_at = reset_after.map(|ra| now.saturating_add(ra));
         let fresh = if charge.epoch == self.epoch {
@@ -198,30 +356,130 @@ impl Budget {
     }
 }
 
+impl Budget {
+    /// The continuous model's part of [`Budget::settle`] (see the module docs): learns the
+    /// period from the report, carries the level forward to `now` less this request's `cost`,
+    /// caps it by the report and raises it to what the report proves is left.
+    fn settle_refill(
+        &mut self,
+        now: Nanos,
+        charge: &Charge,
+        report: Option<(Option<u64>, Option<u64>, Option<Nanos>)>,
+        cost: u64,
+        refill: Option<RefillReport>,
+    ) {
+        let settled_since = self.settled.saturating_sub(charge.settled);
+        self.settled = self.settled.saturating_add(cost);
+        if let Some(RefillReport { interval, absolute }) = refill {
+            let error = absolute.map_or(0, |resolution| now.saturating_sub(charge.sent_at).saturating_add(resolution));
+            let r = self.refill.get_or_insert_with(Refill::default);
+            let limit = report.and_then(|(l, _, _)| l).filter(|&l| l > 0).or(self.limit);
+            if let Some(limit) = limit {
+                if let Some(i) = interval {
+                    // The answers state the rate (a unit every `i`, rounded up to a
+                    // millisecond: a bound, trusted at once); their resets bound it closer.
+                    let p = i.saturating_mul(limit);
+                    r.period = Some(r.period.map_or(p, |old| old.min(p)));
+                    r.confirmed = true;
+                }
+                if let Some((_, Some(remaining), Some(reset))) = report {
+                    r.learn(limit, limit.saturating_sub(remaining), reset, error);
+                }
+            }
+        }
+        let Some(r) = self.refill else { return };
+        let rate = self.rate().unwrap_or(0.0);
+        let share = self.share.max(1) as f64;
+        let cap = self.own_limit().map_or(f64::MAX, |l| l as f64);
+        // Carried forward: what refilled since, capped, less this request's cost.
+        let mut level = r.level.map(|l| (l + rate * now.saturating_sub(r.at) as f64).min(cap) - cost as f64);
+        if let Some((_, Some(remaining), _)) = report {
+            let reported = remaining as f64 / share;
+            // No more than the report left plus what refilled since the request left (the
+            // server decided after that); no less than it left less what settled since (which
+            // it may not have counted).
+            let most = (reported + rate * now.saturating_sub(charge.sent_at) as f64).min(cap);
+            let least = reported - settled_since as f64;
+            level = Some(level.map_or(least, |l| l.min(most).max(least)));
+        }
+        self.refill = Some(Refill { level, at: now, ..r });
+    }
+}
+
+/// A budget as a snapshot keeps it (see [`crate::snapshot::LearnedBudget`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Kept {
+    pub(super) limit: Option<u64>,
+    /// The refill period, once trusted.
+    pub(super) period: Option<Nanos>,
+    /// What this process may still take at the snapshot, less what is in flight (which may
+    /// still land), rounded down: a continuous budget's with a level only.
+    pub(super) left: Option<u64>,
+}
+
+impl Budget {
+    /// What a snapshot at `now` keeps of it.
+    pub(super) fn keep(&self, now: Nanos) -> Kept {
+        let period = self.refill.and_then(|r| r.trusted_period());
+        let left = self.level_at(now).map(|(level, _)| (level - self.in_flight as f64).max(0.0) as u64);
+        Kept { limit: self.limit, period, left }
+    }
+
+    /// A budget restored from a snapshot: `elapsed` after it was taken, at `now`, with the
+    /// process's `share`. A continuous budget's level is what was left plus what refilled
+    /// since (capped at the limit); a window's count is not kept (it is stale within the
+    /// window, and the first answer tells).
+    pub(super) fn restored(name: &str, kept: Kept, elapsed: Nanos, now: Nanos, share: u64) -> Budget {
+        let mut b = Budget::new(name);
+        b.limit = kept.limit.filter(|&l| l > 0);
+        b.share = share;
+        if let Some(period) = kept.period.filter(|&p| p > 0) {
+            b.refill = Some(Refill { period: Some(period), confirmed: true, at: now, ..Refill::default() });
+            if let (Some(left), Some(rate), Some(cap)) = (kept.left, b.rate(), b.own_limit()) {
+                b.refill = b.refill.map(|r| Refill { level: Some((left as f64 + rate * elapsed as f64).min(cap as f64)), ..r });
+            }
+        }
+        b
+    }
+}
+
 /// Where the requests queued ahead leave a budget, for predictions: how many windows after the
-/// current one they reach into, and what the last of them has left.
+/// current one they reach into, and what the last of them has left; for a continuous budget,
+/// what they need beyond what it holds now, and its rate.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Pack {
     windows: u64,
     room: u64,
+    need: u64,
+    /// The refill rate per nanosecond, for a continuous budget; 0 for a window.
+    rate: f64,
 }
 
 impl Budget {
     /// The budget as the next request finds it, for [`Budget::pack_add`]: `None` when nothing
     /// is known to hold anything (no limit and no report).
     pub(super) fn pack(&self, now: Nanos) -> Option<Pack> {
+        if let Some((level, rate)) = self.level_at(now) {
+            let room = (level - self.in_flight as f64 + SLACK).max(0.0) as u64;
+            return Some(Pack { windows: 0, room, need: 0, rate });
+        }
         let room = match self.reset_at {
             Some(t) if t > now => self.room()?,
             // Its reset passed: the next evaluation starts a new window.
             Some(_) => self.own_limit()?.saturating_sub(self.in_flight),
             None => self.room()?,
         };
-        Some(Pack { windows: 0, room })
+        Some(Pack { windows: 0, room, need: 0, rate: 0.0 })
     }
 
     /// Queues `charge` in `pack`: in the window it reaches, or the next (the queue keeps its
     /// order, so a charge that does not fit waits for a window with room).
     pub(super) fn pack_add(&self, pack: &mut Pack, charge: u64) {
+        if pack.rate > 0.0 {
+            // FIFO: each goes once the level covers it and everything ahead of it.
+            pack.need = pack.need.saturating_add(charge);
+            return;
+        }
         if charge > pack.room
             && let Some(limit) = self.own_limit()
         {
@@ -233,6 +491,13 @@ impl Budget {
 
     /// When a request whose charge `pack` ends with may go: `None` in the current window.
     pub(super) fn pack_time(&self, now: Nanos, pack: &Pack) -> Option<Nanos> {
+        if pack.rate > 0.0 {
+            if pack.need <= pack.room {
+                return None;
+            }
+            let wait = ((pack.need - pack.room) as f64 / pack.rate).ceil();
+            return Some(now.saturating_add(if wait >= u64::MAX as f64 { u64::MAX } else { wait as u64 }));
+        }
         if pack.windows == 0 {
             return None;
         }
@@ -277,9 +542,10 @@ pub(super) fn never_fits<N: AsRef<str>>(budgets: &[Budget], costs: &[(N, u64)]) 
     })
 }
 
-/// Whether `costs` (with their margins) may go now through `budgets` (which [`never_fits`]
-/// has let through).
+/// Whether `costs` (with their margins) may go at `now` through `budgets` (which
+/// [`never_fits`] has let through).
 pub(super) fn gate<'c>(
+    now: Nanos,
     budgets: &[Budget],
     costs: impl Iterator<Item = (&'c str, u64)>,
     margin: impl Fn(&str) -> f64,
@@ -287,7 +553,7 @@ pub(super) fn gate<'c>(
     let mut wait: Option<Blocked> = None;
     for (name, estimate) in costs {
         let Some(b) = budgets.iter().find(|b| &*b.name == name) else { continue };
-        if let Err(blocked) = b.admits(b.charge_for(estimate, margin(name))) {
+        if let Err(blocked) = b.admits(now, b.charge_for(estimate, margin(name))) {
             wait = Some(match (wait, blocked) {
                 (Some(Blocked::Until(a)), Blocked::Until(b)) => Blocked::Until(a.max(b)),
                 (Some(Blocked::UntilResponse), _) | (_, Blocked::UntilResponse) => Blocked::UntilResponse,
@@ -296,6 +562,15 @@ pub(super) fn gate<'c>(
         }
     }
     wait.map_or(Ok(()), Err)
+}
+
+/// The margin estimates in dimension `name` are charged at, from `ratios`: 1 for the request
+/// count ([`REQUESTS`], which is exact), the prior before any ratio of the dimension settled.
+pub(super) fn margin_of(ratios: &[(Box<str>, Ratio)], name: &str) -> f64 {
+    if name == REQUESTS {
+        return 1.0;
+    }
+    ratios.iter().find(|(n, _)| &**n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin())
 }
 
 /// The ratios of actual to estimated cost settled in one dimension, the last
@@ -350,6 +625,20 @@ impl Ratio {
         (worst + (worst - best) / n).clamp(prior, Self::MAX)
     }
 
+    /// The recent ratios, oldest first, and how many settled all told (for a snapshot).
+    pub(super) fn kept(&self) -> (Vec<f64>, u32) {
+        (self.recent.iter().copied().collect(), self.samples)
+    }
+
+    /// A ratio restored from a snapshot: the last [`Ratio::RECENT`] of `recent` (finite, >= 0),
+    /// `samples` settled all told.
+    pub(super) fn restored(recent: &[f64], samples: u32) -> Ratio {
+        let recent: std::collections::VecDeque<f64> =
+            recent.iter().rev().take(Self::RECENT).rev().copied().filter(|r| r.is_finite() && *r >= 0.0).collect();
+        let samples = samples.max(u32::try_from(recent.len()).unwrap_or(u32::MAX));
+        Ratio { recent, samples }
+    }
+
     /// The margin before any answer settled: estimates twice too low.
     pub(super) const PRIOR: f64 = 2.0;
 
@@ -367,16 +656,16 @@ mod tests {
     #[test]
     fn room_is_the_lowest_report_less_what_is_in_flight() {
         let mut b = Budget::new("tokens");
-        let c1 = b.charge(100, 1.0);
-        let c2 = b.charge(100, 1.0);
+        let c1 = b.charge(0, 100, 1.0);
+        let c2 = b.charge(0, 100, 1.0);
         assert_eq!(b.room(), None);
-        b.settle(0, &c1, Some((Some(1000), Some(850), Some(60))), Some(150), false);
+        b.settle(0, &c1, Some((Some(1000), Some(850), Some(60))), Some(150), false, None);
         // 850 reported, c2 (100) still out.
         assert_eq!(b.room(), Some(750));
-        b.settle(0, &c2, Some((Some(1000), Some(900), Some(60))), Some(50), false);
+        b.settle(0, &c2, Some((Some(1000), Some(900), Some(60))), Some(50), false, None);
         assert_eq!(b.room(), Some(800), "the lowest report wins; spent 200 of 1000 by count");
-        assert_eq!(gate(&[b.clone()], [("tokens", 801)].into_iter(), |_| 1.0), Err(Blocked::Until(60)));
-        assert_eq!(gate(&[b.clone()], [("tokens", 800)].into_iter(), |_| 1.0), Ok(()));
+        assert_eq!(gate(0, &[b.clone()], [("tokens", 801)].into_iter(), |_| 1.0), Err(Blocked::Until(60)));
+        assert_eq!(gate(0, &[b.clone()], [("tokens", 800)].into_iter(), |_| 1.0), Ok(()));
         assert!(matches!(
             never_fits(std::slice::from_ref(&b), &[("tokens", 1001)]),
             Some(FailReason::InsufficientCapacity { limit: 1000, cost: 1001, .. })
@@ -401,39 +690,39 @@ mod tests {
     #[test]
     fn in_flight_at_a_reset_counts_against_the_new_window() {
         let mut b = Budget::new("tokens");
-        let c1 = b.charge(100, 1.0);
-        b.settle(0, &c1, Some((Some(1000), Some(0), Some(10))), Some(100), false);
-        let c2 = b.charge(0, 1.0);
+        let c1 = b.charge(0, 100, 1.0);
+        b.settle(0, &c1, Some((Some(1000), Some(0), Some(10))), Some(100), false, None);
+        let c2 = b.charge(0, 0, 1.0);
         b.roll(10);
         assert_eq!(b.room(), Some(1000));
-        let c3 = b.charge(300, 2.0);
+        let c3 = b.charge(0, 300, 2.0);
         assert_eq!(c3.charged, 600);
         assert_eq!(b.room(), Some(400));
         // A stale answer does not lower the new window's report.
-        b.settle(10, &c2, Some((Some(1000), Some(0), Some(1))), None, false);
+        b.settle(10, &c2, Some((Some(1000), Some(0), Some(1))), None, false, None);
         assert_eq!(b.room(), Some(400));
-        b.settle(10, &c3, Some((Some(1000), Some(700), Some(20))), Some(300), false);
+        b.settle(10, &c3, Some((Some(1000), Some(700), Some(20))), Some(300), false, None);
         assert_eq!(b.room(), Some(700));
     }
 
     #[test]
     fn an_answer_from_before_the_reset_leaves_the_window_that_counted_it() {
         let mut b = Budget::new("tokens");
-        let a = b.charge(1000, 1.0);
-        b.settle(0, &a, Some((Some(10_000), Some(9000), Some(6_000))), Some(1000), false);
+        let a = b.charge(0, 1000, 1.0);
+        b.settle(0, &a, Some((Some(10_000), Some(9000), Some(6_000))), Some(1000), false, None);
         // Four sent at 5 s, in flight when the window ends at 6 s (2 s answers).
-        let late: Vec<Charge> = (0..4).map(|_| b.charge(1000, 1.0)).collect();
+        let late: Vec<Charge> = (0..4).map(|_| b.charge(0, 1000, 1.0)).collect();
         b.roll(6_000);
         assert_eq!(b.room(), Some(6000), "what was in flight may land in the new window");
-        let c = b.charge(1000, 1.0);
+        let c = b.charge(0, 1000, 1.0);
         // Three were counted in the old window (their reset was 1 s away when the server
         // answered; 8 s as received), one in the new one (ends at 12 s).
         for charge in &late[..3] {
-            b.settle(7_000, charge, Some((Some(10_000), Some(5000), Some(1_000))), Some(1000), false);
+            b.settle(7_000, charge, Some((Some(10_000), Some(5000), Some(1_000))), Some(1000), false, None);
         }
-        b.settle(7_000, &late[3], Some((Some(10_000), Some(9000), Some(5_000))), Some(1000), false);
+        b.settle(7_000, &late[3], Some((Some(10_000), Some(9000), Some(5_000))), Some(1000), false, None);
         assert_eq!(b.room(), Some(8000), "the new window counted two: c (in flight) and late[3]");
-        b.settle(7_000, &c, Some((Some(10_000), Some(8000), Some(5_000))), Some(1000), false);
+        b.settle(7_000, &c, Some((Some(10_000), Some(8000), Some(5_000))), Some(1000), false, None);
         assert_eq!(b.room(), Some(8000));
     }
 
@@ -441,11 +730,11 @@ mod tests {
     fn in_shared_mode_a_process_keeps_to_its_part() {
         let mut b = Budget::new("tokens");
         b.share = 4;
-        let c = b.charge(100, 1.0);
-        b.settle(0, &c, Some((Some(10_000), Some(8000), Some(60))), Some(100), false);
+        let c = b.charge(0, 100, 1.0);
+        b.settle(0, &c, Some((Some(10_000), Some(8000), Some(60))), Some(100), false, None);
         // A quarter of the 8000 left, and of the limit less what it spent.
         assert_eq!(b.room(), Some(2000));
-        assert_eq!(gate(std::slice::from_ref(&b), [("tokens", 2001)].into_iter(), |_| 1.0), Err(Blocked::Until(60)));
+        assert_eq!(gate(0, std::slice::from_ref(&b), [("tokens", 2001)].into_iter(), |_| 1.0), Err(Blocked::Until(60)));
         // An estimate above its part but within the limit is charged its part: it goes once
         // a window is whole.
         assert_eq!(b.charge_of(9000, 1.0), 2500);
@@ -457,9 +746,9 @@ mod tests {
     fn a_refused_request_gives_its_charge_back() {
         let mut b = Budget::new("tokens");
         b.limit = Some(1000);
-        let c = b.charge(400, 1.0);
+        let c = b.charge(0, 400, 1.0);
         assert_eq!(b.room(), Some(600));
-        b.settle(0, &c, None, None, true);
+        b.settle(0, &c, None, None, true, None);
         assert_eq!(b.room(), Some(1000));
     }
 

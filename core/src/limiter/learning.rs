@@ -200,7 +200,8 @@ impl Limiter {
     ) -> Disposition {
         let scope = refusal_scope(info, response);
         let hint = info.retry_after.or(if info.remaining == Some(0) { info.reset_after } else { None });
-        let clamp = |w: Nanos, c: &Config| w.clamp(c.min_rate_limit_wait, c.max_server_wait);
+        // At least the shortest wait after a 429, at most the one bound on waits from outside.
+        let clamp = |w: Nanos, c: &Config| c.bound_wait(w.max(c.min_rate_limit_wait));
         let wait = match scope {
             RateLimitScope::Edge => {
                 let backoff = self.edge.strike(self.config.edge_backoff_base, self.config.edge_backoff_max);
@@ -384,7 +385,7 @@ impl Limiter {
     /// Charges the costs of request `id`, about to leave queue `qid`, to the queue's budgets
     /// (creating one per dimension it names). A request without costs in a queue that has
     /// budgets charges them nothing, so that its answer's report still counts.
-    pub(super) fn charge_costs(&mut self, qid: Qid, id: RequestId) {
+    pub(super) fn charge_costs(&mut self, now: Nanos, qid: Qid, id: RequestId) {
         if self.req(id).costs().is_empty() && self.queue(qid).rare.budgets().is_empty() {
             return;
         }
@@ -395,10 +396,12 @@ impl Limiter {
         let q = self.queues[qid].as_mut().expect("live queue");
         let mut charges = Vec::new();
         for ((name, estimate), margin) in cost.estimates.iter().zip(margins) {
-            charges.push(costs::budget_mut(q.rare.budget_list(), name, share).charge(*estimate, margin));
+            charges.push(costs::budget_mut(q.rare.budget_list(), name, share).charge(now, *estimate, margin));
         }
         for b in q.rare.budgets_mut().iter_mut().filter(|b| !cost.estimates.iter().any(|(n, _)| *n == b.name)) {
-            charges.push(b.charge(0, 1.0));
+            // Every request costs one request, whatever it names.
+            let one = u64::from(&*b.name == costs::REQUESTS);
+            charges.push(b.charge(now, one, 1.0));
         }
         cost.charges = charges;
         self.req_mut(id).rare = Some(rare);
@@ -409,7 +412,7 @@ impl Limiter {
     /// body (the actual costs: [`headers::settled_cost`]). `refund`: it was never counted
     /// (refused with a 429, or never sent).
     /// Returns whether a budget's limit was learned or lowered.
-    pub(super) fn settle_costs(&mut self, id: RequestId, answer: Option<(Nanos, &RateLimitInfo, &BodyHints)>, refund: bool) -> bool {
+    pub(super) fn settle_costs(&mut self, id: RequestId, answer: Option<(Nanos, &RateLimitInfo, &Response<'_>)>, refund: bool) -> bool {
         let max_wait = self.config.max_server_wait;
         let r = self.requests.get_mut(&id).expect("live request");
         let qid = r.qid;
@@ -424,16 +427,20 @@ impl Limiter {
             // Made anew when its route moved to another queue meanwhile: that queue keeps the
             // budget now.
             let budget = costs::budget_mut(q.rare.budget_list(), &charge.name, share);
-            let (report, actual) = match answer {
-                Some((_, info, body)) => {
-                    let report = info
-                        .dimensions
-                        .iter()
-                        .find(|d| *d.name == *charge.name)
-                        .map(|d| (d.limit, d.remaining, d.reset_after.map(|ra| ra.min(max_wait))));
-                    (report, if refund { None } else { headers::settled_cost(body, &charge.name) })
+            let (report, actual, refill) = match answer {
+                Some((_, info, response)) => {
+                    let dimension = info.dimensions.iter().find(|d| *d.name == *charge.name);
+                    let report = dimension.map(|d| (d.limit, d.remaining, d.reset_after.map(|ra| ra.min(max_wait))));
+                    let refill = dimension.filter(|d| costs::refills(info.profile, d)).map(|d| costs::RefillReport {
+                        interval: d.refill_interval,
+                        // Anthropic's resets are times, read on this answer's clock: the
+                        // driver's (to the ms), else the `Date` header's (whole seconds).
+                        absolute: (info.profile == Some(HeaderProfile::Anthropic))
+                            .then_some(if response.wall_clock_ms.is_some() { MILLISECOND } else { SECOND }),
+                    });
+                    (report, if refund { None } else { headers::settled_cost(&response.body, &charge.name) }, refill)
                 }
-                None => (None, None),
+                None => (None, None, None),
             };
             if let Some(actual) = actual {
                 let known = self.ratios.iter().position(|(n, _)| *n == charge.name);
@@ -452,7 +459,7 @@ impl Limiter {
                 }
             }
             let before = budget.limit;
-            budget.settle(answer.map_or(self.now, |(now, _, _)| now), charge, report, actual, refund);
+            budget.settle(answer.map_or(self.now, |(now, _, _)| now), charge, report, actual, refund, refill);
             lowered |= budget.limit.is_some_and(|l| before.is_none_or(|b| l < b));
         }
         lowered

@@ -45,12 +45,30 @@
 //! parameter, or learned bucket) and dimension:
 //!
 //! - **The gate.** The queue's head is sent only when every dimension it names has room for
-//!   its *charge*: the lowest `remaining` any answer of the dimension's current window
-//!   reported, less the charges still in flight; before such a report, the limit less what
-//!   was charged since the window began locally and what was in flight then. Otherwise it
-//!   waits for the dimension's reset (the latest end an answer of the window reported), or for
-//!   an answer when no reset is known. The queue stays in order behind it. A dimension no
-//!   answer reported yet does not hold anything (the first answers tell).
+//!   its *charge*. A dimension comes back in one of two ways, chosen by the profile and
+//!   learned from the answers (`costs`' module docs say how):
+//!   - *a window* (Discord, GitHub, IETF policies, Azure OpenAI): room is the lowest
+//!     `remaining` any answer of the dimension's current window reported, less the charges
+//!     still in flight; before such a report, the limit less what was charged since the window
+//!     began locally and what was in flight then. Otherwise the head waits for the dimension's
+//!     reset (the latest end an answer of the window reported), or for an answer when no reset
+//!     is known;
+//!   - *continuous refill* (OpenAI's and Anthropic's requests and tokens, Shopify GraphQL's
+//!     points): the budget refills at `limit / period`, the period learned from the answers
+//!     (each reset is the time until the budget is full; two reports of different depths must
+//!     agree on a period, or the answer states its restore rate; reports no one period explains
+//!     make the dimension a window). Room at `t` is a level carried from answer to answer —
+//!     what refilled since, capped at the limit, less every cost settled since — raised to what
+//!     a report proves is left (its `remaining` less what settled after its request was sent)
+//!     and capped by what it allows (its `remaining` plus what refilled since its request was
+//!     sent), less the charges in flight. The head waits until what it lacks has refilled, not
+//!     for the reset.
+//!
+//!   The queue stays in order behind the head. A dimension no answer reported yet does not
+//!   hold anything (the first answers tell). Under the OpenAI and Anthropic profiles every
+//!   request also costs one `requests` (its request budget refills continuously too); a
+//!   request whose costs name a dimension leaves the request count to that budget, and the
+//!   bucket sees only the dimensions it does not name.
 //! - **The charge** is the estimate times the dimension's margin: the worst ratio of actual to
 //!   estimated cost settled so far, widened by the ratios' spread over their number (the worst
 //!   of `n` draws falls short of the true worst by about that much), between 1 and 16 (an
@@ -82,7 +100,8 @@
 //!
 //! Predictions ([`Limiter::predict`], the deadline, `max_wait` and `defer_after` checks) count
 //! the charges queued ahead: what the current window has left, then the whole limit per window
-//! of the longest reset reported. Not covered yet: snapshots do not carry the budgets.
+//! of the longest reset reported; for a continuously refilling dimension, the time its rate
+//! takes to refill what they and the request need beyond what it holds now.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
@@ -190,6 +209,9 @@ pub struct Limiter {
     edge: EdgeBan,
     /// Per cost dimension: the recent ratios of actual to estimated cost (see `costs`).
     ratios: Vec<(Box<str>, Ratio)>,
+    /// Cost budgets a snapshot restored, by queue (identity, bucket or route, learned, major),
+    /// each waiting for its queue to open.
+    restored_budgets: Vec<((String, String, bool, String), costs::Budget)>,
     rng: u64,
     closed: bool,
     /// The last answer's headers as parsed, kept for the next answer to parse into.
@@ -366,6 +388,7 @@ impl Limiter {
             contacts: Contacts::default(),
             edge: EdgeBan::default(),
             ratios: Vec::new(),
+            restored_budgets: Vec::new(),
             rng,
             closed: false,
             answer: RateLimitInfo::default(),
@@ -426,12 +449,16 @@ impl Limiter {
     /// # Errors
     /// [`Error::InvalidRequest`] for a malformed method or path, [`Error::Closed`] after
     /// [`Limiter::close`].
-    pub fn enqueue(&mut self, now: Nanos, request: Request) -> Result<RequestId, Error> {
+    pub fn enqueue(&mut self, now: Nanos, mut request: Request) -> Result<RequestId, Error> {
         let now = self.advance(now);
         if self.closed {
             return Err(Error::Closed);
         }
         self.validate_request(&request)?;
+        if costs::counts_requests(self.config.profile) {
+            // Its request budget refills continuously: counted as a cost (see "Costs").
+            request.costs.push((costs::REQUESTS.to_string(), 1));
+        }
         let (major, route_exempt) = routes::route_of(self.config.profile, &request, &mut self.routes.scratch);
         let route_key = self.routes.keys.intern(&self.routes.scratch);
         let iid = self.identities.intern(&request.identity);
@@ -569,14 +596,24 @@ impl Limiter {
         // Parsed into the answer before's record: its bucket id's text and dimensions reused.
         let mut info = std::mem::take(&mut self.answer);
         headers::parse_into(self.config.profile, response, &mut info);
+        bound_answer(&self.config, &mut info);
         {
             let costs = self.requests[&id].costs();
-            if !costs.is_empty() {
+            // A request that names no costs of its own (only the request count, where that is
+            // a budget: `costs::counts_requests`) keeps the engine's view of every budget.
+            let names_its_own = costs.iter().any(|(n, _)| &**n != costs::REQUESTS);
+            if names_its_own {
                 // The engine's request count sees the budgets the request's costs do not
                 // cover: those it names have their own gates.
                 let rest: Vec<Dimension> =
                     info.dimensions.iter().filter(|d| !costs.iter().any(|(n, _)| **n == *d.name)).cloned().collect();
+                let requests_limit = info.limit;
                 (info.limit, info.remaining, info.reset_after) = headers::binding_view(&rest);
+                if !rest.is_empty() && info.limit.is_none() {
+                    // The request count is a cost of its own (it refills continuously): the
+                    // view over the rest still counts requests against the requests' limit.
+                    info.limit = requests_limit;
+                }
             }
         }
         let (answer_lead, arrived_by) = self.learn_trip(now, sent_at, info.server_time_ms);
@@ -615,7 +652,7 @@ impl Limiter {
         if (200..300).contains(&status) {
             self.edge.strikes = 0;
         }
-        let lowered = self.settle_costs(id, Some((now, &info, &response.body)), status == 429);
+        let lowered = self.settle_costs(id, Some((now, &info, response)), status == 429);
         if !stale_bucket {
             self.apply_headers(now, id, qid, sent_at, &info, status, answer_lead);
         }
@@ -822,7 +859,8 @@ impl Limiter {
                 self.store_answered(now, processes, asked_since);
                 self.unspend_lease(now, iid, leased);
                 self.unreserve(qid, id, flight);
-                self.hold(now, id, qid, scope, retry_after.max(MILLISECOND), leased);
+                let wait = self.config.bound_wait(retry_after).max(MILLISECOND);
+                self.hold(now, id, qid, scope, wait, leased);
             }
             ReservationAnswer::Unavailable => {
                 // Back in line either way: fail-closed waits for the store, fail-open sends it
@@ -876,8 +914,12 @@ impl Limiter {
     /// shed load; [`Limiter::enqueue`] uses the same prediction for deadlines and `max_wait`.
     ///
     /// # Errors
-    /// [`Error::InvalidRequest`] for a malformed method or path.
+    /// [`Error::InvalidRequest`] for a malformed method or path, [`Error::Closed`] after
+    /// [`Limiter::close`] (a closed limiter sends nothing: no time would be true).
     pub fn predict(&self, now: Nanos, request: &Request) -> Result<Prediction, Error> {
+        if self.closed {
+            return Err(Error::Closed);
+        }
         let now = now.max(self.now);
         self.validate_request(request)?;
         let mut route_key = String::new();
@@ -890,7 +932,13 @@ impl Limiter {
         let send_at = match self.find_queue(iid, &route_key, &major).ok() {
             Some(qid) => {
                 let place = Place::last(self.queue(qid), &route_key, sub_key.as_deref(), exempt);
-                self.predict_send(now, qid, &place, &request.costs)
+                if costs::counts_requests(self.config.profile) {
+                    let mut with_requests = request.costs.clone();
+                    with_requests.push((costs::REQUESTS.to_string(), 1));
+                    self.predict_send(now, qid, &place, &with_requests)
+                } else {
+                    self.predict_send(now, qid, &place, &request.costs)
+                }
             }
             None => {
                 let mut t = now.max(self.host_hold());
@@ -1106,8 +1154,8 @@ impl Limiter {
                     return;
                 }
                 let ratios = &self.ratios;
-                let margin = |name: &str| ratios.iter().find(|(n, _)| &**n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin());
-                match costs::gate(q.rare.budgets(), r.costs().iter().map(|(n, c)| (&**n, *c)), margin) {
+                let margin = |name: &str| costs::margin_of(ratios, name);
+                match costs::gate(now, q.rare.budgets(), r.costs().iter().map(|(n, c)| (&**n, *c)), margin) {
                     Ok(()) => {}
                     Err(Blocked::Until(t)) => {
                         head = None;
@@ -1314,7 +1362,7 @@ impl Limiter {
         if !exempt {
             self.identities[iid].queued -= 1;
         }
-        self.charge_costs(qid, id);
+        self.charge_costs(now, qid, id);
         let q = self.queue_mut(qid);
         if let Some(pos) = q.pending.iter().position(|&p| p == id) {
             q.pending.remove(pos);
@@ -1326,6 +1374,25 @@ impl Limiter {
         Flight { sent_at: now, window_seq, window_epoch, global_at, left_at: now, alone: false, probe: false }
     }
 
+}
+
+/// Every wait an answer sets (its reset, `Retry-After`, window, each budget's reset and refill
+/// interval) within the one bound on waits from outside ([`Config::bound_wait`]), before
+/// anything reads them: the holds, the predictions and the observations all see the clamped
+/// waits.
+fn bound_answer(config: &Config, info: &mut RateLimitInfo) {
+    let bound = |wait: &mut Option<Nanos>| {
+        if let Some(w) = wait {
+            *w = config.bound_wait(*w);
+        }
+    };
+    bound(&mut info.reset_after);
+    bound(&mut info.retry_after);
+    bound(&mut info.window);
+    for d in &mut info.dimensions {
+        bound(&mut d.reset_after);
+        bound(&mut d.refill_interval);
+    }
 }
 
 /// How an in-flight request was sent ([`ReqState::InFlight`]), returned when it leaves the
@@ -1371,5 +1438,16 @@ mod tests {
     fn a_queue_stays_within_224_bytes() {
         let size = size_of::<super::queues::Queue>();
         assert!(size <= 224, "Queue is {size} B");
+    }
+
+    /// After `close` nothing will be sent, so no send time is true: `predict` says so as
+    /// `enqueue` does, rather than answering "now".
+    #[test]
+    fn predict_after_close_is_the_closed_error() {
+        let mut l = super::Limiter::new(crate::Config::default()).unwrap();
+        let request = crate::Request::new("GET", "/users/@me");
+        assert!(l.predict(0, &request).is_ok());
+        l.close(0);
+        assert_eq!(l.predict(0, &request).unwrap_err().code(), "limiter_closed");
     }
 }

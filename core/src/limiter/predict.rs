@@ -165,7 +165,7 @@ impl Limiter {
 
     /// The margin estimates in dimension `name` are charged at (see `costs`).
     pub(super) fn margin(&self, name: &str) -> f64 {
-        self.ratios.iter().find(|(n, _)| &**n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin())
+        costs::margin_of(&self.ratios, name)
     }
 
     /// Queues what `costs` would be charged in `packs` (one per budget of queue `qid`, made on

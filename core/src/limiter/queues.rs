@@ -370,13 +370,34 @@ impl Limiter {
             BucketId::Route(_) => None,
         };
         self.routes.queue_opened(&key);
+        let mut budgets = Vec::new();
+        if !self.restored_budgets.is_empty() {
+            let (learned, name) = match key.bucket() {
+                BucketId::Route(name) => (false, name),
+                BucketId::Hash(name) => (true, name),
+            };
+            let (identity, major) = (&self.identities[key.identity].name, key.major.to_string());
+            let mut i = 0;
+            while i < self.restored_budgets.len() {
+                let (k, _) = &self.restored_budgets[i];
+                if k.0 == *identity && *k.1 == **name && k.2 == learned && k.3 == major {
+                    budgets.push(self.restored_budgets.swap_remove(i).1);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        let mut rare = Rare::default();
+        if !budgets.is_empty() {
+            *rare.budget_list() = budgets;
+        }
         self.queues.insert(|uid| Queue {
             key,
             uid,
             pending: Ids::Empty,
             in_flight: Ids::Empty,
             bucket: Bucket::with_period(period),
-            rare: Rare::default(),
+            rare,
             wake: 0,
             waking: false,
             slot: Slot::None,

@@ -354,17 +354,24 @@ impl Limiter {
         // as the drivers' docs show): the route drops the scheme and host.
         let absolute = request.major.is_none()
             && ["https://", "http://"].iter().any(|scheme| {
-                request.path.len() > scheme.len()
-                    && request.path[..scheme.len()].eq_ignore_ascii_case(scheme)
+                // By bytes: a path that is not ASCII may have no char boundary there.
+                let path = request.path.as_bytes();
+                path.len() > scheme.len() && path[..scheme.len()].eq_ignore_ascii_case(scheme.as_bytes())
             });
         if !request.path.starts_with('/') && !absolute {
+            // Named by its route, not its text: a webhook's or an interaction's path holds its
+            // token, which no message may carry (`crate::route`, "Secrets").
+            let route = crate::route::route_for(self.config.profile, &request.method, &request.path);
             return Err(Error::InvalidRequest(format!(
-                "path {:?} must start with '/' or be an http(s) URL",
-                request.path
+                "the path of route {:?} must start with '/' or be an http(s) URL (ids and tokens elided)",
+                route.key
             )));
         }
         if request.path.len() > 8192 || request.identity.len() > 1024 {
             return Err(Error::InvalidRequest("path or identity is too long".into()));
+        }
+        if request.model.as_ref().is_some_and(|m| m.is_empty() || m.len() > 256) {
+            return Err(Error::InvalidRequest("model must be 1 to 256 bytes (or unset)".into()));
         }
         if let Some(class) = &request.sub_limit
             && (class.is_empty() || class.len() > 256)
@@ -407,15 +414,34 @@ pub(super) fn route_of<'r>(profile: HeaderProfile, request: &'r Request, key: &m
             key.make_ascii_uppercase();
             key.push(' ');
             key.push_str(&request.path);
-            (Cow::Borrowed(major), false)
+            (crate::route::hide_given_secret(profile, &request.path, major), false)
         }
-        None => route_into(profile, &request.method, &request.path, key),
+        None => {
+            let (major, exempt) = route_into(profile, &request.method, &request.path, key);
+            match &request.model {
+                // The provider limits per model: the model keeps them apart (`Request::model`).
+                Some(model) if crate::route::limits_per_model(profile) => (Cow::Borrowed(model), exempt),
+                _ => (major, exempt),
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_that_is_not_ascii_is_refused_not_a_panic() {
+        // The URL check sliced the path at byte 8, inside `ള` (found by the conversions fuzzer).
+        let mut l = crate::Limiter::new(crate::Config::default()).unwrap();
+        for path in ["·\\🕴ള*", "ééééé", "htt€://x/y", "https:/\u{1F574}"] {
+            let e = l.enqueue(0, Request::new("GET", path)).unwrap_err();
+            assert_eq!(e.code(), "invalid_request", "{path:?}");
+            assert_eq!(l.predict(0, &Request::new("GET", path)).unwrap_err().code(), "invalid_request");
+        }
+        assert!(l.enqueue(0, Request::new("GET", "HTTPS://discord.com/api/v10/users/@me")).is_ok());
+    }
 
     #[test]
     fn a_major_parameter_has_one_form_and_gives_its_text_back() {

@@ -2,7 +2,7 @@
 //! The format and its rules are in [`crate::snapshot`].
 
 use super::*;
-use crate::snapshot::{GlobalPause, HostPause, LearnedRoute, LearnedWindow, Snapshot};
+use crate::snapshot::{GlobalPause, HostPause, LearnedBudget, LearnedMargin, LearnedRoute, LearnedWindow, Snapshot};
 
 /// Nanoseconds per millisecond.
 const MS: Nanos = MILLISECOND;
@@ -52,6 +52,38 @@ impl Limiter {
             .ends_after(now)
             .map(|end| wall_clock_ms.saturating_sub(window.saturating_sub(end - now) / MS))
             .collect();
+        let mut margins: Vec<LearnedMargin> = self
+            .ratios
+            .iter()
+            .map(|(dimension, ratio)| {
+                let (recent, samples) = ratio.kept();
+                LearnedMargin { dimension: dimension.to_string(), recent, samples }
+            })
+            .collect();
+        margins.sort_unstable_by(|a, b| a.dimension.cmp(&b.dimension));
+        s.margins = margins;
+        for q in self.queues.iter().flatten() {
+            for b in q.rare.budgets() {
+                let kept = b.keep(now);
+                let (learned, bucket) = match q.key.bucket() {
+                    BucketId::Route(name) => (false, name.to_string()),
+                    BucketId::Hash(name) => (true, name.to_string()),
+                };
+                s.budgets.push(LearnedBudget {
+                    identity: self.identities[q.key.identity].name.clone(),
+                    bucket,
+                    learned,
+                    major: q.key.major.to_string(),
+                    dimension: b.name.to_string(),
+                    limit: kept.limit,
+                    period_ns: kept.period,
+                    left: kept.left,
+                });
+            }
+        }
+        s.budgets.sort_unstable_by(|a, b| {
+            (&a.identity, &a.bucket, a.learned, &a.major, &a.dimension).cmp(&(&b.identity, &b.bucket, b.learned, &b.major, &b.dimension))
+        });
         s
     }
 
@@ -62,8 +94,9 @@ impl Limiter {
     /// The limiter must hold no request (restore before the first [`Limiter::enqueue`], or
     /// when everything has ended). What it learned itself is kept and is newer: a route it
     /// already maps keeps its bucket; windows, pauses and the invalid-request count are
-    /// merged, the longer or later winning. Pauses over by `wall_clock_ms` and invalid
-    /// responses older than the window are dropped. No observation is emitted for restored
+    /// merged, the longer or later winning; a cost margin or budget it has is kept, the
+    /// snapshot's fill the rest (a budget when its queue opens). Pauses over by
+    /// `wall_clock_ms` and invalid responses older than the window are dropped. No observation is emitted for restored
     /// routes, except an [`Observation::InvalidRequestWarning`] when the restored count
     /// crosses its threshold.
     ///
@@ -89,9 +122,13 @@ impl Limiter {
         let now = self.advance(now);
         // A wall clock that went back since the snapshot: read as no time passed.
         let wall = wall_clock_ms.max(snapshot.taken_at_ms);
+        // A pause or window from the document is a wait from outside like a server's: within
+        // the one bound (`Config::bound_wait`), so a pause ten years ahead holds for
+        // `max_server_wait` at most.
+        let config = &self.config;
         let mono_until = |until_ms: u64| -> Option<Nanos> {
             let left = until_ms.checked_sub(wall).filter(|&ms| ms > 0)?;
-            Some(now.saturating_add(left.saturating_mul(MS)))
+            Some(now.saturating_add(config.bound_wait(left.saturating_mul(MS))))
         };
 
         for r in &snapshot.routes {
@@ -101,10 +138,11 @@ impl Limiter {
         }
         for w in &snapshot.windows {
             let bound = self.routes.hash_periods.len() < self.config.max_routes;
+            let window_ns = self.config.bound_wait(w.window_ns);
             match self.routes.hash_periods.get_mut(&w.bucket) {
-                Some(p) => *p = (*p).max(w.window_ns),
+                Some(p) => *p = (*p).max(window_ns),
                 None if bound => {
-                    self.routes.hash_periods.insert(w.bucket.clone(), w.window_ns);
+                    self.routes.hash_periods.insert(w.bucket.clone(), window_ns);
                 }
                 None => {}
             }
@@ -121,6 +159,24 @@ impl Limiter {
         {
             self.edge.hold(until);
             self.edge.strikes = self.edge.strikes.max(h.strikes);
+        }
+        for m in &snapshot.margins {
+            if !self.ratios.iter().any(|(n, _)| **n == *m.dimension) && self.ratios.len() < 64 {
+                self.ratios.push((m.dimension.as_str().into(), Ratio::restored(&m.recent, m.samples)));
+            }
+        }
+        // Budgets wait for their queue (made by its next request); one this limiter already
+        // has is newer and kept.
+        let elapsed = wall.saturating_sub(snapshot.taken_at_ms).saturating_mul(MS);
+        let share = self.cost_share();
+        for b in &snapshot.budgets {
+            let kept = costs::Kept { limit: b.limit, period: b.period_ns, left: b.left };
+            let budget = costs::Budget::restored(&b.dimension, kept, elapsed, now, share);
+            let key = (b.identity.clone(), b.bucket.clone(), b.learned, b.major.clone());
+            let known = self.restored_budgets.iter().any(|(k, old)| *k == key && old.name == budget.name);
+            if !known && self.restored_budgets.len() < self.config.max_routes {
+                self.restored_budgets.push((key, budget));
+            }
         }
         if self.config.invalid_request_limit > 0 {
             let window = self.config.invalid_request_window;

@@ -194,7 +194,35 @@ pub fn fixed_window_argv(
     ]
 }
 
+/// The most elements a reply array of these scripts (or of the shared store's script,
+/// [`crate::shared::wire`]) may hold: a decision is a tag and eight fields. A host checks a
+/// reply's length with [`check_reply_len`] before it reads a single element, so a store
+/// answering a million elements (a bug, or a hostile server) is refused at once, in the time
+/// it takes to read a length.
+pub const MAX_REPLY_LEN: usize = 16;
+
+/// Whether a reply array of `len` elements may be read ([`MAX_REPLY_LEN`]); call it before
+/// turning its elements into [`ReplyItem`]s.
+///
+/// # Errors
+///
+/// [`ReplyError`] for a longer reply.
+pub fn check_reply_len(len: usize) -> Result<(), ReplyError> {
+    if len <= MAX_REPLY_LEN {
+        Ok(())
+    } else {
+        Err(ReplyError::new(format!("expected an array of at most {MAX_REPLY_LEN} elements, got {len}")))
+    }
+}
+
+/// The most characters of a text an error message quotes.
+const QUOTED: usize = 64;
+
 /// One element of a script's reply array, in terms every host can give.
+///
+/// A host describes an element that is none of the scalars as [`ReplyItem::Other`] by its kind
+/// and size only ([`ReplyItem::nested`] for an array), never by rendering it: a reply nested
+/// ten thousand deep must not be walked to be refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplyItem<'a> {
     /// A Redis integer (a Lua integer).
@@ -207,14 +235,28 @@ pub enum ReplyItem<'a> {
     Other(Cow<'a, str>),
 }
 
+impl ReplyItem<'_> {
+    /// An element that is itself an array (or a map, a set) of `len` elements, described
+    /// without reading it.
+    pub fn nested(len: usize) -> ReplyItem<'static> {
+        ReplyItem::Other(Cow::Owned(format!("a nested array of {len} elements")))
+    }
+}
+
 impl fmt::Display for ReplyItem<'_> {
-    /// The item as an error message shows it.
+    /// The item as an error message shows it (a long text by its first 64 characters).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ReplyItem::Int(n) => write!(f, "{n}"),
-            ReplyItem::Text(s) => write!(f, "{s:?}"),
+            ReplyItem::Text(s) => match s.char_indices().nth(QUOTED) {
+                Some((end, _)) => write!(f, "{:?}... ({} bytes)", &s[..end], s.len()),
+                None => write!(f, "{s:?}"),
+            },
             ReplyItem::Nil => f.write_str("nil"),
-            ReplyItem::Other(what) => f.write_str(what),
+            ReplyItem::Other(what) => match what.char_indices().nth(QUOTED) {
+                Some((end, _)) => write!(f, "{}...", &what[..end]),
+                None => f.write_str(what),
+            },
         }
     }
 }
@@ -231,8 +273,12 @@ impl ReplyError {
     }
 
     /// A reply that is not an array at all (the host checks this before it has items);
-    /// `description` is the host's rendering of it.
+    /// `description` is the host's rendering of it (its first 64 characters are quoted).
     pub fn not_an_array(description: &str) -> ReplyError {
+        let description = match description.char_indices().nth(QUOTED) {
+            Some((end, _)) => format!("{}... ({} bytes)", &description[..end], description.len()),
+            None => description.to_string(),
+        };
         ReplyError::new(format!("expected an array, got {description}"))
     }
 
@@ -436,7 +482,7 @@ pub fn parse_reply(items: &[ReplyItem<'_>]) -> Result<ScriptReply, ReplyError> {
             ScriptReply::Scheduled(scheduled, f.decimal("now_ns")?)
         }
         "released" => ScriptReply::Released(f.flag("released")?),
-        other => return Err(ReplyError::new(format!("unknown tag {other:?}"))),
+        _ => return Err(ReplyError::new(format!("unknown tag {}", items[0]))),
     };
     f.end()?;
     Ok(reply)
@@ -446,13 +492,17 @@ pub fn parse_reply(items: &[ReplyItem<'_>]) -> Result<ScriptReply, ReplyError> {
 pub(crate) struct Items<'r, 'a>(pub(crate) &'r [ReplyItem<'a>]);
 
 impl fmt::Display for Items<'_, '_> {
+    /// At most [`MAX_REPLY_LEN`] items, then how many more.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("[")?;
-        for (i, item) in self.0.iter().enumerate() {
+        for (i, item) in self.0.iter().take(MAX_REPLY_LEN).enumerate() {
             if i > 0 {
                 f.write_str(", ")?;
             }
             write!(f, "{item}")?;
+        }
+        if self.0.len() > MAX_REPLY_LEN {
+            write!(f, ", ... {} more", self.0.len() - MAX_REPLY_LEN)?;
         }
         f.write_str("]")
     }
@@ -476,6 +526,24 @@ mod tests {
         items.extend(fields.iter().map(|&n| ReplyItem::Int(n)));
         items.push(text(now));
         items
+    }
+
+    #[test]
+    fn a_reply_is_bounded_before_it_is_read() {
+        assert!(check_reply_len(MAX_REPLY_LEN).is_ok());
+        let e = check_reply_len(1_000_000).unwrap_err();
+        assert_eq!(e.message(), "expected an array of at most 16 elements, got 1000000");
+        // Messages quote a long text, an unknown tag or a host's rendering by its start.
+        let long = "x".repeat(1 << 20);
+        for message in [
+            parse_reply(&[text(&long)]).unwrap_err().into_message(),
+            parse_reply(&[text("released"), text(&long)]).unwrap_err().into_message(),
+            ReplyError::not_an_array(&long).into_message(),
+            crate::shared::wire::parse_record_answer(&vec![ReplyItem::Int(1); 1000]).unwrap_err().into_message(),
+        ] {
+            assert!(message.len() < 400, "{} bytes: {}", message.len(), &message[..100]);
+        }
+        assert!(ReplyItem::nested(3).to_string().contains("3 elements"));
     }
 
     #[test]

@@ -621,7 +621,7 @@ impl Report {
                         && b.major == a.major
                         && match spec.kind {
                             WindowKind::Fixed => b.bucket_window == a.bucket_window,
-                            WindowKind::Sliding => b.at + spec.window > a.at,
+                            WindowKind::Sliding | WindowKind::Refill => b.at + spec.window > a.at,
                         }
                 })
                 .all(|(j, _)| informed(j));

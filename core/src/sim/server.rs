@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::rng::SplitMix64;
 use crate::route::{Route, route_for, sub_limit_class};
-use crate::types::{BodyHints, HeaderProfile, MILLISECOND, Nanos, Request, Response, SECOND};
+use crate::types::{BodyHints, HeaderProfile, MILLISECOND, Nanos, QueryCost, Request, Response, SECOND};
 
 /// How a limit counts requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -19,6 +19,12 @@ pub enum WindowKind {
     /// `X-RateLimit-Reset-After` is the time until the window is empty again (the newest
     /// counted arrival plus `window`); a 429's `retry_after` is the time until one slot frees.
     Sliding,
+    /// A bucket that holds `limit` and refills continuously, `limit` per `window` (a token
+    /// bucket: OpenAI's and Anthropic's requests and tokens per minute, Shopify GraphQL's
+    /// points): an arrival is accepted when what is left covers it, and takes it. The reset
+    /// the headers give is the time until the bucket is full again; `remaining` is what is left,
+    /// rounded down.
+    Refill,
 }
 
 /// A limit: `limit` arrivals per `window`, counted on arrival time at the server.
@@ -49,6 +55,62 @@ impl BucketSpec {
             window,
             kind: WindowKind::Sliding,
         }
+    }
+
+    /// A bucket of `limit` refilling continuously at `limit` per `window`.
+    pub fn refill(limit: u32, window: Nanos) -> Self {
+        BucketSpec {
+            limit,
+            window,
+            kind: WindowKind::Refill,
+        }
+    }
+}
+
+/// A continuously refilling bucket's level, exact in integers: its deficit (what is missing
+/// to full) in units of 1 / `window` of a unit, as of `at`. Refilling for `dt` takes
+/// `capacity * dt` off it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Level {
+    debt: u128,
+    at: Nanos,
+}
+
+impl Level {
+    fn refresh(&mut self, capacity: u64, now: Nanos) {
+        if now > self.at {
+            self.debt = self.debt.saturating_sub(u128::from(capacity) * u128::from(now - self.at));
+            self.at = now;
+        }
+    }
+
+    /// Units missing to full, rounded up.
+    fn used(&self, window: Nanos) -> u64 {
+        u64::try_from(self.debt.div_ceil(u128::from(window.max(1)))).unwrap_or(u64::MAX)
+    }
+
+    fn fits(&self, capacity: u64, window: Nanos, cost: u64) -> bool {
+        self.debt + u128::from(cost) * u128::from(window) <= u128::from(capacity) * u128::from(window)
+    }
+
+    fn take(&mut self, window: Nanos, cost: u64) {
+        self.debt += u128::from(cost) * u128::from(window);
+    }
+
+    /// When it is full again.
+    fn full_at(&self, capacity: u64, now: Nanos) -> Nanos {
+        let wait = self.debt.div_ceil(u128::from(capacity.max(1)));
+        now.saturating_add(u64::try_from(wait).unwrap_or(u64::MAX))
+    }
+
+    /// When `cost` fits (`now` if it does; a cost above `capacity` never does: when full).
+    fn fits_at(&self, capacity: u64, window: Nanos, cost: u64, now: Nanos) -> Nanos {
+        if cost > capacity {
+            return self.full_at(capacity, now);
+        }
+        let allowed = u128::from(capacity - cost) * u128::from(window);
+        let wait = self.debt.saturating_sub(allowed).div_ceil(u128::from(capacity.max(1)));
+        now.saturating_add(u64::try_from(wait).unwrap_or(u64::MAX))
     }
 }
 
@@ -464,7 +526,9 @@ impl ServerResponse {
 }
 
 /// The route of `request` as the limiter derives it: `METHOD template` and the explicit
-/// major for [`Request::with_route`] requests, [`route_for`] otherwise.
+/// major for [`Request::with_route`] requests, [`route_for`] otherwise (with the request's
+/// model as the major parameter where the profile limits per model,
+/// [`crate::route::limits_per_model`]).
 pub fn route_of(profile: HeaderProfile, request: &Request) -> Route {
     let method = request.method.to_ascii_uppercase();
     match &request.major {
@@ -473,7 +537,13 @@ pub fn route_of(profile: HeaderProfile, request: &Request) -> Route {
             major: major.clone(),
             global_exempt: request.global_exempt.unwrap_or(false),
         },
-        None => route_for(profile, &method, &request.path),
+        None => {
+            let mut route = route_for(profile, &method, &request.path);
+            if let Some(model) = request.model.as_ref().filter(|_| crate::route::limits_per_model(profile)) {
+                route.major.clone_from(model);
+            }
+            route
+        }
     }
 }
 
@@ -503,11 +573,14 @@ struct Counter {
     start: Nanos,
     count: u32,
     times: VecDeque<Nanos>,
+    /// [`WindowKind::Refill`]: the bucket's level.
+    level: Level,
 }
 
 impl Counter {
     fn refresh(&mut self, spec: &BucketSpec, now: Nanos) {
         match spec.kind {
+            WindowKind::Refill => self.level.refresh(u64::from(spec.limit), now),
             WindowKind::Fixed => {
                 if self.count > 0 && now >= self.start.saturating_add(spec.window) {
                     self.count = 0;
@@ -529,11 +602,15 @@ impl Counter {
         match spec.kind {
             WindowKind::Fixed => self.count,
             WindowKind::Sliding => u32::try_from(self.times.len()).unwrap_or(u32::MAX),
+            WindowKind::Refill => u32::try_from(self.level.used(spec.window)).unwrap_or(u32::MAX),
         }
     }
 
     fn full(&self, spec: &BucketSpec) -> bool {
-        self.used(spec) >= spec.limit
+        match spec.kind {
+            WindowKind::Refill => !self.level.fits(u64::from(spec.limit), spec.window, 1),
+            _ => self.used(spec) >= spec.limit,
+        }
     }
 
     fn remaining(&self, spec: &BucketSpec) -> u32 {
@@ -549,12 +626,14 @@ impl Counter {
                 self.count += 1;
             }
             WindowKind::Sliding => self.times.push_back(now),
+            WindowKind::Refill => self.level.take(spec.window, 1),
         }
     }
 
-    /// When every counted arrival has left the window.
+    /// When every counted arrival has left the window (a refilling bucket: when it is full).
     fn reset_at(&self, spec: &BucketSpec, now: Nanos) -> Nanos {
         match spec.kind {
+            WindowKind::Refill => self.level.full_at(u64::from(spec.limit), now),
             WindowKind::Fixed if self.count > 0 => self.start.saturating_add(spec.window),
             WindowKind::Sliding => match self.times.back() {
                 Some(&t) => t.saturating_add(spec.window),
@@ -573,6 +652,7 @@ impl Counter {
             return now.saturating_add(spec.window);
         }
         match spec.kind {
+            WindowKind::Refill => self.level.fits_at(u64::from(spec.limit), spec.window, 1, now),
             WindowKind::Fixed => self.start.saturating_add(spec.window),
             WindowKind::Sliding => {
                 let i = (self.used(spec) - spec.limit) as usize;
@@ -592,11 +672,19 @@ struct TokenCounter {
     start: Nanos,
     /// Arrivals in the window: when, and what each cost.
     entries: VecDeque<(Nanos, u64)>,
+    /// [`WindowKind::Refill`]: the bucket's level (`entries` stays empty).
+    level: Level,
+    /// [`WindowKind::Refill`]: the budget's total and window, as of the last refresh.
+    refill: Option<(u64, Nanos)>,
 }
 
 impl TokenCounter {
-    fn refresh(&mut self, spec: &BucketSpec, now: Nanos) {
+    fn refresh(&mut self, spec: &BucketSpec, total: u64, now: Nanos) {
         match spec.kind {
+            WindowKind::Refill => {
+                self.refill = Some((total, spec.window));
+                self.level.refresh(total, now);
+            }
             WindowKind::Fixed => {
                 if !self.entries.is_empty() && now >= self.start.saturating_add(spec.window) {
                     self.entries.clear();
@@ -611,26 +699,39 @@ impl TokenCounter {
     }
 
     fn used(&self) -> u64 {
-        self.entries.iter().fold(0u64, |a, &(_, c)| a.saturating_add(c))
+        match self.refill {
+            Some((_, window)) => self.level.used(window),
+            None => self.entries.iter().fold(0u64, |a, &(_, c)| a.saturating_add(c)),
+        }
     }
 
     fn fits(&self, total: u64, cost: u64) -> bool {
-        self.used().saturating_add(cost) <= total
+        match self.refill {
+            Some((_, window)) => self.level.fits(total, window, cost),
+            None => self.used().saturating_add(cost) <= total,
+        }
     }
 
     fn record(&mut self, now: Nanos, cost: u64) {
+        if let Some((_, window)) = self.refill {
+            self.level.take(window, cost);
+            return;
+        }
         if self.entries.is_empty() {
             self.start = now;
         }
         self.entries.push_back((now, cost));
     }
 
-    /// When every counted arrival has left the window.
+    /// When every counted arrival has left the window (a refilling budget: when it is full).
     fn reset_at(&self, spec: &BucketSpec, now: Nanos) -> Nanos {
+        if let Some((total, _)) = self.refill {
+            return self.level.full_at(total, now);
+        }
         match (spec.kind, self.entries.back()) {
             (_, None) => now.saturating_add(spec.window),
             (WindowKind::Fixed, Some(_)) => self.start.saturating_add(spec.window),
-            (WindowKind::Sliding, Some(&(t, _))) => t.saturating_add(spec.window),
+            (WindowKind::Sliding | WindowKind::Refill, Some(&(t, _))) => t.saturating_add(spec.window),
         }
     }
 
@@ -640,12 +741,16 @@ impl TokenCounter {
         if self.fits(total, cost) {
             return now;
         }
+        if spec.kind == WindowKind::Refill {
+            return self.level.fits_at(total, spec.window, cost, now);
+        }
         if cost > total || self.entries.is_empty() {
             // Never accepted: say the window's length, as for any other refusal.
             return self.reset_at(spec, now);
         }
         match spec.kind {
             WindowKind::Fixed => self.start.saturating_add(spec.window),
+            WindowKind::Refill => self.reset_at(spec, now),
             WindowKind::Sliding => {
                 let mut used = self.used();
                 for &(t, c) in &self.entries {
@@ -734,7 +839,16 @@ fn fnv1a(s: &str) -> u64 {
 /// - Anthropic: `anthropic-ratelimit-requests-*` (and `tokens-*`), RFC 3339 resets on the
 ///   server's wall clock; refusals with `retry-after`;
 /// - Shopify: `X-Shopify-Shop-Api-Call-Limit: used/size` (of the leaky bucket, or of the
-///   route's bucket); refusals 429 with `Retry-After` in seconds with decimals.
+///   route's bucket); refusals 429 with `Retry-After` in seconds with decimals. With a token
+///   budget ([`ServerConfig::tokens`]) it is Shopify's GraphQL API instead: the budget is the
+///   points, reported in the body's `extensions.cost` (requested and actual cost, maximum and
+///   currently available, restore rate: the budget per window, per second), a query the points
+///   do not cover answered 200 with a `THROTTLED` error, and no REST header.
+///
+/// The providers whose budgets refill continuously (OpenAI's and Anthropic's requests and
+/// tokens, Shopify GraphQL's points) are told that way with [`WindowKind::Refill`] limits
+/// ([`BucketSpec::refill`]): the reset each header gives is then the time until the budget is
+/// full again, as those providers document it.
 ///
 /// ```
 /// use ratelane::sim::{BucketSpec, RouteSpec, Server, ServerConfig, ServerOutcome};
@@ -974,6 +1088,8 @@ impl Server {
                 h("anthropic-ratelimit-requests-remaining", remaining.to_string());
                 h("anthropic-ratelimit-requests-reset", crate::headers::httpdate::format_rfc3339_ms(reset_ms));
             }
+            // GraphQL (a token budget: points) reports in the body, not in this REST header.
+            HeaderProfile::Shopify if self.config.tokens.is_some() => {}
             HeaderProfile::Shopify => {
                 h("X-Shopify-Shop-Api-Call-Limit", format!("{}/{limit}", limit - remaining));
             }
@@ -990,7 +1106,8 @@ impl Server {
     /// The token budget of `key` in the dialect's headers (OpenAI, Azure OpenAI, Anthropic).
     fn token_headers(&self, headers: &mut Vec<(String, String)>, key: &(String, String, String), now: Nanos) {
         let Some(t) = self.config.tokens else { return };
-        let counter = self.tokens.get(key).cloned().unwrap_or_default();
+        let mut counter = self.tokens.get(key).cloned().unwrap_or_default();
+        counter.refresh(&t.limit, t.total(), now);
         let reset_at = counter.reset_at(&t.limit, now);
         let limit = t.total();
         let remaining = limit.saturating_sub(counter.used());
@@ -1010,6 +1127,37 @@ impl Server {
             }
             _ => {}
         }
+    }
+
+    /// Shopify GraphQL's `extensions.cost` for a query of `requested` points on the token
+    /// budget of `key` (its points): `actual` when it ran, else it was throttled (the body's
+    /// `THROTTLED` error). The restore rate is the budget per its window, per second.
+    fn graphql_cost(&self, key: &(String, String, String), requested: u64, actual: Option<u64>) -> (BodyHints, String) {
+        let Some(t) = self.config.tokens else { return (BodyHints::default(), "{}".into()) };
+        let mut counter = self.tokens.get(key).cloned().unwrap_or_default();
+        counter.refresh(&t.limit, t.total(), self.last);
+        let (max, available) = (t.total(), t.total().saturating_sub(counter.used()));
+        let rate = t.total() as f64 / (t.limit.window as f64 / SECOND as f64);
+        let cost = QueryCost {
+            requested: Some(requested as f64),
+            actual: actual.map(|a| a as f64),
+            maximum_available: Some(max as f64),
+            currently_available: Some(available as f64),
+            restore_rate: Some(rate),
+        };
+        let actual_text = actual.map_or("null".to_string(), |a| a.to_string());
+        let status = format!(
+            "\"throttleStatus\": {{\"maximumAvailable\": {max}, \"currentlyAvailable\": {available}, \"restoreRate\": {rate}}}"
+        );
+        let cost_text = format!("{{\"requestedQueryCost\": {requested}, \"actualQueryCost\": {actual_text}, {status}}}");
+        let (errors, text) = match actual {
+            Some(_) => (Vec::new(), format!("{{\"data\": {{}}, \"extensions\": {{\"cost\": {cost_text}}}}}")),
+            None => (
+                vec!["THROTTLED".to_string()],
+                format!("{{\"errors\": [{{\"message\": \"Throttled\", \"extensions\": {{\"code\": \"THROTTLED\"}}}}], \"extensions\": {{\"cost\": {cost_text}}}}}"),
+            ),
+        };
+        (BodyHints { cost: Some(cost), errors, ..BodyHints::default() }, text)
     }
 
     /// A refusal in the dialect's form: status, body hints and body text. `retry` is the time
@@ -1249,7 +1397,7 @@ impl Server {
         // 4b. The token budget beside the bucket.
         if let (Some(t), Some((hash, bspec)), Some(key)) = (self.config.tokens, &bucket, &bkey) {
             let counter = self.tokens.entry(key.clone()).or_default();
-            counter.refresh(&t.limit, now);
+            counter.refresh(&t.limit, t.total(), now);
             if !counter.fits(t.total(), arrival.tokens) {
                 let retry = counter.free_at(&t.limit, t.total(), arrival.tokens, now) - now;
                 arrival.outcome = ServerOutcome::BucketLimited;
@@ -1258,6 +1406,11 @@ impl Server {
                 let c = self.buckets[key].clone();
                 self.bucket_headers(&mut headers, hash, bspec, &c, now);
                 self.token_headers(&mut headers, key, now);
+                if self.config.dialect == HeaderProfile::Shopify {
+                    // Shopify GraphQL: a throttled query is a 200 whose body says so.
+                    let (body, body_text) = self.graphql_cost(key, arrival.tokens, None);
+                    return ServerResponse { status: 200, headers, body, body_text };
+                }
                 let (status, body, body_text) = self.refuse(&mut headers, Refusal::Tokens, retry);
                 self.note_invalid(now);
                 return ServerResponse { status, headers, body, body_text };
@@ -1365,6 +1518,10 @@ impl Server {
                 let usage = vec![("total_tokens".into(), total as f64)];
                 (BodyHints { usage, ..BodyHints::default() }, format!("{{\"usage\": {{\"total_tokens\": {total}}}}}"))
             }
+            (true, HeaderProfile::Shopify) => match &bkey {
+                Some(key) => self.graphql_cost(key, arrival.tokens, Some(arrival.tokens)),
+                None => (BodyHints::default(), "{}".into()),
+            },
             _ => (BodyHints::default(), "{}".into()),
         };
         ServerResponse { status, headers, body, body_text }

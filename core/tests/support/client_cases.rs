@@ -784,6 +784,22 @@
             .granted(304 * MS, 1)
             .granted(304 * MS, 2),
     });
+    let mut c = shared(OnUnavailable::FailOpen);
+    c.max_wait = Some(7_200 * S);
+    v.push(Case {
+        file: "shared_mode_denied_clamped",
+        comment: "Shared mode: a store denying a reservation for ten days (a store's bug, or a hostile one) holds the \
+                  identity for max_server_wait (1 h), the one bound on every wait from outside the engine: with \
+                  max_wait 2 h the request is not failed, predict answers the bound, and the request is reserved \
+                  again when the hold ends.",
+        config: c,
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .denied(2 * MS, 1, 864_000 * S, "global")
+            .predict(3 * MS, "POST", ch2)
+            .timeout(3_600 * S + 2 * MS)
+            .granted(3_600 * S + 3 * MS, 1),
+    });
     v.push(Case {
         file: "shared_mode_global_lease",
         comment: "Shared mode, global leases: while one reservation asks for the identity's global tokens, the \
@@ -1297,6 +1313,30 @@
             .restore(70 * MS, wall0 + 70, Some(doc(wall0 - 5_000, "discord", wall0 + 60_000))),
     });
 
+    // 33b. A snapshot's waits pass the one bound on waits from outside (max_server_wait).
+    let ten_years_ms = 315_360_000_000u64;
+    v.push(Case {
+        file: "snapshot_clamped",
+        comment: "A snapshot whose host pause ends ten years after the restore, and whose learned window is ten years \
+                  long (a clock far ahead, or a corrupted document), is clamped to max_server_wait (1 h), like \
+                  every wait from outside the engine: predict answers 1 h, the request waits 1 h and goes, and a \
+                  snapshot taken meanwhile holds the clamped pause.",
+        config: discord_config(),
+        script: Script::new()
+            .restore(0, wall0, Some(json!({
+                "format": "ratelane.snapshot", "version": 1, "taken_at_ms": wall0, "profile": "discord",
+                "routes": [{"route": "POST /channels/:id/messages", "bucket": "msgs"}],
+                "windows": [{"bucket": "msgs", "window_ns": ten_years_ms * 1_000_000}],
+                "global_pauses": [], "host_pause": {"until_ms": wall0 + ten_years_ms, "strikes": 1},
+                "invalid_requests_ms": []
+            })))
+            .predict(S, "POST", ch1)
+            .enqueue(S, "POST", ch1)
+            .snapshot(2 * S, wall0 + 2_000)
+            .timeout(3_600 * S)
+            .respond(3_600 * S + 50 * MS, 1, 200, &refs(&h(5, 4, "5", "msgs"))),
+    });
+
     // 34. Provider packs (issue 17 item 2): each provider's answers, and what the engine does.
     let chat = "/v1/chat/completions";
     let openai = |rem_req: &'static str, reset_req: &'static str, rem_tok: &'static str, reset_tok: &'static str| {
@@ -1580,9 +1620,11 @@
                   (charged 5250 and 3500). A request estimating \
                   20000 tokens, more than the limit, fails at once with insufficient_capacity. One without costs is \
                   not held by the tokens. Request 3 meets a 429 (retry-after-ms 400, 4000 tokens left): its charge comes back \
-                  and its route waits until 6.7 s; then the 4000 tokens the 429 reported are too few for its charge \
-                  (6000), so it waits for their reset at 12.4 s (the latest end reported), and its answer settles at \
-                  2500.",
+                  and its route waits until 6.7 s, then for the bucket's reset that request 6's answer reported (7.4 s: \
+                  the refusal is read as the bucket's, the request's own view naming no budget but its costs); then the \
+                  4000 tokens the 429 reported are too few for its charge (6000), so it waits for their reset at 12.4 s \
+                  (the latest end reported), and its answer settles at 2500. (The reports' resets, 6 s whatever the \
+                  tokens left, are no refilling bucket's: the engine reads these tokens as a window.)",
         config: Config::for_profile(HeaderProfile::OpenAi),
         script: Script::new()
             .enqueue_with(0, costing(3000))
@@ -1714,6 +1756,96 @@
             .enqueue_with(110 * MS, costing(2000))
             .enqueue_with(110 * MS, costing(2000))
             .granted_processes(112 * MS, 2, 2),
+    });
+
+    // Per-model budgets (issue 42 item 2): the request's model keys its queue under the LLM profiles.
+    let model = |m: &str, n: u64| json!({"method": "POST", "path": chat, "model": m, "costs": {"tokens": n}});
+    v.push(Case {
+        file: "costs_models",
+        comment: "Per-model budgets: under the OpenAI profile a request's model is its major parameter, so two \
+                  models never share a queue or a token budget. gpt-a and gpt-b each send a pioneer at once; \
+                  gpt-a's second request waits for its own pioneer, whose answer leaves 1000 tokens (too few for \
+                  its charge, 5625), so it waits for gpt-a's reset at 6.1 s, while gpt-b's second request goes as \
+                  soon as gpt-b's pioneer reports 7000 left. An explicit major wins over the model (it queues \
+                  with gpt-a's major \"gpt-a\"); an empty model is a caller error.",
+        config: Config::for_profile(HeaderProfile::OpenAi),
+        script: Script::new()
+            .enqueue_with(0, model("gpt-a", 3000))
+            .enqueue_with(0, model("gpt-a", 3000))
+            .enqueue_with(0, model("gpt-b", 3000))
+            .respond_body(100 * MS, 1, 200, &tokens("59", "1000", "6s"), usage(3000))
+            .enqueue_with(150 * MS, model("gpt-b", 3000))
+            .respond_body(200 * MS, 3, 200, &tokens("59", "7000", "6s"), usage(3000))
+            .enqueue_with(250 * MS, json!({"method": "POST", "path": "/v1/chat/completions", "major": "gpt-a", "model": "gpt-b", "costs": {"tokens": 10}}))
+            .enqueue_with(260 * MS, model("", 10))
+            .timeout(6_100 * MS),
+    });
+
+    // Budgets that refill continuously (issue 42 item 1): OpenAI's tokens and requests, a
+    // bucket of 6000 tokens refilling in 6 s (a token per ms) and 60 requests per 6 s.
+    let refilling = |req_left: u64, tok_left: u64| {
+        let ms = |missing: u64, per_unit_ms: u64| format!("{}ms", missing * per_unit_ms);
+        vec![
+            ("x-ratelimit-limit-requests".to_string(), "60".to_string()),
+            ("x-ratelimit-remaining-requests".to_string(), req_left.to_string()),
+            ("x-ratelimit-reset-requests".to_string(), ms(60 - req_left, 100)),
+            ("x-ratelimit-limit-tokens".to_string(), "6000".to_string()),
+            ("x-ratelimit-remaining-tokens".to_string(), tok_left.to_string()),
+            ("x-ratelimit-reset-tokens".to_string(), ms(6000 - tok_left, 1)),
+        ]
+    };
+    let owned = |h: Vec<(String, String)>| -> Vec<(&'static str, &'static str)> {
+        h.into_iter().map(|(k, v)| (&*Box::leak(k.into_boxed_str()), &*Box::leak(v.into_boxed_str()))).collect()
+    };
+    v.push(Case {
+        file: "costs_refill",
+        comment: "Budgets that refill continuously (OpenAI: each reset is the time until the budget is full again): \
+                  6000 tokens refilling in 6 s, estimates 1000, 1000, 3000, 3000. The pioneer's answer leaves 5000 \
+                  (reset 1 s): one report is not yet a rate, so the tokens read as a window: request 2 (charged 1875 \
+                  at the prior) goes, request 3 (5625) would wait for the reset at 1.1 s. Request 2's answer leaves 4100 \
+                  (reset 1.9 s): two reports of different depths agree on a period of about 6 s (each bounds it from \
+                  above; the least bound, 6.006 s, gives the rate), so what is left refills from there: request 3, \
+                  now charged 5250 (the prior after two answers, 1.75), waits only until the 1150 tokens it lacks \
+                  have refilled (1.351 s), not for the reset. Request 4 (5250) waits for an answer: even a full \
+                  bucket does not hold it beside request 3's charge in flight. A prediction at 1.4 s behind it counts \
+                  both charges at the rate (8.358 s). Request 3's answer (2000 left, usage 3000) caps the level at what \
+                  it reports plus what refilled since the request left (2148); request 4, now charged 4875 (the prior \
+                  after three answers), goes once the rest has refilled (4.228 s).",
+        config: Config::for_profile(HeaderProfile::OpenAi),
+        script: Script::new()
+            .enqueue_with(0, costing(1000))
+            .enqueue_with(0, costing(1000))
+            .enqueue_with(0, costing(3000))
+            .enqueue_with(0, costing(3000))
+            .respond_body(100 * MS, 1, 200, &owned(refilling(59, 5000)), usage(1000))
+            .respond_body(200 * MS, 2, 200, &owned(refilling(58, 4100)), usage(1000))
+            .timeout(1_352 * MS)
+            .predict_with(1_400 * MS, costing(1000))
+            .respond_body(1_500 * MS, 3, 200, &owned(refilling(57, 2000)), usage(3000))
+            .timeout(4_229 * MS),
+    });
+
+    v.push(Case {
+        file: "costs_snapshot",
+        comment: "Snapshots carry the cost budgets and margins (issue 42 item 5). As costs_refill: after two answers the \
+                  tokens are known to refill in about 6 s, 4100 left at 200 ms; a request of 3000 (charged 5250 at the \
+                  prior after two answers, 1.75) waits for the 1150 it lacks. The snapshot at 300 ms keeps the margin's \
+                  two ratios and the budget (limit 6000, period 6.006 s, 4100 + 100 refilled - nothing in flight = \
+                  4199 left; the request count too, 58 left). The process restarts and restores it 200 ms later: its \
+                  first request (estimate 3000) is charged 5250 again, not twice its estimate, and waits for what the \
+                  budget lacks (5250 - 4399: 852 ms) although no answer of its own told it anything.",
+        config: Config::for_profile(HeaderProfile::OpenAi),
+        script: Script::new()
+            .enqueue_with(0, costing(1000))
+            .enqueue_with(0, costing(1000))
+            .respond_body(100 * MS, 1, 200, &owned(refilling(59, 5000)), usage(1000))
+            .respond_body(200 * MS, 2, 200, &owned(refilling(58, 4100)), usage(1000))
+            .enqueue_with(250 * MS, costing(3000))
+            .snapshot(300 * MS, wall0 + 300)
+            .restart(10 * S)
+            .restore(10 * S, wall0 + 500, None)
+            .enqueue_with(10 * S, costing(3000))
+            .timeout(10 * S + 853 * MS),
     });
 
     // A window rolls when its next request goes, and a report counts an answer from before the

@@ -26,8 +26,9 @@
 // timeout) are retried 3 times, a POST included. Errors: DiscordAPIError (4xx), HTTPError
 // (5xx after retries), RateLimitError (never here), reported by class name with their status.
 import { createRequire } from 'node:module'
-import { REST, parseResponse, DiscordAPIError, HTTPError, RateLimitError, version } from '@discordjs/rest'
+import { REST, version } from '@discordjs/rest'
 import { loadWorkload, runWorkload, fail } from './common.mjs'
+import { restCalls } from './discordjs_rest.mjs'
 
 const require = createRequire(import.meta.url)
 
@@ -42,24 +43,7 @@ async function main() {
     client: 'discordjs-rest',
     library: `@discordjs/rest ${version} (undici ${undiciVersion})`,
     workload,
-    async send(request, signal) {
-      const res = await rest.queueRequest({
-        fullRoute: request.path,
-        method: request.method,
-        body: request.json ?? undefined,
-        query: new URLSearchParams({ rid: String(request.rid) }),
-        auth: request.auth,
-        signal,
-      })
-      await parseResponse(res)
-      return res.status
-    },
-    describeError(error) {
-      for (const cls of [DiscordAPIError, HTTPError, RateLimitError]) {
-        if (error instanceof cls) return { status: error.status ?? null, error: cls.name }
-      }
-      return { status: null, error: (error && (error.code || error.name)) || String(error) }
-    },
+    ...restCalls(rest),
     close() {
       rest.clearHashSweeper()
       rest.clearHandlerSweeper()

@@ -1,0 +1,102 @@
+//! Cross-language vectors for the LLM request-body reader (`ratelane::llm::read_request`):
+//! `tests/vectors/llm_requests.json`, which every binding replays (Python
+//! `read_llm_request`, Node and wasm `readLlmRequest`).
+//!
+//! `llm_vectors_are_fresh` rebuilds the file from the bodies below and fails when the checked-in
+//! one differs (`RATELANE_BLESS=1 cargo test -p ratelane --test llm_vectors` rewrites it);
+//! `llm_vectors_replay` reads the checked-in file alone and checks every case.
+
+#[path = "support/vector_files.rs"]
+mod vector_files;
+
+use ratelane::llm::read_request;
+use serde_json::{Value, json};
+use vector_files::{check_fresh, pretty, vectors_dir};
+
+/// (what it shows, the body's text).
+const BODIES: &[(&str, &str)] = &[
+    (
+        "OpenAI chat completions: roles and contents count (4 + 20 chars: 6 tokens), plus max_tokens",
+        r#"{"model": "gpt-4o-mini", "max_tokens": 100, "messages": [{"role": "user", "content": "Say hello in French."}]}"#,
+    ),
+    (
+        "max_completion_tokens wins over max_tokens; n choices multiply the budget",
+        r#"{"model": "o4-mini", "n": 2, "max_completion_tokens": 30, "max_tokens": 999, "messages": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Why?"}]}"#,
+    ),
+    (
+        "content parts: text parts count, a data: URL image counts 1600 tokens; no budget asked: the default 1024",
+        r#"{"model": "gpt-4o", "messages": [{"role": "user", "content": [{"type": "text", "text": "What is in this image?"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]}"#,
+    ),
+    (
+        "tools count toward the prompt (their strings, not their keys)",
+        r#"{"model": "gpt-4.1", "max_tokens": 10, "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [{"type": "function", "function": {"name": "get_weather", "description": "The weather now", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]}"#,
+    ),
+    (
+        "legacy completions: a string prompt, OpenAI's default max_tokens (16)",
+        r#"{"model": "gpt-3.5-turbo-instruct", "prompt": "Once upon a time"}"#,
+    ),
+    (
+        "legacy completions: a prompt of token ids counts one token each",
+        r#"{"model": "davinci-002", "prompt": [1212, 318, 257, 1332], "max_tokens": 5}"#,
+    ),
+    (
+        "responses: instructions and input, max_output_tokens",
+        r#"{"model": "gpt-5", "instructions": "You are terse.", "input": [{"role": "user", "content": [{"type": "input_text", "text": "Summarise this."}]}], "max_output_tokens": 200}"#,
+    ),
+    (
+        "embeddings: several inputs, no completion",
+        r#"{"model": "text-embedding-3-small", "input": ["The food was delicious", "and the waiter was friendly"]}"#,
+    ),
+    (
+        "embeddings by their fields (encoding_format), whatever the model's name",
+        r#"{"model": "custom-vectors-v2", "input": "abcdefgh", "encoding_format": "float"}"#,
+    ),
+    (
+        "Anthropic messages: system blocks, a base64 image (its data counts 1600), max_tokens",
+        r#"{"model": "claude-sonnet-4-5", "max_tokens": 1024, "system": [{"type": "text", "text": "You are a careful assistant."}], "messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/4AAQSkZJRg=="}}, {"type": "text", "text": "Describe it."}]}]}"#,
+    ),
+    ("characters, not bytes: five two-byte characters are 2 tokens", r#"{"prompt": "ééééé", "max_tokens": 0}"#),
+    ("no model: null; fields of the wrong type are ignored", r#"{"model": 7, "max_tokens": "many", "messages": [{"role": "user", "content": "hi"}]}"#),
+    ("not JSON: null", "model=gpt-4o&prompt=hi"),
+    ("a JSON object without messages, prompt or input: null", r#"{"model": "gpt-4o", "query": "hi"}"#),
+    ("a JSON array: null", r#"[{"role": "user", "content": "hi"}]"#),
+];
+
+fn render() -> Value {
+    let cases: Vec<Value> = BODIES
+        .iter()
+        .map(|(comment, body)| {
+            let expected = read_request(body.as_bytes()).map(|r| json!({"model": r.model, "tokens": r.tokens}));
+            json!({"_comment": comment, "body": body, "expected": expected})
+        })
+        .collect();
+    json!({
+        "_comment": "ratelane::llm::read_request over request bodies (each `body` is the text to read, as a string or its UTF-8 \
+                     bytes): `expected` is {model, tokens} or null. The estimate: every string under messages, system, \
+                     prompt, input, instructions, tools and functions counts its characters / 4 (the sum rounded up), a \
+                     whole number there one token, an attachment (a data: URL, a `data` field) 1600; plus \
+                     max_completion_tokens, else max_tokens, else max_output_tokens, times n; without one, 1024 (a legacy \
+                     completion 16, an embedding 0). Generated by core/tests/llm_vectors.rs: do not edit \
+                     (RATELANE_BLESS=1 cargo test -p ratelane --test llm_vectors rewrites it).",
+        "kind": "llm_requests",
+        "cases": cases,
+    })
+}
+
+#[test]
+fn llm_vectors_are_fresh() {
+    check_fresh("llm_", vec![("requests", pretty(&render()))], "LLM request vector", "llm_vectors");
+}
+
+#[test]
+fn llm_vectors_replay() {
+    let text = std::fs::read_to_string(vectors_dir().join("llm_requests.json")).expect("llm_requests.json");
+    let file: Value = serde_json::from_str(&text).expect("json");
+    let cases = file["cases"].as_array().expect("cases");
+    assert!(cases.len() >= 10);
+    for case in cases {
+        let body = case["body"].as_str().expect("body");
+        let got = read_request(body.as_bytes()).map(|r| json!({"model": r.model, "tokens": r.tokens}));
+        assert_eq!(got.unwrap_or(Value::Null), case["expected"], "{}", case["_comment"]);
+    }
+}
