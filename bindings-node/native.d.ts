@@ -242,17 +242,17 @@ export interface LlmRequest {
 }
 
 /**
+ * The most elements a script's reply may hold (`ratelane::server::script::MAX_REPLY_LEN`):
+ * a longer one is refused before it is read.
+ */
+export declare const MAX_REPLY_LEN: number
+
+/**
  * The model and estimated tokens of an OpenAI (chat completions, completions, responses,
  * embeddings) or Anthropic (messages) request body, text or bytes (`ratelane::llm::read_request`);
  * null for a body that is not such JSON. Throws `invalid_argument` for another type.
  */
 export declare function readLlmRequest(body: string | Uint8Array): LlmRequest | null
-
-/**
- * The most elements a script's reply may hold (`ratelane::server::script::MAX_REPLY_LEN`):
- * a longer one is refused before it is read.
- */
-export declare const MAX_REPLY_LEN: number
 
 /**
  * A booking in Redis (`fixed_window.lua schedule`). Absolute times are `BigInt`s: with

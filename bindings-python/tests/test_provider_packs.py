@@ -31,7 +31,9 @@ def test_reads_body_per_profile() -> None:
     assert [ratelane.Limiter(profile=p).reads_body(s) for p, s in [
         ("discord", 429), ("discord", 403), ("github", 403), ("github", 200), ("shopify", 200), ("auto", 201), ("openai", 200),
     ]] == [True, False, True, False, True, True, False]
-    assert not ratelane.Limiter(profile="auto").reads_body(-1)
+    # Not an HTTP status: refused as every status the host passes is (the core's one check).
+    with pytest.raises(ratelane.InvalidArgumentError):
+        ratelane.Limiter(profile="auto").reads_body(-1)
 
 
 def test_hints_from_body_fixed_places() -> None:
