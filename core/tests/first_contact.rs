@@ -536,7 +536,7 @@ fn a_probe_waits_for_a_spent_bucket_of_its_major_parameter() {
     for i in 0..5 {
         sim.enqueue_at(0, Request::new("PATCH", format!("/channels/100000000000000001/messages/2000000000000000{i:02}")));
     }
-    let delete = sim.enqueue_at(300 * MILLISECOND, Request::new("DELETE", format!("{MSG}")));
+    let delete = sim.enqueue_at(300 * MILLISECOND, Request::new("DELETE", MSG));
     let elsewhere =
         sim.enqueue_at(300 * MILLISECOND, Request::new("DELETE", "/channels/100000000000000002/messages/200000000000000001"));
     let report = sim.run().unwrap();

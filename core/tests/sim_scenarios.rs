@@ -1016,8 +1016,7 @@ fn e2e_a_hidden_sub_limit_without_a_class_holds_the_refused_request_alone() {
             "PATCH /channels/:id",
             RouteSpec::bucket("chan").with_sub_limit_for("channel_name_topic", BucketSpec::fixed(2, 600 * SECOND)),
         );
-    let mut net = SimConfig::default();
-    net.hide_body_keys = true;
+    let net = SimConfig { hide_body_keys: true, ..SimConfig::default() };
     let mut s = sim(cfg, net);
     let edit = |keys: &[&str]| Request::new("PATCH", "/channels/1").body_keys(keys.iter().copied());
     let renames: Vec<Ticket> = (0..3).map(|i| s.enqueue_at(i, edit(if i == 1 { &["topic"] } else { &["name"] }))).collect();
@@ -1048,8 +1047,8 @@ fn e2e_a_hidden_sub_limit_met_twice_holds_the_route() {
             "PATCH /channels/:id",
             RouteSpec::bucket("chan").with_sub_limit_for("channel_name_topic", BucketSpec::fixed(2, 600 * SECOND)),
         );
-    let mut net = SimConfig::default().latency(Latency::fixed(10 * MILLISECOND), Latency::fixed(10 * MILLISECOND));
-    net.hide_body_keys = true;
+    let net = SimConfig { hide_body_keys: true, ..SimConfig::default() }
+        .latency(Latency::fixed(10 * MILLISECOND), Latency::fixed(10 * MILLISECOND));
     let mut s = sim(cfg, net);
     // One at a time: each is enqueued after the previous answer.
     let renames: Vec<Ticket> =
