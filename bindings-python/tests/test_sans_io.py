@@ -17,6 +17,9 @@ HEADERS = [
     ("X-RateLimit-Reset-After", "1.000"),
     ("X-RateLimit-Bucket", "abc"),
 ]
+# The same bucket spent: a 429 with these is the bucket's, which holds the route (one with a
+# slot left is a hidden sub-limit's, which holds only the refused request until it meets a second).
+SPENT = [(k, "0" if k == "X-RateLimit-Remaining" else v) for k, v in HEADERS]
 
 
 def test_settings_are_the_core_json_keys() -> None:
@@ -102,7 +105,7 @@ def test_outputs_support_match() -> None:
     limiter = ratelane.Limiter(max_wait_ns=1)
     first = limiter.enqueue(0, "POST", CHANNEL)
     limiter.drain()
-    limiter.handle_response(0, first, 429, [("Retry-After", "5"), ("X-RateLimit-Scope", "user")] + HEADERS)
+    limiter.handle_response(0, first, 429, [("Retry-After", "5"), ("X-RateLimit-Scope", "user")] + SPENT)
     limiter.drain()
     rid = limiter.enqueue(1, "POST", CHANNEL)
     fails = [o for o in limiter.drain() if isinstance(o, ratelane.Fail) and o.id == rid]
@@ -114,7 +117,7 @@ def test_fail_outputs_carry_their_exception() -> None:
     first = limiter.enqueue(0, "POST", CHANNEL)
     limiter.drain()
     limiter.handle_response(
-        10, first, 429, HEADERS + [("Retry-After", "3"), ("X-RateLimit-Scope", "user")], retry_after=2.5
+        10, first, 429, SPENT + [("Retry-After", "3"), ("X-RateLimit-Scope", "user")], retry_after=2.5
     )
     limiter.drain()
     rid = limiter.enqueue(20, "POST", CHANNEL)
@@ -155,7 +158,7 @@ def test_outputs_are_data() -> None:
     limiter = ratelane.Limiter(max_wait_ns=1)
     first = limiter.enqueue(0, "POST", CHANNEL)
     limiter.drain()
-    limiter.handle_response(0, first, 429, [("Retry-After", "5"), ("X-RateLimit-Scope", "user")] + HEADERS)
+    limiter.handle_response(0, first, 429, [("Retry-After", "5"), ("X-RateLimit-Scope", "user")] + SPENT)
     limiter.drain()
     rid = limiter.enqueue(1, "POST", CHANNEL)
     (fail,) = [o for o in limiter.drain() if isinstance(o, ratelane.Fail)]
@@ -197,7 +200,7 @@ def test_deferred_fail_carries_retry_at_and_its_exception() -> None:
     first = limiter.enqueue(0, "POST", CHANNEL)
     limiter.drain()
     limiter.handle_response(
-        10, first, 429, HEADERS + [("Retry-After", "3"), ("X-RateLimit-Scope", "user")], retry_after=3.0
+        10, first, 429, SPENT + [("Retry-After", "3"), ("X-RateLimit-Scope", "user")], retry_after=3.0
     )
     (requeued,) = [o for o in limiter.drain() if isinstance(o, ratelane.Fail)]
     assert (requeued.id, requeued.code) == (first, "deferred")

@@ -488,3 +488,91 @@ proptest! {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The global limit whatever the runtime's delays
+// ---------------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
+
+    /// A runtime that writes requests late (any delay after their `Send`, long spikes
+    /// included, in order or not), reported to the engine or not: the server never sees more
+    /// than the global limit in one window, and never answers a global 429.
+    #[test]
+    fn global_limit_holds_whatever_the_runtime_delays(
+        limit in 3u32..=30,
+        channels in 1u32..=60,
+        per_channel in 1u32..=6,
+        lag_ms in 0u64..=60,
+        spike in (0.0f64..0.5, 0u64..=2_000),
+        serial_us in prop_oneof![Just(0u64), 0u64..=3_000],
+        reported in any::<bool>(),
+        sliding in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let global = if sliding { BucketSpec::sliding(limit, SECOND) } else { BucketSpec::fixed(limit, SECOND) };
+        let cfg = ServerConfig::discord()
+            .bucket("h", BucketSpec::fixed(5, SECOND))
+            .route("POST /channels/:id/messages", RouteSpec::bucket("h"))
+            .global(Some(global));
+        let mut config = Config::default();
+        config.global_limit = limit;
+        let lat = Latency::jittered(10 * MILLISECOND, 2 * MILLISECOND);
+        let dispatch = Latency::jittered(0, lag_ms * MILLISECOND).with_spikes(spike.0, spike.1 * MILLISECOND);
+        let net = SimConfig::default().seed(seed).latency(lat, lat).dispatch(dispatch, reported).serial(serial_us * 1_000);
+        let mut sim = Simulation::new(Limiter::new(config).unwrap(), Server::new(cfg), net);
+        for c in 0..channels {
+            for _ in 0..per_channel {
+                sim.enqueue_at(0, Request::with_route("POST", "/channels/:id/messages", c.to_string()));
+            }
+        }
+        let report = sim.run().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(report.stop, StopReason::Finished);
+        prop_assert!(report.all_succeeded());
+        prop_assert_eq!(report.count(ServerOutcome::GlobalLimited), 0, "global 429s");
+        let most = report.max_global_in_window("");
+        prop_assert!(most <= limit as usize, "{} arrivals in one window (limit {})", most, limit);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A bucket's window, whatever its kind and the runtime's delays
+// ---------------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
+
+    /// A burst to one bucket whose window is fixed or slides, sent by a runtime that writes
+    /// requests late (reported or not): the engine never sends more than the window admits.
+    /// (A sliding window's slot frees a window after its request arrived, which a late write
+    /// puts well after its send: the sliding log takes each answered request's arrival.)
+    #[test]
+    fn a_bucket_never_admits_more_than_its_window_allows(
+        n in 1usize..=40,
+        limit in 1u32..=6,
+        window_ms in 200u64..=2_000,
+        sliding in any::<bool>(),
+        lag_ms in 0u64..=100,
+        spike in (0.0f64..0.5, 0u64..=1_500),
+        reported in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let spec = if sliding { BucketSpec::sliding(limit, window_ms * MILLISECOND) } else { BucketSpec::fixed(limit, window_ms * MILLISECOND) };
+        let cfg = ServerConfig::discord()
+            .bucket("h", spec)
+            .route("POST /channels/:id/messages", RouteSpec::bucket("h"));
+        let lat = Latency::jittered(10 * MILLISECOND, 2 * MILLISECOND);
+        let dispatch = Latency::jittered(0, lag_ms * MILLISECOND).with_spikes(spike.0, spike.1 * MILLISECOND);
+        let net = SimConfig::default().seed(seed).latency(lat, lat).dispatch(dispatch, reported);
+        let mut sim = Simulation::new(Limiter::new(Config::default()).unwrap(), Server::new(cfg), net);
+        for _ in 0..n {
+            sim.enqueue_at(0, Request::with_route("POST", "/channels/:id/messages", "1"));
+        }
+        let report = sim.run().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(report.stop, StopReason::Finished);
+        prop_assert!(report.all_succeeded());
+        prop_assert_eq!(report.count_429(), 0);
+    }
+}
+

@@ -236,12 +236,43 @@ fn azure_remaining_without_reset() {
 fn azure_one_second_evaluation_is_honoured() {
     // Azure may evaluate the request rate over 1 s (RPM / 60) below the 10-second count its
     // headers show: a burst within the count meets refusals the headers did not announce
-    // (a hidden sub-limit here), and each refusal's `retry-after-ms` holds the route.
+    // (a hidden sub-limit here). A refusal's `retry-after-ms` holds the refused request; a
+    // second refusal of the route within it holds the route (`Limiter`'s sub-limits).
     let mut s = server(HeaderProfile::AzureOpenAi, CHAT, BucketSpec::fixed(20, 10 * S));
     s.routes.insert(CHAT.into(), RouteSpec::bucket("m").with_sub_limit(BucketSpec::sliding(2, S)));
     let report = run(HeaderProfile::AzureOpenAi, s, &burst(40, chat()), SimConfig::default().seed(14));
     assert!(report.count_429() > 0, "the scenario has refusals to honour");
-    assert_refusals_held(&report);
+    assert_confirmed_refusals_held(&report);
+}
+
+/// Every refused request waits its `retry_after` before it is sent again, and a refusal that
+/// comes within an earlier one's `retry_after` (the route met its sub-limit twice) holds every
+/// request of the route for its own: no send within it.
+fn assert_confirmed_refusals_held(report: &Report) {
+    let sends: Vec<Nanos> = report.requests.iter().flat_map(|r| r.sends.iter().map(|s| s.at)).collect();
+    let refusals: Vec<(Nanos, Nanos)> = report
+        .observations
+        .iter()
+        .filter_map(|(at, o)| match o {
+            Observation::RateLimited { retry_after, .. } => Some((*at, *retry_after)),
+            _ => None,
+        })
+        .collect();
+    for (i, &(at, retry_after)) in refusals.iter().enumerate() {
+        if refusals[..i].iter().any(|&(first, r)| first < at && at < first + r) {
+            let early: Vec<&Nanos> = sends.iter().filter(|&&t| t > at && t < at + retry_after).collect();
+            assert!(early.is_empty(), "sends at {early:?} within {retry_after} ns of a confirmed refusal at {at}");
+        }
+    }
+    for r in &report.requests {
+        for pair in r.sends.windows(2) {
+            if let (Some(429), Some(answered)) = (pair[0].status, pair[0].answered_at) {
+                let wait = refusals.iter().find(|&&(at, _)| at == answered).map_or(0, |&(_, w)| w);
+                assert!(pair[1].at >= answered + wait, "a refused request went again after {} ns", pair[1].at - answered);
+            }
+        }
+    }
+    assert_eq!(refusals.len(), report.count_429(), "every refusal was seen as one");
 }
 #[test]
 fn anthropic_rfc3339_resets() {

@@ -83,7 +83,12 @@ fn check(report: &Report, what: &str) {
 
 /// K = 4 and 8, three seeds each, through the outage `link` makes of `[start, end)`: the
 /// invariants, and a cost of at most the outage, the driver's timeout and one global window
-/// (the window the outage's first requests miss) over the same run without an outage. (Before,
+/// (the window the outage's first requests miss) and 500 ms over the same run without an
+/// outage. (The local windows the fail-open sends and the recovery keep to count each send no
+/// transport reported until a window after its answer says it reached the server, its uplink
+/// included, rather than a window and the uplinks' spread after its send, which a runtime
+/// writing it late breaks: the K = 4 runs cost 2.32-2.71 s, against 2.26-2.36 s before; the
+/// same runs without an outage take as long as before.) (Before,
 /// a fail-closed outage of 1 s cost 4-5 s: every `Unavailable` answer was taken as a round trip
 /// of the driver's timeout, and the margin passed to the store grew to its cap.)
 fn through(policy: OnUnavailable, start: Nanos, end: Nanos, link: impl Fn(StoreLink) -> StoreLink) {
@@ -94,7 +99,7 @@ fn through(policy: OnUnavailable, start: Nanos, end: Nanos, link: impl Fn(StoreL
             check(&report, &what);
             let alone = global_cap(k, policy, StoreLink::default(), seed, 1_500);
             let cost = report.makespan().saturating_sub(alone.makespan());
-            let most = (end - start) + StoreLink::default().timeout + 1_300 * MS;
+            let most = (end - start) + StoreLink::default().timeout + 1_500 * MS;
             assert!(cost <= most, "{what}: the outage cost {} ms (at most {} ms)", cost / MS, most / MS);
         }
     }

@@ -41,6 +41,9 @@ Options:
   --warm N            ratelane's clients open N connections in their set-up (log-ins, outside
                       the accounting), as a bot that has been running has them; the reference
                       opens its first burst's before it starts. Default 0 (cold, as a new bot)
+  --precise           ratelane's clients also pass each JSON body's keys (body_keys / bodyKeys),
+                      the precise path for a hidden sub-limit (default: run(method, path, send),
+                      nothing else, as the README shows)
   --margin-ms MS      the reference client's margin after each window it waits for (default 0:
                       its estimate of an arrival is never early, see http::reference)
   --python PATH       the interpreter of the Python clients (default bench/realtime/.venv/bin/python)
@@ -121,6 +124,7 @@ struct Options {
     global: u32,
     margin: Nanos,
     warm: usize,
+    precise: bool,
     python: String,
     node: String,
     out: Option<PathBuf>,
@@ -144,6 +148,7 @@ fn parse() -> Result<Options, String> {
         global: 250,
         margin: 0,
         warm: 0,
+        precise: false,
         python: "bench/realtime/.venv/bin/python".into(),
         node: "node".into(),
         out: None,
@@ -166,6 +171,10 @@ fn parse() -> Result<Options, String> {
         if flag == "--help" || flag == "-h" {
             print!("{HELP}");
             std::process::exit(0);
+        }
+        if flag == "--precise" {
+            o.precise = true;
+            continue;
         }
         let value = args
             .next()
@@ -298,7 +307,6 @@ async fn main() {
     };
     let mut workloads: Vec<Workload> = workload::all();
     if let Some(names) = &chosen {
-        workloads.extend(workload::extra());
         if let Some(n) = names
             .iter()
             .find(|n| !workloads.iter().any(|w| w.name == *n))
@@ -349,6 +357,7 @@ async fn main() {
                 deadline_s,
                 requests: &workload.requests,
                 warm_connections: options.warm,
+                precise: options.precise,
             };
             let text = serde_json::to_string(&spec).expect("a workload serializes");
             if let Err(e) = std::fs::write(&file, text) {
@@ -415,7 +424,7 @@ async fn main() {
         }
     }
     let mut out = format!(
-        "Limits: global {} per second (fixed window, on arrival); per-route windows at {} of Discord's, {}; round trip {} ms; {} run(s); reference margin {} ms{}.\n\n",
+        "Limits: global {} per second (fixed window, on arrival); per-route windows at {} of Discord's, {}; round trip {} ms; {} run(s); reference margin {} ms{}{}.\n\n",
         limits.global.limit,
         options.scale,
         match options.kind {
@@ -433,6 +442,11 @@ async fn main() {
             )
         } else {
             String::new()
+        },
+        if options.precise {
+            "; ratelane's clients pass each JSON body's keys (--precise)"
+        } else {
+            ""
         },
     );
     for (workload, runs) in workloads.iter().zip(&results) {
@@ -618,6 +632,7 @@ async fn run_shared(
                 deadline_s,
                 requests: &workload.requests,
                 warm_connections: options.warm,
+                precise: options.precise,
             };
             let plan = schedule(limits, workload);
             let waits = chains(limits, workload, &plan);

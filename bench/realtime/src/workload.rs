@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 /// What a request does (informative; the clients see it as `kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// `POST /channels/{channel_id}/messages`.
     Message,
@@ -25,6 +25,14 @@ pub enum Kind {
     Interaction,
     /// A route without rate-limit headers.
     Plain,
+    /// `PATCH /channels/{channel_id}/messages/{message_id}` (the delete's bucket).
+    MessageEdit,
+    /// `DELETE /channels/{channel_id}/messages/{message_id}`.
+    MessageDelete,
+    /// `GET /channels/{channel_id}/messages` or `.../messages/{message_id}` (one bucket).
+    Read,
+    /// `POST /channels/{channel_id}/typing`.
+    Typing,
 }
 
 /// One request of a workload.
@@ -81,6 +89,14 @@ pub struct WorkloadFile<'a> {
     /// only). Left out when 0.
     #[serde(skip_serializing_if = "is_zero")]
     pub warm_connections: usize,
+    /// ratelane's clients also pass each JSON body's keys (`--precise`; the precise path for a
+    /// hidden sub-limit). Left out when false: the README's `run(method, path, send)`.
+    #[serde(skip_serializing_if = "is_false")]
+    pub precise: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -213,6 +229,47 @@ impl Builder {
         self.push("GET", "/voice/regions", &[], None, Kind::Plain);
     }
 
+    /// A request to message `msg` of channel `ch`: edit (`PATCH`), delete, or read (`GET`).
+    fn on_message(&mut self, method: &'static str, ch: u64, msg: u64) {
+        let (json, kind) = match method {
+            "PATCH" => (Some(json!({ "content": format!("edited {msg}") })), Kind::MessageEdit),
+            "DELETE" => (None, Kind::MessageDelete),
+            _ => (None, Kind::Read),
+        };
+        self.push(
+            method,
+            "/channels/{channel_id}/messages/{message_id}",
+            &[("channel_id", channel(ch)), ("message_id", message_id(msg))],
+            json,
+            kind,
+        );
+    }
+
+    /// Reading channel `ch`'s last messages.
+    fn history(&mut self, ch: u64) {
+        self.push("GET", "/channels/{channel_id}/messages", &[("channel_id", channel(ch))], None, Kind::Read);
+    }
+
+    fn typing(&mut self, ch: u64) {
+        self.push("POST", "/channels/{channel_id}/typing", &[("channel_id", channel(ch))], None, Kind::Typing);
+    }
+
+    /// A reaction route on message `msg` of channel `ch`: add or remove the bot's (`PUT`,
+    /// `DELETE`), list who reacted (`GET`), or remove them all (`DELETE_ALL`).
+    fn reaction_on(&mut self, method: &'static str, ch: u64, msg: u64, n: u64) {
+        let emoji = format!("r{n}:{}", 500_000_000_000_000_000 + n);
+        let mut params = vec![("channel_id", channel(ch)), ("message_id", message_id(msg))];
+        let (method, route) = match method {
+            "DELETE_ALL" => ("DELETE", "/channels/{channel_id}/messages/{message_id}/reactions"),
+            "GET" => ("GET", "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}"),
+            m => (m, "/channels/{channel_id}/messages/{message_id}/reactions/{emoji}/@me"),
+        };
+        if !route.ends_with("/reactions") {
+            params.push(("emoji", emoji));
+        }
+        self.push(method, route, &params, None, Kind::Reaction);
+    }
+
     fn done(self, name: &'static str, title: &'static str) -> Workload {
         Workload {
             name,
@@ -240,7 +297,8 @@ pub fn deep_queue() -> Workload {
     b.done("deep_queue", "30 messages to one channel")
 }
 
-/// 60 messages to one channel: one bucket, twelve windows (the shared-mode runs' bucket case).
+/// 60 messages to one channel: one bucket, twelve windows (with sliding windows, a deep queue
+/// whose slots come back one by one; also the shared-mode runs' bucket case).
 pub fn one_channel() -> Workload {
     let mut b = Builder::default();
     for _ in 0..60 {
@@ -369,9 +427,74 @@ pub fn interactions() -> Workload {
     )
 }
 
-/// Workloads that run only when named (`--workloads`), not in the default Scoreboard.
-pub fn extra() -> Vec<Workload> {
-    vec![one_channel()]
+/// 96 requests over twelve routes, in a fixed random order, all unknown to the client: message
+/// edits and deletes share one bucket (5 per window) and reads of a channel's messages and of one
+/// message another, neither in any client's prior; four reaction routes on one hash (1 per
+/// window); messages, typing, a route without headers, interaction callbacks. Three channels:
+/// the first's 15 edits and deletes bind (three windows).
+pub fn first_contact() -> Workload {
+    let mut b = Builder::default();
+    // Channel 1: 10 deletes and 5 edits (one bucket: three windows), 8 messages, 3 reads of
+    // the channel and 3 of one message (one bucket), 10 reactions on one message (add, remove,
+    // list, remove all), 2 typing.
+    for m in 0..10 {
+        b.on_message("DELETE", 1, m);
+    }
+    for m in 0..5 {
+        b.on_message("PATCH", 1, 100 + m);
+    }
+    for _ in 0..8 {
+        b.message(1);
+    }
+    for m in 0..3 {
+        b.history(1);
+        b.on_message("GET", 1, 200 + m);
+    }
+    for n in 0..4 {
+        b.reaction_on("PUT", 1, 1, n);
+        b.reaction_on("DELETE", 1, 1, n);
+    }
+    b.reaction_on("GET", 1, 1, 0);
+    b.reaction_on("DELETE_ALL", 1, 1, 0);
+    for _ in 0..2 {
+        b.typing(1);
+    }
+    // Channel 2: 6 deletes and 4 edits, 8 messages, 3 reads, the reactions of one message
+    // removed; channel 3: 5 deletes, 5 edits, 5 messages.
+    for m in 0..6 {
+        b.on_message("DELETE", 2, 300 + m);
+    }
+    for m in 0..4 {
+        b.on_message("PATCH", 2, 400 + m);
+    }
+    for _ in 0..8 {
+        b.message(2);
+    }
+    for _ in 0..3 {
+        b.history(2);
+    }
+    b.reaction_on("DELETE_ALL", 2, 2, 0);
+    for m in 0..5 {
+        b.on_message("DELETE", 3, 500 + m);
+        b.on_message("PATCH", 3, 600 + m);
+        b.message(3);
+    }
+    for _ in 0..10 {
+        b.plain();
+    }
+    for n in 0..8 {
+        b.interaction(n);
+    }
+    let mut requests = b.requests;
+    shuffle(&mut requests, 0xf1c5_7c0a);
+    for (rid, r) in requests.iter_mut().enumerate() {
+        r.rid = rid as u64;
+    }
+    Workload {
+        name: "first_contact",
+        title: "96 requests over twelve unknown routes, some sharing buckets",
+        requests,
+    }
 }
 
 /// Every workload, in the Scoreboard's order.
@@ -385,5 +508,7 @@ pub fn all() -> Vec<Workload> {
         global_cap(),
         shared_pins(),
         interactions(),
+        first_contact(),
+        one_channel(),
     ]
 }

@@ -6,7 +6,10 @@ use ratelane::sim::SplitMix64;
 use ratelane::sim::{ServerOutcome, WindowKind};
 use ratelane::{MILLISECOND, Nanos, SECOND};
 use ratelane_realtime::imitation::{Imitation, Incoming};
-use ratelane_realtime::limits::{self, Limits};
+use ratelane_realtime::limits::{
+    self, HASH_MESSAGE_EDIT, Limits, ROUTE_HISTORY, ROUTE_MESSAGE, ROUTE_MESSAGE_DELETE, ROUTE_MESSAGE_EDIT, ROUTE_MESSAGE_GET,
+    ROUTE_REACT_DELETE_ALL, ROUTE_REACT_PUT,
+};
 use ratelane_realtime::schedule::{Resource, bound, chains, resources, schedule};
 use ratelane_realtime::score::{ClientReport, RunFigures, WorkloadRuns, table};
 use ratelane_realtime::workload::{self, Kind, Req, TOKEN, Workload};
@@ -188,6 +191,29 @@ fn the_bounds_of_the_scoreboard_workloads() {
     let b = bound(&limits, &workload::shared_pins());
     assert!(matches!(b.binding, Some(Resource::Shared(..))));
     assert_eq!(b.makespan, 3 * SECOND + 20 * MILLISECOND);
+    // The first channel's 15 edits and deletes, one bucket of 5 per 1 s window.
+    let b = bound(&limits, &workload::first_contact());
+    assert_eq!(b.last_arrival, 2 * SECOND);
+    assert!(matches!(&b.binding, Some(Resource::Bucket(_, hash, _)) if hash == HASH_MESSAGE_EDIT));
+    // 60 messages, 5 per 1 s window: 11 more windows.
+    assert_eq!(s(workload::one_channel()), 11 * SECOND);
+}
+
+#[test]
+fn first_contact_has_twelve_routes_and_three_shared_hashes() {
+    let w = workload::first_contact();
+    assert_eq!(w.requests.len(), 96);
+    let routes: std::collections::BTreeSet<String> =
+        w.requests.iter().map(|r| ratelane::route::route_for(ratelane::HeaderProfile::Discord, r.method, &r.path).key).collect();
+    assert_eq!(routes.len(), 12, "{routes:?}");
+    // Edits and deletes, and a channel's and one message's reads, share a hash each: a client
+    // learns it only from their answers.
+    let config = Limits::scoreboard().server_config(0);
+    let hash = |route: &str| config.routes[route].bucket.clone();
+    assert_eq!(hash(ROUTE_MESSAGE_EDIT), hash(ROUTE_MESSAGE_DELETE));
+    assert_eq!(hash(ROUTE_HISTORY), hash(ROUTE_MESSAGE_GET));
+    assert_eq!(hash(ROUTE_REACT_DELETE_ALL), hash(ROUTE_REACT_PUT));
+    assert_ne!(hash(ROUTE_MESSAGE_DELETE), hash(ROUTE_MESSAGE));
 }
 
 #[test]
@@ -552,6 +578,7 @@ fn the_workload_file_names_warm_connections_only_when_asked() {
             deadline_s: 8.0,
             requests: &w.requests,
             warm_connections: warm,
+            precise: false,
         };
         serde_json::to_value(&spec).expect("a workload serializes")
     };

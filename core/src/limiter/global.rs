@@ -3,7 +3,7 @@
 //! trips its margin and the bucket windows' send lead are learned from.
 
 use super::*;
-use super::latency::{FirstWindow, Uplinks, spread_margin};
+use super::latency::{Downlinks, FirstWindow, Uplinks, spread_margin};
 
 /// The identities by name, indexed by [`Iid`] (never removed: an identity is a token).
 #[derive(Debug, Default)]
@@ -36,6 +36,8 @@ impl Identities {
         self.list.push(Identity {
             name: name.to_string(),
             sends: VecDeque::new(),
+            unwritten: VecDeque::new(),
+            arrived: VecDeque::new(),
             paused_until: 0,
             full_until: 0,
             learned: LearnedCap::default(),
@@ -84,9 +86,20 @@ impl std::ops::IndexMut<Iid> for Identities {
 pub(super) struct Identity {
     /// The caller's key for the token.
     pub(super) name: String,
-    /// Send times of non-exempt requests within the global window (+ margin). Without a
-    /// configured global limit, kept for [`LearnedCap`] (never refunded: a little cautious).
+    /// Send times of non-exempt requests within the global window (+ margin): with a
+    /// global limit, the requests whose transport reported when they left
+    /// ([`Limiter::handle_written`]), each counted from then. Without a configured global
+    /// limit, every send, kept for [`LearnedCap`] (never refunded: a little cautious).
     pub(super) sends: VecDeque<Nanos>,
+    /// With a global limit: the send times of requests in flight whose leaving no transport
+    /// reported. Each may still be on its way (a busy runtime can write a request hundreds of
+    /// milliseconds after its `Send`, later than any margin allows for), so each counts
+    /// against the window until its answer, however long that takes.
+    pub(super) unwritten: VecDeque<Nanos>,
+    /// With a global limit: when the entries of requests answered while unwritten leave the
+    /// window, in order: a window after the latest instant each can have reached the server
+    /// (its answer's [`Downlinks::arrived_by`]).
+    pub(super) arrived: VecDeque<Nanos>,
     pub(super) paused_until: Nanos,
     /// Shared mode: the store's global window has no room for a new token until then (a
     /// `global` denial of a reservation that asked for tokens while this process held a
@@ -159,6 +172,8 @@ pub(super) struct RoundTrips {
     samples: Recent<(Nanos, Nanos)>,
     /// Uplink delays up to a constant, where the server tells its clock (see [`Uplinks`]).
     pub(super) uplinks: Uplinks,
+    /// The way back of answers, where the server tells its clock (see [`Downlinks`]).
+    downlinks: Downlinks,
     /// The first global window's floor on the global margin (see
     /// [`RoundTrips::margin_at`]).
     first_window: Option<FirstWindow>,
@@ -173,7 +188,14 @@ pub(super) struct RoundTrips {
 impl RoundTrips {
     /// Before any round trip: the margin at `margin` (half `global_margin_max`), no lead.
     pub(super) fn new(margin: Nanos) -> Self {
-        RoundTrips { samples: Recent::default(), uplinks: Uplinks::default(), first_window: None, margin, lead: 0 }
+        RoundTrips {
+            samples: Recent::default(),
+            uplinks: Uplinks::default(),
+            downlinks: Downlinks::default(),
+            first_window: None,
+            margin,
+            lead: 0,
+        }
     }
 
     /// The margin the global window is widened by at `now`: the learned one
@@ -283,20 +305,26 @@ impl Limiter {
 
     /// Learns from the round trip of the request sent as `flight` and answered at `now` (the
     /// answer telling the server's clock, `server_time_ms`, or not). Returns how much before
-    /// the window end it reports the next request may go (see [`Uplinks::lead`]).
-    pub(super) fn learn_trip(&mut self, now: Nanos, flight: Flight, server_time_ms: Option<u64>) -> Nanos {
+    /// the window end it reports the next request may go (see [`Uplinks::lead`]), and the
+    /// latest instant the request can have reached the server ([`Downlinks::arrived_by`]; the
+    /// answer's own instant where the server does not tell its clock).
+    pub(super) fn learn_trip(&mut self, now: Nanos, flight: Flight, server_time_ms: Option<u64>) -> (Nanos, Nanos) {
         let round_trip = now.saturating_sub(flight.left_at);
         let mut answer_lead = 0;
         let mut uplink_widens = false;
+        let mut arrived_by = now;
         if let Some(server_ms) = server_time_ms {
             // The server's clock at its answer less this process's monotonic clock when the
             // request left: its uplink (and the server's time to stamp the answer) up to a
             // constant. Monotonic, not the wall clock: exact to the nanosecond here, and never
             // stepped.
-            let offset = i128::from(server_ms) * i128::from(MILLISECOND) - i128::from(flight.left_at);
-            if let Ok(offset) = i64::try_from(offset) {
+            let server = i128::from(server_ms) * i128::from(MILLISECOND);
+            if let Ok(offset) = i64::try_from(server - i128::from(flight.left_at)) {
                 uplink_widens = self.trips.uplinks.push(offset, round_trip, flight.alone);
                 answer_lead = self.trips.uplinks.lead(offset, round_trip);
+            }
+            if let Ok(server) = i64::try_from(server) {
+                arrived_by = self.trips.downlinks.arrived_by(server, now);
             }
         }
         self.learn_round_trip(
@@ -305,7 +333,7 @@ impl Limiter {
             flight.left_at,
             uplink_widens,
         );
-        answer_lead
+        (answer_lead, arrived_by)
     }
 
     /// Learns from a round trip: `from_send` counts from the [`Output::Send`], `from_left`
@@ -316,19 +344,58 @@ impl Limiter {
     }
 
     /// Moves one entry of the identity's global log from `old` to `new`, keeping the log in
-    /// time order.
+    /// time order, where it is: an unwritten request's entry stays one (a reservation granted:
+    /// it is sent now), a written one is counted from `new`.
     pub(super) fn restamp_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
-        self.drop_global_entry(iid, old);
-        let sends = &mut self.identities[iid].sends;
-        let pos = sends.partition_point(|&t| t <= new);
-        sends.insert(pos, new);
+        let ident = &mut self.identities[iid];
+        let log = if take_entry(&mut ident.unwritten, old) {
+            &mut ident.unwritten
+        } else {
+            take_entry(&mut ident.sends, old);
+            &mut ident.sends
+        };
+        insert_sorted(log, new);
+    }
+
+    /// The transport reported that the request whose entry is at `old` left at `new`: from
+    /// now on it is counted from then, with the learned margin ([`RoundTrips::margin_at`]),
+    /// not held until its answer.
+    pub(super) fn written_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
+        let ident = &mut self.identities[iid];
+        if !take_entry(&mut ident.unwritten, old) {
+            take_entry(&mut ident.sends, old);
+        }
+        insert_sorted(&mut ident.sends, new);
+        if !ident.blocked.is_empty() {
+            // Its entry now ends at a known time: the waiting queues may arm a wake-up.
+            self.mark_identity_ready(iid);
+        }
+    }
+
+    /// The request whose entry is at `at` (its send) was answered while unwritten, and reached
+    /// the server at `arrived_by` at the latest ([`Limiter::learn_trip`]): its entry leaves
+    /// the window a global window after that, whatever delayed it (a busy runtime writing it
+    /// long after its send), and the identity's waiting queues go again (it ends at a known
+    /// time now). Sound without any margin: a request sent after that reaches the server after
+    /// it, a window after this one arrived at the latest. (A margin from the uplinks' spread
+    /// would end it sooner only by assuming the next request's uplink is no faster than the
+    /// fastest seen, which a first burst's common delay breaks.)
+    pub(super) fn arrived_global(&mut self, iid: Iid, at: Nanos, arrived_by: Nanos) {
+        let ident = &mut self.identities[iid];
+        if !take_entry(&mut ident.unwritten, at) {
+            return; // a written request: it is counted from its report
+        }
+        insert_sorted(&mut ident.arrived, arrived_by.saturating_add(self.config.global_window));
+        if !ident.blocked.is_empty() {
+            self.mark_identity_ready(iid);
+        }
     }
 
     /// Removes one entry at `at` from the identity's global log.
     pub(super) fn drop_global_entry(&mut self, iid: Iid, at: Nanos) {
-        let sends = &mut self.identities[iid].sends;
-        if let Some(pos) = sends.iter().rposition(|&t| t == at) {
-            sends.remove(pos);
+        let ident = &mut self.identities[iid];
+        if !take_entry(&mut ident.unwritten, at) {
+            take_entry(&mut ident.sends, at);
         }
     }
 
@@ -356,7 +423,9 @@ impl Limiter {
         if learned.until > now { learned.limit } else { 0 }
     }
 
-    /// When the identity's global budget has room again, or `None` if it has room now.
+    /// When the identity's global budget has room again, or `None` if it has room now;
+    /// `Nanos::MAX` when only an answer to one of its unwritten requests can make room (the
+    /// answer marks the identity ready).
     pub(super) fn global_wait(&mut self, now: Nanos, iid: Iid) -> Option<Nanos> {
         if let Some(t) = self.outage_global_hold(now) {
             return Some(t);
@@ -373,15 +442,14 @@ impl Limiter {
         if limit == 0 {
             return None;
         }
-        while ident.sends.front().is_some_and(|&t| t.saturating_add(span) <= now) {
-            ident.sends.pop_front();
-        }
-        if ident.sends.len() < limit {
+        let count = ident.window(now, span);
+        if count < limit {
             return None;
         }
-        // The send that must leave the window before another may enter.
-        let oldest = ident.sends[ident.sends.len() - limit];
-        Some(oldest.saturating_add(span))
+        // The entry that must leave the window before another may enter (`Nanos::MAX` when
+        // only an answer can make room: an unwritten request's; the answer marks the identity
+        // ready).
+        Some(ident.end_of(count - limit, span))
     }
 
     /// A lower bound on when the identity's global budget lets one more request through, with
@@ -394,20 +462,85 @@ impl Limiter {
             return t;
         }
         let span = self.global_span(now);
-        // `sends` is in send order, so the recent ones are a suffix.
-        let old = ident.sends.iter().take_while(|&&s| s.saturating_add(span) <= now).count();
-        let recent = ident.sends.len() - old;
+        // Every entry's end, in order; an unwritten request's taken a window and the margin
+        // after its send (an estimate: it ends a window after its arrival, which its answer
+        // will tell).
+        let mut ends: Vec<Nanos> = ident
+            .sends
+            .iter()
+            .map(|&s| s.saturating_add(span))
+            .chain(ident.unwritten.iter().map(|&s| s.saturating_add(span)))
+            .chain(ident.arrived.iter().copied())
+            .filter(|&end| end > now)
+            .collect();
+        if !ident.unwritten.is_empty() || !ident.arrived.is_empty() {
+            ends.sort_unstable();
+        }
+        let recent = ends.len();
         let ahead = recent + ident.queued.max(extra);
         if ahead >= limit {
             // The earliest the window can next open, then one more window per `limit` ahead.
-            let first = if recent >= limit {
-                ident.sends[ident.sends.len() - limit].saturating_add(span)
-            } else {
-                now
-            };
+            let first = if recent >= limit { ends[recent - limit] } else { now };
             let windows = (ahead / limit) as u64 - 1;
             t = t.max(first.saturating_add(span.saturating_mul(windows)));
         }
         t
+    }
+}
+
+impl Identity {
+    /// The entries of the global window at `now`, the ones over by then dropped: each written
+    /// request's counted for `span` after it left, each unwritten one's until its answer, each
+    /// answered unwritten one's until its own end.
+    pub(super) fn window(&mut self, now: Nanos, span: Nanos) -> usize {
+        while self.sends.front().is_some_and(|&t| t.saturating_add(span) <= now) {
+            self.sends.pop_front();
+        }
+        while self.arrived.front().is_some_and(|&end| end <= now) {
+            self.arrived.pop_front();
+        }
+        self.sends.len() + self.unwritten.len() + self.arrived.len()
+    }
+
+    /// The end of the window's `k`th entry (from 0) in the order they end (see
+    /// [`Identity::window`]), or `Nanos::MAX` when that is an unwritten request's.
+    fn end_of(&self, k: usize, span: Nanos) -> Nanos {
+        let (mut sends, mut arrived) = (0, 0);
+        for _ in 0..k {
+            let a = self.sends.get(sends).map_or(Nanos::MAX, |&t| t.saturating_add(span));
+            let b = self.arrived.get(arrived).copied().unwrap_or(Nanos::MAX);
+            if a == Nanos::MAX && b == Nanos::MAX {
+                return Nanos::MAX;
+            }
+            if a <= b {
+                sends += 1;
+            } else {
+                arrived += 1;
+            }
+        }
+        let a = self.sends.get(sends).map_or(Nanos::MAX, |&t| t.saturating_add(span));
+        let b = self.arrived.get(arrived).copied().unwrap_or(Nanos::MAX);
+        a.min(b)
+    }
+}
+
+/// Removes one entry equal to `at` from the time-ordered `log`; whether there was one.
+fn take_entry(log: &mut VecDeque<Nanos>, at: Nanos) -> bool {
+    match log.iter().rposition(|&t| t == at) {
+        Some(pos) => {
+            log.remove(pos);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Inserts `t` into the time-ordered `log`, after the entries equal to it.
+fn insert_sorted(log: &mut VecDeque<Nanos>, t: Nanos) {
+    if log.back().is_none_or(|&last| last <= t) {
+        log.push_back(t);
+    } else {
+        let pos = log.partition_point(|&x| x <= t);
+        log.insert(pos, t);
     }
 }

@@ -48,7 +48,7 @@ impl Uplinks {
     const DENSE: usize = 32;
     /// Two readings of the server's clock differ by up to this from the truth between them
     /// (each is two headers rounded to the millisecond).
-    const READING: Nanos = 2 * MILLISECOND;
+    pub(super) const READING: Nanos = 2 * MILLISECOND;
 
     /// Takes a sample; whether it falls outside all samples seen before.
     pub(super) fn push(&mut self, offset: i64, round_trip: Nanos, alone: bool) -> bool {
@@ -157,6 +157,64 @@ impl Uplinks {
             None => 0,
         }
     }
+}
+
+/// When the requests answered reached the server, from the server's clock in each answer
+/// (Discord's `X-RateLimit-Reset` less `X-RateLimit-Reset-After`, as for [`Uplinks`]).
+///
+/// A sample is the server's clock at an answer less this process's monotonic instant the
+/// answer was handled: the server's clock less this one's (a constant `C`) less the answer's
+/// way back (its downlink and the time until it was read). The way back is never negative, so
+/// `C` is at least every sample, and the largest of the recent samples is a lower bound on `C`
+/// that the fastest way back tightens. A request the server stamped at `S` (its clock) then
+/// reached it at `S - C` at the latest on this clock: no later than the largest sample allows,
+/// whatever its uplink was (a request written long after it was let go, on a busy runtime,
+/// included). See [`Downlinks::arrived_by`].
+#[derive(Debug, Default)]
+pub(super) struct Downlinks {
+    samples: SlidingMax,
+}
+
+impl Downlinks {
+    /// Takes the sample of an answer stamped by the server at `server` (ns on its clock) and
+    /// handled at `now`; returns the latest instant on this process's clock at which the
+    /// answered request can have reached the server: `now` less how much longer this answer's
+    /// way back was than the fastest recent one, plus the two readings' error (each sample is
+    /// two headers to the millisecond), and never after `now`.
+    pub(super) fn arrived_by(&mut self, server: i64, now: Nanos) -> Nanos {
+        let Ok(at) = i64::try_from(now) else { return now };
+        let sample = server.saturating_sub(at);
+        let largest = self.samples.push(sample);
+        let later = u64::try_from(largest.saturating_sub(sample)).unwrap_or(u64::MAX);
+        now.saturating_sub(later).saturating_add(2 * Uplinks::READING).min(now)
+    }
+}
+
+/// The largest of the last [`SlidingMax::KEEP`] samples, kept as they come and go.
+#[derive(Debug, Default)]
+struct SlidingMax {
+    /// The samples that may still be the largest of the last `KEEP`, with their sequence
+    /// number: strictly decreasing, the largest first.
+    max: VecDeque<(u64, i64)>,
+    seen: u64,
+}
+
+impl SlidingMax {
+    const KEEP: u64 = 256;
+
+    /// Takes `sample`; returns the largest of the last `KEEP`, this one included.
+    fn push(&mut self, sample: i64) -> i64 {
+        self.seen = self.seen.wrapping_add(1);
+        while self.max.back().is_some_and(|&(_, s)| s <= sample) {
+            self.max.pop_back();
+        }
+        self.max.push_back((self.seen, sample));
+        while self.max.front().is_some_and(|&(n, _)| self.seen.wrapping_sub(n) >= Self::KEEP) {
+            self.max.pop_front();
+        }
+        self.max.front().map_or(sample, |&(_, s)| s)
+    }
+
 }
 
 /// How far the fastest `num / den` of `sorted` (ascending) reach above `lo`, and how many

@@ -36,6 +36,7 @@ impl Limiter {
         if previous.is_none() {
             self.routes.remember(route_key.clone(), name, self.config.max_routes);
         } else {
+            self.routes.note_hash(&name, self.config.max_routes);
             self.routes.buckets.insert(route_key.clone(), name);
         }
         if previous.as_deref() != Some(hash) {
@@ -213,6 +214,14 @@ impl Limiter {
             let r = self.req(id);
             (self.iid_of(r), r.shared_route().to_string())
         };
+        // Whether a sub-limit refusal holds its key (the request's class, or a route whose
+        // requests met it twice; in shared mode, at once: the other processes cannot watch for
+        // the second), shared with the other processes; else it holds the refused request alone
+        // (see below).
+        let shares_hold = scope != RateLimitScope::SubLimit
+            || self.req(id).sub_key().is_some()
+            || self.config.shared.is_some()
+            || self.queue(qid).rare.suspected(&hold_key, now);
         match scope {
             RateLimitScope::Global => {
                 let window = self.config.global_window;
@@ -256,7 +265,16 @@ impl Limiter {
                 }
             }
             RateLimitScope::Edge => self.hold_host(until),
-            RateLimitScope::SubLimit => self.queue_mut(qid).hold_sub_limit(hold_key, until),
+            RateLimitScope::SubLimit if shares_hold => self.queue_mut(qid).hold_sub_limit(hold_key, until),
+            RateLimitScope::SubLimit => {
+                // A hidden sub-limit met by a request of no class (its body's keys not given):
+                // it may limit only some of the route's requests (renames among the channel's
+                // edits). This one waits (and is retried) on its own; the route's others go on
+                // until one of them meets it too (`suspected`), which holds the route.
+                self.queue_mut(qid).rare.suspect(hold_key, until);
+                let r = self.req_mut(id);
+                r.not_before = r.not_before.max(until);
+            }
             RateLimitScope::Bucket => {
                 let b = &mut self.queue_mut(qid).bucket;
                 b.known = true;
@@ -276,7 +294,7 @@ impl Limiter {
         if scope != RateLimitScope::Shared {
             self.record_invalid(now, id);
         }
-        if self.config.shared.is_some() {
+        if self.config.shared.is_some() && shares_hold {
             // Every process must hold what this 429 says is exhausted.
             let shared_scope = match scope {
                 RateLimitScope::Global => SharedScope::Global,

@@ -113,6 +113,7 @@ use crate::shared::{OnUnavailable, Reservation, ReservationAnswer, SharedScope, 
 use crate::types::*;
 
 mod bucket;
+mod contact;
 mod costs;
 mod global;
 mod host;
@@ -128,6 +129,7 @@ mod state;
 mod timers;
 
 use bucket::{Bucket, Gate, Ghost};
+use contact::Contacts;
 use costs::{Blocked, Pack, Ratio, ReqCosts};
 use global::{Identities, RoundTrips};
 use ids::Ids;
@@ -201,6 +203,8 @@ pub struct Limiter {
     reserving_total: usize,
     /// Shared mode: the store's health, outages and margins, and the reservations it owes.
     store: Store,
+    /// First contact: the probes of unknown routes in flight, per major parameter.
+    contacts: Contacts,
     /// No request goes out before its end (a Cloudflare-style ban).
     edge: EdgeBan,
     /// Per cost dimension: the recent ratios of actual to estimated cost (see `costs`).
@@ -381,6 +385,7 @@ impl Limiter {
             in_flight_total: 0,
             reserving_total: 0,
             store: Store::default(),
+            contacts: Contacts::default(),
             edge: EdgeBan::default(),
             ratios: Vec::new(),
             restored_budgets: Vec::new(),
@@ -566,7 +571,7 @@ impl Limiter {
         }
         let iid = self.iid(id);
         if let Some(old) = global_at {
-            self.restamp_global(iid, old, now);
+            self.written_global(iid, old, now);
             self.identities[iid].send_log.restamp(old, now);
         }
         if let Some(ReqState::InFlight(Flight { global_at, left_at, .. })) = self.taken_mut(id) {
@@ -623,7 +628,15 @@ impl Limiter {
                 }
             }
         }
-        let answer_lead = self.learn_trip(now, sent_at, info.server_time_ms);
+        let (answer_lead, arrived_by) = self.learn_trip(now, sent_at, info.server_time_ms);
+        if let Some(at) = sent_at.global_at
+            && sent_at.left_at == sent_at.sent_at
+        {
+            // Unwritten: it counted against the global window until now, and counts until a
+            // window after it reached the server.
+            let iid = self.iid(id);
+            self.arrived_global(iid, at, arrived_by);
+        }
 
         let sent_in = self.requests[&id].qid;
         {
@@ -728,6 +741,7 @@ impl Limiter {
                 self.retry_after_error(now, id, true)
             }
             Failure::MaybeSent => {
+                self.unwritten_left(now, id, flight);
                 self.settle_costs(id, None, false);
                 self.add_ghost(qid, id, None);
                 self.req_mut(id).flags |= Req::MAYBE_REACHED;
@@ -761,7 +775,8 @@ impl Limiter {
         match req.state {
             Phase::Queued => self.unqueue(id),
             Phase::InFlight => {
-                self.take_in_flight(id)?;
+                let flight = self.take_in_flight(id)?;
+                self.unwritten_left(now, id, flight);
                 // It may have reached the server: it keeps its slot until the window resets.
                 self.settle_costs(id, None, false);
                 self.add_ghost(qid, id, None);
@@ -831,7 +846,7 @@ impl Limiter {
         else {
             return Err(Error::InvalidState { id, expected: "reserving" });
         };
-        let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false };
+        let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false, probe: false };
         self.reserving_total -= 1;
         self.set_state(id, ReqState::Answered);
         if answer != ReservationAnswer::Unavailable {
@@ -1018,8 +1033,22 @@ impl Limiter {
             return Err(not_in_flight);
         };
         self.in_flight_total -= 1;
+        let qid = self.req(id).qid;
         self.req_mut(id).state = Phase::Answered;
+        self.contact_done(qid, flight.probe);
         Ok(flight)
+    }
+
+    /// Request `id`, sent as `flight`, leaves flight without an answer (cancelled, or failed
+    /// after it may have reached the server): an unwritten request's global entry is counted
+    /// from now, as if it had just left, rather than held for an answer that will not come.
+    fn unwritten_left(&mut self, now: Nanos, id: RequestId, flight: Flight) {
+        if let Some(at) = flight.global_at
+            && flight.left_at == flight.sent_at
+        {
+            let iid = self.iid(id);
+            self.written_global(iid, at, now);
+        }
     }
 
     /// Forgets a request that reached its outcome.
@@ -1085,7 +1114,16 @@ impl Limiter {
             // answer rather than overtake it on local limits.
             return;
         }
-        let bucket_wait = q.bucket.gate(q.in_flight.len(), now, lead, share);
+        // First contact (see `contact`): the probes of unknown routes in flight on this
+        // major parameter may have taken a slot of this learned bucket; a probe of this queue
+        // waits for every learned bucket of its major parameter to have one.
+        let charge = self.probe_charge(qid) as usize;
+        let q = self.queues[qid].as_mut().expect("live queue");
+        let mut bucket_wait = q.bucket.gate(q.in_flight.len() + charge, now, lead, share);
+        if matches!(bucket_wait, Gate::Open) && q.in_flight.is_empty() && self.is_probe(qid) {
+            bucket_wait = self.probe_gate(now, qid);
+        }
+        let q = self.queues[qid].as_mut().expect("live queue");
         let mut wait = match bucket_wait {
             Gate::Open => None,
             Gate::Until(t) => Some(t),
@@ -1246,7 +1284,9 @@ impl Limiter {
             }
             if let Some(t) = wait {
                 self.block_on_identity(key, iid);
-                self.wake_identity_at(iid, t);
+                if t != Nanos::MAX {
+                    self.wake_identity_at(iid, t);
+                }
                 continue;
             }
             self.ready.remove(&key);
@@ -1298,7 +1338,10 @@ impl Limiter {
     // Inlined into both callers: a call took 30 instructions more per request life (callgrind).
     #[inline(always)]
     fn sent(&mut self, now: Nanos, id: RequestId, flight: Flight) {
-        let flight = Flight { sent_at: now, left_at: now, alone: self.in_flight_total == 0, ..flight };
+        let qid = self.req(id).qid;
+        let probe = self.is_probe(qid);
+        self.contact_sent(qid, probe);
+        let flight = Flight { sent_at: now, left_at: now, alone: self.in_flight_total == 0, probe, ..flight };
         let r = self.req_mut(id);
         r.state = Phase::InFlight;
         r.sends += 1;
@@ -1315,7 +1358,8 @@ impl Limiter {
             (r.exempt(), self.iid_of(r))
         };
         let global_at = (!exempt && self.config.global_limit > 0).then(|| {
-            self.identities[iid].sends.push_back(now);
+            // Unwritten until the transport reports it left (`handle_written`).
+            self.identities[iid].unwritten.push_back(now);
             now
         });
         if !exempt && self.config.global_limit == 0 {
@@ -1339,7 +1383,7 @@ impl Limiter {
         q.in_flight.push_back(id);
         q.last_active = now;
         let (window_seq, window_epoch) = q.bucket.take_slot(now);
-        Flight { sent_at: now, window_seq, window_epoch, global_at, left_at: now, alone: false }
+        Flight { sent_at: now, window_seq, window_epoch, global_at, left_at: now, alone: false, probe: false }
     }
 
 }
@@ -1381,6 +1425,9 @@ struct Flight {
     /// Nothing else of this limiter was in flight when it was sent: its trip met no
     /// queue of this process's own making (see [`Uplinks`]).
     alone: bool,
+    /// It was sent as a probe: the first request of a route whose bucket was unknown (see
+    /// `contact`).
+    probe: bool,
 }
 
 

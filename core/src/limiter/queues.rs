@@ -266,6 +266,10 @@ struct RareInner {
     /// Sub-limit holds until a time: a route key (holds the whole route) or a request's
     /// `sub_key` (holds that class of the route).
     sub_limits: Vec<(String, Nanos)>,
+    /// Routes one of whose requests (of no sub-limit class) met a hidden sub-limit, until that
+    /// request's own wait ends: a second refusal of the route meanwhile holds the whole route
+    /// (see `Limiter::on_rate_limited`).
+    suspects: Vec<(String, Nanos)>,
     /// One budget per cost dimension its requests named (see `costs`).
     budgets: Vec<Budget>,
 }
@@ -281,10 +285,25 @@ impl Rare {
         self.0.as_ref().map_or(&[], |h| h.sub_limits.as_slice())
     }
 
-    /// Forgets the sub-limit holds over by `now`.
+    /// Forgets the sub-limit holds (and suspicions) over by `now`.
     pub(super) fn expire(&mut self, now: Nanos) {
         if let Some(h) = &mut self.0 {
             h.sub_limits.retain(|(_, t)| *t > now);
+            h.suspects.retain(|(_, t)| *t > now);
+        }
+    }
+
+    /// Whether a request of route `key` met a hidden sub-limit whose wait runs past `now`.
+    pub(super) fn suspected(&self, key: &str, now: Nanos) -> bool {
+        self.0.as_ref().is_some_and(|h| h.suspects.iter().any(|(k, t)| k == key && *t > now))
+    }
+
+    /// A request of route `key` met a hidden sub-limit and waits until `until`.
+    pub(super) fn suspect(&mut self, key: String, until: Nanos) {
+        let suspects = &mut self.0.get_or_insert_default().suspects;
+        match suspects.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, t)) => *t = (*t).max(until),
+            None => suspects.push((key, until)),
         }
     }
 

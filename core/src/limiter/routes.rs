@@ -171,6 +171,9 @@ pub(super) struct Routes {
     pub(super) hash_periods: HashMap<String, Nanos>,
     /// Route groups known before any answer ([`Config::route_groups`]).
     pub(super) prior: crate::prior::Prior,
+    /// Every bucket id a route was mapped to (at most `max_routes`): the buckets an unknown
+    /// route may turn out to share (see `contact`).
+    pub(super) hashes: hashbrown::HashSet<Name, foldhash::fast::FixedState>,
     /// The route keys of the requests held, each once.
     pub(super) keys: RouteKeys,
     /// Where a request's route key is written before [`RouteKeys::intern`] finds it.
@@ -213,6 +216,7 @@ impl Routes {
             order: VecDeque::new(),
             hash_periods: HashMap::default(),
             prior,
+            hashes: hashbrown::HashSet::default(),
             keys: RouteKeys::default(),
             scratch: String::new(),
         }
@@ -221,6 +225,7 @@ impl Routes {
     /// Maps a route with no mapping yet to `hash`, within the `max_routes` bound (the oldest
     /// learned go first).
     pub(super) fn remember(&mut self, route: String, hash: Name, max_routes: usize) {
+        self.note_hash(&hash, max_routes);
         self.buckets.insert(route.clone(), hash);
         self.order.push_back(route);
         while self.buckets.len() > max_routes {
@@ -232,6 +237,13 @@ impl Routes {
                 }
                 None => break,
             }
+        }
+    }
+
+    /// Notes that a route maps to `hash` (see [`Routes::hashes`]).
+    pub(super) fn note_hash(&mut self, hash: &Name, max_routes: usize) {
+        if self.hashes.len() < max_routes && !self.hashes.contains(&**hash) {
+            self.hashes.insert(hash.clone());
         }
     }
 
@@ -253,6 +265,13 @@ impl Routes {
             }
         }
     }
+}
+
+/// The key of identity `iid`'s major parameter `major` among the first-contact entries (see
+/// `contact`): a hash, so that an entry holds no copy of the parameter's text.
+pub(super) fn contact_key(iid: Iid, major: &Major) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::default().hash_one((iid, major.as_ref()))
 }
 
 /// Whether `method` (any ASCII case) is idempotent.
@@ -302,6 +321,11 @@ impl Limiter {
             return Ok(qid);
         }
         Err(QueueKey::new(iid, BucketId::Hash(hash.clone()), major.to_owned()))
+    }
+
+    /// The live queue of identity `iid`'s bucket `hash` for major parameter `major`.
+    pub(super) fn learned_queue(&self, iid: Iid, hash: &str, major: &Major) -> Option<Qid> {
+        self.queues.find(&KeyRef { identity: iid, learned: true, bucket: hash, major: major.as_ref() })
     }
 
     /// The sub-limit key of `request` on route `route_key`: `"{route_key} #{class}"` when it

@@ -269,7 +269,7 @@ impl Limiter {
             + ident.blocked.len();
         let limit = self.config.global_limit;
         // The request asking is in the window already.
-        let room = (limit as usize).saturating_sub(ident.sends.len()) + 1;
+        let room = (limit as usize).saturating_sub(ident.sends.len() + ident.unwritten.len() + ident.arrived.len()) + 1;
         let share = limit.div_ceil(self.store.processes.max(1)).max(1) as usize;
         (1 + heads).min(room).min(share).max(1) as u32
     }
@@ -416,6 +416,8 @@ impl Limiter {
             q.in_flight.swap_remove(pos);
         }
         self.taken.remove(&id);
+        // A probe of its major parameter may wait for this bucket's slot (see `contact`).
+        self.contact_done(qid, false);
     }
 
     /// A reservation that will not be sent now (denied, or the store is unavailable and the
@@ -470,7 +472,7 @@ impl Limiter {
         self.reserving_total -= 1;
         self.set_state(id, ReqState::Answered);
         self.leave_in_flight_list(qid, id);
-        let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false };
+        let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false, probe: false };
         self.refund(qid, id, flight);
         self.undo_window_start(qid, flight);
         self.store.orphans.insert(id, orphan);

@@ -270,6 +270,8 @@ mod tests {
 
     #[test]
     fn a_long_record_answer_is_quoted_by_its_start() {
+        // The server's replies are checked the same way (server::script); the server side
+        // may not name the client's shared mode, so this one is here.
         let message = parse_record_answer(&vec![ReplyItem::Int(1); 1000]).unwrap_err().into_message();
         assert!(message.len() < 400, "{} bytes: {}", message.len(), &message[..100]);
     }

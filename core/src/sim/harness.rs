@@ -101,6 +101,16 @@ pub struct SimConfig {
     /// keep-alive do) leaves this much later. The first burst pays it, later ones reuse the
     /// connections. Default: 0.
     pub connect: Nanos,
+    /// A busy runtime that writes requests one after another (an event loop that makes each
+    /// request in turn): a send leaves no sooner than this long after the process's previous
+    /// send left, so a burst of `n` sends is written over `n` times this, the last ones long
+    /// after their `Send` (added to [`SimConfig::dispatch`]). Default: 0 (sends leave in
+    /// parallel).
+    pub serial: Nanos,
+    /// The driver gives the limiter no request's body keys ([`Request::body_keys`]), as
+    /// `run(method, path, send)` does without options, while the server still reads each
+    /// body (a hidden sub-limit then has no class the limiter could know). Default: false.
+    pub hide_body_keys: bool,
     /// Whether the driver reports when a request left ([`crate::Limiter::handle_written`]),
     /// once its dispatch delay is over. Default: it does (nothing to report without a delay).
     pub report_written: bool,
@@ -135,6 +145,8 @@ impl Default for SimConfig {
             downlink: Latency::jittered(20 * MILLISECOND, 10 * MILLISECOND),
             dispatch: Latency::ZERO,
             connect: 0,
+            serial: 0,
+            hide_body_keys: false,
             report_written: true,
             drop_chance: 0.0,
             maybe_sent_share: 0.5,
@@ -168,6 +180,12 @@ impl SimConfig {
     pub fn dispatch(mut self, lag: Latency, reported: bool) -> Self {
         self.dispatch = lag;
         self.report_written = reported;
+        self
+    }
+
+    /// Sets the time a busy runtime takes to write each request (see [`SimConfig::serial`]).
+    pub fn serial(mut self, each: Nanos) -> Self {
+        self.serial = each;
         self
     }
 
@@ -804,6 +822,8 @@ pub struct Simulation {
     store_up: Vec<Nanos>,
     /// Idle connections per process (see [`SimConfig::connect`]).
     idle_connections: Vec<usize>,
+    /// Per process: when its last send left (see [`SimConfig::serial`]).
+    last_left: Vec<Nanos>,
     store_down: Vec<Nanos>,
     /// How many of `link.wipes` have been applied to the store.
     wipes_done: usize,
@@ -849,6 +869,7 @@ impl Simulation {
             scripted: HashMap::new(),
             store_up: vec![0; n],
             idle_connections: vec![0; n],
+            last_left: vec![0; n],
             store_down: vec![0; n],
             wipes_done: 0,
         }
@@ -1046,7 +1067,10 @@ impl Simulation {
         match event {
             Event::Enqueue(t) => {
                 let p = self.records[t].process;
-                let request = self.records[t].request.clone();
+                let mut request = self.records[t].request.clone();
+                if self.config.hide_body_keys {
+                    request.body_keys.clear();
+                }
                 self.seq += 1;
                 self.records[t].enqueue_seq = self.seq;
                 match self.limiters[p].enqueue(now, request) {
@@ -1569,6 +1593,12 @@ impl Simulation {
             } else {
                 lag += self.config.connect;
             }
+        }
+        if self.config.serial > 0 {
+            // Written in turn: after the process's previous send left.
+            let leaves = (now + lag).max(self.last_left[p] + self.config.serial);
+            self.last_left[p] = leaves;
+            lag = leaves - now;
         }
         let left = now;
         let now = now + lag;

@@ -74,7 +74,9 @@
     v.push(Case {
         file: "global_limit",
         comment: "global_limit 3 per second: five requests to five channels send three, the fourth and fifth \
-                  wait for the window (plus the latency margin); an interaction callback is exempt and goes at once.",
+                  wait for an answer (no transport reports when the three left), then for a window after the \
+                  first answers (which bound when their requests arrived); an interaction callback is exempt \
+                  and goes at once.",
         config: c,
         script: Script::new()
             .enqueue(0, "POST", "/channels/100000000000000001/messages")
@@ -696,22 +698,48 @@
     c.max_wait = Some(10 * S);
     v.push(Case {
         file: "sub_limit_prediction",
-        comment: "max_wait 10 s. A hidden sub-limit 429 (remaining 3) holds channel renames for 300 s while the \
-                  bucket resets in 1 s: predict() for another rename says 300 s, not the bucket reset; the retried \
-                  rename, whose wait now exceeds max_wait, fails at once with max_wait_exceeded, and a new rename \
-                  fails on enqueue; a message to the same channel (another route) still goes.",
+        comment: "max_wait 10 s. Renames (body keys `name`: the class channel_name_topic). A hidden sub-limit \
+                  429 (remaining 3) holds the channel's renames for 300 s while the bucket resets in 1 s: \
+                  predict() for another rename says 300 s, not the bucket reset; the retried rename, whose wait \
+                  now exceeds max_wait, fails at once with max_wait_exceeded, and a new rename fails on \
+                  enqueue; a message to the same channel (another route) still goes.",
         config: c,
         script: Script::new()
-            .enqueue(0, "PATCH", rename)
+            .enqueue_with(0, json!({"method": "PATCH", "path": rename, "body_keys": ["name"]}))
             .respond(100 * MS, 1, 200, &refs(&h(5, 4, "1", "rename")))
-            .enqueue(200 * MS, "PATCH", rename)
+            .enqueue_with(200 * MS, json!({"method": "PATCH", "path": rename, "body_keys": ["name"]}))
             .respond(300 * MS, 2, 429, &[
                 ("Retry-After", "300"), ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "3"),
                 ("X-RateLimit-Reset-After", "0.8"), ("X-RateLimit-Bucket", "rename"),
             ])
-            .predict(400 * MS, "PATCH", rename)
-            .enqueue(500 * MS, "PATCH", rename)
+            .predict_with(400 * MS, json!({"method": "PATCH", "path": rename, "body_keys": ["name"]}))
+            .enqueue_with(500 * MS, json!({"method": "PATCH", "path": rename, "body_keys": ["name"]}))
             .enqueue(600 * MS, "POST", ch1),
+    });
+    v.push(Case {
+        file: "sub_limit_without_class",
+        comment: "Channel edits given no body (no sub-limit class): a hidden sub-limit 429 (remaining 3, \
+                  Retry-After 300) holds the refused edit alone, to be retried after 300 s; the channel's next \
+                  edit goes at once (it may be of another kind). When that one meets the sub-limit too, the \
+                  route is held: the third edit waits for the sub-limit's end (300.4 s), and the first two are \
+                  retried then.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "PATCH", rename)
+            .respond(100 * MS, 1, 200, &refs(&h(5, 4, "1", "edits")))
+            .enqueue(200 * MS, "PATCH", rename)
+            .respond(300 * MS, 2, 429, &[
+                ("Retry-After", "300"), ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "3"),
+                ("X-RateLimit-Reset-After", "0.8"), ("X-RateLimit-Bucket", "edits"),
+            ])
+            .enqueue(350 * MS, "PATCH", rename)
+            .respond(400 * MS, 3, 429, &[
+                ("Retry-After", "300"), ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "2"),
+                ("X-RateLimit-Reset-After", "0.7"), ("X-RateLimit-Bucket", "edits"),
+            ])
+            .enqueue(450 * MS, "PATCH", rename)
+            .timeout(300_300 * MS)
+            .timeout(300_400 * MS),
     });
 
     // 26. Shared mode (ratelane::shared): the driver asks a store before each send.
@@ -1061,7 +1089,7 @@
             .granted(65_101 * MS, 3)
             .respond_body(65_200 * MS, 2, 429, &shared_429, json!({"retry_after": 1336.57, "global": false}))
             .respond(65_210 * MS, 3, 403, &[])
-            .enqueue(65_300 * MS, "PATCH", topic)
+            .enqueue(65_300 * MS, "PATCH", "/channels/100000000000000003")
             .granted(65_301 * MS, 4)
             .respond(65_400 * MS, 4, 429, &[
                 ("Retry-After", "300"), ("X-RateLimit-Limit", "5"), ("X-RateLimit-Remaining", "3"),
@@ -1834,7 +1862,7 @@
         file: "window_rolls_at_dispatch",
         comment: "global_limit 5. Channel 1's six messages (ids 1-6) wait for its pioneer, then for the global \
                   budget, which four other channels' pioneers fill; meanwhile channel 1's window (5 per 500 ms) \
-                  resets locally. When the budget frees (1.305 s), 2 and 3 go in the next window, though the \
+                  resets locally. When the budget frees (1.3 s), 2 and 3 go in the next window, though the \
                   queue waited for the budget and was not evaluated again: their reports (4, then 3 left) \
                   describe that window, so 4, 5 and 6 go together when the budget frees again. (Sent in the \
                   old window, 2's answer was kept as a ghost and counted twice, and 6 waited for the reset.)",
@@ -1909,6 +1937,39 @@
             .respond(555 * MS, 5, 200, &messages("1", "0.45"))
             .respond(556 * MS, 6, 200, &messages("0", "0.449"))
             .timeout(1_100 * MS),
+    });
+
+    // First contact (`ratelane::limiter::contact`): a probe of an unknown route counts in flight
+    // in every learned bucket of its major parameter until its answer names its own.
+    let message = "/channels/100000000000000001/messages/200000000000000001";
+    v.push(Case {
+        file: "first_contact_probe_charge",
+        comment: "POST and DELETE of channel 1 are both unknown: their probes go at once. POST's answer names \
+                  bucket 'shared' with 2 left; DELETE's probe is still out and may count there too, so one more \
+                  POST goes, not two. DELETE's answer names 'shared' as well (0 left): the third POST waits for \
+                  the reset.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1).enqueue(0, "POST", ch1).enqueue(0, "POST", ch1)
+            .enqueue(0, "DELETE", message)
+            .respond(100 * MS, 1, 200, &refs(&h(3, 2, "3", "shared")))
+            .respond(110 * MS, 4, 200, &refs(&h(3, 0, "2.99", "shared")))
+            .respond(120 * MS, 2, 200, &refs(&h(3, 0, "2.98", "shared")))
+            .timeout(3_110 * MS),
+    });
+    v.push(Case {
+        file: "first_contact_probe_waits",
+        comment: "Channel 1's POST bucket is learned and spent (0 left, reset in 1 s). DELETE's route is unknown \
+                  and may share it: its probe waits for that reset instead of going at once; channel 2's DELETE \
+                  has no learned bucket beside it and goes at once.",
+        config: discord_config(),
+        script: Script::new()
+            .enqueue(0, "POST", ch1)
+            .respond(100 * MS, 1, 200, &refs(&h(1, 0, "1", "posts")))
+            .enqueue(200 * MS, "DELETE", message)
+            .enqueue(210 * MS, "DELETE", "/channels/100000000000000002/messages/200000000000000002")
+            .timeout(1_100 * MS)
+            .respond(1_150 * MS, 2, 200, &refs(&h(5, 4, "5", "deletes"))),
     });
 
     v

@@ -134,8 +134,11 @@ async function main() {
         sentAt.push(wall())
         return sendOnce(opts)
       }
-      // The body's keys tell a channel rename (its own sub-limit) from other edits.
-      const options = request.json && typeof request.json === 'object' ? { signal, bodyKeys: request.json } : { signal }
+      // As the README shows, nothing but the signal; with the workload's `precise` (the
+      // orchestrator's --precise) the body's keys too, which tell a channel rename (its own
+      // sub-limit) from other edits.
+      const precise = workload.precise && request.json && typeof request.json === 'object'
+      const options = precise ? { signal, bodyKeys: request.json } : { signal }
       const res = await limiter.run(request.method, request.path, send, options)
       if (transport === 'fetch') await res.arrayBuffer() // a bot reads the body (frees the connection)
       return res.status

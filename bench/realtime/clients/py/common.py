@@ -66,6 +66,8 @@ class Workload:
     barrier: bool = False
     #: Connections to open in the set-up (``--warm``): see ``warm_up``.
     warm_connections: int = 0
+    #: ratelane's clients pass each JSON body's keys (``--precise``; CLIENTS.md).
+    precise: bool = False
 
 
 def load_workload(path: str) -> Workload:
@@ -94,6 +96,7 @@ def load_workload(path: str) -> Workload:
         shared=data.get("shared"),
         barrier=bool(data.get("barrier", False)),
         warm_connections=int(data.get("warm_connections", 0)),
+        precise=bool(data.get("precise", False)),
     )
 
 

@@ -5,15 +5,18 @@ global_window=...)`` with the workload's (raised) global limit, everything else 
 (buckets learned from ``X-RateLimit-*``, 429s retried up to 3 times, 5xx and transport failures
 up to 3 times without re-sending a non-idempotent request that may have arrived, no
 ``max_wait``). One shared ``aiohttp.ClientSession`` with aiohttp's default connector
-(keep-alive, at most 100 connections), with ``ratelane.aiohttp.trace_config()`` so the
-limiter counts the global limit from when aiohttp wrote each request.
+(keep-alive, at most 100 connections) and nothing else, as the README's example: no trace
+config, so the driver never reports when aiohttp wrote a request (the engine then holds each
+request's place in the global window until its answer tells when it arrived).
 
 Global limit: enforced by the driver before sending (a sliding window per token);
 interaction callbacks are recognised by their route and exempt.
 
 Each request is ``limiter.run(method, path, send)`` where ``send`` is the session's own request
 call (public API only) and ``path`` the URL's path (``/api/v10/channels/...``), from which the
-engine derives the route and major parameter. (The README's example passes the whole URL,
+engine derives the route and major parameter; nothing else is passed, unless the workload file
+says ``"precise": true`` (the orchestrator's ``--precise``): then a request with a JSON body
+also passes its keys (``body_keys=``), the precise path for a hidden sub-limit. (The README's example passes the whole URL,
 which this version of the engine refuses: ``InvalidRequestError``, "path must start with '/'".)
 The body is read before the outcome is stamped, as the other libraries do. A non-2xx final
 answer is reported as ``"HTTP <status>"``; a request the driver gives up on raises a
@@ -39,7 +42,6 @@ from urllib.parse import urlsplit
 import aiohttp
 
 import ratelane
-import ratelane.aiohttp
 from common import Request, Workload, main, warm_up
 
 
@@ -66,8 +68,8 @@ class RatelaneClient:
             shared=store,
             on_observation=self._observe if store is not None else None,
         )
-        # The README's trace config: the limiter learns when each request was written.
-        self._session = aiohttp.ClientSession(trace_configs=[ratelane.aiohttp.trace_config()])
+        self._session = aiohttp.ClientSession()
+        self._precise = workload.precise
         self._base_url = workload.base_url
         self._base_path = urlsplit(workload.base_url).path  # "/api/v10"
         self._auth = {"Authorization": f"Bot {workload.token}"}
@@ -91,7 +93,7 @@ class RatelaneClient:
             return session.request(method, url, params=params, json=body, headers=headers)
 
         path = self._base_path + request.path
-        if isinstance(body, dict):
+        if self._precise and isinstance(body, dict):
             # The body's keys tell a channel rename (its own sub-limit) from other edits.
             response = await self._limiter.run(method, path, send, body_keys=body)
         else:
