@@ -155,6 +155,14 @@ fn scenario(oversized: bool, low: std::ops::Range<f64>) -> impl Strategy<Value =
         })
 }
 
+/// The server here counts tokens in fixed windows, which OpenAI's API does not: the engine reads
+/// an OpenAI budget as OpenAI documents it, refilling continuously, until the answers contradict
+/// that (`core/src/limiter/costs.rs`, `Refill`). Two answers of nearly the same depth, each
+/// with a whole window to go, look alike under both readings, so a window server can meet one
+/// refusal before its reports cross, and never another: that refusal is the one a property
+/// here allows beside those a surprise explains.
+const READING_REFUSALS: usize = 1;
+
 /// `PROPTEST_CASES` overrides the case count.
 fn cases(default: u32) -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -166,7 +174,7 @@ proptest! {
     #[test]
     fn estimates_that_never_err_low_never_meet_a_token_refusal(s in scenario(true, 1.0..1.0001)) {
         let out = run(&s);
-        prop_assert_eq!(out.token_refusals, 0, "{:?}", s);
+        prop_assert!(out.token_refusals <= READING_REFUSALS, "{} refusals: {:?}", out.token_refusals, s);
         prop_assert!(out.other_failures.is_empty(), "{:?} {:?}", out.other_failures, s);
         prop_assert_eq!(out.completed + out.insufficient, s.requests);
     }
@@ -174,7 +182,7 @@ proptest! {
     #[test]
     fn a_token_refusal_follows_a_surprise_in_its_window(s in scenario(true, 0.5..1.0)) {
         let out = run(&s);
-        prop_assert!(out.unexplained.is_empty(), "{:?} in {:?}", out.unexplained, s);
+        prop_assert!(out.unexplained.len() <= READING_REFUSALS, "{:?} in {:?}", out.unexplained, s);
         prop_assert!(out.other_failures.is_empty(), "{:?} {:?}", out.other_failures, s);
         prop_assert_eq!(out.completed + out.insufficient, s.requests);
     }
@@ -220,7 +228,7 @@ fn sustained(window: Nanos, processing: Nanos, bound: f64) {
         let utilisation = out.admitted_before_last as f64 / (100_000.0 * out.span as f64 / window as f64);
         println!("seed {}: utilisation {utilisation:.3}, token refusals {}", s.seed, out.token_refusals);
         assert!(utilisation >= bound, "utilisation {utilisation:.3} for {s:?}");
-        assert!(out.unexplained.is_empty(), "{:?}", out.unexplained);
+        assert!(out.unexplained.len() <= READING_REFUSALS, "{:?}", out.unexplained);
         assert_eq!(out.completed, 600);
         refusals += out.token_refusals;
     }
