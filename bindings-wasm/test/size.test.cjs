@@ -10,9 +10,10 @@ const fs = require('node:fs');
 const path = require('node:path');
 const zlib = require('node:zlib');
 
-/** Bytes, gzip -9, of pkg/web/ratelane_wasm_bg.wasm: 171,362 B on main after issues 42 and 44
- * (155,867 B at the split); the issue-45 bound, 120 KB, is not reached (README.md, "Size"). */
-const CLIENT_GZIP_BUDGET = 175_000;
+/** Bytes, gzip -9, of pkg/web/ratelane_wasm_bg.wasm: 177,247 B after issues 41, 42, 44 and 45's
+ * driver contract (155,867 B at the split); the issue-45 bound, 120 KB, is not reached
+ * (README.md, "Size"). A guard against growth nobody meant, not a target. */
+const CLIENT_GZIP_BUDGET = 180_000;
 
 const pkg = path.join(__dirname, '..', 'pkg');
 
