@@ -275,6 +275,14 @@ impl Limiter {
                 let r = self.req_mut(id);
                 r.not_before = r.not_before.max(until);
             }
+            // A queue whose limits are budgets (an LLM API's requests and tokens) and whose
+            // bucket no answer described: the refusal is a budget's, which `settle_costs` has
+            // read. The queue waits out the server's wait; its bucket learns no limit from it
+            // (a limit of 1 would send one request per window from then on, for good: no
+            // header of such an API ever reports the bucket).
+            RateLimitScope::Bucket if self.queue(qid).bucket.limit == 0 && !self.queue(qid).rare.budgets().is_empty() => {
+                self.queue_mut(qid).hold_shared(until);
+            }
             RateLimitScope::Bucket => {
                 let b = &mut self.queue_mut(qid).bucket;
                 b.known = true;

@@ -1620,8 +1620,8 @@
                   (charged 5250 and 3500). A request estimating \
                   20000 tokens, more than the limit, fails at once with insufficient_capacity. One without costs is \
                   not held by the tokens. Request 3 meets a 429 (retry-after-ms 400, 4000 tokens left): its charge comes back \
-                  and its route waits until 6.7 s, then for the bucket's reset that request 6's answer reported (7.4 s: \
-                  the refusal is read as the bucket's, the request's own view naming no budget but its costs); then the \
+                  and its queue waits until 6.7 s (the refusal is a budget's: the queue holds for the server's wait, and \
+                  its bucket, which no header describes, learns no limit from it); then the \
                   4000 tokens the 429 reported are too few for its charge (6000), so it waits for their reset at 12.4 s \
                   (the latest end reported), and its answer settles at 2500. (The reports' resets, 6 s whatever the \
                   tokens left, are no refilling bucket's: the engine reads these tokens as a window.)",
