@@ -305,19 +305,33 @@ impl Limiter {
         usage_names: Option<Vec<String>>,
         usage_values: Option<Vec<f64>>,
     ) -> Result<&'static str> {
+        let retry_after = opt_number(retry_after, "response.body.retryAfter")?;
+        let global = opt_bool(global, "response.body.global")?;
+        let body = common::body(retry_after, global, cost.as_deref(), errors, usage_names, usage_values)
+            .map_err(invalid_argument)?;
+        self.answer(now_ns, id, status, &headers, wall_clock_ms, body)
+    }
+
+    /// `respond` and `respondBody` alike, once the body's hints are read: the other arguments
+    /// checked and converted, then `handle_response`.
+    fn answer(
+        &mut self,
+        now_ns: NumArg<'_>,
+        id: NumArg<'_>,
+        status: NumArg<'_>,
+        headers: &Either3<String, Vec<String>, Unknown<'_>>,
+        wall_clock_ms: Option<NumArg<'_>>,
+        body: BodyHints,
+    ) -> Result<&'static str> {
         let now = whole_arg(now_ns, "nowNs")?;
         let id = id_arg(id, "id")?;
         let status = status_arg(status)?;
-        let pairs = match &headers {
+        let pairs = match headers {
             Either3::A(lines) => common::header_lines(lines),
             Either3::B(list) => common::header_list(list),
             Either3::C(_) => None,
         }
         .ok_or_else(|| invalid_argument("headers must hold names and values on alternate lines"))?;
-        let retry_after = opt_number(retry_after, "response.body.retryAfter")?;
-        let global = opt_bool(global, "response.body.global")?;
-        let body = common::body(retry_after, global, cost.as_deref(), errors, usage_names, usage_values)
-            .map_err(invalid_argument)?;
         let wall_clock_ms = opt_number(wall_clock_ms, "response.wallClockMs")?
             .map(|ms| whole(ms, "response.wallClockMs"))
             .transpose()?;
@@ -342,26 +356,12 @@ impl Limiter {
         wall_clock_ms: Option<NumArg<'_>>,
         body: Either3<String, Uint8Array, Unknown<'_>>,
     ) -> Result<&'static str> {
-        let now = whole_arg(now_ns, "nowNs")?;
-        let id = id_arg(id, "id")?;
-        let status = status_arg(status)?;
-        let pairs = match &headers {
-            Either3::A(lines) => common::header_lines(lines),
-            Either3::B(list) => common::header_list(list),
-            Either3::C(_) => None,
-        }
-        .ok_or_else(|| invalid_argument("headers must hold names and values on alternate lines"))?;
         let body = match &body {
             Either3::A(text) => BodyHints::from_json(text.as_bytes()),
             Either3::B(bytes) => BodyHints::from_json(bytes),
             Either3::C(_) => return Err(invalid_argument("response.bodyText must be a string or a Uint8Array")),
         };
-        let wall_clock_ms = opt_number(wall_clock_ms, "response.wallClockMs")?
-            .map(|ms| whole(ms, "response.wallClockMs"))
-            .transpose()?;
-        let response = Response { status, headers: &pairs, body, wall_clock_ms };
-        let disposition = self.inner.handle_response(now, id, &response).map_err(core_error)?;
-        Ok(common::disposition_name(disposition))
+        self.answer(now_ns, id, status, &headers, wall_clock_ms, body)
     }
 
     /// `handleReservation` with the `ReservationAnswer`'s fields as arguments: the positional
