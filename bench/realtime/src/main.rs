@@ -24,7 +24,7 @@ use ratelane_realtime::score::{ClientReport, RunFigures, WorkloadRuns, table};
 use ratelane_realtime::shared::{
     Lang, ProcessNote, SharedRow, merge, mix_langs, per_process, shared_table, split,
 };
-use ratelane_realtime::workload::{self, TOKEN, Workload, WorkloadFile};
+use ratelane_realtime::workload::{self, ReferencePlan, TOKEN, Workload, WorkloadFile};
 use tokio::io::AsyncReadExt;
 
 const HELP: &str = "\
@@ -84,6 +84,12 @@ fn clients(python: &str, node: &str) -> Vec<(&'static str, Vec<String>)> {
         v
     };
     vec![
+        ("reference-py", py("reference_client.py")),
+        ("reference-py (answers)", {
+            let mut v = py("reference_client.py");
+            v.extend(["--arrival".to_string(), "answer".to_string()]);
+            v
+        }),
         ("ratelane-py", py("ratelane_client.py")),
         (
             "ratelane-node (fetch)",
@@ -348,6 +354,8 @@ async fn main() {
             // so far finished within it; what is left then counts as unfinished.
             let deadline_s = (bound_s * 3.0).max(8.0);
             let file = dir.join(format!("{}.json", workload.name));
+            let plan = schedule(&limits, workload);
+            let waits = chains(&limits, workload, &plan);
             let spec = WorkloadFile {
                 workload: workload.name,
                 base_url: &base_url,
@@ -358,6 +366,7 @@ async fn main() {
                 requests: &workload.requests,
                 warm_connections: options.warm,
                 precise: options.precise,
+                reference: Some(ReferencePlan { plan_ns: &plan, waits: &waits, rtt_ns: limits.rtt() }),
             };
             let text = serde_json::to_string(&spec).expect("a workload serializes");
             if let Err(e) = std::fs::write(&file, text) {
@@ -365,8 +374,6 @@ async fn main() {
                 std::process::exit(1);
             }
             // The reference first, in-process.
-            let plan = schedule(&limits, workload);
-            let waits = chains(&limits, workload, &plan);
             server.reset();
             let report = http::reference(
                 &base_url,
@@ -633,6 +640,7 @@ async fn run_shared(
                 requests: &workload.requests,
                 warm_connections: options.warm,
                 precise: options.precise,
+                reference: None,
             };
             let plan = schedule(limits, workload);
             let waits = chains(limits, workload, &plan);

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use ratelane::Nanos;
 use ratelane::sim::SplitMix64;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -93,6 +94,22 @@ pub struct WorkloadFile<'a> {
     /// hidden sub-limit). Left out when false: the README's `run(method, path, send)`.
     #[serde(skip_serializing_if = "is_false")]
     pub precise: bool,
+    /// What the reference client follows, for `reference-py` (the same algorithm on Python's
+    /// aiohttp, the floor of a Python client): left out in shared mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<ReferencePlan<'a>>,
+}
+
+/// The reference's schedule as the workload file carries it (see `http::reference`).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ReferencePlan<'a> {
+    /// Each request's planned offset from the start, ns, in the order of `requests`.
+    pub plan_ns: &'a [Nanos],
+    /// Per request, `(index of an earlier request, window ns)`: it goes no sooner than that
+    /// window after the earlier one's arrival.
+    pub waits: &'a [Vec<(usize, Nanos)>],
+    /// The round trip the imitation adds: an answer's time less it is the arrival.
+    pub rtt_ns: Nanos,
 }
 
 fn is_false(b: &bool) -> bool {

@@ -579,6 +579,7 @@ fn the_workload_file_names_warm_connections_only_when_asked() {
             requests: &w.requests,
             warm_connections: warm,
             precise: false,
+            reference: None,
         };
         serde_json::to_value(&spec).expect("a workload serializes")
     };

@@ -68,6 +68,9 @@ class Workload:
     warm_connections: int = 0
     #: ratelane's clients pass each JSON body's keys (``--precise``; CLIENTS.md).
     precise: bool = False
+    #: The reference's schedule (``plan_ns``, ``waits``, ``rtt_ns``), for ``reference-py``;
+    #: None in shared mode.
+    reference: Optional[Dict[str, Any]] = None
 
 
 def load_workload(path: str) -> Workload:
@@ -97,6 +100,7 @@ def load_workload(path: str) -> Workload:
         barrier=bool(data.get("barrier", False)),
         warm_connections=int(data.get("warm_connections", 0)),
         precise=bool(data.get("precise", False)),
+        reference=data.get("reference"),
     )
 
 
