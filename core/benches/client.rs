@@ -1,6 +1,7 @@
 //! Client-engine benchmarks: the cost of one request life (enqueue, send, response) with 1, 10k
-//! and 1M learned buckets, beside governor's keyed check at 10k keys in the same run; the cost of a 429 storm; memory per idle bucket and per queued
-//! request (counted by a wrapping global allocator).
+//! and 1M learned buckets, beside governor's keyed check at 10k keys in the same run; the cost of a 429 storm; the cost of an answer at the global cap
+//! with 400 and 4,000 channels waiting for the global budget; memory per idle bucket and per
+//! queued request (counted by a wrapping global allocator).
 //!
 //! Run: `cargo bench -p ratelane --bench client -- --warm-up-time 1 --measurement-time 3`
 #![allow(unsafe_code)] // the counting allocator below; nothing else
@@ -9,9 +10,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use governor::{Quota, RateLimiter};
-use ratelane::{Config, Limiter, MILLISECOND, Request, Response, SECOND};
+use ratelane::{Config, Limiter, MILLISECOND, Output, Request, Response, SECOND};
 
 #[path = "support/life.rs"]
 mod life;
@@ -151,6 +152,58 @@ fn storm_429(c: &mut Criterion) {
     group.finish();
 }
 
+fn global_cap_answer(c: &mut Criterion) {
+    // A bot at its global limit (250 per second): 250 messages in flight, one per channel,
+    // and `n` more channels' messages waiting for the global budget. Times the 250 answers
+    // (each with its channel's bucket headers and the drain after it): what each answer costs
+    // while that many queues wait.
+    let mut group = c.benchmark_group("global_cap_answer");
+    group.throughput(Throughput::Elements(250));
+    for waiting in [400usize, 4_000] {
+        let setup = || {
+            let mut config = config();
+            config.global_limit = 250;
+            let mut l = Limiter::new(config).unwrap();
+            for i in 0..250 + waiting {
+                l.enqueue(SECOND, Request::new("POST", &path(i))).expect("a valid request");
+            }
+            let mut sent = Vec::with_capacity(250);
+            loop {
+                match l.poll_output() {
+                    Output::Send(id) => sent.push(id),
+                    Output::WaitUntil(_) | Output::Idle => break,
+                    _ => {}
+                }
+            }
+            assert_eq!(sent.len(), 250, "the global limit lets 250 go");
+            (l, sent)
+        };
+        group.bench_with_input(BenchmarkId::from_parameter(waiting), &waiting, |b, _| {
+            b.iter_batched(
+                setup,
+                |(mut l, sent)| {
+                    let mut now = SECOND + 20 * MILLISECOND;
+                    for (i, id) in sent.into_iter().enumerate() {
+                        now += 100_000;
+                        let bucket = format!("b{i}");
+                        let headers = [
+                            ("X-RateLimit-Limit", "5"),
+                            ("X-RateLimit-Remaining", "4"),
+                            ("X-RateLimit-Reset-After", "1.000"),
+                            ("X-RateLimit-Bucket", bucket.as_str()),
+                        ];
+                        l.handle_response(now, id, &Response::new(200, &headers)).expect("a known request");
+                        drain(&mut l);
+                    }
+                    l
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
+}
+
 fn memory(_: &mut Criterion) {
     // Bytes held per idle learned bucket, and per queued request.
     let n = 100_000;
@@ -193,5 +246,5 @@ fn memory(_: &mut Criterion) {
     println!("memory/queued_request: {per_request:.0} bytes per queued request ({n} queued)");
 }
 
-criterion_group!(benches, request_life, storm_429, memory);
+criterion_group!(benches, request_life, storm_429, global_cap_answer, memory);
 criterion_main!(benches);

@@ -1254,17 +1254,19 @@ impl Limiter {
                 self.ready.remove(&key);
                 continue;
             };
-            if self.store.down && has_reserving(&self.queue(qid).in_flight, &self.taken) {
-                // Became ready before the store went down; now it waits for the queue's probe
-                // (the answer re-evaluates the queue).
-                self.ready.remove(&key);
-                self.queue_mut(qid).slot = Slot::None;
-                continue;
-            }
             let (exempt, iid) = {
                 let r = &self.requests[&id];
                 (r.exempt(), self.iid_of(r))
             };
+            if self.store.down && has_reserving(&self.queue(qid).in_flight, &self.taken) {
+                // Became ready before the store went down; now it waits for the queue's probe
+                // (the answer re-evaluates the queue). The next queue waiting for the
+                // identity's budget goes in its place (see `mark_identity_ready`).
+                self.ready.remove(&key);
+                self.queue_mut(qid).slot = Slot::None;
+                self.mark_identity_ready(iid);
+                continue;
+            }
             if !exempt && self.waits_for_lease(now, iid) {
                 // The identity's lease request is out: its answer says how many may go (the
                 // answer marks the identity ready again; no timer).
@@ -1301,6 +1303,10 @@ impl Limiter {
             q.bucket.roll_if_due(now, lead, in_flight);
             self.send(now, qid, id);
             sent = true;
+            if !exempt {
+                // The next queue waiting for the identity's budget, if any, tries it now.
+                self.mark_identity_ready(iid);
+            }
             // The queue's next head may go too: evaluate it right away.
             self.evaluate(now, qid);
         }

@@ -454,7 +454,13 @@ impl Limiter {
         match std::mem::replace(&mut q.slot, Slot::None) {
             Slot::None => {}
             Slot::Ready { priority, head } => {
+                let iid = q.key.identity;
                 self.ready.remove(&(Reverse(priority), head, qid));
+                // It may have been the one queue moved back from the identity's waiting ones:
+                // the next goes back in its place (see `mark_identity_ready`).
+                if !self.identities[iid].blocked.is_empty() {
+                    self.mark_identity_ready(iid);
+                }
             }
             Slot::Blocked { priority, head } => {
                 let iid = q.key.identity;
