@@ -165,7 +165,7 @@ fn global_cap_answer(c: &mut Criterion) {
             config.global_limit = 250;
             let mut l = Limiter::new(config).unwrap();
             for i in 0..250 + waiting {
-                l.enqueue(SECOND, Request::new("POST", &path(i))).expect("a valid request");
+                l.enqueue(SECOND, Request::new("POST", path(i))).expect("a valid request");
             }
             let mut sent = Vec::with_capacity(250);
             loop {
