@@ -58,7 +58,10 @@ def headers_of(response_or_headers: Any) -> Iterable[Tuple[str, str]]:
         return multi_items()  # type: ignore[no-any-return]
     items = getattr(headers, "items", None)  # aiohttp's CIMultiDict(Proxy), dict, Mapping
     if items is not None and not isinstance(headers, dict):
-        return items()  # type: ignore[no-any-return]
+        # A list of pairs the native module reads directly (an items view goes through the
+        # Python validation instead: 8.6 against 3.9 us a request life with aiohttp's ten
+        # headers).
+        return list(items())
     return headers  # type: ignore[no-any-return]
 
 
