@@ -4,6 +4,7 @@
 //! report that updates it (`Limiter::apply_headers`).
 
 use super::*;
+use super::timelog::TimeLog;
 
 /// Whether a gate lets the next request go (a bucket's, the invalid-request budget's, the
 /// store's in an outage).
@@ -102,7 +103,7 @@ pub(super) struct BucketRare {
     /// report proves them counted (see [`Ghost`]).
     pub(super) ghosts: Vec<Ghost>,
     /// Send times, kept while `sliding` (at most `limit`, capped).
-    pub(super) send_log: VecDeque<Nanos>,
+    pub(super) send_log: TimeLog,
     /// A shared-scope limit below the bucket's, learned from `shared` 429s: how many requests a
     /// window may send (the fewest a window got through: what it sent less what the resource
     /// refused), and until when that is remembered.
@@ -112,7 +113,7 @@ pub(super) struct BucketRare {
 }
 
 /// The sliding log of a bucket that has none.
-static NO_SEND_LOG: VecDeque<Nanos> = VecDeque::new();
+static NO_SEND_LOG: TimeLog = TimeLog::new();
 
 const SLIDING_LOG_CAP: u32 = 4096;
 
@@ -135,7 +136,7 @@ impl Bucket {
     }
 
     /// Its sliding log ([`BucketRare::send_log`]).
-    pub(super) fn send_log(&self) -> &VecDeque<Nanos> {
+    pub(super) fn send_log(&self) -> &TimeLog {
         self.rare.as_ref().map_or(&NO_SEND_LOG, |r| &r.send_log)
     }
 
@@ -243,9 +244,7 @@ impl Bucket {
             && let Some(period) = self.period()
             && let Some(rare) = &mut self.rare
         {
-            while rare.send_log.front().is_some_and(|&t| t.saturating_add(period) <= now) {
-                rare.send_log.pop_front();
-            }
+            rare.send_log.prune(now, period);
         }
     }
 
@@ -266,10 +265,8 @@ impl Bucket {
         }
         if self.sliding {
             let log = &mut self.rare_mut().send_log;
-            log.push_back(now);
-            while log.len() > SLIDING_LOG_CAP as usize {
-                log.pop_front();
-            }
+            log.insert(now);
+            log.keep_latest(SLIDING_LOG_CAP as usize);
         }
         (self.sends_in_window, self.epoch)
     }
@@ -279,10 +276,8 @@ impl Bucket {
     pub(super) fn give_back(&mut self, sent_at: Nanos, epoch: u64) {
         if epoch == self.epoch && self.known && !self.unlimited {
             self.sends_in_window = self.sends_in_window.saturating_sub(1);
-            if let Some(log) = self.rare.as_mut().map(|r| &mut r.send_log)
-                && let Some(pos) = log.iter().rposition(|&t| t == sent_at)
-            {
-                log.remove(pos);
+            if let Some(rare) = &mut self.rare {
+                rare.send_log.take(sent_at);
             }
         }
     }
@@ -351,7 +346,7 @@ impl Bucket {
             && sliding_limit > 0
             && b.send_log().len() >= sliding_limit
         {
-            let oldest = b.send_log()[b.send_log().len() - sliding_limit];
+            let oldest = b.send_log().get(b.send_log().len() - sliding_limit).expect("within the log");
             return Gate::Until(oldest.saturating_add(period).max(now + 1));
         }
         if b.available(in_flight, share) > 0 {
@@ -488,7 +483,7 @@ impl Limiter {
         }
         if detected_sliding {
             // Seed the send log with what is still out there and this request.
-            let mut log: Vec<Nanos> = self
+            let log: TimeLog = self
                 .queue(qid)
                 .in_flight
                 .iter()
@@ -496,10 +491,9 @@ impl Limiter {
                     Some(ReqState::InFlight(Flight { sent_at, .. })) => Some(*sent_at),
                     _ => None,
                 })
+                .chain([flight.sent_at])
                 .collect();
-            log.push(flight.sent_at);
-            log.sort_unstable();
-            self.queue_mut(qid).bucket.rare_mut().send_log = log.into();
+            self.queue_mut(qid).bucket.rare_mut().send_log = log;
         }
         let b = &mut self.queue_mut(qid).bucket;
         if let Some(reset_after) = info.reset_after {

@@ -4,6 +4,7 @@
 
 use super::*;
 use super::latency::{Downlinks, FirstWindow, Uplinks, spread_margin};
+use super::timelog::TimeLog;
 
 /// The identities by name, indexed by [`Iid`] (never removed: an identity is a token).
 #[derive(Debug, Default)]
@@ -35,9 +36,9 @@ impl Identities {
         let iid = Iid::try_from(self.list.len()).expect("fewer than 2^32 identities");
         self.list.push(Identity {
             name: name.to_string(),
-            sends: VecDeque::new(),
-            unwritten: VecDeque::new(),
-            arrived: VecDeque::new(),
+            sends: TimeLog::default(),
+            unwritten: TimeLog::default(),
+            arrived: TimeLog::default(),
             paused_until: 0,
             full_until: 0,
             learned: LearnedCap::default(),
@@ -90,16 +91,16 @@ pub(super) struct Identity {
     /// global limit, the requests whose transport reported when they left
     /// ([`Limiter::handle_written`]), each counted from then. Without a configured global
     /// limit, every send, kept for [`LearnedCap`] (never refunded: a little cautious).
-    pub(super) sends: VecDeque<Nanos>,
+    pub(super) sends: TimeLog,
     /// With a global limit: the send times of requests in flight whose leaving no transport
     /// reported. Each may still be on its way (a busy runtime can write a request hundreds of
     /// milliseconds after its `Send`, later than any margin allows for), so each counts
     /// against the window until its answer, however long that takes.
-    pub(super) unwritten: VecDeque<Nanos>,
+    pub(super) unwritten: TimeLog,
     /// With a global limit: when the entries of requests answered while unwritten leave the
     /// window, in order: a window after the latest instant each can have reached the server
     /// (its answer's [`Downlinks::arrived_by`]).
-    pub(super) arrived: VecDeque<Nanos>,
+    pub(super) arrived: TimeLog,
     pub(super) paused_until: Nanos,
     /// Shared mode: the store's global window has no room for a new token until then (a
     /// `global` denial of a reservation that asked for tokens while this process held a
@@ -348,13 +349,13 @@ impl Limiter {
     /// it is sent now), a written one is counted from `new`.
     pub(super) fn restamp_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
         let ident = &mut self.identities[iid];
-        let log = if take_entry(&mut ident.unwritten, old) {
+        let log = if ident.unwritten.take(old) {
             &mut ident.unwritten
         } else {
-            take_entry(&mut ident.sends, old);
+            ident.sends.take(old);
             &mut ident.sends
         };
-        insert_sorted(log, new);
+        log.insert(new);
     }
 
     /// The transport reported that the request whose entry is at `old` left at `new`: from
@@ -362,10 +363,10 @@ impl Limiter {
     /// not held until its answer.
     pub(super) fn written_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
         let ident = &mut self.identities[iid];
-        if !take_entry(&mut ident.unwritten, old) {
-            take_entry(&mut ident.sends, old);
+        if !ident.unwritten.take(old) {
+            ident.sends.take(old);
         }
-        insert_sorted(&mut ident.sends, new);
+        ident.sends.insert(new);
         if !ident.blocked.is_empty() {
             // Its entry now ends at a known time: the waiting queues may arm a wake-up.
             self.mark_identity_ready(iid);
@@ -382,10 +383,10 @@ impl Limiter {
     /// fastest seen, which a first burst's common delay breaks.)
     pub(super) fn arrived_global(&mut self, iid: Iid, at: Nanos, arrived_by: Nanos) {
         let ident = &mut self.identities[iid];
-        if !take_entry(&mut ident.unwritten, at) {
+        if !ident.unwritten.take(at) {
             return; // a written request: it is counted from its report
         }
-        insert_sorted(&mut ident.arrived, arrived_by.saturating_add(self.config.global_window));
+        ident.arrived.insert(arrived_by.saturating_add(self.config.global_window));
         if !ident.blocked.is_empty() {
             self.mark_identity_ready(iid);
         }
@@ -394,8 +395,8 @@ impl Limiter {
     /// Removes one entry at `at` from the identity's global log.
     pub(super) fn drop_global_entry(&mut self, iid: Iid, at: Nanos) {
         let ident = &mut self.identities[iid];
-        if !take_entry(&mut ident.unwritten, at) {
-            take_entry(&mut ident.sends, at);
+        if !ident.unwritten.take(at) {
+            ident.sends.take(at);
         }
     }
 
@@ -468,9 +469,9 @@ impl Limiter {
         let mut ends: Vec<Nanos> = ident
             .sends
             .iter()
-            .map(|&s| s.saturating_add(span))
-            .chain(ident.unwritten.iter().map(|&s| s.saturating_add(span)))
-            .chain(ident.arrived.iter().copied())
+            .map(|s| s.saturating_add(span))
+            .chain(ident.unwritten.iter().map(|s| s.saturating_add(span)))
+            .chain(ident.arrived.iter())
             .filter(|&end| end > now)
             .collect();
         if !ident.unwritten.is_empty() || !ident.arrived.is_empty() {
@@ -493,12 +494,9 @@ impl Identity {
     /// request's counted for `span` after it left, each unwritten one's until its answer, each
     /// answered unwritten one's until its own end.
     pub(super) fn window(&mut self, now: Nanos, span: Nanos) -> usize {
-        while self.sends.front().is_some_and(|&t| t.saturating_add(span) <= now) {
-            self.sends.pop_front();
-        }
-        while self.arrived.front().is_some_and(|&end| end <= now) {
-            self.arrived.pop_front();
-        }
+        self.sends.prune(now, span);
+        // Ends, not starts: each is over once reached.
+        self.arrived.prune(now, 0);
         self.sends.len() + self.unwritten.len() + self.arrived.len()
     }
 
@@ -507,8 +505,8 @@ impl Identity {
     fn end_of(&self, k: usize, span: Nanos) -> Nanos {
         let (mut sends, mut arrived) = (0, 0);
         for _ in 0..k {
-            let a = self.sends.get(sends).map_or(Nanos::MAX, |&t| t.saturating_add(span));
-            let b = self.arrived.get(arrived).copied().unwrap_or(Nanos::MAX);
+            let a = self.sends.get(sends).map_or(Nanos::MAX, |t| t.saturating_add(span));
+            let b = self.arrived.get(arrived).unwrap_or(Nanos::MAX);
             if a == Nanos::MAX && b == Nanos::MAX {
                 return Nanos::MAX;
             }
@@ -518,29 +516,8 @@ impl Identity {
                 arrived += 1;
             }
         }
-        let a = self.sends.get(sends).map_or(Nanos::MAX, |&t| t.saturating_add(span));
-        let b = self.arrived.get(arrived).copied().unwrap_or(Nanos::MAX);
+        let a = self.sends.get(sends).map_or(Nanos::MAX, |t| t.saturating_add(span));
+        let b = self.arrived.get(arrived).unwrap_or(Nanos::MAX);
         a.min(b)
-    }
-}
-
-/// Removes one entry equal to `at` from the time-ordered `log`; whether there was one.
-fn take_entry(log: &mut VecDeque<Nanos>, at: Nanos) -> bool {
-    match log.iter().rposition(|&t| t == at) {
-        Some(pos) => {
-            log.remove(pos);
-            true
-        }
-        None => false,
-    }
-}
-
-/// Inserts `t` into the time-ordered `log`, after the entries equal to it.
-fn insert_sorted(log: &mut VecDeque<Nanos>, t: Nanos) {
-    if log.back().is_none_or(|&last| last <= t) {
-        log.push_back(t);
-    } else {
-        let pos = log.partition_point(|&x| x <= t);
-        log.insert(pos, t);
     }
 }

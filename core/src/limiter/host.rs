@@ -3,6 +3,7 @@
 //! with its backoff.
 
 use super::*;
+use super::timelog::TimeLog;
 
 /// The invalid responses (401 / 403 / non-shared 429, as the limiter counts them) still
 /// within `invalid_request_window`, and whether the warning about them is out.
@@ -11,7 +12,7 @@ pub(super) struct InvalidBudget {
     /// When each one leaves the window: its arrival plus the window, in arrival order. (Kept
     /// as ends, not arrivals, so a restored response older than the monotonic clock's epoch is
     /// exact: see [`Limiter::restore`].)
-    ends: VecDeque<Nanos>,
+    ends: TimeLog,
     /// The warning was emitted, and the count has not fallen below half its threshold since.
     warned: bool,
 }
@@ -19,20 +20,18 @@ pub(super) struct InvalidBudget {
 impl InvalidBudget {
     /// How many are in the window now (a read: expired ones are counted out, not dropped).
     pub(super) fn used_at(&self, now: Nanos) -> usize {
-        self.ends.len() - self.ends.partition_point(|&end| end <= now)
+        self.ends.within(now, 0)
     }
 
     /// Counts one that leaves the window at `end`.
     pub(super) fn record(&mut self, end: Nanos) {
-        self.ends.push_back(end);
+        self.ends.insert(end);
     }
 
     /// Drops those that left the window by `now`; below half of `warn_at`, a later warning may
     /// be emitted again.
     pub(super) fn expire(&mut self, now: Nanos, warn_at: u32) {
-        while self.ends.front().is_some_and(|&end| end <= now) {
-            self.ends.pop_front();
-        }
+        self.ends.prune(now, 0);
         if (self.ends.len() as u32) < warn_at / 2 {
             self.warned = false;
         }
@@ -51,7 +50,7 @@ impl InvalidBudget {
     /// When the budget opens again if the invalid responses alone fill it (`stop_at` of them):
     /// the first one's end.
     pub(super) fn full_until(&self, stop_at: u32) -> Option<Nanos> {
-        self.ends.front().copied().filter(|_| self.ends.len() >= stop_at as usize)
+        self.ends.first().filter(|_| self.ends.len() >= stop_at as usize)
     }
 
     /// The budget's gate: closed while the invalid responses and the `pending` requests that
@@ -65,14 +64,12 @@ impl InvalidBudget {
 
     /// The ends still after `now`, oldest first.
     pub(super) fn ends_after(&self, now: Nanos) -> impl Iterator<Item = Nanos> + '_ {
-        self.ends.iter().copied().filter(move |&end| end > now)
+        self.ends.iter().filter(move |&end| end > now)
     }
 
     /// Adds restored ends to those counted, keeping them in order.
     pub(super) fn restore(&mut self, restored: impl Iterator<Item = Nanos>) {
-        let mut all: Vec<Nanos> = self.ends.iter().copied().chain(restored).collect();
-        all.sort_unstable();
-        self.ends = all.into();
+        self.ends = self.ends.iter().chain(restored).collect();
     }
 }
 

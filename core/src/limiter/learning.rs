@@ -239,7 +239,7 @@ impl Limiter {
                         (first, n) if first.saturating_add(span) > now => (first, n + 1),
                         _ => (now, 1),
                     };
-                    let sent = ident.sends.iter().filter(|&&t| t.saturating_add(span) > now).count();
+                    let sent = ident.sends.within(now, span);
                     let admitted = (sent as u32).saturating_sub(l.refused.1).max(1);
                     l.limit = if l.until > now { l.limit.min(admitted) } else { admitted };
                     l.until = ident.paused_until.saturating_add(window.saturating_mul(10));
@@ -375,19 +375,10 @@ impl Limiter {
         }
         let n = req.error_retries;
         let backoff = backoff(self.config.backoff_base, n, self.config.backoff_max);
-        let jitter = self.next_random() % (backoff / 2 + 1);
+        let jitter = self.rng.next_u64() % (backoff / 2 + 1);
         let until = now.saturating_add(backoff / 2 + jitter);
         self.req_mut(id).not_before = until;
         self.requeue(id)
-    }
-
-    pub(super) fn next_random(&mut self) -> u64 {
-        // splitmix64: small, fast, and reproducible from the configured seed.
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
     }
 
     /// Charges the costs of request `id`, about to leave queue `qid`, to the queue's budgets

@@ -109,6 +109,7 @@ use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use crate::config::Config;
 use crate::error::Error;
 use crate::headers;
+use crate::rng::SplitMix64;
 use crate::shared::{OnUnavailable, Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 use crate::types::*;
 
@@ -126,6 +127,7 @@ mod queues;
 mod routes;
 mod shared;
 mod state;
+mod timelog;
 mod timers;
 
 use bucket::{Bucket, Gate, Ghost};
@@ -212,7 +214,8 @@ pub struct Limiter {
     /// Cost budgets a snapshot restored, by queue (identity, bucket or route, learned, major),
     /// each waiting for its queue to open.
     restored_budgets: Vec<((String, String, bool, String), costs::Budget)>,
-    rng: u64,
+    /// The retry jitter's generator ([`Config::jitter_seed`]).
+    rng: SplitMix64,
     closed: bool,
     /// The last answer's headers as parsed, kept for the next answer to parse into.
     answer: RateLimitInfo,
@@ -364,7 +367,7 @@ impl Limiter {
     /// [`Error::InvalidConfig`] when a setting is out of range.
     pub fn new(config: Config) -> Result<Self, Error> {
         config.validate()?;
-        let rng = config.jitter_seed ^ 0x9E37_79B9_7F4A_7C15;
+        let rng = SplitMix64::new(config.jitter_seed ^ 0x9E37_79B9_7F4A_7C15);
         let margin = config.global_margin_max / 2;
         let prior = crate::prior::Prior::new(config.profile, &config.route_groups).map_err(Error::InvalidConfig)?;
         Ok(Limiter {
@@ -1359,17 +1362,13 @@ impl Limiter {
         };
         let global_at = (!exempt && self.config.global_limit > 0).then(|| {
             // Unwritten until the transport reports it left (`handle_written`).
-            self.identities[iid].unwritten.push_back(now);
+            self.identities[iid].unwritten.insert(now);
             now
         });
         if !exempt && self.config.global_limit == 0 {
             // Only to learn a token-wide limit from a refusal (see `LearnedCap`).
             let span = self.global_span(now);
-            let sends = &mut self.identities[iid].sends;
-            while sends.front().is_some_and(|&t| t.saturating_add(span) <= now) {
-                sends.pop_front();
-            }
-            sends.push_back(now);
+            self.identities[iid].sends.record(now, span);
         }
         if !exempt {
             self.identities[iid].queued -= 1;

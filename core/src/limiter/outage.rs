@@ -2,9 +2,9 @@
 //! ([`SendLog`]), and how long it keeps to its share of the limits ([`Recovery`]). See
 //! [`crate::shared`], "Through an outage".
 
-use std::collections::VecDeque;
-
 use crate::types::Nanos;
+
+use super::timelog::TimeLog;
 
 /// One identity's sends of its global budget that a store may not count, kept for one global
 /// window (the longest one any process passes to the store).
@@ -12,10 +12,10 @@ use crate::types::Nanos;
 pub(super) struct SendLog {
     /// Sends made without a reservation (fail-open while the store was down): no store ever
     /// counted them.
-    unrecorded: VecDeque<Nanos>,
+    unrecorded: TimeLog,
     /// Sends the store granted: a store that lost its state (restarted without persistence)
     /// no longer counts them.
-    granted: VecDeque<Nanos>,
+    granted: TimeLog,
     /// The store may lack them: each reservation of the identity carries them until the store
     /// answers (grants or denies) one that did, and no send without a reservation followed it.
     pending: bool,
@@ -27,25 +27,20 @@ impl SendLog {
     /// A send without a reservation at `now` (the store must be told); the log keeps `keep`
     /// of sends.
     pub(super) fn unrecorded(&mut self, now: Nanos, keep: Nanos) {
-        push(&mut self.unrecorded, now, keep);
+        self.unrecorded.record(now, keep);
         self.unrecorded_total += 1;
         self.pending = true;
     }
 
     /// A granted send at `now`; the log keeps `keep` of sends.
     pub(super) fn granted(&mut self, now: Nanos, keep: Nanos) {
-        push(&mut self.granted, now, keep);
+        self.granted.record(now, keep);
     }
 
     /// The send logged at `old` left at `new` (the transport's report): later, never earlier.
     pub(super) fn restamp(&mut self, old: Nanos, new: Nanos) {
-        for log in [&mut self.unrecorded, &mut self.granted] {
-            if let Some(pos) = log.iter().rposition(|&t| t == old) {
-                log.remove(pos);
-                let at = log.partition_point(|&t| t <= new);
-                log.insert(at, new);
-                return;
-            }
+        if !self.unrecorded.restamp(old, new) {
+            self.granted.restamp(old, new);
         }
     }
 
@@ -72,8 +67,8 @@ impl SendLog {
     /// of it is still within `keep` of `now` (an empty log has nothing to tell).
     pub(super) fn is_pending(&mut self, now: Nanos, keep: Nanos) -> bool {
         if self.pending {
-            prune(&mut self.unrecorded, now, keep);
-            prune(&mut self.granted, now, keep);
+            self.unrecorded.prune(now, keep);
+            self.granted.prune(now, keep);
             self.pending = !(self.unrecorded.is_empty() && self.granted.is_empty());
         }
         self.pending
@@ -82,23 +77,11 @@ impl SendLog {
     /// How long before `now` each send within `keep` was made, oldest first: (unrecorded,
     /// granted).
     pub(super) fn ages(&mut self, now: Nanos, keep: Nanos) -> (Vec<Nanos>, Vec<Nanos>) {
-        prune(&mut self.unrecorded, now, keep);
-        prune(&mut self.granted, now, keep);
-        let ages = |log: &VecDeque<Nanos>| log.iter().map(|&t| now.saturating_sub(t)).collect();
+        self.unrecorded.prune(now, keep);
+        self.granted.prune(now, keep);
+        let ages = |log: &TimeLog| log.iter().map(|t| now.saturating_sub(t)).collect();
         (ages(&self.unrecorded), ages(&self.granted))
     }
-}
-
-fn prune(log: &mut VecDeque<Nanos>, now: Nanos, keep: Nanos) {
-    while log.front().is_some_and(|&t| t.saturating_add(keep) <= now) {
-        log.pop_front();
-    }
-}
-
-fn push(log: &mut VecDeque<Nanos>, now: Nanos, keep: Nanos) {
-    prune(log, now, keep);
-    let at = log.partition_point(|&t| t <= now);
-    log.insert(at, now);
 }
 
 /// After a store outage, until every process the store counted before it has reserved again

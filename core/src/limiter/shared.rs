@@ -384,10 +384,8 @@ impl Limiter {
         }
         if b.sliding && flight.window_epoch == b.epoch {
             let log = &mut b.rare_mut().send_log;
-            if let Some(pos) = log.iter().rposition(|&t| t == flight.sent_at) {
-                log.remove(pos);
-            }
-            log.push_back(now);
+            log.take(flight.sent_at);
+            log.insert(now);
         }
         self.sent(now, id, Flight { global_at, ..flight });
     }
