@@ -4,12 +4,17 @@
 //!
 //! The limiter is a state machine. Its methods sort into three groups:
 //!
-//! * **inputs** (`&mut self`, take `now`): [`Limiter::enqueue`], [`Limiter::handle_response`],
-//!   [`Limiter::handle_failure`], [`Limiter::cancel`], [`Limiter::handle_timeout`],
-//!   [`Limiter::close`], [`Limiter::restore`], and in shared mode [`Limiter::handle_reservation`];
+//! * **inputs** (`&mut self`, take `now`): [`Limiter::enqueue`], [`Limiter::handle_written`],
+//!   [`Limiter::handle_response`], [`Limiter::handle_failure`], [`Limiter::cancel`],
+//!   [`Limiter::handle_timeout`], [`Limiter::close`], [`Limiter::restore`], and in shared mode
+//!   [`Limiter::handle_reservation`];
 //! * **outputs**: [`Limiter::poll_output`];
 //! * **getters** (`&self`): [`Limiter::predict`], [`Limiter::queued`], [`Limiter::in_flight`],
-//!   [`Limiter::reserving`], [`Limiter::buckets`], [`Limiter::config`], [`Limiter::snapshot`].
+//!   [`Limiter::reserving`], [`Limiter::invalid_requests`], [`Limiter::buckets`],
+//!   [`Limiter::is_closed`], [`Limiter::config`], [`Limiter::snapshot`].
+//!
+//! Besides these, [`Limiter::new`] makes one. (`core/tests/limiter_doc.rs` keeps these lists
+//! and the public methods alike.)
 //!
 //! **The drain invariant:** after every input, call [`Limiter::poll_output`] until it returns
 //! [`Output::WaitUntil`] or [`Output::Idle`]. Then wait for the next input (a response, a new
