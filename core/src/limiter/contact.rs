@@ -62,7 +62,7 @@ impl Limiter {
     /// Whether queue `qid`'s next send is a probe: its route's bucket is unknown.
     pub(super) fn is_probe(&self, qid: Qid) -> bool {
         let q = self.queue(qid);
-        matches!(q.key.bucket(), BucketId::Route(_)) && !q.bucket.known
+        matches!(q.key.bucket(), BucketId::Route(_)) && !q.bucket.is_known()
     }
 
     fn contact_key_of(&self, qid: Qid) -> u64 {
@@ -119,11 +119,7 @@ impl Limiter {
             q.bucket.refresh(now, lead, in_flight);
             // The bucket's own slots: a shared-scope limit learned below them is its resource's
             // (a channel's pins), which another route sharing the bucket does not count against.
-            let cap = q.bucket.rare.as_mut().and_then(|r| r.shared_cap.take());
-            let gate = q.bucket.gate(in_flight + probes as usize, now, lead, share);
-            if let Some(rare) = &mut q.bucket.rare {
-                rare.shared_cap = cap;
-            }
+            let gate = q.bucket.own_gate(in_flight + probes as usize, now, lead, share);
             match gate {
                 Gate::Open => {}
                 Gate::Until(t) => until = Some(until.map_or(t, |u: Nanos| u.max(t))),

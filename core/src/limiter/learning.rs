@@ -73,10 +73,7 @@ impl Limiter {
                     // best estimate there is (Discord keeps a route's limit when it renames its
                     // bucket): far better than one guessed from a 429 or a 5xx.
                     let old_period = self.queue(qid).bucket.period();
-                    let b = &mut self.queue_mut(target).bucket;
-                    if b.period().is_none() {
-                        b.set_period(old_period);
-                    }
+                    self.queue_mut(target).bucket.assume_period(old_period);
                 }
                 self.move_route(qid, target, if from_route_queue { None } else { Some(&route_key) });
                 // The answered request is in neither list that moved; it follows its route.
@@ -102,10 +99,7 @@ impl Limiter {
     pub(super) fn adopt_hash_period(&mut self, qid: Qid) {
         let BucketId::Hash(hash) = self.queue(qid).key.bucket() else { return };
         let Some(&period) = self.routes.hash_periods.get(&**hash) else { return };
-        let b = &mut self.queue_mut(qid).bucket;
-        if b.period().is_none_or(|p| p < period) {
-            b.set_period(Some(period));
-        }
+        self.queue_mut(qid).bucket.lengthen_period(period);
     }
 
     /// The first bucket learned for a route of a prior group is the group's: its routes not
@@ -145,15 +139,8 @@ impl Limiter {
         src.pending = kept_pending.into();
         src.in_flight = kept_flight.into();
         // Ghosts follow their route: they may have been counted by the bucket it moves to.
-        let ghosts = src.bucket.rare.as_mut().map(|r| std::mem::take(&mut r.ghosts)).unwrap_or_default();
-        let (moved_ghosts, kept_ghosts): (Vec<Ghost>, Vec<Ghost>) =
-            ghosts.into_iter().partition(|g| route.is_none_or(|k| *g.route == *k));
-        if let Some(rare) = &mut src.bucket.rare {
-            rare.ghosts = kept_ghosts;
-        }
-        if !moved_ghosts.is_empty() {
-            self.queue_mut(to).bucket.rare_mut().ghosts.extend(moved_ghosts);
-        }
+        let moved_ghosts = src.bucket.take_ghosts(route);
+        self.queue_mut(to).bucket.add_ghosts(moved_ghosts);
         for &id in moved_pending.iter().chain(moved_flight.iter()) {
             self.req_mut(id).qid = to;
         }
@@ -169,13 +156,13 @@ impl Limiter {
             // sends count against that bucket.
             let src_bucket = std::mem::take(&mut self.queue_mut(from).bucket);
             let dst = self.queue_mut(to);
-            if !dst.bucket.known {
+            if !dst.bucket.is_known() {
                 dst.bucket = src_bucket;
             }
         }
         // Requests in flight now belong to the destination's current window (window epochs
         // are per bucket, so the old numbers mean nothing there).
-        let epoch = self.queue(to).bucket.epoch;
+        let epoch = self.queue(to).bucket.epoch();
         let in_flight: Vec<RequestId> = self.queue(to).in_flight.iter().copied().collect();
         for id in in_flight {
             if let Some(ReqState::InFlight(Flight { window_epoch, .. }) | ReqState::Reserving { window_epoch, .. }) =
@@ -250,19 +237,7 @@ impl Limiter {
                 q.hold_shared(until);
                 // The resource admitted what this window sent less what it refused: stay at
                 // that many per window, for ten windows after the hold (then probe again).
-                let b = &mut q.bucket;
-                if flight.window_epoch == b.epoch {
-                    let (epoch, sends, remember) =
-                        (b.epoch, b.sends_in_window, until.saturating_add(b.window_estimate().saturating_mul(10)));
-                    let rare = b.rare_mut();
-                    rare.shared_refused = match rare.shared_refused {
-                        (e, n) if e == epoch => (e, n + 1),
-                        _ => (epoch, 1),
-                    };
-                    let admitted = sends.saturating_sub(rare.shared_refused.1).max(1);
-                    let cap = rare.shared_cap.map_or(admitted, |(c, _)| c.min(admitted));
-                    rare.shared_cap = Some((cap, remember));
-                }
+                q.bucket.refuse_shared(flight.window_epoch, until);
             }
             RateLimitScope::Edge => self.hold_host(until),
             RateLimitScope::SubLimit if shares_hold => self.queue_mut(qid).hold_sub_limit(hold_key, until),
@@ -280,23 +255,11 @@ impl Limiter {
             // read. The queue waits out the server's wait; its bucket learns no limit from it
             // (a limit of 1 would send one request per window from then on, for good: no
             // header of such an API ever reports the bucket).
-            RateLimitScope::Bucket if self.queue(qid).bucket.limit == 0 && !self.queue(qid).rare.budgets().is_empty() => {
+            RateLimitScope::Bucket if self.queue(qid).bucket.limit() == 0 && !self.queue(qid).rare.budgets().is_empty() => {
                 self.queue_mut(qid).hold_shared(until);
             }
             RateLimitScope::Bucket => {
-                let b = &mut self.queue_mut(qid).bucket;
-                b.known = true;
-                b.unlimited = false;
-                b.set_reported(Some(0));
-                b.reset_ready = match b.reset_at() {
-                    Some(_) if !b.reset_provisional => b.reset_ready.max(until),
-                    other => other.map_or(until, |r| r.max(until)),
-                };
-                b.reset_provisional = false;
-                if b.limit == 0 {
-                    b.limit = 1;
-                }
-                b.set_reset_at(Some(b.reset_at().map_or(until, |r| r.max(until))));
+                self.queue_mut(qid).bucket.hold(until);
             }
         }
         if scope != RateLimitScope::Shared {
@@ -502,7 +465,7 @@ impl Limiter {
     /// it may still be on its way.
     pub(super) fn add_ghost(&mut self, qid: Qid, id: RequestId, answered_at: Option<Nanos>) {
         let route = self.requests[&id].route_key.clone();
-        self.queue_mut(qid).bucket.rare_mut().ghosts.push(Ghost { route, answered_at });
+        self.queue_mut(qid).bucket.add_ghost(Ghost::new(route, answered_at));
     }
 
     pub(super) fn record_invalid(&mut self, now: Nanos, id: RequestId) {

@@ -146,7 +146,8 @@ use outage::SendLog;
 use predict::{Limit, Place, effective_deadline, limit_reason};
 use queues::{Queue, Queues, Slot};
 use learning::{backoff, refusal_scope};
-use shared::{Names, Store, has_reserving, share_of};
+use outage::share_of;
+use shared::{Names, Store, has_reserving};
 use routes::{BucketId, QueueKey, Routes, is_idempotent_method};
 use timers::{Timer, Timers};
 
@@ -653,7 +654,7 @@ impl Limiter {
             // arrived first and reported a window without it): keep its slot until the next
             // reset.
             let b = &self.queue(sent_in).bucket;
-            if sent_at.window_epoch < b.epoch {
+            if sent_at.window_epoch < b.epoch() {
                 self.add_ghost(sent_in, id, Some(now));
             }
         }
@@ -662,7 +663,7 @@ impl Limiter {
         if qid != sent_in {
             // Like the requests in flight that moved with it, it belongs to its new queue's
             // current window (window epochs are per queue).
-            sent_at.window_epoch = self.queue(qid).bucket.epoch;
+            sent_at.window_epoch = self.queue(qid).bucket.epoch();
         }
         // An answer that refused the request for a rate limit is a 429 to the engine, whatever
         // its status: the profile recognises them (GitHub's 403 with `retry-after`, Shopify's
@@ -1324,6 +1325,66 @@ impl Limiter {
         self.ready.remove(&key);
         self.queue_mut(key.2).slot = Slot::blocked(key);
         self.identities[iid].blocked.insert(key);
+    }
+
+    /// Applies an answer's bucket headers to the bucket of `qid` ([`Bucket::report`]), then
+    /// what the bucket asks of the limiter: a ghost of the answered request, the sends still
+    /// out for a window found to slide, a window length for the other queues of the hash.
+    /// `answer_lead`: how much before the window end it reports the next request may go (see
+    /// [`latency::Uplinks::lead`]).
+    #[allow(clippy::too_many_arguments)]
+    fn apply_headers(
+        &mut self,
+        now: Nanos,
+        id: RequestId,
+        qid: Qid,
+        flight: Flight,
+        info: &RateLimitInfo,
+        status: u16,
+        answer_lead: Nanos,
+    ) {
+        let max_wait = self.config.max_server_wait;
+        let report = self.queue_mut(qid).bucket.report(
+            now,
+            info,
+            status,
+            (flight.sent_at, flight.left_at),
+            (flight.window_seq, flight.window_epoch),
+            answer_lead,
+            max_wait,
+        );
+        if report.unreported() {
+            self.add_ghost(qid, id, Some(now));
+        }
+        if report.began_sliding() {
+            // Seed the send log with what is still out there and this request.
+            let q = self.queue(qid);
+            let sends: Vec<Nanos> = q
+                .in_flight
+                .iter()
+                .filter_map(|id| match self.taken.get(id) {
+                    Some(ReqState::InFlight(Flight { sent_at, .. })) => Some(*sent_at),
+                    _ => None,
+                })
+                .chain([flight.sent_at])
+                .collect();
+            self.queue_mut(qid).bucket.seed_sliding_log(sends);
+        }
+        if let (Some(period), BucketId::Hash(hash)) = (report.learned_period(), self.queue(qid).key.bucket())
+            && (self.routes.hash_periods.len() < self.config.max_routes || self.routes.hash_periods.contains_key(&**hash))
+            && self.routes.hash_periods.get(&**hash).is_none_or(|&known| known < period)
+        {
+            // A longer window for this hash: every queue of it (other major parameters) that
+            // has not seen one of its own answered takes it, rather than an estimate that may
+            // have been drawn from a window another queue's request opened.
+            let hash = hash.clone();
+            self.routes.hash_periods.insert(hash.to_string(), period);
+            for q in self.queues.iter_mut().flatten() {
+                if q.key.bucket() == BucketId::Hash(&hash) {
+                    q.bucket.lengthen_period(period);
+                }
+            }
+        }
     }
 
     /// Sends request `id` (the head of `qid`), or in shared mode reserves it at the store.

@@ -95,3 +95,11 @@ pub(super) struct Recovery {
     /// It ends then at the latest.
     pub(super) until: Nanos,
 }
+
+/// This process's part of `limit` when `share` processes split it (a fail-open store outage
+/// in shared mode): `limit / share`, rounded down so that the parts add up to at most the
+/// limit, but at least 1 so that every process keeps going (more than the limit together only
+/// when the limit is below the process count). `0` (no limit) stays 0.
+pub(super) fn share_of(limit: u32, share: u32) -> u32 {
+    if share > 1 && limit > 0 { (limit / share).max(1) } else { limit }
+}

@@ -135,14 +135,6 @@ pub(super) struct Orphan {
     pub(super) names: Names,
 }
 
-/// This process's part of `limit` when `share` processes split it (a fail-open store outage
-/// in shared mode): `limit / share`, rounded down so that the parts add up to at most the
-/// limit, but at least 1 so that every process keeps going (more than the limit together only
-/// when the limit is below the process count). `0` (no limit) stays 0.
-pub(super) fn share_of(limit: u32, share: u32) -> u32 {
-    if share > 1 && limit > 0 { (limit / share).max(1) } else { limit }
-}
-
 /// Whether any of a queue's `in_flight` list is reserving (shared mode). A request that has
 /// just taken its slot and is not sent or reserved yet has no entry in `taken`: not reserving.
 pub(super) fn has_reserving(in_flight: &Ids, taken: &HashMap<RequestId, ReqState>) -> bool {
@@ -377,16 +369,7 @@ impl Limiter {
         }
         let q = self.queue_mut(qid);
         q.last_active = now;
-        let b = &mut q.bucket;
-        b.last_send = now;
-        if b.window_first_send() == Some(flight.sent_at) {
-            b.set_window_first_send(Some(now));
-        }
-        if b.sliding && flight.window_epoch == b.epoch {
-            let log = &mut b.rare_mut().send_log;
-            log.take(flight.sent_at);
-            log.insert(now);
-        }
+        q.bucket.restamp_send(flight.sent_at, flight.window_epoch, now);
         self.sent(now, id, Flight { global_at, ..flight });
     }
 
@@ -433,7 +416,7 @@ impl Limiter {
     /// end goes too): a send that did not happen must not skew the window-length estimates.
     pub(super) fn undo_window_start(&mut self, qid: Qid, flight: Flight) {
         let q = self.queue(qid);
-        let epoch = q.bucket.epoch;
+        let epoch = q.bucket.epoch();
         if flight.window_epoch != epoch || q.bucket.window_first_send() != Some(flight.sent_at) {
             return;
         }
@@ -448,12 +431,7 @@ impl Limiter {
                 _ => None,
             })
             .min();
-        let b = &mut self.queue_mut(qid).bucket;
-        b.set_window_first_send(first);
-        if first.is_none() && b.reset_provisional {
-            b.set_reset_at(None);
-            b.reset_provisional = false;
-        }
+        self.queue_mut(qid).bucket.undo_first_send(first);
     }
 
     /// A reserving request ends before its answer (cancelled, closed, failed): the slot and the
@@ -712,7 +690,7 @@ impl Limiter {
             route,
             major,
             bucket,
-            unlimited: b.known && b.unlimited && info.bucket.is_none(),
+            unlimited: b.is_known() && b.is_unlimited() && info.bucket.is_none(),
             limit: info.limit.filter(|&l| l > 0),
             remaining: info.remaining,
             reset_after: info.reset_after.map(|ra| ra.min(self.config.max_server_wait)),
