@@ -131,7 +131,7 @@ mod predict;
 mod queues;
 mod routes;
 mod shared;
-mod state;
+mod snapshot;
 mod timelog;
 mod timers;
 
