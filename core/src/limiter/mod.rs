@@ -109,7 +109,7 @@
 //! takes to refill what they and the request need beyond what it holds now.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use crate::config::Config;
 use crate::error::Error;
@@ -1384,6 +1384,88 @@ impl Limiter {
                     q.bucket.lengthen_period(period);
                 }
             }
+        }
+    }
+
+    /// Whether the entry `(t, timer)` still stands for a wake-up its owner wants, for every
+    /// timer but the gates' (which [`Timers`] knows itself): the one rule for firing it and for
+    /// reporting it as the next `WaitUntil`. Over the fields it reads, so that the heap can be
+    /// asked while they are borrowed.
+    fn timer_live<'a>(
+        queues: &'a Queues,
+        identities: &'a Identities,
+        requests: &'a HashMap<RequestId, Req>,
+        store: &'a Store,
+    ) -> impl Fn(Nanos, Timer) -> bool + 'a {
+        move |t, timer| match timer {
+            Timer::Queue(qid, uid) => {
+                queues.get(qid).and_then(Option::as_ref).is_some_and(|q| q.uid == uid && q.wake_at() == Some(t))
+            }
+            Timer::Identity(iid) => identities[iid].wake_at == Some(t),
+            // Armed just after the deadline: sending at it is allowed.
+            Timer::Deadline(id) => requests
+                .get(&id)
+                .is_some_and(|r| r.state == Phase::Queued && r.deadline.map(|d| d.saturating_add(1)) == Some(t)),
+            Timer::Gate => false, // the heap's own
+            Timer::Recovery => store.recovery.is_some_and(|r| r.until == t),
+        }
+    }
+
+    /// Fires the live timers due by `now`, in time order.
+    fn fire_timers(&mut self, now: Nanos) {
+        while let Some((t, timer)) =
+            self.timers.pop_due(now, Self::timer_live(&self.queues, &self.identities, &self.requests, &self.store))
+        {
+            match timer {
+                Timer::Queue(qid, _) => {
+                    self.queue_mut(qid).set_wake_at(None);
+                    self.dirty.push(qid);
+                }
+                Timer::Identity(iid) => {
+                    self.identities[iid].wake_at = None;
+                    self.mark_identity_ready(iid);
+                }
+                Timer::Deadline(id) => {
+                    let req = &self.requests[&id];
+                    let Some(deadline) = req.deadline else { continue };
+                    let (limit, enqueued_at, own_deadline) = (req.limit, req.enqueued_at, req.own_deadline());
+                    // A deferral carries when it could go now: still queued past its budget
+                    // (waiting on an answer, say), it is handed back with a fresh prediction.
+                    let predicted = match limit {
+                        Limit::Defer => Some(self.predict_queued(t, id)),
+                        Limit::Deadline | Limit::MaxWait => None,
+                    };
+                    let reason = limit_reason(limit, own_deadline, enqueued_at, deadline, predicted, t);
+                    self.unqueue(id);
+                    self.fail(id, reason);
+                }
+                Timer::Gate => {}
+                Timer::Recovery => self.end_recovery(),
+            }
+        }
+    }
+
+    /// The time of the next live timer, dropping the stale ones ahead of it.
+    fn next_timer(&mut self) -> Option<Nanos> {
+        self.timers.next_live(Self::timer_live(&self.queues, &self.identities, &self.requests, &self.store))
+    }
+
+    /// Fails `id` once time passes its deadline `d` (a send at `d` itself is still allowed).
+    fn arm_deadline(&mut self, id: RequestId, d: Nanos) {
+        self.timers.arm(d.saturating_add(1), Timer::Deadline(id));
+    }
+
+    /// Wakes the host-wide gates at `t`.
+    fn arm_gate(&mut self, t: Nanos) {
+        self.timers.arm_gate(t);
+    }
+
+    /// Wakes the identity's queues waiting on its global budget at `t`.
+    fn wake_identity_at(&mut self, iid: Iid, t: Nanos) {
+        let ident = &mut self.identities[iid];
+        if ident.wake_at.is_none_or(|w| w != t) {
+            ident.wake_at = Some(t);
+            self.timers.arm(t, Timer::Identity(iid));
         }
     }
 
