@@ -146,11 +146,16 @@ const TRANSITIONS: [&str; 3] = ["mod.rs", "shared.rs", "snapshot.rs"];
 /// while issue 43 moves their transitions into `TRANSITIONS` and their rules onto sub-state
 /// types. The list only shrinks: a file leaves it when it is done, and a file not named here
 /// or in `TRANSITIONS` may not start knowing `Limiter`.
-const NOT_YET_CLOSED: [&str; 7] =
-    ["contact.rs", "global.rs", "host.rs", "learning.rs", "predict.rs", "queues.rs", "routes.rs"];
+const NOT_YET_CLOSED: [&str; 6] = ["contact.rs", "host.rs", "learning.rs", "predict.rs", "queues.rs", "routes.rs"];
 
 /// The sub-state types whose fields are their own (no `pub(super)` field): (file, type).
-const PRIVATE_FIELDS: [(&str, &str); 1] = [("bucket.rs", "Bucket")];
+const PRIVATE_FIELDS: [(&str, &str); 5] = [
+    ("bucket.rs", "Bucket"),
+    ("global.rs", "Identity"),
+    ("global.rs", "Lease"),
+    ("global.rs", "LearnedCap"),
+    ("global.rs", "RoundTrips"),
+];
 
 /// Each `.rs` file of `limiter/` by file name, with its text outside comments (`//` lines).
 fn limiter_files() -> BTreeMap<String, String> {

@@ -108,7 +108,7 @@ impl Limiter {
             contact.members.push(qid);
         }
         let probes = contact.probes;
-        let (lead, share) = (self.trips.lead, self.outage_share());
+        let (lead, share) = (self.trips.lead(), self.outage_share());
         let mut until = None;
         let mut waits = false;
         let others: Vec<Qid> = self.routes.hashes.iter().filter_map(|hash| self.learned_queue(iid, hash, &major)).collect();

@@ -217,19 +217,10 @@ impl Limiter {
                 // limit over a longer time than the sends of one window can measure.
                 let learn = self.config.global_limit == 0 && wait <= window.saturating_mul(2);
                 self.hold_identity(iid, until);
-                let ident = &mut self.identities[iid];
                 if learn {
                     // What the API admitted of the sends within one global window before
                     // this refusal: those sends less the refusals among them.
-                    let l = &mut ident.learned;
-                    l.refused = match l.refused {
-                        (first, n) if first.saturating_add(span) > now => (first, n + 1),
-                        _ => (now, 1),
-                    };
-                    let sent = ident.sends.within(now, span);
-                    let admitted = (sent as u32).saturating_sub(l.refused.1).max(1);
-                    l.limit = if l.until > now { l.limit.min(admitted) } else { admitted };
-                    l.until = ident.paused_until.saturating_add(window.saturating_mul(10));
+                    self.identities[iid].learn_cap(now, span, window);
                 }
             }
             RateLimitScope::Shared => {
@@ -307,7 +298,7 @@ impl Limiter {
         self.queue_mut(qid).pending.insert(pos, id);
         self.req_mut(id).state = Phase::Queued;
         if !exempt {
-            self.identities[iid].queued += 1;
+            self.identities[iid].enqueued();
         }
         if let Some(d) = self.req(id).deadline {
             self.arm_deadline(id, d);
@@ -497,7 +488,7 @@ impl Limiter {
     }
 
     pub(super) fn mark_unauthorized(&mut self, iid: Iid) {
-        self.identities[iid].unauthorized = true;
+        self.identities[iid].mark_unauthorized();
         self.fail_queued(|_, of| of == iid, FailReason::Unauthorized);
     }
 
@@ -544,8 +535,7 @@ impl Limiter {
     /// A global hold of identity `iid` until `until`: its queues wake then, and the queued
     /// requests it makes hopeless fail at once.
     pub(super) fn hold_identity(&mut self, iid: Iid, until: Nanos) {
-        let ident = &mut self.identities[iid];
-        ident.paused_until = ident.paused_until.max(until);
+        self.identities[iid].pause(until);
         self.wake_identity_at(iid, until);
         self.recheck_queues(Some(iid));
     }

@@ -142,7 +142,6 @@ use global::{Identities, RoundTrips};
 use ids::Ids;
 use host::{EdgeBan, InvalidBudget};
 use latency::{Recent, widen};
-use outage::SendLog;
 use predict::{Limit, Place, effective_deadline, limit_reason};
 use queues::{Queue, Queues, Slot};
 use learning::{backoff, refusal_scope};
@@ -474,7 +473,7 @@ impl Limiter {
         let id = self.next_id;
         self.next_id += 1;
 
-        if self.identities[iid].unauthorized {
+        if self.identities[iid].is_unauthorized() {
             self.outputs.push_back(Output::Fail(id, FailReason::Unauthorized));
             self.pump(now);
             return Ok(id);
@@ -536,7 +535,7 @@ impl Limiter {
             },
         );
         if !exempt {
-            self.identities[iid].queued += 1;
+            self.identities[iid].enqueued();
         }
         self.queue_mut(qid).pending.push_back(id);
         if let Some(d) = deadline {
@@ -581,7 +580,7 @@ impl Limiter {
         let iid = self.iid(id);
         if let Some(old) = global_at {
             self.written_global(iid, old, now);
-            self.identities[iid].send_log.restamp(old, now);
+            self.identities[iid].send_log().restamp(old, now);
         }
         if let Some(ReqState::InFlight(Flight { global_at, left_at, .. })) = self.taken_mut(id) {
             *global_at = global_at.map(|_| now);
@@ -863,7 +862,7 @@ impl Limiter {
             self.store.learn_round_trip(now.saturating_sub(since));
             if let Some(mark) = reported {
                 // The store counted what this identity sent without it.
-                self.identities[iid].send_log.counted(mark);
+                self.identities[iid].send_log().counted(mark);
             }
         }
         let lease = if let ReservationAnswer::Granted { leased, .. } = answer { leased } else { 0 };
@@ -1101,7 +1100,7 @@ impl Limiter {
             return;
         }
         // Refresh the bucket window.
-        let lead = self.trips.lead;
+        let lead = self.trips.lead();
         q.bucket.refresh(now, lead, q.in_flight.len());
         for budget in q.rare.budgets_mut() {
             budget.roll(now);
@@ -1109,7 +1108,7 @@ impl Limiter {
         // A global pause of this queue's identity or a host-wide hold: the queued requests that
         // cannot go before their deadline fail now, not when it passes.
         let (iid, checked) = (q.key.identity, q.checked_wait);
-        let held = self.host_hold().max(self.identities[iid].paused_until);
+        let held = self.host_hold().max(self.identities[iid].paused_until());
         if held > now && held > checked {
             self.queue_mut(qid).checked_wait = held;
             self.fail_hopeless(now, qid);
@@ -1283,7 +1282,7 @@ impl Limiter {
             let wait = if exempt { None } else { self.global_wait(now, iid) };
             if wait.is_none()
                 && !exempt
-                && self.identities[iid].blocked.first().is_some_and(|blocked| *blocked < key)
+                && self.identities[iid].first_blocked().is_some_and(|blocked| blocked < key)
             {
                 // Someone ahead (higher priority, or older) waits for this identity's global
                 // budget, which has room now (its wake-up was computed with a wider margin):
@@ -1299,7 +1298,7 @@ impl Limiter {
                 continue;
             }
             self.ready.remove(&key);
-            let lead = self.trips.lead;
+            let lead = self.trips.lead();
             let q = self.queue_mut(qid);
             q.slot = Slot::None;
             // A head that waited for the global budget goes without being evaluated again
@@ -1324,7 +1323,7 @@ impl Limiter {
     fn block_on_identity(&mut self, key: ReadyKey, iid: Iid) {
         self.ready.remove(&key);
         self.queue_mut(key.2).slot = Slot::blocked(key);
-        self.identities[iid].blocked.insert(key);
+        self.identities[iid].block(key);
     }
 
     /// Applies an answer's bucket headers to the bucket of `qid` ([`Bucket::report`]), then
@@ -1401,7 +1400,7 @@ impl Limiter {
             Timer::Queue(qid, uid) => {
                 queues.get(qid).and_then(Option::as_ref).is_some_and(|q| q.uid == uid && q.wake_at() == Some(t))
             }
-            Timer::Identity(iid) => identities[iid].wake_at == Some(t),
+            Timer::Identity(iid) => identities[iid].wake_at() == Some(t),
             // Armed just after the deadline: sending at it is allowed.
             Timer::Deadline(id) => requests
                 .get(&id)
@@ -1422,7 +1421,7 @@ impl Limiter {
                     self.dirty.push(qid);
                 }
                 Timer::Identity(iid) => {
-                    self.identities[iid].wake_at = None;
+                    self.identities[iid].clear_wake();
                     self.mark_identity_ready(iid);
                 }
                 Timer::Deadline(id) => {
@@ -1462,11 +1461,132 @@ impl Limiter {
 
     /// Wakes the identity's queues waiting on its global budget at `t`.
     fn wake_identity_at(&mut self, iid: Iid, t: Nanos) {
-        let ident = &mut self.identities[iid];
-        if ident.wake_at.is_none_or(|w| w != t) {
-            ident.wake_at = Some(t);
+        if self.identities[iid].set_wake(t) {
             self.timers.arm(t, Timer::Identity(iid));
         }
+    }
+
+    /// The margin the global window is widened by at `now` ([`RoundTrips::margin_at`]).
+    fn global_margin_at(&self, now: Nanos) -> Nanos {
+        self.trips.margin_at(now, self.config.global_window)
+    }
+
+    /// How long an entry of an identity's global log counts at `now`: the global window and
+    /// its margin.
+    fn global_span(&self, now: Nanos) -> Nanos {
+        self.config.global_window.saturating_add(self.global_margin_at(now))
+    }
+
+    /// Learns from the round trip of the request sent as `flight` and answered at `now` (the
+    /// answer telling the server's clock, `server_time_ms`, or not). Returns how much before
+    /// the window end it reports the next request may go (see [`Uplinks::lead`]), and the
+    /// latest instant the request can have reached the server ([`Downlinks::arrived_by`]; the
+    /// answer's own instant where the server does not tell its clock).
+    fn learn_trip(&mut self, now: Nanos, flight: Flight, server_time_ms: Option<u64>) -> (Nanos, Nanos) {
+        let (window, max) = (self.config.global_window, self.config.global_margin_max);
+        self.trips.learn_trip(now, (flight.sent_at, flight.left_at), flight.alone, server_time_ms, window, max)
+    }
+
+    /// Moves one entry of the identity's global log from `old` to `new`, keeping the log in
+    /// time order, where it is: an unwritten request's entry stays one (a reservation granted:
+    /// it is sent now), a written one is counted from `new`.
+    fn restamp_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
+        self.identities[iid].restamp(old, new);
+    }
+
+    /// The transport reported that the request whose entry is at `old` left at `new`: from
+    /// now on it is counted from then, with the learned margin ([`RoundTrips::margin_at`]),
+    /// not held until its answer.
+    fn written_global(&mut self, iid: Iid, old: Nanos, new: Nanos) {
+        let ident = &mut self.identities[iid];
+        ident.written(old, new);
+        if ident.blocked_len() > 0 {
+            // Its entry now ends at a known time: the waiting queues may arm a wake-up.
+            self.mark_identity_ready(iid);
+        }
+    }
+
+    /// The request whose entry is at `at` (its send) was answered while unwritten, and reached
+    /// the server at `arrived_by` at the latest ([`Limiter::learn_trip`]): its entry leaves
+    /// the window a global window after that, whatever delayed it (a busy runtime writing it
+    /// long after its send), and the identity's waiting queues go again (it ends at a known
+    /// time now). Sound without any margin: a request sent after that reaches the server after
+    /// it, a window after this one arrived at the latest. (A margin from the uplinks' spread
+    /// would end it sooner only by assuming the next request's uplink is no faster than the
+    /// fastest seen, which a first burst's common delay breaks.)
+    fn arrived_global(&mut self, iid: Iid, at: Nanos, arrived_by: Nanos) {
+        let ident = &mut self.identities[iid];
+        if !ident.arrived(at, arrived_by.saturating_add(self.config.global_window)) {
+            return; // a written request: it is counted from its report
+        }
+        if ident.blocked_len() > 0 {
+            self.mark_identity_ready(iid);
+        }
+    }
+
+    /// Removes one entry at `at` from the identity's global log.
+    fn drop_global_entry(&mut self, iid: Iid, at: Nanos) {
+        self.identities[iid].drop_entry(at);
+    }
+
+    /// Moves every queue waiting on an identity's global budget back to `ready`.
+    fn mark_identity_ready(&mut self, iid: Iid) {
+        let blocked = self.identities[iid].take_blocked();
+        for key in blocked {
+            let qid = key.2;
+            if let Some(Some(q)) = self.queues.get_mut(qid)
+                && q.slot == Slot::blocked(key)
+            {
+                q.slot = Slot::ready(key);
+                self.ready.insert(key);
+            }
+        }
+    }
+
+    /// The identity's global limit per global window: the configured one, else a limit learned
+    /// from refusals while it lasts ([`LearnedCap`]), else `0` (none).
+    fn global_limit_of(&self, now: Nanos, iid: Iid) -> u32 {
+        if self.config.global_limit > 0 {
+            return self.config.global_limit;
+        }
+        self.identities[iid].learned_limit(now)
+    }
+
+    /// When the identity's global budget has room again, or `None` if it has room now;
+    /// `Nanos::MAX` when only an answer to one of its unwritten requests can make room (the
+    /// answer marks the identity ready).
+    fn global_wait(&mut self, now: Nanos, iid: Iid) -> Option<Nanos> {
+        if let Some(t) = self.outage_global_hold(now) {
+            return Some(t);
+        }
+        let limit = share_of(self.global_limit_of(now, iid), self.outage_share()) as usize;
+        let span = self.global_span(now);
+        self.identities[iid].wait(now, span, limit)
+    }
+
+    /// A lower bound on when the identity's global budget lets one more request through, with
+    /// `extra` requests of the same identity ahead of it.
+    fn global_estimate(&self, now: Nanos, iid: Iid, extra: usize) -> Nanos {
+        let ident = &self.identities[iid];
+        let mut t = now.max(ident.paused_until());
+        let limit = share_of(self.global_limit_of(now, iid), self.outage_share()) as usize;
+        if limit == 0 {
+            return t;
+        }
+        let span = self.global_span(now);
+        // Every entry's end, in order; an unwritten request's taken a window and the margin
+        // after its send (an estimate: it ends a window after its arrival, which its answer
+        // will tell).
+        let ends = ident.ends_after(now, span);
+        let recent = ends.len();
+        let ahead = recent + ident.queued().max(extra);
+        if ahead >= limit {
+            // The earliest the window can next open, then one more window per `limit` ahead.
+            let first = if recent >= limit { ends[recent - limit] } else { now };
+            let windows = (ahead / limit) as u64 - 1;
+            t = t.max(first.saturating_add(span.saturating_mul(windows)));
+        }
+        t
     }
 
     /// Sends request `id` (the head of `qid`), or in shared mode reserves it at the store.
@@ -1479,7 +1599,7 @@ impl Limiter {
         if self.config.shared.is_some() && flight.global_at.is_some() {
             // Fail-open while the store is down: a send the store never sees.
             let (iid, keep) = (self.iid(id), self.report_horizon());
-            self.identities[iid].send_log.unrecorded(now, keep);
+            self.identities[iid].send_log().unrecorded(now, keep);
         }
         self.sent(now, id, flight);
     }
@@ -1510,16 +1630,16 @@ impl Limiter {
         };
         let global_at = (!exempt && self.config.global_limit > 0).then(|| {
             // Unwritten until the transport reports it left (`handle_written`).
-            self.identities[iid].unwritten.insert(now);
+            self.identities[iid].log_unwritten(now);
             now
         });
         if !exempt && self.config.global_limit == 0 {
             // Only to learn a token-wide limit from a refusal (see `LearnedCap`).
             let span = self.global_span(now);
-            self.identities[iid].sends.record(now, span);
+            self.identities[iid].log_send(now, span);
         }
         if !exempt {
-            self.identities[iid].queued -= 1;
+            self.identities[iid].dequeued();
         }
         self.charge_costs(now, qid, id);
         let q = self.queue_mut(qid);

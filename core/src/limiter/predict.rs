@@ -153,7 +153,7 @@ impl Limiter {
         {
             t = t.max(first_end);
         }
-        let bucket = (self.trips.lead, self.outage_share());
+        let bucket = (self.trips.lead(), self.outage_share());
         if let Some(at) = q.bucket.send_time(now, position, q.in_flight.len(), bucket, self.config.global_window) {
             t = t.max(at);
         }

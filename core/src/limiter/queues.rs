@@ -376,7 +376,7 @@ impl Limiter {
                 BucketId::Route(name) => (false, name),
                 BucketId::Hash(name) => (true, name),
             };
-            let (identity, major) = (&self.identities[key.identity].name, key.major.to_string());
+            let (identity, major) = (self.identities[key.identity].name(), key.major.to_string());
             let mut i = 0;
             while i < self.restored_budgets.len() {
                 let (k, _) = &self.restored_budgets[i];
@@ -431,7 +431,7 @@ impl Limiter {
             self.clear_slot(qid);
         }
         if !exempt {
-            self.identities[iid].queued -= 1;
+            self.identities[iid].dequeued();
         }
         self.mark_dirty(qid);
     }
@@ -458,7 +458,7 @@ impl Limiter {
             }
             Slot::Blocked { priority, head } => {
                 let iid = q.key.identity;
-                self.identities[iid].blocked.remove(&(Reverse(priority), head, qid));
+                self.identities[iid].unblock(&(Reverse(priority), head, qid));
             }
         }
     }

@@ -192,7 +192,7 @@ impl Limiter {
     pub(super) fn names(&self, id: RequestId, qid: Qid, bucket: Option<String>) -> Names {
         let r = self.req(id);
         Names {
-            identity: self.identities[self.iid_of(r)].name.clone(),
+            identity: self.identities[self.iid_of(r)].name().to_string(),
             route: r.shared_route().to_string(),
             major: self.queue(r.qid).key.major.to_string(),
             bucket: bucket.or_else(|| self.queue_hash(qid)),
@@ -217,11 +217,7 @@ impl Limiter {
     /// Whether the identity's requests wait for its lease request's answer: leases on, the
     /// store up, no token left, and a lease asked for.
     pub(super) fn waits_for_lease(&self, now: Nanos, iid: Iid) -> bool {
-        let lease = &self.identities[iid].lease;
-        self.lease_on()
-            && !self.store.down
-            && lease.asking.is_some()
-            && !lease.has_tokens(now)
+        self.lease_on() && !self.store.down && self.identities[iid].lease().awaits_answer(now)
     }
 
     /// Shared mode: how the reservation of `id` (of identity `iid`) takes its global token.
@@ -234,16 +230,11 @@ impl Limiter {
         if !self.lease_on() || self.store.down {
             return (true, 1, false);
         }
-        let lease = &mut self.identities[iid].lease;
-        if lease.has_tokens(now) {
-            lease.tokens -= 1;
+        if self.identities[iid].lease_mut().try_spend(now) {
             return (true, 0, true);
         }
-        lease.tokens = 0;
         let want = self.lease_want(iid);
-        let lease = &mut self.identities[iid].lease;
-        lease.asking = Some(id);
-        lease.asked = want;
+        self.identities[iid].lease_mut().ask(id, want);
         (true, want, false)
     }
 
@@ -258,10 +249,10 @@ impl Limiter {
             .iter()
             .filter(|key| self.queues.get(key.2).and_then(Option::as_ref).is_some_and(|q| q.key.identity == iid))
             .count()
-            + ident.blocked.len();
+            + ident.blocked_len();
         let limit = self.config.global_limit;
         // The request asking is in the window already.
-        let room = (limit as usize).saturating_sub(ident.sends.len() + ident.unwritten.len() + ident.arrived.len()) + 1;
+        let room = (limit as usize).saturating_sub(ident.entries()) + 1;
         let share = limit.div_ceil(self.store.processes.max(1)).max(1) as usize;
         (1 + heads).min(room).min(share).max(1) as u32
     }
@@ -271,36 +262,18 @@ impl Limiter {
     /// a global window, and the identity's waiting requests go again.
     pub(super) fn lease_answered(&mut self, now: Nanos, iid: Iid, id: RequestId, leased: u32) {
         let validity = self.config.global_window / 2;
-        let lease = &mut self.identities[iid].lease;
-        if lease.asking != Some(id) {
-            return;
+        if self.identities[iid].lease_mut().answered(now, id, leased, validity) {
+            self.mark_identity_ready(iid);
         }
-        lease.asking = None;
-        let leased = leased.min(lease.asked.saturating_sub(1));
-        if leased > 0 {
-            // The tokens left of a current lease join the new one: they are the store's as much
-            // as the new ones (it counts each a whole window; spending one a little later at
-            // worst meets the window check). Replacing them dropped the ones still out with
-            // reservations that came back denied for another reason, unspent but counted.
-            if !lease.has_tokens(now) {
-                lease.tokens = 0;
-            }
-            lease.tokens = lease.tokens.saturating_add(leased);
-            lease.until = now.saturating_add(validity);
-        }
-        self.mark_identity_ready(iid);
     }
 
     /// A reservation that spent a leased token was not sent: the token is still good while the
     /// identity's lease is current (its own lease's, or a later one it joined).
     pub(super) fn unspend_lease(&mut self, now: Nanos, iid: Iid, leased: bool) {
         let ident = &mut self.identities[iid];
-        if leased && now < ident.lease.until {
-            ident.lease.tokens += 1;
-            if ident.full_until > now {
-                // Its requests held by the full window may spend it.
-                self.mark_identity_ready(iid);
-            }
+        // Its requests held by the full window may spend it.
+        if leased && ident.lease_mut().unspend(now) && ident.is_full(now) {
+            self.mark_identity_ready(iid);
         }
     }
 
@@ -365,7 +338,7 @@ impl Limiter {
         });
         if global_at.is_some() {
             let keep = self.report_horizon();
-            self.identities[iid].send_log.granted(now, keep);
+            self.identities[iid].send_log().granted(now, keep);
         }
         let q = self.queue_mut(qid);
         q.last_active = now;
@@ -469,15 +442,14 @@ impl Limiter {
             SharedScope::Global => {
                 let iid = self.iid(id);
                 let ident = &mut self.identities[iid];
-                if !leased && ident.lease.until > now {
+                if !leased && ident.lease().is_current(now) {
                     // It asked the window for tokens and the window is full, but this process
                     // holds a current lease (tokens in hand, or coming back from reservations
                     // denied for other reasons): the requests that spend one still go.
                     // (Pausing the identity here left a whole lease unspent, counted at the
                     // store to the end of its window: with 4 processes on 100 new channels, a
                     // window sent 133 of its 250.)
-                    ident.full_until = ident.full_until.max(until);
-                    let until = ident.full_until;
+                    let until = ident.fill(until);
                     self.wake_identity_at(iid, until);
                 } else {
                     // The store's global hold (a spent token is denied only for that), or no
@@ -662,7 +634,7 @@ impl Limiter {
             self.store.outage_wait = 0;
             if self.config.global_limit > 0 {
                 for ident in self.identities.iter_mut() {
-                    ident.send_log.mark_pending();
+                    ident.send_log().mark_pending();
                 }
             }
         }
@@ -724,7 +696,7 @@ impl Limiter {
             reservation.processes_since = Some(now.saturating_sub(self.store.down_since));
         }
         let keep = self.report_horizon();
-        let log = &mut self.identities[iid].send_log;
+        let log = self.identities[iid].send_log();
         let reported = log.is_pending(now, keep).then(|| log.mark());
         if reported.is_some() {
             (reservation.unrecorded, reservation.granted) = log.ages(now, keep);
@@ -733,7 +705,7 @@ impl Limiter {
         // the store (fail-open goes on sending while its probe is out).
         let fail_open = self.fails(OnUnavailable::FailOpen);
         reservation.reporting = (self.store.down && fail_open)
-            || self.identities.iter_mut().any(|ident| ident.send_log.is_pending(now, keep));
+            || self.identities.iter_mut().any(|ident| ident.send_log().is_pending(now, keep));
         self.set_state(id, ReqState::Reserving {
             since: now,
             step: self.store.step,

@@ -37,8 +37,8 @@ impl Limiter {
         let mut pauses: Vec<GlobalPause> = self
             .identities
             .iter()
-            .filter(|ident| ident.paused_until > now)
-            .map(|ident| GlobalPause { identity: ident.name.clone(), until_ms: wall_at(ident.paused_until) })
+            .filter(|ident| ident.paused_until() > now)
+            .map(|ident| GlobalPause { identity: ident.name().to_string(), until_ms: wall_at(ident.paused_until()) })
             .collect();
         pauses.sort_unstable_by(|a, b| a.identity.cmp(&b.identity));
         s.global_pauses = pauses;
@@ -70,7 +70,7 @@ impl Limiter {
                     BucketId::Hash(name) => (true, name.to_string()),
                 };
                 s.budgets.push(LearnedBudget {
-                    identity: self.identities[q.key.identity].name.clone(),
+                    identity: self.identities[q.key.identity].name().to_string(),
                     bucket,
                     learned,
                     major: q.key.major.to_string(),
@@ -150,8 +150,7 @@ impl Limiter {
         for p in &snapshot.global_pauses {
             if let Some(until) = mono_until(p.until_ms) {
                 let iid = self.identities.intern(&p.identity);
-                let ident = &mut self.identities[iid];
-                ident.paused_until = ident.paused_until.max(until);
+                self.identities[iid].pause(until);
             }
         }
         if let Some(h) = &snapshot.host_pause
