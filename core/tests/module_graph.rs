@@ -142,12 +142,6 @@ fn the_reader_sees_paths_and_groups() {
 /// know `Limiter` itself.
 const TRANSITIONS: [&str; 3] = ["mod.rs", "shared.rs", "snapshot.rs"];
 
-/// Files of `limiter/` that still know `Limiter` (an `impl Limiter` block or a `use super::*`)
-/// while issue 43 moves their transitions into `TRANSITIONS` and their rules onto sub-state
-/// types. The list only shrinks: a file leaves it when it is done, and a file not named here
-/// or in `TRANSITIONS` may not start knowing `Limiter`.
-const NOT_YET_CLOSED: [&str; 6] = ["contact.rs", "host.rs", "learning.rs", "predict.rs", "queues.rs", "routes.rs"];
-
 /// The sub-state types whose fields are their own (no `pub(super)` field): (file, type).
 const PRIVATE_FIELDS: [(&str, &str); 5] = [
     ("bucket.rs", "Bucket"),
@@ -207,20 +201,13 @@ fn only_the_transition_files_know_the_limiter() {
     for (name, code) in &files {
         let code = outside_tests(code);
         let knows = code.lines().any(|l| l.starts_with("impl Limiter") || l.trim() == "use super::*;");
-        if knows {
-            assert!(
-                TRANSITIONS.contains(&name.as_str()) || NOT_YET_CLOSED.contains(&name.as_str()),
-                "limiter/{name} knows Limiter (impl Limiter or use super::*): only {TRANSITIONS:?} may"
-            );
-        } else {
-            assert!(
-                !NOT_YET_CLOSED.contains(&name.as_str()),
-                "limiter/{name} no longer knows Limiter: take it off NOT_YET_CLOSED"
-            );
-        }
+        assert!(
+            !knows || TRANSITIONS.contains(&name.as_str()),
+            "limiter/{name} knows Limiter (impl Limiter or use super::*): only {TRANSITIONS:?} may"
+        );
     }
-    for name in NOT_YET_CLOSED {
-        assert!(files.contains_key(name), "NOT_YET_CLOSED names limiter/{name}, which is gone");
+    for name in TRANSITIONS {
+        assert!(files.contains_key(name), "limiter/{name} is gone: update TRANSITIONS");
     }
 }
 

@@ -2,7 +2,10 @@
 //! bans a host after too many 401, 403 and 429 answers in a window) and an edge ban's hold
 //! with its backoff.
 
-use super::*;
+use crate::types::Nanos;
+
+use super::backoff;
+use super::bucket::Gate;
 use super::timelog::TimeLog;
 
 /// The invalid responses (401 / 403 / non-shared 429, as the limiter counts them) still
