@@ -143,12 +143,15 @@ fn the_reader_sees_paths_and_groups() {
 const TRANSITIONS: [&str; 3] = ["mod.rs", "shared.rs", "snapshot.rs"];
 
 /// The sub-state types whose fields are their own (no `pub(super)` field): (file, type).
-const PRIVATE_FIELDS: [(&str, &str); 5] = [
+const PRIVATE_FIELDS: [(&str, &str); 8] = [
     ("bucket.rs", "Bucket"),
     ("global.rs", "Identity"),
     ("global.rs", "Lease"),
     ("global.rs", "LearnedCap"),
     ("global.rs", "RoundTrips"),
+    ("outage.rs", "Store"),
+    ("outage.rs", "SendLog"),
+    ("outage.rs", "Recovery"),
 ];
 
 /// Each `.rs` file of `limiter/` by file name, with its text outside comments (`//` lines).

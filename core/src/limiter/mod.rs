@@ -140,11 +140,10 @@ use costs::{Blocked, Pack, Ratio, ReqCosts};
 use global::{Identities, RoundTrips};
 use ids::Ids;
 use host::{EdgeBan, InvalidBudget};
-use latency::{Recent, widen};
 use predict::{Limit, Place, effective_deadline, limit_reason};
 use queues::{Listed, Queue, Queues, Slot};
-use outage::share_of;
-use shared::{Names, Store, has_reserving};
+use outage::{Store, share_of};
+use shared::{Names, Orphan, has_reserving};
 use routes::{BucketId, KeyRef, Major, MajorRef, QueueKey, Routes, is_idempotent_method, valid_method};
 use timers::{Timer, Timers};
 
@@ -208,6 +207,9 @@ pub struct Limiter {
     reserving_total: usize,
     /// Shared mode: the store's health, outages and margins, and the reservations it owes.
     store: Store,
+    /// Shared mode: requests that ended while their reservation was outstanding, with what a
+    /// late grant must release at the store.
+    orphans: HashMap<RequestId, Orphan>,
     /// First contact: the probes of unknown routes in flight, per major parameter.
     contacts: Contacts,
     /// No request goes out before its end (a Cloudflare-style ban).
@@ -391,6 +393,7 @@ impl Limiter {
             in_flight_total: 0,
             reserving_total: 0,
             store: Store::default(),
+            orphans: HashMap::default(),
             contacts: Contacts::default(),
             edge: EdgeBan::default(),
             ratios: Vec::new(),
@@ -822,7 +825,7 @@ impl Limiter {
     ) -> Result<(), Error> {
         let now = self.advance(now);
         let processes = answer.processes();
-        if let Some(orphan) = self.store.orphans.remove(&id) {
+        if let Some(orphan) = self.orphans.remove(&id) {
             match answer {
                 ReservationAnswer::Granted { .. } => {
                     self.store_answered(now, processes, orphan.asked_since);
@@ -885,8 +888,8 @@ impl Limiter {
                 // without a reservation as soon as this process's share of the limits allows
                 // (at once if it does), like every other request during the outage.
                 self.store_unavailable(now, id, step);
-                if self.store.down {
-                    self.store.outage_wait = self.store.outage_wait.max(now.saturating_sub(since));
+                if self.store.is_down() {
+                    self.store.waited(since, now);
                 }
                 self.unspend_lease(now, iid, leased);
                 self.unreserve(qid, id, flight);
@@ -1115,7 +1118,7 @@ impl Limiter {
             }
         }
         let q = self.queues[qid].as_mut().expect("live queue");
-        if self.store.down && has_reserving(&q.in_flight, &self.taken) {
+        if self.store.is_down() && has_reserving(&q.in_flight, &self.taken) {
             // The store is down and this queue's probe is out: what follows it waits for its
             // answer rather than overtake it on local limits.
             return;
@@ -1260,7 +1263,7 @@ impl Limiter {
                 self.ready.remove(&key);
                 continue;
             };
-            if self.store.down && has_reserving(&self.queue(qid).in_flight, &self.taken) {
+            if self.store.is_down() && has_reserving(&self.queue(qid).in_flight, &self.taken) {
                 // Became ready before the store went down; now it waits for the queue's probe
                 // (the answer re-evaluates the queue).
                 self.ready.remove(&key);
@@ -1404,7 +1407,7 @@ impl Limiter {
                 .get(&id)
                 .is_some_and(|r| r.state == Phase::Queued && r.deadline.map(|d| d.saturating_add(1)) == Some(t)),
             Timer::Gate => false, // the heap's own
-            Timer::Recovery => store.recovery.is_some_and(|r| r.until == t),
+            Timer::Recovery => store.recovery().is_some_and(|r| r.until() == t),
         }
     }
 
