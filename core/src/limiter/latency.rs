@@ -323,8 +323,10 @@ pub(super) fn widen<T: Ord + Copy>(extremes: &mut Option<(T, T)>, sample: T) -> 
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use proptest::prelude::*;
+
+    use super::{Uplinks, spread_at};
+    use crate::types::Nanos;
 
     /// The spread as it was read before the offsets were kept sorted: a selection from a copy
     /// of the samples' offsets (only those sent alone, with `alone`).

@@ -46,67 +46,15 @@
 //! Every request costs one request of its bucket. APIs that limit more than requests (LLM
 //! APIs' tokens per minute, GraphQL points) report those budgets as further dimensions
 //! ([`RateLimitInfo::dimensions`]); a request names what it will cost in them with
-//! [`Request::costs`] (`tokens: 1200`), an estimate. Then, per queue (route and major
-//! parameter, or learned bucket) and dimension:
-//!
-//! - **The gate.** The queue's head is sent only when every dimension it names has room for
-//!   its *charge*. A dimension comes back in one of two ways, chosen by the profile and
-//!   learned from the answers (`costs`' module docs say how):
-//!   - *a window* (Discord, GitHub, IETF policies, Azure OpenAI): room is the lowest
-//!     `remaining` any answer of the dimension's current window reported, less the charges
-//!     still in flight; before such a report, the limit less what was charged since the window
-//!     began locally and what was in flight then. Otherwise the head waits for the dimension's
-//!     reset (the latest end an answer of the window reported), or for an answer when no reset
-//!     is known;
-//!   - *continuous refill* (OpenAI's and Anthropic's requests and tokens, Shopify GraphQL's
-//!     points): the budget refills at `limit / period`, the period learned from the answers
-//!     (each reset is the time until the budget is full; two reports of different depths must
-//!     agree on a period, or the answer states its restore rate; reports no one period explains
-//!     make the dimension a window). Room at `t` is a level carried from answer to answer —
-//!     what refilled since, capped at the limit, less every cost settled since — raised to what
-//!     a report proves is left (its `remaining` less what settled after its request was sent)
-//!     and capped by what it allows (its `remaining` plus what refilled since its request was
-//!     sent), less the charges in flight. The head waits until what it lacks has refilled, not
-//!     for the reset.
-//!
-//!   The queue stays in order behind the head. A dimension no answer reported yet does not
-//!   hold anything (the first answers tell). Under the OpenAI and Anthropic profiles every
-//!   request also costs one `requests` (its request budget refills continuously too); a
-//!   request whose costs name a dimension leaves the request count to that budget, and the
-//!   bucket sees only the dimensions it does not name.
-//! - **The charge** is the estimate times the dimension's margin: the worst ratio of actual to
-//!   estimated cost settled so far, widened by the ratios' spread over their number (the worst
-//!   of `n` draws falls short of the true worst by about that much), between 1 and 16 (an
-//!   estimate that errs high stays the caller's own margin; exact estimates are charged as
-//!   they are), and never above the limit for an estimate within it. Only the last 64 ratios
-//!   count, so one wild estimate is forgotten. Before any answer settles it is at least 2, and
-//!   that floor falls linearly to 1 over the first 8 answers: the first answers come back
-//!   together and free a burst of sends before most of them say how far the estimates err.
-//! - **Settling.** The answer gives the charge back. Its body's actual cost
-//!   ([`BodyHints::usage`], read by [`headers::settled_cost`]) teaches the margin and replaces
-//!   the charge in what the window spent; its reports lower the dimension's `remaining`. A 429
-//!   (or a send that never left) gives the charge back whole; an answer that does not say
-//!   keeps the charge spent.
-//! - **Never fits.** A request whose estimate is above a dimension's reported limit fails with
-//!   [`FailReason::InsufficientCapacity`]: at enqueue when the limit is known, else when an
-//!   answer reports it (its own 429 included: it is not retried).
-//! - The request count still follows the binding rule ([`crate::headers`], "Several
-//!   budgets") over the dimensions the request's costs do *not* name.
-//!
-//! **Shared mode:** each process keeps to its part of every budget, the limit and what the
-//! server reports divided by the live process count the store last gave (an estimate within
-//! the limit is charged at most that part). Exact for processes whose demand is alike; one
-//! process alone is held to its part while others are counted live.
-//!
-//! What this guarantees: a dimension is never charged past what its reports leave, so a
-//! server that counts each request at no more than its charge never refuses one for that
-//! dimension; an actual cost above every ratio settled before the request was sent can still
-//! overrun the last of a window (the property in `core/tests/costs.rs` checks both).
-//!
-//! Predictions ([`Limiter::predict`], the deadline, `max_wait` and `defer_after` checks) count
-//! the charges queued ahead: what the current window has left, then the whole limit per window
-//! of the longest reset reported; for a continuously refilling dimension, the time its rate
-//! takes to refill what they and the request need beyond what it holds now.
+//! [`Request::costs`] (`tokens: 1200`), an estimate. A queue's head goes only when every
+//! dimension it names has room for its *charge*: the estimate times a margin learned from the
+//! actual costs its answers report ([`BodyHints::usage`]). The answer gives the charge back
+//! and settles the actual cost; a request whose estimate is above a dimension's reported limit
+//! fails with [`FailReason::InsufficientCapacity`]; predictions ([`Limiter::predict`], the
+//! deadline, `max_wait` and `defer_after` checks) count the charges queued ahead. The rules in
+//! full (a window or continuous refill per dimension, the margin, settling, shared mode's
+//! part, and what is guaranteed) are documented on the engine's cost budget type (`Budget` in
+//! `core/src/limiter/costs.rs`), and with figures in `docs/llm-budgets.md`.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, VecDeque};
@@ -136,7 +84,7 @@ mod timers;
 
 use bucket::{Bucket, Gate, Ghost};
 use contact::Contacts;
-use costs::{Blocked, Pack, Ratio, ReqCosts};
+use costs::{Blocked, Margins, Pack, Ratio, ReqCosts};
 use global::{Identities, RoundTrips};
 use ids::Ids;
 use host::{EdgeBan, InvalidBudget};
@@ -214,8 +162,8 @@ pub struct Limiter {
     contacts: Contacts,
     /// No request goes out before its end (a Cloudflare-style ban).
     edge: EdgeBan,
-    /// Per cost dimension: the recent ratios of actual to estimated cost (see `costs`).
-    ratios: Vec<(Box<str>, Ratio)>,
+    /// Per cost dimension: the margin estimates are charged at (see `costs`).
+    margins: Margins,
     /// Cost budgets a snapshot restored, by queue (identity, bucket or route, learned, major),
     /// each waiting for its queue to open.
     restored_budgets: Vec<((String, String, bool, String), costs::Budget)>,
@@ -396,7 +344,7 @@ impl Limiter {
             orphans: HashMap::default(),
             contacts: Contacts::default(),
             edge: EdgeBan::default(),
-            ratios: Vec::new(),
+            margins: Margins::default(),
             restored_budgets: Vec::new(),
             rng,
             closed: false,
@@ -1174,8 +1122,8 @@ impl Limiter {
                     self.mark_dirty(qid);
                     return;
                 }
-                let ratios = &self.ratios;
-                let margin = |name: &str| costs::margin_of(ratios, name);
+                let margins = &self.margins;
+                let margin = |name: &str| margins.of(name);
                 match costs::gate(now, q.rare.budgets(), r.costs().iter().map(|(n, c)| (&**n, *c)), margin) {
                     Ok(()) => {}
                     Err(Blocked::Until(t)) => {
@@ -2415,9 +2363,9 @@ impl Limiter {
         for ((name, estimate), margin) in cost.estimates.iter().zip(margins) {
             charges.push(costs::budget_mut(q.rare.budget_list(), name, share).charge(now, *estimate, margin));
         }
-        for b in q.rare.budgets_mut().iter_mut().filter(|b| !cost.estimates.iter().any(|(n, _)| *n == b.name)) {
+        for b in q.rare.budgets_mut().iter_mut().filter(|b| !cost.estimates.iter().any(|(n, _)| **n == *b.name())) {
             // Every request costs one request, whatever it names.
-            let one = u64::from(&*b.name == costs::REQUESTS);
+            let one = u64::from(b.name() == costs::REQUESTS);
             charges.push(b.charge(now, one, 1.0));
         }
         cost.charges = charges;
@@ -2460,24 +2408,11 @@ impl Limiter {
                 None => (None, None, None),
             };
             if let Some(actual) = actual {
-                let known = self.ratios.iter().position(|(n, _)| *n == charge.name);
-                let i = match known {
-                    Some(i) => Some(i),
-                    // Names come from the caller's costs, at most a few per request; a bound
-                    // all the same.
-                    None if self.ratios.len() < 64 => {
-                        self.ratios.push((charge.name.clone(), Ratio::default()));
-                        Some(self.ratios.len() - 1)
-                    }
-                    None => None,
-                };
-                if let Some(i) = i {
-                    self.ratios[i].1.learn(charge.estimate, actual);
-                }
+                self.margins.learn(&charge.name, charge.estimate, actual);
             }
-            let before = budget.limit;
+            let before = budget.limit();
             budget.settle(answer.map_or(self.now, |(now, _, _)| now), charge, report, actual, refund, refill);
-            lowered |= budget.limit.is_some_and(|l| before.is_none_or(|b| l < b));
+            lowered |= budget.limit().is_some_and(|l| before.is_none_or(|b| l < b));
         }
         lowered
     }
@@ -2672,7 +2607,7 @@ impl Limiter {
 
     /// The margin estimates in dimension `name` are charged at (see `costs`).
     fn margin(&self, name: &str) -> f64 {
-        costs::margin_of(&self.ratios, name)
+        self.margins.of(name)
     }
 
     /// Queues what `costs` would be charged in `packs` (one per budget of queue `qid`, made on
@@ -2686,8 +2621,8 @@ impl Limiter {
             *packs = budgets.iter().map(|b| b.pack(now)).collect();
         }
         for (b, pack) in budgets.iter().zip(packs.iter_mut()) {
-            if let (Some((_, estimate)), Some(pack)) = (costs.iter().find(|(n, _)| n.as_ref() == &*b.name), pack) {
-                b.pack_add(pack, b.charge_of(*estimate, self.margin(&b.name)));
+            if let (Some((_, estimate)), Some(pack)) = (costs.iter().find(|(n, _)| n.as_ref() == b.name()), pack) {
+                b.pack_add(pack, b.charge_of(*estimate, self.margin(b.name())));
             }
         }
     }
@@ -2711,7 +2646,7 @@ impl Limiter {
         let budgets = self.queue(qid).rare.budgets();
         let mut wait: Option<Nanos> = None;
         for (b, pack) in budgets.iter().zip(&packs) {
-            if !own.iter().any(|(n, _)| n.as_ref() == &*b.name) {
+            if !own.iter().any(|(n, _)| n.as_ref() == b.name()) {
                 continue;
             }
             if let Some(t) = pack.as_ref().and_then(|p| b.pack_time(now, p)) {

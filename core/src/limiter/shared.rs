@@ -397,8 +397,7 @@ impl Limiter {
         for (qid, q) in (0..).zip(self.queues.iter_mut()) {
             let Some(q) = q else { continue };
             for b in q.rare.budgets_mut() {
-                if b.share != share {
-                    b.share = share;
+                if b.set_share(share) {
                     changed.push(qid);
                 }
             }

@@ -53,7 +53,7 @@ impl Limiter {
             .map(|end| wall_clock_ms.saturating_sub(window.saturating_sub(end - now) / MS))
             .collect();
         let mut margins: Vec<LearnedMargin> = self
-            .ratios
+            .margins
             .iter()
             .map(|(dimension, ratio)| {
                 let (recent, samples) = ratio.kept();
@@ -74,7 +74,7 @@ impl Limiter {
                     bucket,
                     learned,
                     major: q.key.major.to_string(),
-                    dimension: b.name.to_string(),
+                    dimension: b.name().to_string(),
                     limit: kept.limit,
                     period_ns: kept.period,
                     left: kept.left,
@@ -160,9 +160,7 @@ impl Limiter {
             self.edge.strikes = self.edge.strikes.max(h.strikes);
         }
         for m in &snapshot.margins {
-            if !self.ratios.iter().any(|(n, _)| **n == *m.dimension) && self.ratios.len() < 64 {
-                self.ratios.push((m.dimension.as_str().into(), Ratio::restored(&m.recent, m.samples)));
-            }
+            self.margins.restore(&m.dimension, Ratio::restored(&m.recent, m.samples));
         }
         // Budgets wait for their queue (made by its next request); one this limiter already
         // has is newer and kept.
@@ -172,7 +170,7 @@ impl Limiter {
             let kept = costs::Kept { limit: b.limit, period: b.period_ns, left: b.left };
             let budget = costs::Budget::restored(&b.dimension, kept, elapsed, now, share);
             let key = (b.identity.clone(), b.bucket.clone(), b.learned, b.major.clone());
-            let known = self.restored_budgets.iter().any(|(k, old)| *k == key && old.name == budget.name);
+            let known = self.restored_budgets.iter().any(|(k, old)| *k == key && old.name() == budget.name());
             if !known && self.restored_budgets.len() < self.config.max_routes {
                 self.restored_budgets.push((key, budget));
             }
