@@ -80,11 +80,32 @@ impl InvalidBudget {
 /// `until`; each ban in a row without a 2xx between waits twice as long.
 #[derive(Debug, Default)]
 pub(super) struct EdgeBan {
-    pub(super) until: Nanos,
-    pub(super) strikes: u32,
+    until: Nanos,
+    strikes: u32,
 }
 
 impl EdgeBan {
+    /// No request goes out before then.
+    pub(super) fn until(&self) -> Nanos {
+        self.until
+    }
+
+    /// Bans in a row without a 2xx between.
+    pub(super) fn strikes(&self) -> u32 {
+        self.strikes
+    }
+
+    /// A 2xx: the next ban starts its backoff over.
+    pub(super) fn clear_strikes(&mut self) {
+        self.strikes = 0;
+    }
+
+    /// A snapshot's ban: held until `until` at least, with `strikes` in a row at least.
+    pub(super) fn restore(&mut self, until: Nanos, strikes: u32) {
+        self.hold(until);
+        self.strikes = self.strikes.max(strikes);
+    }
+
     /// One more ban in a row: the backoff it waits when the answer gives no wait, doubling at
     /// most 20 times (strikes beyond the 21st wait as long).
     pub(super) fn strike(&mut self, base: Nanos, max: Nanos) -> Nanos {
@@ -95,5 +116,48 @@ impl EdgeBan {
     /// Holds the host until `until`, or longer if it already is.
     pub(super) fn hold(&mut self, until: Nanos) {
         self.until = self.until.max(until);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{EdgeBan, InvalidBudget};
+    use crate::limiter::bucket::Gate;
+    use crate::types::{MILLISECOND, SECOND};
+
+    #[test]
+    fn edge_bans_in_a_row_double_until_a_success() {
+        let mut ban = EdgeBan::default();
+        let base = 100 * MILLISECOND;
+        assert_eq!(ban.strike(base, 60 * SECOND), base);
+        assert_eq!(ban.strike(base, 60 * SECOND), 2 * base);
+        assert_eq!(ban.strike(base, SECOND / 4), SECOND / 4, "at most the max");
+        ban.clear_strikes();
+        assert_eq!(ban.strike(base, 60 * SECOND), base);
+        ban.hold(5 * SECOND);
+        ban.hold(SECOND);
+        assert_eq!(ban.until(), 5 * SECOND, "a hold never shortens");
+        ban.restore(SECOND, 7);
+        assert_eq!((ban.until(), ban.strikes()), (5 * SECOND, 7));
+    }
+
+    #[test]
+    fn the_invalid_budget_closes_at_its_stop_and_warns_once() {
+        let mut budget = InvalidBudget::default();
+        for end in [10, 20, 30] {
+            budget.record(end);
+        }
+        assert_eq!(budget.used_at(15), 2, "the one ending at 10 is out of the window");
+        assert_eq!(budget.gate(0, 4), Gate::Open);
+        assert_eq!(budget.gate(1, 4), Gate::UntilResponse, "one in flight may be invalid too: its answer tells");
+        assert_eq!(budget.gate(0, 3), Gate::Until(10), "full by themselves: until the first ends");
+        assert_eq!(budget.full_until(3), Some(10));
+        assert_eq!(budget.warning(3), Some(3));
+        assert_eq!(budget.warning(3), None, "once");
+        budget.expire(25, 4); // 1 left, below half of 4
+        assert_eq!(budget.used_at(25), 1);
+        assert_eq!(budget.warning(1), Some(1), "below half the threshold: it may warn again");
+        budget.restore([5, 40].into_iter());
+        assert_eq!(budget.ends_after(0).collect::<Vec<_>>(), [5, 30, 40]);
     }
 }

@@ -619,7 +619,7 @@ impl Limiter {
         // instead of completing (or counting as an invalid 403).
         let status = if info.throttled { 429 } else { response.status };
         if (200..300).contains(&status) {
-            self.edge.strikes = 0;
+            self.edge.clear_strikes();
         }
         let lowered = self.settle_costs(id, Some((now, &info, response)), status == 429);
         if !stale_bucket {
@@ -1191,7 +1191,7 @@ impl Limiter {
         let mut sent = false;
         while let Some(&key) = self.ready.first() {
             // Host-wide gates.
-            if self.edge.until > now {
+            if self.edge.until() > now {
                 break;
             }
             let host = match self.invalid_gate(now) {
@@ -1261,8 +1261,8 @@ impl Limiter {
             // The queue's next head may go too: evaluate it right away.
             self.evaluate(now, qid);
         }
-        if self.edge.until > now && !self.ready.is_empty() {
-            self.arm_gate(self.edge.until);
+        if self.edge.until() > now && !self.ready.is_empty() {
+            self.arm_gate(self.edge.until());
         }
         sent
     }

@@ -62,7 +62,7 @@ impl Limiter {
     /// No request of any identity goes before this (an edge ban, a shared hold, a fail-closed
     /// store outage).
     pub(super) fn host_hold(&self) -> Nanos {
-        let mut t = self.edge.until;
+        let mut t = self.edge.until();
         if self.store.is_down() && self.fails(OnUnavailable::FailClosed) {
             t = t.max(self.store.retry_at());
         }

@@ -42,8 +42,8 @@ impl Limiter {
             .collect();
         pauses.sort_unstable_by(|a, b| a.identity.cmp(&b.identity));
         s.global_pauses = pauses;
-        if self.edge.until > now {
-            s.host_pause = Some(HostPause { until_ms: wall_at(self.edge.until), strikes: self.edge.strikes });
+        if self.edge.until() > now {
+            s.host_pause = Some(HostPause { until_ms: wall_at(self.edge.until()), strikes: self.edge.strikes() });
         }
         // An invalid response's age is the window less the time until it leaves it.
         let window = self.config.invalid_request_window;
@@ -156,8 +156,7 @@ impl Limiter {
         if let Some(h) = &snapshot.host_pause
             && let Some(until) = mono_until(h.until_ms)
         {
-            self.edge.hold(until);
-            self.edge.strikes = self.edge.strikes.max(h.strikes);
+            self.edge.restore(until, h.strikes);
         }
         for m in &snapshot.margins {
             self.margins.restore(&m.dimension, Ratio::restored(&m.recent, m.samples));
