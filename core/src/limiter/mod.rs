@@ -66,6 +66,13 @@ use crate::rng::SplitMix64;
 use crate::shared::{OnUnavailable, Reservation, ReservationAnswer, SharedScope, SharedUpdate};
 use crate::types::*;
 
+// The layout (issue 43; `core/tests/module_graph.rs` keeps it): each sub-state is a type with
+// private fields and the methods that own its rules, in a file of its own that knows nothing
+// of `Limiter` and carries its own unit tests: a bucket's window (`bucket`), an identity's
+// global window, lease and learned cap and the round trips (`global`), the store's health
+// (`outage`), the cost budgets and margins (`costs`), the host-wide gates (`host`), the timer
+// heap (`timers`), the time logs (`timelog`). What crosses sub-states is `Limiter`'s and lives
+// here, in `shared` (shared mode) and in `snapshot`; no two of the other files name each other.
 mod bucket;
 mod contact;
 mod costs;

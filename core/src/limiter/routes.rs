@@ -315,7 +315,8 @@ pub(super) fn route_of<'r>(profile: HeaderProfile, request: &'r Request, key: &m
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{MajorRef, Name, RouteKeys};
+    use crate::types::Request;
 
     #[test]
     fn a_path_that_is_not_ascii_is_refused_not_a_panic() {
