@@ -143,7 +143,7 @@ fn the_reader_sees_paths_and_groups() {
 const TRANSITIONS: [&str; 3] = ["mod.rs", "shared.rs", "snapshot.rs"];
 
 /// The sub-state types whose fields are their own (no `pub(super)` field): (file, type).
-const PRIVATE_FIELDS: [(&str, &str); 12] = [
+const PRIVATE_FIELDS: [(&str, &str); 14] = [
     ("bucket.rs", "Bucket"),
     ("global.rs", "Identity"),
     ("global.rs", "Lease"),
@@ -156,6 +156,8 @@ const PRIVATE_FIELDS: [(&str, &str); 12] = [
     ("costs.rs", "Margins"),
     ("host.rs", "EdgeBan"),
     ("host.rs", "InvalidBudget"),
+    ("contact.rs", "Contacts"),
+    ("contact.rs", "Contact"),
 ];
 
 /// Each `.rs` file of `limiter/` by file name, with its text outside comments (`//` lines).

@@ -37,17 +37,25 @@ use super::{HashMap, Qid};
 pub(super) struct Contacts {
     /// By the hash of (identity, major parameter) ([`routes::contact_key`]; two that collide
     /// share one entry, which only charges more).
-    pub(super) majors: HashMap<u64, Contact>,
+    majors: HashMap<u64, Contact>,
 }
 
 #[derive(Debug, Default)]
-pub(super) struct Contact {
+struct Contact {
     /// Requests of unknown routes in flight.
-    pub(super) probes: u32,
+    probes: u32,
     /// Queues of this major parameter whose gate counted the probes (learned buckets charged
     /// by them, probes that waited for the learned buckets): evaluated again when a probe is
     /// sent or answered, or any of them sends or is answered. May name a queue that went away.
-    pub(super) members: Vec<Qid>,
+    members: Vec<Qid>,
+}
+
+impl Contact {
+    fn join(&mut self, qid: Qid) {
+        if !self.members.contains(&qid) {
+            self.members.push(qid);
+        }
+    }
 }
 
 impl Contacts {
@@ -55,5 +63,95 @@ impl Contacts {
     /// common case, checked first on the hot paths.
     pub(super) fn is_empty(&self) -> bool {
         self.majors.is_empty()
+    }
+
+    /// The probes in flight on the major parameter `key` ([`super::routes::contact_key`]);
+    /// queue `qid` joins the queues evaluated again when that changes, if an entry exists.
+    pub(super) fn probes_on(&mut self, key: u64, qid: Qid) -> u32 {
+        let Some(contact) = self.majors.get_mut(&key) else { return 0 };
+        contact.join(qid);
+        contact.probes
+    }
+
+    /// Like [`Contacts::probes_on`], the entry made if there is none (a probe waits on it).
+    pub(super) fn join(&mut self, key: u64, qid: Qid) -> u32 {
+        let contact = self.majors.entry(key).or_default();
+        contact.join(qid);
+        contact.probes
+    }
+
+    /// A queue of the major parameter `key` sends (`probe`: an unknown route's first
+    /// request, which counts in flight there from now): the members to evaluate again, taken
+    /// out (give them back with [`Contacts::rejoin`]); `None` without an entry (and no probe).
+    pub(super) fn sent(&mut self, key: u64, probe: bool) -> Option<Vec<Qid>> {
+        let contact = match self.majors.get_mut(&key) {
+            Some(contact) => contact,
+            None if probe => self.majors.entry(key).or_default(),
+            None => return None,
+        };
+        if probe {
+            contact.probes += 1;
+        }
+        Some(std::mem::take(&mut contact.members))
+    }
+
+    /// A request of the major parameter `key` left flight (`probe`: it was a probe): the
+    /// members to evaluate again, taken out; with no probe left the entry goes (a queue that
+    /// still waits joins again). `None` without an entry.
+    pub(super) fn done(&mut self, key: u64, probe: bool) -> Option<Vec<Qid>> {
+        let contact = self.majors.get_mut(&key)?;
+        if probe {
+            contact.probes = contact.probes.saturating_sub(1);
+        }
+        let members = std::mem::take(&mut contact.members);
+        if contact.probes == 0 {
+            self.majors.remove(&key);
+        }
+        Some(members)
+    }
+
+    /// The members taken out by [`Contacts::sent`] or [`Contacts::done`] stay members of
+    /// `key`'s entry, if it still exists.
+    pub(super) fn rejoin(&mut self, key: u64, members: Vec<Qid>) {
+        if let Some(contact) = self.majors.get_mut(&key) {
+            contact.members = members;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Contacts;
+
+    #[test]
+    fn a_probe_counts_on_its_major_parameter_until_it_is_answered() {
+        let mut c = Contacts::default();
+        assert_eq!(c.probes_on(7, 1), 0, "no entry: nothing in flight, and no member joins");
+        assert!(c.is_empty());
+        assert_eq!(c.sent(7, false), None, "a learned bucket's send makes no entry");
+        assert_eq!(c.sent(7, true), Some(vec![]));
+        assert_eq!(c.probes_on(7, 1), 1);
+        assert_eq!(c.probes_on(8, 1), 0, "another major parameter");
+        let members = c.done(7, true).expect("an entry");
+        assert_eq!(members, [1], "the queue that counted the probe is evaluated again");
+        assert!(c.is_empty(), "no probe left: the entry goes");
+        c.rejoin(7, members);
+        assert!(c.is_empty(), "nothing to rejoin");
+    }
+
+    #[test]
+    fn a_waiting_probe_joins_and_members_are_kept_once() {
+        let mut c = Contacts::default();
+        assert_eq!(c.join(3, 10), 0);
+        assert_eq!(c.join(3, 10), 0);
+        assert_eq!(c.sent(3, true), Some(vec![10]), "joined once");
+        c.rejoin(3, vec![10, 11]);
+        assert_eq!(c.sent(3, true), Some(vec![10, 11]));
+        assert_eq!(c.probes_on(3, 12), 2);
+        assert_eq!(c.done(3, true), Some(vec![12]));
+        assert!(!c.is_empty(), "one probe still out");
+        assert_eq!(c.done(3, false), Some(vec![]), "a learned bucket's answer takes no probe");
+        assert_eq!(c.done(3, true), Some(vec![]));
+        assert!(c.is_empty());
     }
 }

@@ -1893,11 +1893,7 @@ impl Limiter {
     /// queues evaluated again when that changes.
     fn probes_on(&mut self, qid: Qid) -> u32 {
         let key = self.contact_key_of(qid);
-        let Some(contact) = self.contacts.majors.get_mut(&key) else { return 0 };
-        if !contact.members.contains(&qid) {
-            contact.members.push(qid);
-        }
-        contact.probes
+        self.contacts.probes_on(key, qid)
     }
 
     /// The charge the probes in flight put on queue `qid`, a learned bucket (0 for an unknown
@@ -1922,11 +1918,7 @@ impl Limiter {
         // A member of its major parameter's entry (made if there is none): another queue's
         // send there, a probe's above all, evaluates it again before it goes.
         let key = routes::contact_key(iid, &major);
-        let contact = self.contacts.majors.entry(key).or_default();
-        if !contact.members.contains(&qid) {
-            contact.members.push(qid);
-        }
-        let probes = contact.probes;
+        let probes = self.contacts.join(key, qid);
         let (lead, share) = (self.trips.lead(), self.outage_share());
         let mut until = None;
         let mut waits = false;
@@ -1960,15 +1952,7 @@ impl Limiter {
             return;
         }
         let key = self.contact_key_of(qid);
-        let contact = match self.contacts.majors.get_mut(&key) {
-            Some(contact) => contact,
-            None if probe => self.contacts.majors.entry(key).or_default(),
-            None => return,
-        };
-        if probe {
-            contact.probes += 1;
-        }
-        let members = std::mem::take(&mut contact.members);
+        let Some(members) = self.contacts.sent(key, probe) else { return };
         self.touch(qid, members, key);
         if probe {
             // Every learned bucket of the major parameter now carries the probe's charge,
@@ -1994,15 +1978,9 @@ impl Limiter {
             return;
         }
         let key = self.contact_key_of(qid);
-        let Some(contact) = self.contacts.majors.get_mut(&key) else { return };
-        if probe {
-            contact.probes = contact.probes.saturating_sub(1);
-        }
-        let members = std::mem::take(&mut contact.members);
-        if contact.probes == 0 {
-            // Nothing charges the buckets any more: a queue that still waits registers again.
-            self.contacts.majors.remove(&key);
-        }
+        // With no probe left nothing charges the buckets any more: the entry goes, and a
+        // queue that still waits registers again.
+        let Some(members) = self.contacts.done(key, probe) else { return };
         self.touch(qid, members, key);
     }
 
@@ -2015,9 +1993,7 @@ impl Limiter {
                 self.mark_dirty(m);
             }
         }
-        if let Some(contact) = self.contacts.majors.get_mut(&key) {
-            contact.members = members;
-        }
+        self.contacts.rejoin(key, members);
     }
 }
 
