@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use crate::types::{MILLISECOND, Nanos, RequestId};
 
-use super::latency::{Downlinks, FirstWindow, Recent, Uplinks, spread_margin};
+use super::latency::{Downlinks, Recent, Uplinks, spread_margin};
 use super::outage::SendLog;
 use super::timelog::TimeLog;
 use super::{HashMap, Iid, ReadyKey};
@@ -215,6 +215,15 @@ impl Lease {
         }
         false
     }
+}
+
+/// The first global window, for [`RoundTrips::margin_at`]: when the first answered request
+/// left, and the fastest round trip (from when it left) of the requests that left within a
+/// global window of it.
+#[derive(Debug, Clone, Copy)]
+struct FirstWindow {
+    start: Nanos,
+    fastest: Nanos,
 }
 
 /// Round trips of recent responses, and what is learned from them: the margin the global

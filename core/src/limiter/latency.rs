@@ -1,7 +1,7 @@
 //! The latency estimators of the limiter: how the server's clock runs against this process's
 //! ([`Uplinks`]: each answer's lead before a window end, and the spread the global margin
-//! absorbs), the first global window ([`FirstWindow`]), and the last samples of a latency
-//! ([`Recent`]) the store margins are taken from.
+//! absorbs), the way back of answers ([`Downlinks`]), and the last samples of a latency
+//! ([`Recent`]) the round trips' and the store's margins are taken from.
 
 use std::collections::VecDeque;
 
@@ -238,15 +238,6 @@ fn remove_sorted(sorted: &mut Vec<i64>, x: i64) {
     if let Ok(at) = sorted.binary_search(&x) {
         sorted.remove(at);
     }
-}
-
-/// The first global window, for [`RoundTrips::margin_at`](super::global::RoundTrips::margin_at):
-/// when the first answered request left, and the fastest round trip (from when it left) of the
-/// requests that left within a global window of it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct FirstWindow {
-    pub(super) start: Nanos,
-    pub(super) fastest: Nanos,
 }
 
 /// The last [`Recent::KEEP`] samples of a latency, for estimates recomputed every 16th sample
