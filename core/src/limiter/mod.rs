@@ -423,8 +423,7 @@ impl Limiter {
             // Its request budget refills continuously: counted as a cost (see "Costs").
             request.costs.push((costs::REQUESTS.to_string(), 1));
         }
-        let (major, route_exempt) = routes::route_of(self.config.profile, &request, &mut self.routes.scratch);
-        let route_key = self.routes.keys.intern(&self.routes.scratch);
+        let (major, route_exempt, route_key) = self.routes.key_of(self.config.profile, &request);
         let iid = self.identities.intern(&request.identity);
         let id = self.next_id;
         self.next_id += 1;
@@ -1326,14 +1325,13 @@ impl Limiter {
             self.queue_mut(qid).bucket.seed_sliding_log(sends);
         }
         if let (Some(period), BucketId::Hash(hash)) = (report.learned_period(), self.queue(qid).key.bucket())
-            && (self.routes.hash_periods.len() < self.config.max_routes || self.routes.hash_periods.contains_key(&**hash))
-            && self.routes.hash_periods.get(&**hash).is_none_or(|&known| known < period)
+            && self.routes.lengthens_hash_period(hash, period, self.config.max_routes)
         {
             // A longer window for this hash: every queue of it (other major parameters) that
             // has not seen one of its own answered takes it, rather than an estimate that may
             // have been drawn from a window another queue's request opened.
             let hash = hash.clone();
-            self.routes.hash_periods.insert(hash.to_string(), period);
+            self.routes.lengthen_hash_period(&hash, period, self.config.max_routes);
             for q in self.queues.iter_mut().flatten() {
                 if q.key.bucket() == BucketId::Hash(&hash) {
                     q.bucket.lengthen_period(period);
@@ -1620,16 +1618,16 @@ impl Limiter {
         let major = MajorRef::of(major);
         let found = |key: KeyRef<'_>| self.queues.find(&key);
         // Before its bucket is known a route waits in its own queue, or in its prior group's.
-        let unlearned = self.routes.prior.unlearned_key(route_key);
+        let unlearned = self.routes.prior().unlearned_key(route_key);
         let route_queue = KeyRef { identity: iid, learned: false, bucket: unlearned, major };
-        let Some(hash) = self.routes.buckets.get(route_key) else {
+        let Some(hash) = self.routes.bucket_of(route_key) else {
             return found(route_queue)
                 .ok_or_else(|| QueueKey::new(iid, BucketId::Route(unlearned.into()), major.to_owned()));
         };
         // A route queue still waiting for its pioneer keeps taking the route's requests until
         // the pioneer's answer merges it into the bucket's queue: two queues never probe one
         // bucket at once. (Looked up only while such queues exist for this route.)
-        if self.routes.queues.get(unlearned).is_some_and(|&n| n > 0)
+        if self.routes.has_route_queue(unlearned)
             && let Some(qid) = found(route_queue)
         {
             let q = self.queue(qid);
@@ -1642,8 +1640,7 @@ impl Limiter {
             return Ok(qid);
         }
         // A renamed route's requests keep going to the old bucket's queue while it lives.
-        if !self.routes.renamed.is_empty()
-            && let Some(old) = self.routes.renamed.get(route_key)
+        if let Some(old) = self.routes.renamed_from(route_key)
             && let Some(qid) = found(KeyRef { bucket: old, ..key })
         {
             return Ok(qid);
@@ -1743,7 +1740,7 @@ impl Limiter {
     /// Makes the queue of `key`, which no live queue has (what `find_queue` answered).
     fn open_queue(&mut self, key: QueueKey) -> Qid {
         let period = match key.bucket() {
-            BucketId::Hash(hash) => self.routes.hash_periods.get(&**hash).copied(),
+            BucketId::Hash(hash) => self.routes.hash_period(hash),
             BucketId::Route(_) => None,
         };
         self.routes.queue_opened(&key);
@@ -1922,7 +1919,7 @@ impl Limiter {
         let (lead, share) = (self.trips.lead(), self.outage_share());
         let mut until = None;
         let mut waits = false;
-        let others: Vec<Qid> = self.routes.hashes.iter().filter_map(|hash| self.learned_queue(iid, hash, &major)).collect();
+        let others: Vec<Qid> = self.routes.hashes().filter_map(|hash| self.learned_queue(iid, hash, &major)).collect();
         for other in others {
             // Brought up to now first, as its own evaluation would (a window over is rolled).
             let q = self.queue_mut(other);
@@ -1962,7 +1959,7 @@ impl Limiter {
                 (key.identity, key.major.clone())
             };
             let learned: Vec<Qid> =
-                self.routes.hashes.iter().filter_map(|hash| self.learned_queue(iid, hash, &major)).collect();
+                self.routes.hashes().filter_map(|hash| self.learned_queue(iid, hash, &major)).collect();
             for other in learned {
                 self.clear_slot(other);
                 self.mark_dirty(other);
@@ -2015,12 +2012,12 @@ impl Limiter {
             let r = self.req(id);
             (self.iid_of(r), r.route_key.to_string(), self.queue(qid).key.major.clone())
         };
-        let previous = self.routes.buckets.get(&route_key).cloned();
+        let previous = self.routes.bucket_of(&route_key).cloned();
         // The route's own copy of the id when it is the same, so that its queues share one.
         let name = previous.clone().filter(|old| **old == *hash).unwrap_or_else(|| hash.into());
         let target_key = QueueKey::new(iid, BucketId::Hash(name.clone()), major);
         if previous.as_deref().is_some_and(|old| old != hash)
-            && self.routes.taught_at.get(&route_key).is_some_and(|&t| flight.sent_at <= t)
+            && self.routes.taught_after(&route_key, flight.sent_at)
         {
             // A late answer to a request sent before (or with) the one that taught the route's
             // current bucket (the server changed it meanwhile): it describes the bucket it was
@@ -2028,14 +2025,9 @@ impl Limiter {
             // queue (a retry goes where the route goes now); its bucket headers are not taken.
             return (qid, true);
         }
-        if previous.is_none() {
-            self.routes.remember(route_key.clone(), name, self.config.max_routes);
-        } else {
-            self.routes.note_hash(&name, self.config.max_routes);
-            self.routes.buckets.insert(route_key.clone(), name);
-        }
+        self.routes.map(route_key.clone(), name, self.config.max_routes);
         if previous.as_deref() != Some(hash) {
-            self.routes.taught_at.insert(route_key.clone(), flight.sent_at);
+            self.routes.taught(route_key.clone(), flight.sent_at);
             self.outputs.push_back(Output::Observe(Observation::BucketLearned {
                 route: route_key.clone(),
                 bucket: hash.to_string(),
@@ -2051,7 +2043,7 @@ impl Limiter {
         // requests move.
         let from_route_queue = matches!(self.queue(qid).key.bucket(), BucketId::Route(_));
         if let Some(old) = previous.filter(|old| &**old != hash) {
-            self.routes.renamed.insert(route_key.clone(), old);
+            self.routes.rename(route_key.clone(), old);
         }
         let target = match self.queues.find(&target_key) {
             None if from_route_queue => {
@@ -2093,19 +2085,19 @@ impl Limiter {
     /// queue created for it (see `hash_periods`).
     fn adopt_hash_period(&mut self, qid: Qid) {
         let BucketId::Hash(hash) = self.queue(qid).key.bucket() else { return };
-        let Some(&period) = self.routes.hash_periods.get(&**hash) else { return };
+        let Some(period) = self.routes.hash_period(hash) else { return };
         self.queue_mut(qid).bucket.lengthen_period(period);
     }
 
     /// The first bucket learned for a route of a prior group is the group's: its routes not
     /// learned yet map to it too, so the group keeps one queue (see [`crate::prior`]).
     fn adopt_for_group(&mut self, route_key: &str, hash: &str) {
-        let group = self.routes.prior.group(route_key);
+        let group = self.routes.prior().group(route_key);
         if group.is_empty() {
             return;
         }
         let adopt: Vec<String> =
-            group.iter().filter(|r| *r != route_key && !self.routes.buckets.contains_key(*r)).cloned().collect();
+            group.iter().filter(|r| *r != route_key && !self.routes.knows(r)).cloned().collect();
         let name: routes::Name = hash.into();
         for route in adopt {
             self.routes.remember(route.clone(), name.clone(), self.config.max_routes);

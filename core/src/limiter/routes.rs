@@ -156,31 +156,31 @@ impl hashbrown::Equivalent<QueueKey> for KeyRef<'_> {
 #[derive(Debug)]
 pub(super) struct Routes {
     /// `METHOD /template` -> bucket id, learned from responses.
-    pub(super) buckets: HashMap<String, Name>,
+    buckets: HashMap<String, Name>,
     /// Route -> how many queues keyed by that (not yet learned) route exist.
-    pub(super) queues: HashMap<String, u32>,
+    queues: HashMap<String, u32>,
     /// Route -> the bucket id it had before the server changed it: until that old bucket's
     /// queue learns the new id itself, the route's requests keep going to it.
-    pub(super) renamed: HashMap<String, Name>,
+    renamed: HashMap<String, Name>,
     /// Route -> when the request whose answer taught its current bucket id was sent: an answer
     /// to a request sent before that is older news, and cannot change the mapping back.
-    pub(super) taught_at: HashMap<String, Nanos>,
+    taught_at: HashMap<String, Nanos>,
     /// Learning order of `buckets`, for the size bound.
-    pub(super) order: VecDeque<String>,
+    order: VecDeque<String>,
     /// Bucket hash -> the longest window length learned for it under any major parameter:
     /// a new queue of that hash starts with it (Discord's hash names one limit and window for
     /// every channel), so a window it never saw answered is not estimated shorter than it is.
     /// At most `max_routes` entries.
-    pub(super) hash_periods: HashMap<String, Nanos>,
+    hash_periods: HashMap<String, Nanos>,
     /// Route groups known before any answer ([`Config::route_groups`]).
-    pub(super) prior: crate::prior::Prior,
+    prior: crate::prior::Prior,
     /// Every bucket id a route was mapped to (at most `max_routes`): the buckets an unknown
     /// route may turn out to share (see `contact`).
-    pub(super) hashes: hashbrown::HashSet<Name, foldhash::fast::FixedState>,
+    hashes: hashbrown::HashSet<Name, foldhash::fast::FixedState>,
     /// The route keys of the requests held, each once.
-    pub(super) keys: RouteKeys,
+    keys: RouteKeys,
     /// Where a request's route key is written before [`RouteKeys::intern`] finds it.
-    pub(super) scratch: String,
+    scratch: String,
 }
 
 /// The route keys the limiter's requests hold (`Req::route_key`), each once: a request of a
@@ -241,6 +241,107 @@ impl Routes {
                 None => break,
             }
         }
+    }
+
+    /// A request's major parameter, whether its route is exempt from the global limit, and
+    /// its route key, the one copy of it ([`RouteKeys`]).
+    pub(super) fn key_of<'r>(&mut self, profile: HeaderProfile, request: &'r Request) -> (Cow<'r, str>, bool, Name) {
+        let (major, exempt) = route_of(profile, request, &mut self.scratch);
+        (major, exempt, self.keys.intern(&self.scratch))
+    }
+
+    /// The bucket id `route` was learned to map to.
+    pub(super) fn bucket_of(&self, route: &str) -> Option<&Name> {
+        self.buckets.get(route)
+    }
+
+    /// Whether `route`'s bucket is known.
+    pub(super) fn knows(&self, route: &str) -> bool {
+        self.buckets.contains_key(route)
+    }
+
+    /// Maps `route` to `hash` (anew, or changed: see [`Routes::renamed_from`]).
+    pub(super) fn map(&mut self, route: String, hash: Name, max_routes: usize) {
+        if self.buckets.contains_key(&route) {
+            self.note_hash(&hash, max_routes);
+            self.buckets.insert(route, hash);
+        } else {
+            self.remember(route, hash, max_routes);
+        }
+    }
+
+    /// The request whose answer taught `route` its current bucket was sent at `sent_at`.
+    pub(super) fn taught(&mut self, route: String, sent_at: Nanos) {
+        self.taught_at.insert(route, sent_at);
+    }
+
+    /// Whether a request of `route` sent at `sent_at` left before (or with) the one that
+    /// taught its current bucket: its answer is older news.
+    pub(super) fn taught_after(&self, route: &str, sent_at: Nanos) -> bool {
+        self.taught_at.get(route).is_some_and(|&t| sent_at <= t)
+    }
+
+    /// The server moved `route` away from bucket `old`: its requests keep going to `old`'s
+    /// queue while it lives.
+    pub(super) fn rename(&mut self, route: String, old: Name) {
+        self.renamed.insert(route, old);
+    }
+
+    /// The bucket `route` was moved away from, if it was.
+    pub(super) fn renamed_from(&self, route: &str) -> Option<&Name> {
+        if self.renamed.is_empty() {
+            return None;
+        }
+        self.renamed.get(route)
+    }
+
+    /// Whether a queue keyed by the (unlearned) route `route` exists.
+    pub(super) fn has_route_queue(&self, route: &str) -> bool {
+        self.queues.get(route).is_some_and(|&n| n > 0)
+    }
+
+    /// The longest window learned for bucket `hash`.
+    pub(super) fn hash_period(&self, hash: &str) -> Option<Nanos> {
+        self.hash_periods.get(hash).copied()
+    }
+
+    /// A window of `period` for bucket `hash`: kept if longer than the one known, within the
+    /// `max_routes` bound on hashes. Returns whether it was (the queues of the hash may take
+    /// it).
+    pub(super) fn lengthen_hash_period(&mut self, hash: &str, period: Nanos, max_routes: usize) -> bool {
+        if !self.lengthens_hash_period(hash, period, max_routes) {
+            return false;
+        }
+        self.hash_periods.insert(hash.to_string(), period);
+        true
+    }
+
+    /// Whether [`Routes::lengthen_hash_period`] would keep `period` for `hash`.
+    pub(super) fn lengthens_hash_period(&self, hash: &str, period: Nanos, max_routes: usize) -> bool {
+        match self.hash_periods.get(hash) {
+            Some(&known) => known < period,
+            None => self.hash_periods.len() < max_routes,
+        }
+    }
+
+    /// Every bucket hash with its longest window learned.
+    pub(super) fn hash_periods(&self) -> impl Iterator<Item = (&str, Nanos)> {
+        self.hash_periods.iter().map(|(h, &p)| (h.as_str(), p))
+    }
+
+    /// Every route learned with its bucket, in learning order.
+    pub(super) fn learned(&self) -> impl Iterator<Item = (&str, &Name)> {
+        self.order.iter().filter_map(|route| Some((route.as_str(), self.buckets.get(route)?)))
+    }
+
+    /// Every bucket id a route was mapped to (see `hashes`).
+    pub(super) fn hashes(&self) -> impl Iterator<Item = &Name> {
+        self.hashes.iter()
+    }
+
+    /// The route groups known before any answer.
+    pub(super) fn prior(&self) -> &crate::prior::Prior {
+        &self.prior
     }
 
     /// Notes that a route maps to `hash` (see [`Routes::hashes`]).

@@ -19,18 +19,13 @@ impl Limiter {
         let mut s = Snapshot::empty(self.config.profile, wall_clock_ms);
         s.routes = self
             .routes
-            .order
-            .iter()
-            .filter_map(|route| {
-                let bucket = self.routes.buckets.get(route)?;
-                Some(LearnedRoute { route: route.clone(), bucket: bucket.to_string() })
-            })
+            .learned()
+            .map(|(route, bucket)| LearnedRoute { route: route.to_string(), bucket: bucket.to_string() })
             .collect();
         let mut windows: Vec<LearnedWindow> = self
             .routes
-            .hash_periods
-            .iter()
-            .map(|(bucket, &window_ns)| LearnedWindow { bucket: bucket.clone(), window_ns })
+            .hash_periods()
+            .map(|(bucket, window_ns)| LearnedWindow { bucket: bucket.to_string(), window_ns })
             .collect();
         windows.sort_unstable_by(|a, b| a.bucket.cmp(&b.bucket));
         s.windows = windows;
@@ -132,20 +127,13 @@ impl Limiter {
         };
 
         for r in &snapshot.routes {
-            if !self.routes.buckets.contains_key(&r.route) {
+            if !self.routes.knows(&r.route) {
                 self.routes.remember(r.route.clone(), r.bucket.as_str().into(), self.config.max_routes);
             }
         }
         for w in &snapshot.windows {
-            let bound = self.routes.hash_periods.len() < self.config.max_routes;
             let window_ns = self.config.bound_wait(w.window_ns);
-            match self.routes.hash_periods.get_mut(&w.bucket) {
-                Some(p) => *p = (*p).max(window_ns),
-                None if bound => {
-                    self.routes.hash_periods.insert(w.bucket.clone(), window_ns);
-                }
-                None => {}
-            }
+            self.routes.lengthen_hash_period(&w.bucket, window_ns, self.config.max_routes);
         }
         for p in &snapshot.global_pauses {
             if let Some(until) = mono_until(p.until_ms) {
