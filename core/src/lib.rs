@@ -110,6 +110,7 @@ pub mod limiter;
 #[cfg(feature = "json")]
 pub mod llm;
 pub mod prior;
+mod rng;
 pub mod route;
 pub mod server;
 pub mod shared;

@@ -30,7 +30,7 @@
 //! given back with its answer), and a probe that waits for a spent bucket's reset. At first
 //! contact, when everything is unknown, nothing waits: the probes of all routes go at once.
 
-use super::*;
+use super::{HashMap, Qid};
 
 /// The identities' major parameters with a probe in flight, or queues that wait on one.
 #[derive(Debug, Default)]
@@ -50,158 +50,108 @@ struct Contact {
     members: Vec<Qid>,
 }
 
+impl Contact {
+    fn join(&mut self, qid: Qid) {
+        if !self.members.contains(&qid) {
+            self.members.push(qid);
+        }
+    }
+}
+
 impl Contacts {
     /// Whether no major parameter has a probe in flight or a queue waiting on one: the
     /// common case, checked first on the hot paths.
     pub(super) fn is_empty(&self) -> bool {
         self.majors.is_empty()
     }
-}
 
-impl Limiter {
-    /// Whether queue `qid`'s next send is a probe: its route's bucket is unknown.
-    pub(super) fn is_probe(&self, qid: Qid) -> bool {
-        let q = self.queue(qid);
-        matches!(q.key.bucket(), BucketId::Route(_)) && !q.bucket.known
-    }
-
-    fn contact_key_of(&self, qid: Qid) -> u64 {
-        let key = &self.queue(qid).key;
-        routes::contact_key(key.identity, &key.major)
-    }
-
-    /// The probes in flight on queue `qid`'s identity and major parameter; `qid` joins the
-    /// queues evaluated again when that changes.
-    fn probes_on(&mut self, qid: Qid) -> u32 {
-        let key = self.contact_key_of(qid);
-        let Some(contact) = self.contacts.majors.get_mut(&key) else { return 0 };
-        if !contact.members.contains(&qid) {
-            contact.members.push(qid);
-        }
+    /// The probes in flight on the major parameter `key` ([`super::routes::contact_key`]);
+    /// queue `qid` joins the queues evaluated again when that changes, if an entry exists.
+    pub(super) fn probes_on(&mut self, key: u64, qid: Qid) -> u32 {
+        let Some(contact) = self.majors.get_mut(&key) else { return 0 };
+        contact.join(qid);
         contact.probes
     }
 
-    /// The charge the probes in flight put on queue `qid`, a learned bucket (0 for an unknown
-    /// route's queue, or when no probe is out).
-    pub(super) fn probe_charge(&mut self, qid: Qid) -> u32 {
-        if self.contacts.is_empty() || matches!(self.queue(qid).key.bucket(), BucketId::Route(_)) {
-            return 0;
-        }
-        self.probes_on(qid)
+    /// Like [`Contacts::probes_on`], the entry made if there is none (a probe waits on it).
+    pub(super) fn join(&mut self, key: u64, qid: Qid) -> u32 {
+        let contact = self.majors.entry(key).or_default();
+        contact.join(qid);
+        contact.probes
     }
 
-    /// The gate a probe of queue `qid` (an unknown route's, nothing in flight) passes beside
-    /// its own: every learned bucket of its identity and major parameter has a free slot with
-    /// the probes already in flight and this one counted in it. `Until` the latest reset of a
-    /// spent one; `UntilResponse` while one waits for an answer (a learned bucket's pioneer on
-    /// this major parameter, say).
-    pub(super) fn probe_gate(&mut self, now: Nanos, qid: Qid) -> Gate {
-        let (iid, major) = {
-            let key = &self.queue(qid).key;
-            (key.identity, key.major.clone())
-        };
-        // A member of its major parameter's entry (made if there is none): another queue's
-        // send there, a probe's above all, evaluates it again before it goes.
-        let key = routes::contact_key(iid, &major);
-        let contact = self.contacts.majors.entry(key).or_default();
-        if !contact.members.contains(&qid) {
-            contact.members.push(qid);
-        }
-        let probes = contact.probes;
-        let (lead, share) = (self.trips.lead, self.outage_share());
-        let mut until = None;
-        let mut waits = false;
-        let others: Vec<Qid> = self.routes.hashes.iter().filter_map(|hash| self.learned_queue(iid, hash, &major)).collect();
-        for other in others {
-            // Brought up to now first, as its own evaluation would (a window over is rolled).
-            let q = self.queue_mut(other);
-            let in_flight = q.in_flight.len();
-            q.bucket.refresh(now, lead, in_flight);
-            // The bucket's own slots: a shared-scope limit learned below them is its resource's
-            // (a channel's pins), which another route sharing the bucket does not count against.
-            let cap = q.bucket.rare.as_mut().and_then(|r| r.shared_cap.take());
-            let gate = q.bucket.gate(in_flight + probes as usize, now, lead, share);
-            if let Some(rare) = &mut q.bucket.rare {
-                rare.shared_cap = cap;
-            }
-            match gate {
-                Gate::Open => {}
-                Gate::Until(t) => until = Some(until.map_or(t, |u: Nanos| u.max(t))),
-                Gate::UntilResponse => waits = true,
-            }
-        }
-        if waits {
-            Gate::UntilResponse
-        } else {
-            until.map_or(Gate::Open, Gate::Until)
-        }
-    }
-
-    /// Queue `qid` sends now (`probe`: an unknown route's first request): the probe counts in
-    /// flight on its major parameter, and the other queues there are evaluated again (one that
-    /// was ready may no longer have room).
-    pub(super) fn contact_sent(&mut self, qid: Qid, probe: bool) {
-        if !probe && self.contacts.is_empty() {
-            return;
-        }
-        let key = self.contact_key_of(qid);
-        let contact = match self.contacts.majors.get_mut(&key) {
+    /// A queue of the major parameter `key` sends (`probe`: an unknown route's first
+    /// request, which counts in flight there from now): the members to evaluate again, taken
+    /// out (give them back with [`Contacts::rejoin`]); `None` without an entry (and no probe).
+    pub(super) fn sent(&mut self, key: u64, probe: bool) -> Option<Vec<Qid>> {
+        let contact = match self.majors.get_mut(&key) {
             Some(contact) => contact,
-            None if probe => self.contacts.majors.entry(key).or_default(),
-            None => return,
+            None if probe => self.majors.entry(key).or_default(),
+            None => return None,
         };
         if probe {
             contact.probes += 1;
         }
-        let members = std::mem::take(&mut contact.members);
-        self.touch(qid, members, key);
-        if probe {
-            // Every learned bucket of the major parameter now carries the probe's charge,
-            // the ones already ready to send included.
-            let (iid, major) = {
-                let key = &self.queue(qid).key;
-                (key.identity, key.major.clone())
-            };
-            let learned: Vec<Qid> =
-                self.routes.hashes.iter().filter_map(|hash| self.learned_queue(iid, hash, &major)).collect();
-            for other in learned {
-                self.clear_slot(other);
-                self.mark_dirty(other);
-            }
-        }
+        Some(std::mem::take(&mut contact.members))
     }
 
-    /// A request of queue `qid` left flight (answered, failed, cancelled; `probe`: it was
-    /// sent as a probe): its charge goes, and the queues of its major parameter are evaluated
-    /// again. Call before the answer moves the request to another queue.
-    pub(super) fn contact_done(&mut self, qid: Qid, probe: bool) {
-        if self.contacts.is_empty() {
-            return;
-        }
-        let key = self.contact_key_of(qid);
-        let Some(contact) = self.contacts.majors.get_mut(&key) else { return };
+    /// A request of the major parameter `key` left flight (`probe`: it was a probe): the
+    /// members to evaluate again, taken out; with no probe left the entry goes (a queue that
+    /// still waits joins again). `None` without an entry.
+    pub(super) fn done(&mut self, key: u64, probe: bool) -> Option<Vec<Qid>> {
+        let contact = self.majors.get_mut(&key)?;
         if probe {
             contact.probes = contact.probes.saturating_sub(1);
         }
         let members = std::mem::take(&mut contact.members);
         if contact.probes == 0 {
-            // Nothing charges the buckets any more: a queue that still waits registers again.
-            self.contacts.majors.remove(&key);
+            self.majors.remove(&key);
         }
-        self.touch(qid, members, key);
+        Some(members)
     }
 
-    /// Evaluates `members` (but `qid`) again, taking them out of `ready` first; they stay the
-    /// members of `key`'s entry, if it still exists.
-    fn touch(&mut self, qid: Qid, members: Vec<Qid>, key: u64) {
-        for &m in &members {
-            if m != qid && self.queues.get(m).is_some_and(Option::is_some) {
-                self.clear_slot(m);
-                self.mark_dirty(m);
-            }
-        }
-        if let Some(contact) = self.contacts.majors.get_mut(&key) {
+    /// The members taken out by [`Contacts::sent`] or [`Contacts::done`] stay members of
+    /// `key`'s entry, if it still exists.
+    pub(super) fn rejoin(&mut self, key: u64, members: Vec<Qid>) {
+        if let Some(contact) = self.majors.get_mut(&key) {
             contact.members = members;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Contacts;
+
+    #[test]
+    fn a_probe_counts_on_its_major_parameter_until_it_is_answered() {
+        let mut c = Contacts::default();
+        assert_eq!(c.probes_on(7, 1), 0, "no entry: nothing in flight, and no member joins");
+        assert!(c.is_empty());
+        assert_eq!(c.sent(7, false), None, "a learned bucket's send makes no entry");
+        assert_eq!(c.sent(7, true), Some(vec![]));
+        assert_eq!(c.probes_on(7, 1), 1);
+        assert_eq!(c.probes_on(8, 1), 0, "another major parameter");
+        let members = c.done(7, true).expect("an entry");
+        assert_eq!(members, [1], "the queue that counted the probe is evaluated again");
+        assert!(c.is_empty(), "no probe left: the entry goes");
+        c.rejoin(7, members);
+        assert!(c.is_empty(), "nothing to rejoin");
+    }
+
+    #[test]
+    fn a_waiting_probe_joins_and_members_are_kept_once() {
+        let mut c = Contacts::default();
+        assert_eq!(c.join(3, 10), 0);
+        assert_eq!(c.join(3, 10), 0);
+        assert_eq!(c.sent(3, true), Some(vec![10]), "joined once");
+        c.rejoin(3, vec![10, 11]);
+        assert_eq!(c.sent(3, true), Some(vec![10, 11]));
+        assert_eq!(c.probes_on(3, 12), 2);
+        assert_eq!(c.done(3, true), Some(vec![12]));
+        assert!(!c.is_empty(), "one probe still out");
+        assert_eq!(c.done(3, false), Some(vec![]), "a learned bucket's answer takes no probe");
+        assert_eq!(c.done(3, true), Some(vec![]));
+        assert!(c.is_empty());
     }
 }

@@ -1,5 +1,6 @@
 //! Costs in several dimensions: a request's estimated tokens (points, ...) beside the one
-//! request every request costs. See the [`crate::Limiter`] docs, "Costs".
+//! request every request costs. The rules in full: [`Budget`], "Costs" (the [`crate::Limiter`]
+//! docs keep a summary).
 //!
 //! Each queue keeps one [`Budget`] per dimension its requests name. A budget comes back in one
 //! of two ways, chosen by the profile and learned from the answers:
@@ -31,12 +32,87 @@
 
 use crate::types::{Dimension, FailReason, HeaderProfile, MILLISECOND, Nanos};
 
-/// One dimension's budget in one queue.
+/// One dimension's budget in one queue: the engine's costs. (This chapter was the
+/// limiter's public "Costs" docs; they keep a summary.)
+///
+/// # Costs
+///
+/// Every request costs one request of its bucket. APIs that limit more than requests (LLM
+/// APIs' tokens per minute, GraphQL points) report those budgets as further dimensions
+/// ([`RateLimitInfo::dimensions`]); a request names what it will cost in them with
+/// [`Request::costs`] (`tokens: 1200`), an estimate. Then, per queue (route and major
+/// parameter, or learned bucket) and dimension:
+///
+/// - **The gate.** The queue's head is sent only when every dimension it names has room for
+///   its *charge*. A dimension comes back in one of two ways, chosen by the profile and
+///   learned from the answers (the module docs say how):
+///   - *a window* (Discord, GitHub, IETF policies, Azure OpenAI): room is the lowest
+///     `remaining` any answer of the dimension's current window reported, less the charges
+///     still in flight; before such a report, the limit less what was charged since the window
+///     began locally and what was in flight then. Otherwise the head waits for the dimension's
+///     reset (the latest end an answer of the window reported), or for an answer when no reset
+///     is known;
+///   - *continuous refill* (OpenAI's and Anthropic's requests and tokens, Shopify GraphQL's
+///     points): the budget refills at `limit / period`, the period learned from the answers
+///     (each reset is the time until the budget is full; two reports of different depths must
+///     agree on a period, or the answer states its restore rate; reports no one period explains
+///     make the dimension a window). Room at `t` is a level carried from answer to answer —
+///     what refilled since, capped at the limit, less every cost settled since — raised to what
+///     a report proves is left (its `remaining` less what settled after its request was sent)
+///     and capped by what it allows (its `remaining` plus what refilled since its request was
+///     sent), less the charges in flight. The head waits until what it lacks has refilled, not
+///     for the reset.
+///
+///   The queue stays in order behind the head. A dimension no answer reported yet does not
+///   hold anything (the first answers tell). Under the OpenAI and Anthropic profiles every
+///   request also costs one `requests` (its request budget refills continuously too); a
+///   request whose costs name a dimension leaves the request count to that budget, and the
+///   bucket sees only the dimensions it does not name.
+/// - **The charge** is the estimate times the dimension's margin: the worst ratio of actual to
+///   estimated cost settled so far, widened by the ratios' spread over their number (the worst
+///   of `n` draws falls short of the true worst by about that much), between 1 and 16 (an
+///   estimate that errs high stays the caller's own margin; exact estimates are charged as
+///   they are), and never above the limit for an estimate within it. Only the last 64 ratios
+///   count, so one wild estimate is forgotten. Before any answer settles it is at least 2, and
+///   that floor falls linearly to 1 over the first 8 answers: the first answers come back
+///   together and free a burst of sends before most of them say how far the estimates err.
+/// - **Settling.** The answer gives the charge back. Its body's actual cost
+///   ([`BodyHints::usage`], read by [`headers::settled_cost`]) teaches the margin and replaces
+///   the charge in what the window spent; its reports lower the dimension's `remaining`. A 429
+///   (or a send that never left) gives the charge back whole; an answer that does not say
+///   keeps the charge spent.
+/// - **Never fits.** A request whose estimate is above a dimension's reported limit fails with
+///   [`FailReason::InsufficientCapacity`]: at enqueue when the limit is known, else when an
+///   answer reports it (its own 429 included: it is not retried).
+/// - The request count still follows the binding rule ([`crate::headers`], "Several
+///   budgets") over the dimensions the request's costs do *not* name.
+///
+/// **Shared mode:** each process keeps to its part of every budget, the limit and what the
+/// server reports divided by the live process count the store last gave (an estimate within
+/// the limit is charged at most that part). Exact for processes whose demand is alike; one
+/// process alone is held to its part while others are counted live.
+///
+/// What this guarantees: a dimension is never charged past what its reports leave, so a
+/// server that counts each request at no more than its charge never refuses one for that
+/// dimension; an actual cost above every ratio settled before the request was sent can still
+/// overrun the last of a window (the property in `core/tests/costs.rs` checks both).
+///
+/// Predictions ([`Limiter::predict`], the deadline, `max_wait` and `defer_after` checks) count
+/// the charges queued ahead: what the current window has left, then the whole limit per window
+/// of the longest reset reported; for a continuously refilling dimension, the time its rate
+/// takes to refill what they and the request need beyond what it holds now.
+///
+/// [`RateLimitInfo::dimensions`]: crate::RateLimitInfo::dimensions
+/// [`Request::costs`]: crate::Request::costs
+/// [`BodyHints::usage`]: crate::BodyHints::usage
+/// [`headers::settled_cost`]: crate::headers::settled_cost
+/// [`FailReason::InsufficientCapacity`]: crate::FailReason::InsufficientCapacity
+/// [`Limiter::predict`]: crate::Limiter::predict
 #[derive(Debug, Clone)]
 pub(super) struct Budget {
-    pub(super) name: Box<str>,
+    name: Box<str>,
     /// The dimension's capacity, as the latest answer reported it.
-    pub(super) limit: Option<u64>,
+    limit: Option<u64>,
     /// The lowest `remaining` reported by an answer sent since the local reset.
     reported: Option<u64>,
     /// When the dimension is whole again: the latest end an answer of this window reported.
@@ -56,9 +132,9 @@ pub(super) struct Budget {
     rolled_at: Option<Nanos>,
     /// Shared mode: how many processes share the budget (the store's live count); this one
     /// keeps to its part of it. 1 otherwise.
-    pub(super) share: u64,
+    share: u64,
     /// The budget refills continuously (see [`Refill`]); `None`: a window.
-    pub(super) refill: Option<Refill>,
+    refill: Option<Refill>,
     /// Every cost settled so far (an answer's actual cost, or the charge an answer kept), all
     /// told: a charge notes it at its send, so that its answer knows what settled since.
     settled: u64,
@@ -194,6 +270,23 @@ pub(super) enum Blocked {
 }
 
 impl Budget {
+    /// The dimension's name.
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The dimension's capacity, as the latest answer reported it.
+    pub(super) fn limit(&self) -> Option<u64> {
+        self.limit
+    }
+
+    /// Shared mode: `share` processes share the budget now; whether that changed.
+    pub(super) fn set_share(&mut self, share: u64) -> bool {
+        let changed = self.share != share;
+        self.share = share;
+        changed
+    }
+
     pub(super) fn new(name: &str) -> Self {
         Budget {
             name: name.into(),
@@ -564,13 +657,51 @@ pub(super) fn gate<'c>(
     wait.map_or(Ok(()), Err)
 }
 
-/// The margin estimates in dimension `name` are charged at, from `ratios`: 1 for the request
-/// count ([`REQUESTS`], which is exact), the prior before any ratio of the dimension settled.
-pub(super) fn margin_of(ratios: &[(Box<str>, Ratio)], name: &str) -> f64 {
-    if name == REQUESTS {
-        return 1.0;
+/// Per cost dimension, the recent ratios of actual to estimated cost ([`Ratio`]): the margin
+/// each estimate of the dimension is charged at. At most [`Margins::DIMENSIONS`] dimensions
+/// (names come from the caller's costs, a few per request; a bound all the same).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Margins {
+    ratios: Vec<(Box<str>, Ratio)>,
+}
+
+impl Margins {
+    /// The most dimensions it learns ratios for; further ones are charged at the prior.
+    pub(super) const DIMENSIONS: usize = 64;
+
+    /// The margin estimates in dimension `name` are charged at: 1 for the request count
+    /// ([`REQUESTS`], which is exact), the prior before any ratio of the dimension settled.
+    pub(super) fn of(&self, name: &str) -> f64 {
+        if name == REQUESTS {
+            return 1.0;
+        }
+        self.ratios.iter().find(|(n, _)| &**n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin())
     }
-    ratios.iter().find(|(n, _)| &**n == name).map_or(Ratio::PRIOR, |(_, r)| r.margin())
+
+    /// A cost settled in dimension `name`: `actual` for an estimate of `estimate`.
+    pub(super) fn learn(&mut self, name: &str, estimate: u64, actual: u64) {
+        let i = match self.ratios.iter().position(|(n, _)| &**n == name) {
+            Some(i) => i,
+            None if self.ratios.len() < Self::DIMENSIONS => {
+                self.ratios.push((name.into(), Ratio::default()));
+                self.ratios.len() - 1
+            }
+            None => return,
+        };
+        self.ratios[i].1.learn(estimate, actual);
+    }
+
+    /// A snapshot's ratios of dimension `name`, unless this one has its own (newer) already.
+    pub(super) fn restore(&mut self, name: &str, ratio: Ratio) {
+        if !self.ratios.iter().any(|(n, _)| &**n == name) && self.ratios.len() < Self::DIMENSIONS {
+            self.ratios.push((name.into(), ratio));
+        }
+    }
+
+    /// Each dimension with its ratios, in the order first settled.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&str, &Ratio)> {
+        self.ratios.iter().map(|(n, r)| (&**n, r))
+    }
 }
 
 /// The ratios of actual to estimated cost settled in one dimension, the last
@@ -651,7 +782,8 @@ impl Ratio {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Blocked, Budget, Charge, Margins, REQUESTS, Ratio, gate, never_fits};
+    use crate::types::FailReason;
 
     #[test]
     fn room_is_the_lowest_report_less_what_is_in_flight() {
@@ -778,5 +910,47 @@ mod tests {
             exact.learn(100, 100);
         }
         assert_eq!(exact.margin(), 1.0);
+    }
+
+    #[test]
+    fn margins_start_at_the_prior_and_exact_estimates_bring_them_to_one() {
+        let mut m = Margins::default();
+        assert_eq!(m.of(REQUESTS), 1.0, "the request count is exact");
+        assert_eq!(m.of("tokens"), Ratio::PRIOR);
+        for _ in 0..Ratio::LEARNED {
+            m.learn("tokens", 100, 100);
+        }
+        assert_eq!(m.of("tokens"), 1.0);
+        assert_eq!(m.of("points"), Ratio::PRIOR, "each dimension learns its own");
+        // An estimate half the actual cost: charged at twice (and its spread) from then on.
+        m.learn("tokens", 100, 200);
+        assert!(m.of("tokens") >= 2.0);
+        assert_eq!(m.iter().map(|(n, _)| n).collect::<Vec<_>>(), ["tokens"]);
+    }
+
+    #[test]
+    fn margins_keep_a_bounded_number_of_dimensions_and_prefer_their_own_to_a_snapshot() {
+        let mut m = Margins::default();
+        for i in 0..Margins::DIMENSIONS + 5 {
+            m.learn(&format!("d{i}"), 10, 30);
+        }
+        assert_eq!(m.iter().count(), Margins::DIMENSIONS);
+        assert_eq!(m.of(&format!("d{}", Margins::DIMENSIONS)), Ratio::PRIOR, "past the bound: the prior");
+        let before = m.of("d0");
+        m.restore("d0", Ratio::restored(&[1.0; 8], 8));
+        assert_eq!(m.of("d0"), before, "its own ratios are newer than a snapshot's");
+        let mut fresh = Margins::default();
+        fresh.restore("tokens", Ratio::restored(&[1.0; 8], 8));
+        assert_eq!(fresh.of("tokens"), 1.0);
+    }
+
+    #[test]
+    fn a_budget_tells_when_its_share_changes() {
+        let mut b = Budget::new("tokens");
+        assert_eq!(b.name(), "tokens");
+        assert_eq!(b.limit(), None);
+        assert!(b.set_share(3));
+        assert!(!b.set_share(3));
+        assert!(b.set_share(1));
     }
 }

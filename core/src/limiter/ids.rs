@@ -136,8 +136,11 @@ impl Extend<RequestId> for Ids {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::collections::VecDeque;
+
     use proptest::prelude::*;
+
+    use super::Ids;
 
     #[derive(Debug, Clone)]
     enum Op {

@@ -1,7 +1,7 @@
 //! The latency estimators of the limiter: how the server's clock runs against this process's
 //! ([`Uplinks`]: each answer's lead before a window end, and the spread the global margin
-//! absorbs), the first global window ([`FirstWindow`]), and the last samples of a latency
-//! ([`Recent`]) the store margins are taken from.
+//! absorbs), the way back of answers ([`Downlinks`]), and the last samples of a latency
+//! ([`Recent`]) the round trips' and the store's margins are taken from.
 
 use std::collections::VecDeque;
 
@@ -240,15 +240,6 @@ fn remove_sorted(sorted: &mut Vec<i64>, x: i64) {
     }
 }
 
-/// The first global window, for [`RoundTrips::margin_at`](super::global::RoundTrips::margin_at):
-/// when the first answered request left, and the fastest round trip (from when it left) of the
-/// requests that left within a global window of it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct FirstWindow {
-    pub(super) start: Nanos,
-    pub(super) fastest: Nanos,
-}
-
 /// The last [`Recent::KEEP`] samples of a latency, for estimates recomputed every 16th sample
 /// (they move slowly, and a scan is up to 256 long) and at once when a sample falls outside all
 /// seen before: a global margin from 16 bunched round trips held for 16 more let a request 0.2
@@ -323,8 +314,10 @@ pub(super) fn widen<T: Ord + Copy>(extremes: &mut Option<(T, T)>, sample: T) -> 
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use proptest::prelude::*;
+
+    use super::{Uplinks, spread_at};
+    use crate::types::Nanos;
 
     /// The spread as it was read before the offsets were kept sorted: a selection from a copy
     /// of the samples' offsets (only those sent alone, with `alone`).

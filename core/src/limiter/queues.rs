@@ -2,10 +2,17 @@
 //! key's first request and forgotten once idle past their windows; where each queue's head
 //! sits (ready to go, or blocked on its identity's global budget).
 
+use std::cmp::Reverse;
+use std::collections::VecDeque;
 use std::hash::BuildHasher;
 
+use crate::types::{Nanos, RequestId};
+
+use super::{Qid, ReadyKey, Req, Uid};
+use super::bucket::Bucket;
 use super::costs::Budget;
-use super::*;
+use super::ids::Ids;
+use super::routes::QueueKey;
 
 #[derive(Debug)]
 pub(super) struct Queue {
@@ -323,6 +330,24 @@ impl Rare {
 }
 
 impl Queue {
+    /// A queue of `key` in the slot generation `uid`, with nothing queued or in flight.
+    pub(super) fn new(key: QueueKey, uid: Uid, bucket: Bucket, rare: Rare) -> Self {
+        Queue {
+            key,
+            uid,
+            pending: Ids::Empty,
+            in_flight: Ids::Empty,
+            bucket,
+            rare,
+            wake: 0,
+            waking: false,
+            slot: Slot::None,
+            last_active: 0,
+            idle_listed: false,
+            checked_wait: 0,
+        }
+    }
+
     /// The registered wake-up, if any.
     pub(super) fn wake_at(&self) -> Option<Nanos> {
         self.waking.then_some(self.wake)
@@ -350,169 +375,6 @@ impl Queue {
         match holds.iter_mut().find(|(k, _)| *k == key) {
             Some((_, t)) => *t = (*t).max(until),
             None => holds.push((key, until)),
-        }
-    }
-}
-
-impl Limiter {
-    /// The live queue of `key`, made if there is none.
-    pub(super) fn queue_for(&mut self, key: QueueKey) -> Qid {
-        match self.queues.find(&key) {
-            Some(qid) => qid,
-            None => self.open_queue(key),
-        }
-    }
-
-    /// Makes the queue of `key`, which no live queue has (what `find_queue` answered).
-    pub(super) fn open_queue(&mut self, key: QueueKey) -> Qid {
-        let period = match key.bucket() {
-            BucketId::Hash(hash) => self.routes.hash_periods.get(&**hash).copied(),
-            BucketId::Route(_) => None,
-        };
-        self.routes.queue_opened(&key);
-        let mut budgets = Vec::new();
-        if !self.restored_budgets.is_empty() {
-            let (learned, name) = match key.bucket() {
-                BucketId::Route(name) => (false, name),
-                BucketId::Hash(name) => (true, name),
-            };
-            let (identity, major) = (&self.identities[key.identity].name, key.major.to_string());
-            let mut i = 0;
-            while i < self.restored_budgets.len() {
-                let (k, _) = &self.restored_budgets[i];
-                if k.0 == *identity && *k.1 == **name && k.2 == learned && k.3 == major {
-                    budgets.push(self.restored_budgets.swap_remove(i).1);
-                } else {
-                    i += 1;
-                }
-            }
-        }
-        let mut rare = Rare::default();
-        if !budgets.is_empty() {
-            *rare.budget_list() = budgets;
-        }
-        self.queues.insert(|uid| Queue {
-            key,
-            uid,
-            pending: Ids::Empty,
-            in_flight: Ids::Empty,
-            bucket: Bucket::with_period(period),
-            rare,
-            wake: 0,
-            waking: false,
-            slot: Slot::None,
-            last_active: 0,
-            idle_listed: false,
-            checked_wait: 0,
-        })
-    }
-
-    pub(super) fn queue(&self, qid: Qid) -> &Queue {
-        self.queues[qid].as_ref().expect("live queue")
-    }
-
-    pub(super) fn queue_mut(&mut self, qid: Qid) -> &mut Queue {
-        self.queues[qid].as_mut().expect("live queue")
-    }
-
-    /// Removes a queued request from its queue.
-    pub(super) fn unqueue(&mut self, id: RequestId) {
-        let (qid, exempt, iid) = {
-            let r = self.req(id);
-            (r.qid, r.exempt(), self.iid_of(r))
-        };
-        let q = self.queue_mut(qid);
-        if let Some(pos) = q.pending.iter().position(|&p| p == id) {
-            q.pending.remove(pos);
-        }
-        if let Slot::Ready { head, .. } | Slot::Blocked { head, .. } = q.slot
-            && head == id
-        {
-            self.clear_slot(qid);
-        }
-        if !exempt {
-            self.identities[iid].queued -= 1;
-        }
-        self.mark_dirty(qid);
-    }
-
-    /// Notes that queue `qid` was active now, and lists it for eviction once it is empty.
-    pub(super) fn note_idle(&mut self, qid: Qid) {
-        let now = self.now;
-        let q = self.queue_mut(qid);
-        q.last_active = now;
-        if q.pending.is_empty() && q.in_flight.is_empty() && !q.idle_listed {
-            q.idle_listed = true;
-            let uid = q.uid;
-            self.queues.list_idle(qid, uid);
-        }
-    }
-
-    /// Takes queue `qid`'s head out of `ready` or its identity's `blocked`, wherever it sits.
-    pub(super) fn clear_slot(&mut self, qid: Qid) {
-        let q = self.queues[qid].as_mut().expect("live queue");
-        match std::mem::replace(&mut q.slot, Slot::None) {
-            Slot::None => {}
-            Slot::Ready { priority, head } => {
-                let iid = q.key.identity;
-                self.ready.remove(&(Reverse(priority), head, qid));
-                // It may have been the one queue moved back from the identity's waiting ones:
-                // the next goes back in its place (see `mark_identity_ready`).
-                if !self.identities[iid].blocked.is_empty() {
-                    self.mark_identity_ready(iid);
-                }
-            }
-            Slot::Blocked { priority, head } => {
-                let iid = q.key.identity;
-                self.identities[iid].blocked.remove(&(Reverse(priority), head, qid));
-            }
-        }
-    }
-
-    /// Forgets up to `budget` idle queues whose window has passed and that have been idle for
-    /// `bucket_idle_ttl`. Amortised: called on every input, no sweeper.
-    pub(super) fn evict_idle(&mut self, now: Nanos, budget: usize) {
-        // Candidates are in the order they went idle, so the head expires first: look at it
-        // without taking it, and stop at the first one that is not due.
-        for _ in 0..budget {
-            let qid = match self.queues.next_idle() {
-                None => return,
-                Some(Listed::Stale) => {
-                    self.queues.drop_idle();
-                    continue;
-                }
-                Some(Listed::Live(qid)) => qid,
-            };
-            let q = self.queue_mut(qid);
-            if !q.pending.is_empty() || !q.in_flight.is_empty() {
-                q.idle_listed = false;
-                self.queues.drop_idle();
-                continue;
-            }
-            let sub_limits = q.rare.sub_limits().iter().map(|(_, t)| *t).max().unwrap_or(0);
-            let quiet_since =
-                q.bucket.reset_at().unwrap_or(0).max(q.rare.shared_until()).max(sub_limits).max(q.last_active);
-            let expires = quiet_since.saturating_add(self.config.bucket_idle_ttl);
-            if expires > now {
-                return;
-            }
-            self.queues.drop_idle();
-            self.clear_slot(qid);
-            let q = self.queues.remove(qid);
-            self.routes.queue_closed(&q.key);
-        }
-    }
-
-    /// Marks for re-evaluation every queue of `identity` (every queue with `None`), so that a
-    /// pause that just started fails at once the queued requests it makes hopeless.
-    pub(super) fn recheck_queues(&mut self, identity: Option<Iid>) {
-        for (qid, q) in (0..).zip(self.queues.iter()) {
-            if let Some(q) = q
-                && !q.pending.is_empty()
-                && identity.is_none_or(|iid| q.key.identity == iid)
-            {
-                self.dirty.push(qid);
-            }
         }
     }
 }

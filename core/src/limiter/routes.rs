@@ -3,9 +3,12 @@
 //! the requests' routes as validated from what the caller gave.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 
-use super::*;
 use crate::route::route_into;
+use crate::types::{HeaderProfile, Nanos, Request};
+
+use super::{HashMap, Iid};
 
 /// A route key or a bucket id as queue keys hold it: the queues of one route's bucket share one
 /// copy (cloned from [`Routes::buckets`]), so comparing keys reads one place in memory, and an
@@ -87,7 +90,7 @@ impl<'a> MajorRef<'a> {
 }
 
 impl Major {
-    fn as_ref(&self) -> MajorRef<'_> {
+    pub(super) fn as_ref(&self) -> MajorRef<'_> {
         match self {
             Major::None => MajorRef::None,
             Major::Id(id) => MajorRef::Id(*id),
@@ -111,11 +114,11 @@ impl std::fmt::Display for Major {
 /// queue hashes and compares this, and allocates nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) struct KeyRef<'a> {
-    identity: Iid,
+    pub(super) identity: Iid,
     /// [`BucketId::Hash`] (else [`BucketId::Route`]).
-    learned: bool,
-    bucket: &'a str,
-    major: MajorRef<'a>,
+    pub(super) learned: bool,
+    pub(super) bucket: &'a str,
+    pub(super) major: MajorRef<'a>,
 }
 
 impl QueueKey {
@@ -153,31 +156,31 @@ impl hashbrown::Equivalent<QueueKey> for KeyRef<'_> {
 #[derive(Debug)]
 pub(super) struct Routes {
     /// `METHOD /template` -> bucket id, learned from responses.
-    pub(super) buckets: HashMap<String, Name>,
+    buckets: HashMap<String, Name>,
     /// Route -> how many queues keyed by that (not yet learned) route exist.
-    pub(super) queues: HashMap<String, u32>,
+    queues: HashMap<String, u32>,
     /// Route -> the bucket id it had before the server changed it: until that old bucket's
     /// queue learns the new id itself, the route's requests keep going to it.
-    pub(super) renamed: HashMap<String, Name>,
+    renamed: HashMap<String, Name>,
     /// Route -> when the request whose answer taught its current bucket id was sent: an answer
     /// to a request sent before that is older news, and cannot change the mapping back.
-    pub(super) taught_at: HashMap<String, Nanos>,
+    taught_at: HashMap<String, Nanos>,
     /// Learning order of `buckets`, for the size bound.
-    pub(super) order: VecDeque<String>,
+    order: VecDeque<String>,
     /// Bucket hash -> the longest window length learned for it under any major parameter:
     /// a new queue of that hash starts with it (Discord's hash names one limit and window for
     /// every channel), so a window it never saw answered is not estimated shorter than it is.
     /// At most `max_routes` entries.
-    pub(super) hash_periods: HashMap<String, Nanos>,
+    hash_periods: HashMap<String, Nanos>,
     /// Route groups known before any answer ([`Config::route_groups`]).
-    pub(super) prior: crate::prior::Prior,
+    prior: crate::prior::Prior,
     /// Every bucket id a route was mapped to (at most `max_routes`): the buckets an unknown
     /// route may turn out to share (see `contact`).
-    pub(super) hashes: hashbrown::HashSet<Name, foldhash::fast::FixedState>,
+    hashes: hashbrown::HashSet<Name, foldhash::fast::FixedState>,
     /// The route keys of the requests held, each once.
-    pub(super) keys: RouteKeys,
+    keys: RouteKeys,
     /// Where a request's route key is written before [`RouteKeys::intern`] finds it.
-    pub(super) scratch: String,
+    scratch: String,
 }
 
 /// The route keys the limiter's requests hold (`Req::route_key`), each once: a request of a
@@ -240,6 +243,107 @@ impl Routes {
         }
     }
 
+    /// A request's major parameter, whether its route is exempt from the global limit, and
+    /// its route key, the one copy of it ([`RouteKeys`]).
+    pub(super) fn key_of<'r>(&mut self, profile: HeaderProfile, request: &'r Request) -> (Cow<'r, str>, bool, Name) {
+        let (major, exempt) = route_of(profile, request, &mut self.scratch);
+        (major, exempt, self.keys.intern(&self.scratch))
+    }
+
+    /// The bucket id `route` was learned to map to.
+    pub(super) fn bucket_of(&self, route: &str) -> Option<&Name> {
+        self.buckets.get(route)
+    }
+
+    /// Whether `route`'s bucket is known.
+    pub(super) fn knows(&self, route: &str) -> bool {
+        self.buckets.contains_key(route)
+    }
+
+    /// Maps `route` to `hash` (anew, or changed: see [`Routes::renamed_from`]).
+    pub(super) fn map(&mut self, route: String, hash: Name, max_routes: usize) {
+        if self.buckets.contains_key(&route) {
+            self.note_hash(&hash, max_routes);
+            self.buckets.insert(route, hash);
+        } else {
+            self.remember(route, hash, max_routes);
+        }
+    }
+
+    /// The request whose answer taught `route` its current bucket was sent at `sent_at`.
+    pub(super) fn taught(&mut self, route: String, sent_at: Nanos) {
+        self.taught_at.insert(route, sent_at);
+    }
+
+    /// Whether a request of `route` sent at `sent_at` left before (or with) the one that
+    /// taught its current bucket: its answer is older news.
+    pub(super) fn taught_after(&self, route: &str, sent_at: Nanos) -> bool {
+        self.taught_at.get(route).is_some_and(|&t| sent_at <= t)
+    }
+
+    /// The server moved `route` away from bucket `old`: its requests keep going to `old`'s
+    /// queue while it lives.
+    pub(super) fn rename(&mut self, route: String, old: Name) {
+        self.renamed.insert(route, old);
+    }
+
+    /// The bucket `route` was moved away from, if it was.
+    pub(super) fn renamed_from(&self, route: &str) -> Option<&Name> {
+        if self.renamed.is_empty() {
+            return None;
+        }
+        self.renamed.get(route)
+    }
+
+    /// Whether a queue keyed by the (unlearned) route `route` exists.
+    pub(super) fn has_route_queue(&self, route: &str) -> bool {
+        self.queues.get(route).is_some_and(|&n| n > 0)
+    }
+
+    /// The longest window learned for bucket `hash`.
+    pub(super) fn hash_period(&self, hash: &str) -> Option<Nanos> {
+        self.hash_periods.get(hash).copied()
+    }
+
+    /// A window of `period` for bucket `hash`: kept if longer than the one known, within the
+    /// `max_routes` bound on hashes. Returns whether it was (the queues of the hash may take
+    /// it).
+    pub(super) fn lengthen_hash_period(&mut self, hash: &str, period: Nanos, max_routes: usize) -> bool {
+        if !self.lengthens_hash_period(hash, period, max_routes) {
+            return false;
+        }
+        self.hash_periods.insert(hash.to_string(), period);
+        true
+    }
+
+    /// Whether [`Routes::lengthen_hash_period`] would keep `period` for `hash`.
+    pub(super) fn lengthens_hash_period(&self, hash: &str, period: Nanos, max_routes: usize) -> bool {
+        match self.hash_periods.get(hash) {
+            Some(&known) => known < period,
+            None => self.hash_periods.len() < max_routes,
+        }
+    }
+
+    /// Every bucket hash with its longest window learned.
+    pub(super) fn hash_periods(&self) -> impl Iterator<Item = (&str, Nanos)> {
+        self.hash_periods.iter().map(|(h, &p)| (h.as_str(), p))
+    }
+
+    /// Every route learned with its bucket, in learning order.
+    pub(super) fn learned(&self) -> impl Iterator<Item = (&str, &Name)> {
+        self.order.iter().filter_map(|route| Some((route.as_str(), self.buckets.get(route)?)))
+    }
+
+    /// Every bucket id a route was mapped to (see `hashes`).
+    pub(super) fn hashes(&self) -> impl Iterator<Item = &Name> {
+        self.hashes.iter()
+    }
+
+    /// The route groups known before any answer.
+    pub(super) fn prior(&self) -> &crate::prior::Prior {
+        &self.prior
+    }
+
     /// Notes that a route maps to `hash` (see [`Routes::hashes`]).
     pub(super) fn note_hash(&mut self, hash: &Name, max_routes: usize) {
         if self.hashes.len() < max_routes && !self.hashes.contains(&**hash) {
@@ -279,127 +383,10 @@ pub(super) fn is_idempotent_method(method: &str) -> bool {
     ["GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"].iter().any(|m| m.eq_ignore_ascii_case(method))
 }
 
-fn valid_method(method: &str) -> bool {
+pub(super) fn valid_method(method: &str) -> bool {
     !method.is_empty()
         && method.len() <= 32
         && method.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-impl Limiter {
-    /// The queue a request of `route_key` (major parameter `major`) of identity `iid` waits
-    /// in now, if it exists; else the key of the queue to make for it.
-    pub(super) fn find_queue(&self, iid: Iid, route_key: &str, major: &str) -> Result<Qid, QueueKey> {
-        let major = MajorRef::of(major);
-        let found = |key: KeyRef<'_>| self.queues.find(&key);
-        // Before its bucket is known a route waits in its own queue, or in its prior group's.
-        let unlearned = self.routes.prior.unlearned_key(route_key);
-        let route_queue = KeyRef { identity: iid, learned: false, bucket: unlearned, major };
-        let Some(hash) = self.routes.buckets.get(route_key) else {
-            return found(route_queue)
-                .ok_or_else(|| QueueKey::new(iid, BucketId::Route(unlearned.into()), major.to_owned()));
-        };
-        // A route queue still waiting for its pioneer keeps taking the route's requests until
-        // the pioneer's answer merges it into the bucket's queue: two queues never probe one
-        // bucket at once. (Looked up only while such queues exist for this route.)
-        if self.routes.queues.get(unlearned).is_some_and(|&n| n > 0)
-            && let Some(qid) = found(route_queue)
-        {
-            let q = self.queue(qid);
-            if !q.pending.is_empty() || !q.in_flight.is_empty() {
-                return Ok(qid);
-            }
-        }
-        let key = KeyRef { identity: iid, learned: true, bucket: hash, major };
-        if let Some(qid) = found(key) {
-            return Ok(qid);
-        }
-        // A renamed route's requests keep going to the old bucket's queue while it lives.
-        if !self.routes.renamed.is_empty()
-            && let Some(old) = self.routes.renamed.get(route_key)
-            && let Some(qid) = found(KeyRef { bucket: old, ..key })
-        {
-            return Ok(qid);
-        }
-        Err(QueueKey::new(iid, BucketId::Hash(hash.clone()), major.to_owned()))
-    }
-
-    /// The live queue of identity `iid`'s bucket `hash` for major parameter `major`.
-    pub(super) fn learned_queue(&self, iid: Iid, hash: &str, major: &Major) -> Option<Qid> {
-        self.queues.find(&KeyRef { identity: iid, learned: true, bucket: hash, major: major.as_ref() })
-    }
-
-    /// The sub-limit key of `request` on route `route_key`: `"{route_key} #{class}"` when it
-    /// has a class, its own or the one the profile derives from its body's keys.
-    pub(super) fn sub_key(&self, request: &Request, route_key: &str) -> Option<Box<str>> {
-        let class = match &request.sub_limit {
-            Some(class) => class.as_str(),
-            None if request.body_keys.is_empty() => return None,
-            None => crate::route::sub_limit_class(self.config.profile, route_key, &request.body_keys)?,
-        };
-        Some(format!("{route_key} #{class}").into_boxed_str())
-    }
-
-    /// Checks `request`'s method, path, sub-limit class and costs.
-    pub(super) fn validate_request(&self, request: &Request) -> Result<(), Error> {
-        // Checked as given: upper-casing (done where the route key is written) keeps a token a
-        // token.
-        let method = request.method.as_str();
-        if !valid_method(method) {
-            return Err(Error::InvalidRequest(format!(
-                "method {:?} is not an HTTP method token",
-                request.method
-            )));
-        }
-        // A concrete path may be given as the whole URL (`https://discord.com/api/v10/...`,
-        // as the drivers' docs show): the route drops the scheme and host.
-        let absolute = request.major.is_none()
-            && ["https://", "http://"].iter().any(|scheme| {
-                // By bytes: a path that is not ASCII may have no char boundary there.
-                let path = request.path.as_bytes();
-                path.len() > scheme.len() && path[..scheme.len()].eq_ignore_ascii_case(scheme.as_bytes())
-            });
-        if !request.path.starts_with('/') && !absolute {
-            // Named by its route, not its text: a webhook's or an interaction's path holds its
-            // token, which no message may carry (`crate::route`, "Secrets").
-            let route = crate::route::route_for(self.config.profile, &request.method, &request.path);
-            return Err(Error::InvalidRequest(format!(
-                "the path of route {:?} must start with '/' or be an http(s) URL (ids and tokens elided)",
-                route.key
-            )));
-        }
-        if request.path.len() > 8192 || request.identity.len() > 1024 {
-            return Err(Error::InvalidRequest("path or identity is too long".into()));
-        }
-        if request.model.as_ref().is_some_and(|m| m.is_empty() || m.len() > 256) {
-            return Err(Error::InvalidRequest("model must be 1 to 256 bytes (or unset)".into()));
-        }
-        if let Some(class) = &request.sub_limit
-            && (class.is_empty() || class.len() > 256)
-        {
-            return Err(Error::InvalidRequest(format!(
-                "sub_limit {class:?} must be a class name of 1 to 256 bytes (or unset)"
-            )));
-        }
-        if request.costs.len() > headers::MAX_DIMENSIONS {
-            return Err(Error::InvalidRequest(format!(
-                "costs names {} dimensions; at most {} are allowed",
-                request.costs.len(),
-                headers::MAX_DIMENSIONS
-            )));
-        }
-        for (i, (name, _)) in request.costs.iter().enumerate() {
-            if !headers::valid_cost_name(name) {
-                return Err(Error::InvalidRequest(format!(
-                    "cost dimension {name:?} must be 1 to 32 bytes of [a-z0-9_] and not \"requests\" \
-                     (every request costs one request)"
-                )));
-            }
-            if request.costs[..i].iter().any(|(n, _)| n == name) {
-                return Err(Error::InvalidRequest(format!("cost dimension {name:?} is given twice")));
-            }
-        }
-        Ok(())
-    }
 }
 
 /// The route of a validated `request` under `profile`: its key written into `key` (the
@@ -429,7 +416,8 @@ pub(super) fn route_of<'r>(profile: HeaderProfile, request: &'r Request, key: &m
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{MajorRef, Name, RouteKeys};
+    use crate::types::Request;
 
     #[test]
     fn a_path_that_is_not_ascii_is_refused_not_a_panic() {

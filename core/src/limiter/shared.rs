@@ -3,116 +3,6 @@
 //! the reports the store is written.
 
 use super::*;
-use super::outage::Recovery;
-
-/// Shared mode: what this process knows of the store: whether it is down and since when,
-/// the outage's steps and the recovery after it, its live process count, the margins learned
-/// from its answers, and the reservations it still owes an answer for.
-#[derive(Debug)]
-pub(super) struct Store {
-    /// Requests that ended while their reservation was outstanding, with what a
-    /// late grant must release at the store.
-    pub(super) orphans: HashMap<RequestId, Orphan>,
-    /// The store failed to answer; no reservation before `retry_at`, then
-    /// one probe at a time.
-    pub(super) down: bool,
-    pub(super) retry_at: Nanos,
-    /// Consecutive failures counted in the current outage (one per outage step, not one per
-    /// reservation that was outstanding when the store went away).
-    pub(super) failures: u32,
-    /// Failures counted since the limiter started (wrapping): a reservation emitted before the
-    /// last one was counted fails with the same cause, so its `Unavailable` is not counted again.
-    pub(super) step: u32,
-    /// How many live processes the store counted in its last answer (1 until it
-    /// says). While the store is down, a fail-open process runs on this share of the limits.
-    /// Kept as it was from the outage until its recovery ends.
-    pub(super) processes: u32,
-    /// When the store was last marked down (the outage began for this process).
-    pub(super) down_since: Nanos,
-    /// When the store last answered (granted or denied) a reservation.
-    pub(super) last_answer: Nanos,
-    /// The longest a reservation waited for `Unavailable` in the current outage
-    /// (the driver's timeout, when the store hung).
-    pub(super) outage_wait: Nanos,
-    /// After an outage, until every process is back (see [`Recovery`]).
-    pub(super) recovery: Option<Recovery>,
-    /// Round trips of recent reservations, for the margin passed to the store
-    /// until the store's own clock is known ([`Store::learn_delay`]).
-    pub(super) reservation_latencies: Recent<Nanos>,
-    pub(super) reservation_margin: Nanos,
-    /// For recent grants that told the store's clock, when the core handled the
-    /// grant (this process's clock) less the store's clock at the grant: the delay from the
-    /// store's count to the grant's handling, up to one constant (the clocks' offset).
-    pub(super) delays: Recent<i64>,
-    pub(super) delay_extremes: Option<(i64, i64)>,
-    /// 1.5x the spread of `delays`, once 16 are in.
-    pub(super) margin: Option<Nanos>,
-}
-
-impl Default for Store {
-    fn default() -> Self {
-        Store {
-            orphans: HashMap::default(),
-            down: false,
-            retry_at: 0,
-            failures: 0,
-            step: 0,
-            processes: 1,
-            down_since: 0,
-            last_answer: 0,
-            outage_wait: 0,
-            recovery: None,
-            reservation_latencies: Recent::default(),
-            reservation_margin: 0,
-            delays: Recent::default(),
-            delay_extremes: None,
-            margin: None,
-        }
-    }
-}
-
-impl Store {
-    /// The live processes whose limits this process shares now (see
-    /// [`Limiter::outage_share`]): the store's count while it is down or recovering, else 1.
-    pub(super) fn share(&self) -> u32 {
-        if self.down || self.recovery.is_some() { self.processes } else { 1 }
-    }
-
-    /// The store's part of the margin passed to it (see [`Limiter::shared_margin`]): the
-    /// spread of the delays from its count to a grant's handling, or of reservation round
-    /// trips until 16 grants told its clock.
-    pub(super) fn own_margin(&self) -> Nanos {
-        self.margin.unwrap_or(self.reservation_margin)
-    }
-
-    /// Like [`RoundTrips::learn`], for reservation round trips: 1.5x their spread once 16
-    /// samples are in (the floor is already in the global margin).
-    pub(super) fn learn_round_trip(&mut self, latency: Nanos) {
-        if self.reservation_latencies.push(latency, latency, false) {
-            self.reservation_margin = self.reservation_latencies.spread_margin();
-        }
-    }
-
-    /// A grant that told the store's clock (`store_at`) reached the core at `now`: the delay
-    /// from the store's count to the grant's handling (the answer's way back and the time it
-    /// waited for the process, on a busy event loop most of it), up to the clocks' offset.
-    /// Its spread is what the store must widen the global window by for this part of `d` in
-    /// the bound of [`crate::shared`] ("Leases"); unlike a reservation's round trip it leaves
-    /// out the wait before the store counted (the driver's queue, the store's other callers),
-    /// which moves the count itself and does not bunch arrivals. 1.5x the spread once 16 are
-    /// in, as for the global margin. The store's clock may be the wall clock: a step widens
-    /// the spread (a larger margin, never a smaller one) until the samples from before it have
-    /// left the last [`Recent::KEEP`].
-    pub(super) fn learn_delay(&mut self, now: Nanos, store_at: Nanos) {
-        let Ok(delay) = i64::try_from(i128::from(now) - i128::from(store_at)) else {
-            return;
-        };
-        let widens = widen(&mut self.delay_extremes, delay);
-        if self.delays.push(delay, 0, widens) {
-            self.margin = Some(self.delays.spread_margin());
-        }
-    }
-}
 
 /// What the store knows a request by: its identity's name, the route it reserves and shares
 /// under ([`Req::shared_route`]), its major parameter, and its bucket's hash where known.
@@ -135,14 +25,6 @@ pub(super) struct Orphan {
     pub(super) names: Names,
 }
 
-/// This process's part of `limit` when `share` processes split it (a fail-open store outage
-/// in shared mode): `limit / share`, rounded down so that the parts add up to at most the
-/// limit, but at least 1 so that every process keeps going (more than the limit together only
-/// when the limit is below the process count). `0` (no limit) stays 0.
-pub(super) fn share_of(limit: u32, share: u32) -> u32 {
-    if share > 1 && limit > 0 { (limit / share).max(1) } else { limit }
-}
-
 /// Whether any of a queue's `in_flight` list is reserving (shared mode). A request that has
 /// just taken its slot and is not sent or reserved yet has no entry in `taken`: not reserving.
 pub(super) fn has_reserving(in_flight: &Ids, taken: &HashMap<RequestId, ReqState>) -> bool {
@@ -159,19 +41,19 @@ impl Limiter {
     /// Whether the next send goes through the store: always, unless the store is down; then
     /// only one probe at a time once the pause has passed.
     pub(super) fn should_reserve(&self, now: Nanos) -> bool {
-        !self.store.down || (now >= self.store.retry_at && self.reserving_total == 0)
+        !self.store.is_down() || (now >= self.store.retry_at() && self.reserving_total == 0)
     }
 
     /// Fail-closed while the store is down: nothing goes until the pause has passed, and then
     /// only the probe until it is answered.
     pub(super) fn store_gate(&self, now: Nanos) -> Gate {
         let fail_closed = self.fails(OnUnavailable::FailClosed);
-        if !fail_closed || !self.store.down {
+        if !fail_closed || !self.store.is_down() {
             Gate::Open
         } else if self.reserving_total > 0 {
             Gate::UntilResponse
-        } else if now < self.store.retry_at {
-            Gate::Until(self.store.retry_at)
+        } else if now < self.store.retry_at() {
+            Gate::Until(self.store.retry_at())
         } else {
             Gate::Open
         }
@@ -180,9 +62,9 @@ impl Limiter {
     /// No request of any identity goes before this (an edge ban, a shared hold, a fail-closed
     /// store outage).
     pub(super) fn host_hold(&self) -> Nanos {
-        let mut t = self.edge.until;
-        if self.store.down && self.fails(OnUnavailable::FailClosed) {
-            t = t.max(self.store.retry_at);
+        let mut t = self.edge.until();
+        if self.store.is_down() && self.fails(OnUnavailable::FailClosed) {
+            t = t.max(self.store.retry_at());
         }
         t
     }
@@ -200,7 +82,7 @@ impl Limiter {
     pub(super) fn names(&self, id: RequestId, qid: Qid, bucket: Option<String>) -> Names {
         let r = self.req(id);
         Names {
-            identity: self.identities[self.iid_of(r)].name.clone(),
+            identity: self.identities[self.iid_of(r)].name().to_string(),
             route: r.shared_route().to_string(),
             major: self.queue(r.qid).key.major.to_string(),
             bucket: bucket.or_else(|| self.queue_hash(qid)),
@@ -225,11 +107,7 @@ impl Limiter {
     /// Whether the identity's requests wait for its lease request's answer: leases on, the
     /// store up, no token left, and a lease asked for.
     pub(super) fn waits_for_lease(&self, now: Nanos, iid: Iid) -> bool {
-        let lease = &self.identities[iid].lease;
-        self.lease_on()
-            && !self.store.down
-            && lease.asking.is_some()
-            && !lease.has_tokens(now)
+        self.lease_on() && !self.store.is_down() && self.identities[iid].lease().awaits_answer(now)
     }
 
     /// Shared mode: how the reservation of `id` (of identity `iid`) takes its global token.
@@ -239,19 +117,14 @@ impl Limiter {
         if !counts_global {
             return (false, 1, false);
         }
-        if !self.lease_on() || self.store.down {
+        if !self.lease_on() || self.store.is_down() {
             return (true, 1, false);
         }
-        let lease = &mut self.identities[iid].lease;
-        if lease.has_tokens(now) {
-            lease.tokens -= 1;
+        if self.identities[iid].lease_mut().try_spend(now) {
             return (true, 0, true);
         }
-        lease.tokens = 0;
         let want = self.lease_want(iid);
-        let lease = &mut self.identities[iid].lease;
-        lease.asking = Some(id);
-        lease.asked = want;
+        self.identities[iid].lease_mut().ask(id, want);
         (true, want, false)
     }
 
@@ -266,11 +139,11 @@ impl Limiter {
             .iter()
             .filter(|key| self.queues.get(key.2).and_then(Option::as_ref).is_some_and(|q| q.key.identity == iid))
             .count()
-            + ident.blocked.len();
+            + ident.blocked_len();
         let limit = self.config.global_limit;
         // The request asking is in the window already.
-        let room = (limit as usize).saturating_sub(ident.sends.len() + ident.unwritten.len() + ident.arrived.len()) + 1;
-        let share = limit.div_ceil(self.store.processes.max(1)).max(1) as usize;
+        let room = (limit as usize).saturating_sub(ident.entries()) + 1;
+        let share = limit.div_ceil(self.store.processes().max(1)).max(1) as usize;
         (1 + heads).min(room).min(share).max(1) as u32
     }
 
@@ -279,36 +152,18 @@ impl Limiter {
     /// a global window, and the identity's waiting requests go again.
     pub(super) fn lease_answered(&mut self, now: Nanos, iid: Iid, id: RequestId, leased: u32) {
         let validity = self.config.global_window / 2;
-        let lease = &mut self.identities[iid].lease;
-        if lease.asking != Some(id) {
-            return;
+        if self.identities[iid].lease_mut().answered(now, id, leased, validity) {
+            self.mark_identity_ready(iid);
         }
-        lease.asking = None;
-        let leased = leased.min(lease.asked.saturating_sub(1));
-        if leased > 0 {
-            // The tokens left of a current lease join the new one: they are the store's as much
-            // as the new ones (it counts each a whole window; spending one a little later at
-            // worst meets the window check). Replacing them dropped the ones still out with
-            // reservations that came back denied for another reason, unspent but counted.
-            if !lease.has_tokens(now) {
-                lease.tokens = 0;
-            }
-            lease.tokens = lease.tokens.saturating_add(leased);
-            lease.until = now.saturating_add(validity);
-        }
-        self.mark_identity_ready(iid);
     }
 
     /// A reservation that spent a leased token was not sent: the token is still good while the
     /// identity's lease is current (its own lease's, or a later one it joined).
     pub(super) fn unspend_lease(&mut self, now: Nanos, iid: Iid, leased: bool) {
         let ident = &mut self.identities[iid];
-        if leased && now < ident.lease.until {
-            ident.lease.tokens += 1;
-            if ident.full_until > now {
-                // Its requests held by the full window may spend it.
-                self.mark_identity_ready(iid);
-            }
+        // Its requests held by the full window may spend it.
+        if leased && ident.lease_mut().unspend(now) && ident.is_full(now) {
+            self.mark_identity_ready(iid);
         }
     }
 
@@ -373,22 +228,11 @@ impl Limiter {
         });
         if global_at.is_some() {
             let keep = self.report_horizon();
-            self.identities[iid].send_log.granted(now, keep);
+            self.identities[iid].send_log().granted(now, keep);
         }
         let q = self.queue_mut(qid);
         q.last_active = now;
-        let b = &mut q.bucket;
-        b.last_send = now;
-        if b.window_first_send() == Some(flight.sent_at) {
-            b.set_window_first_send(Some(now));
-        }
-        if b.sliding && flight.window_epoch == b.epoch {
-            let log = &mut b.rare_mut().send_log;
-            if let Some(pos) = log.iter().rposition(|&t| t == flight.sent_at) {
-                log.remove(pos);
-            }
-            log.push_back(now);
-        }
+        q.bucket.restamp_send(flight.sent_at, flight.window_epoch, now);
         self.sent(now, id, Flight { global_at, ..flight });
     }
 
@@ -435,7 +279,7 @@ impl Limiter {
     /// end goes too): a send that did not happen must not skew the window-length estimates.
     pub(super) fn undo_window_start(&mut self, qid: Qid, flight: Flight) {
         let q = self.queue(qid);
-        let epoch = q.bucket.epoch;
+        let epoch = q.bucket.epoch();
         if flight.window_epoch != epoch || q.bucket.window_first_send() != Some(flight.sent_at) {
             return;
         }
@@ -450,12 +294,7 @@ impl Limiter {
                 _ => None,
             })
             .min();
-        let b = &mut self.queue_mut(qid).bucket;
-        b.set_window_first_send(first);
-        if first.is_none() && b.reset_provisional {
-            b.set_reset_at(None);
-            b.reset_provisional = false;
-        }
+        self.queue_mut(qid).bucket.undo_first_send(first);
     }
 
     /// A reserving request ends before its answer (cancelled, closed, failed): the slot and the
@@ -475,7 +314,7 @@ impl Limiter {
         let flight = Flight { sent_at: since, window_seq, window_epoch, global_at, left_at: since, alone: false, probe: false };
         self.refund(qid, id, flight);
         self.undo_window_start(qid, flight);
-        self.store.orphans.insert(id, orphan);
+        self.orphans.insert(id, orphan);
         // A lease it asked for is not waited for any more (its tokens, if granted, lapse).
         self.lease_answered(since, iid, id, 0);
         // Its leased token goes back to its lease (spending checks the time, so a lapsed one
@@ -493,15 +332,14 @@ impl Limiter {
             SharedScope::Global => {
                 let iid = self.iid(id);
                 let ident = &mut self.identities[iid];
-                if !leased && ident.lease.until > now {
+                if !leased && ident.lease().is_current(now) {
                     // It asked the window for tokens and the window is full, but this process
                     // holds a current lease (tokens in hand, or coming back from reservations
                     // denied for other reasons): the requests that spend one still go.
                     // (Pausing the identity here left a whole lease unspent, counted at the
                     // store to the end of its window: with 4 processes on 100 new channels, a
                     // window sent 133 of its 250.)
-                    ident.full_until = ident.full_until.max(until);
-                    let until = ident.full_until;
+                    let until = ident.fill(until);
                     self.wake_identity_at(iid, until);
                 } else {
                     // The store's global hold (a spent token is denied only for that), or no
@@ -521,26 +359,25 @@ impl Limiter {
     /// begins; `processes` is its count of processes, back since the outage began when the
     /// reservation asked (`asked_since`).
     pub(super) fn store_answered(&mut self, now: Nanos, processes: Option<u32>, asked_since: bool) {
-        if self.store.down {
-            self.store.down = false;
-            self.store.failures = 0;
+        if self.store.back_up() {
             self.outputs.push_back(Output::Observe(Observation::StoreRecovered));
+            // (The recovery's length counts from the last answer before this one.)
             self.begin_recovery(now);
             // The share may change, and a fail-open hold ends: everything decides again.
             self.share_changed();
         }
-        self.store.last_answer = now;
+        self.store.heard(now);
         match processes {
             // Every process counted before the outage has reserved since it began, not
             // reporting, so it told the store what it sent meanwhile: the store decides alone
             // again.
-            Some(n) if asked_since && self.store.recovery.is_some_and(|r| n >= r.processes) => self.end_recovery(),
+            Some(n) if asked_since && self.store.all_back(n) => self.end_recovery(),
             Some(_) if asked_since => {}
             // Bad input (0) reads as this process alone; a huge count leaves at least one
             // request per window (see `share_of`). The count before an outage is kept until its
             // recovery ends.
-            Some(n) if self.store.recovery.is_none() => {
-                self.store.processes = n.max(1);
+            Some(n) if self.store.recovery().is_none() => {
+                self.store.count_processes(n);
                 self.share_budgets();
             }
             _ => {}
@@ -550,7 +387,7 @@ impl Limiter {
     /// Shared mode: each process keeps to its part of every cost budget, the store's live
     /// process count (see the [`Limiter`] docs, "Costs").
     pub(super) fn cost_share(&self) -> u64 {
-        if self.config.shared.is_some() { u64::from(self.store.processes.max(1)) } else { 1 }
+        if self.config.shared.is_some() { u64::from(self.store.processes().max(1)) } else { 1 }
     }
 
     /// The live process count changed: every budget takes the new share.
@@ -560,8 +397,7 @@ impl Limiter {
         for (qid, q) in (0..).zip(self.queues.iter_mut()) {
             let Some(q) = q else { continue };
             for b in q.rare.budgets_mut() {
-                if b.share != share {
-                    b.share = share;
+                if b.set_share(share) {
                     changed.push(qid);
                 }
             }
@@ -589,25 +425,22 @@ impl Limiter {
         let span = self.report_horizon();
         let until = match shared.on_unavailable {
             OnUnavailable::FailOpen => {
-                let wait = self.store.outage_wait;
-                let down_for = now.saturating_sub(self.store.last_answer);
+                let wait = self.store.outage_wait();
+                let down_for = now.saturating_sub(self.store.last_answer());
                 let pause = down_for.saturating_add(shared.retry_base).saturating_add(wait).min(shared.retry_max);
                 now.saturating_add(pause).saturating_add(wait.saturating_mul(2)).saturating_add(span)
             }
-            OnUnavailable::FailClosed => self.store.down_since.saturating_add(span),
+            OnUnavailable::FailClosed => self.store.down_since().saturating_add(span),
         };
-        if self.store.processes <= 1 || until <= now {
-            self.store.recovery = None;
-            return;
+        if self.store.recover_until(now, until) {
+            self.timers.arm(until, Timer::Recovery);
         }
-        self.store.recovery = Some(Recovery { processes: self.store.processes, until });
-        self.timers.arm(until, Timer::Recovery);
     }
 
     /// The recovery after an outage ends: the whole limits apply again.
     pub(super) fn end_recovery(&mut self) {
         let share = self.outage_share();
-        self.store.recovery = None;
+        self.store.end_recovery();
         if self.outage_share() != share {
             self.share_changed();
         }
@@ -623,10 +456,10 @@ impl Limiter {
     /// when to look again, or `None` when nothing holds.
     pub(super) fn outage_global_hold(&self, now: Nanos) -> Option<Nanos> {
         let fail_open = self.fails(OnUnavailable::FailOpen);
-        let end = self.store.down_since.saturating_add(self.report_horizon());
+        let end = self.store.down_since().saturating_add(self.report_horizon());
         if !fail_open
-            || !self.store.down
-            || self.store.processes <= 1
+            || !self.store.is_down()
+            || self.store.processes() <= 1
             || self.config.global_limit == 0
             || now >= end
             || self.should_reserve(now)
@@ -634,7 +467,7 @@ impl Limiter {
             return None;
         }
         // The next probe (its answer wakes the identity again while one is out).
-        Some(if now < self.store.retry_at { self.store.retry_at.min(end) } else { end })
+        Some(if now < self.store.retry_at() { self.store.retry_at().min(end) } else { end })
     }
 
     /// How far back a process reports its sends after an outage: the longest global window a
@@ -669,24 +502,16 @@ impl Limiter {
     /// `retry_base * 2^(N-1)`).
     pub(super) fn store_unavailable(&mut self, now: Nanos, id: RequestId, step: u32) {
         let Some(shared) = &self.config.shared else { return };
-        if step != self.store.step {
-            return;
-        }
-        self.store.step = self.store.step.wrapping_add(1);
-        self.store.failures = self.store.failures.saturating_add(1);
-        let pause = backoff(shared.retry_base, self.store.failures, shared.retry_max);
-        self.store.retry_at = now.saturating_add(pause);
-        let was_down = self.store.down;
         let share = self.outage_share();
-        self.store.down = true;
+        let Some(was_down) = self.store.failed(now, step, (shared.retry_base, shared.retry_max)) else {
+            return;
+        };
         if !was_down {
             // The store may lose what it knew (a restart without persistence): each identity's
             // next reservation tells it what this process sent.
-            self.store.down_since = now;
-            self.store.outage_wait = 0;
             if self.config.global_limit > 0 {
                 for ident in self.identities.iter_mut() {
-                    ident.send_log.mark_pending();
+                    ident.send_log().mark_pending();
                 }
             }
         }
@@ -695,7 +520,7 @@ impl Limiter {
         }
         self.outputs.push_back(Output::Observe(Observation::StoreUnavailable {
             id,
-            retry_at: self.store.retry_at,
+            retry_at: self.store.retry_at(),
         }));
     }
 
@@ -714,7 +539,7 @@ impl Limiter {
             route,
             major,
             bucket,
-            unlimited: b.known && b.unlimited && info.bucket.is_none(),
+            unlimited: b.is_known() && b.is_unlimited() && info.bucket.is_none(),
             limit: info.limit.filter(|&l| l > 0),
             remaining: info.remaining,
             reset_after: info.reset_after.map(|ra| ra.min(self.config.max_server_wait)),
@@ -743,12 +568,12 @@ impl Limiter {
         let mut reservation = self.reservation(now, id, counts_global);
         reservation.global_want = global_want;
         // After an outage: how many processes are back, and what the store may not count.
-        let asked_since = self.store.down || self.store.recovery.is_some();
+        let asked_since = self.store.is_down() || self.store.recovery().is_some();
         if asked_since {
-            reservation.processes_since = Some(now.saturating_sub(self.store.down_since));
+            reservation.processes_since = Some(now.saturating_sub(self.store.down_since()));
         }
         let keep = self.report_horizon();
-        let log = &mut self.identities[iid].send_log;
+        let log = self.identities[iid].send_log();
         let reported = log.is_pending(now, keep).then(|| log.mark());
         if reported.is_some() {
             (reservation.unrecorded, reservation.granted) = log.ages(now, keep);
@@ -756,11 +581,11 @@ impl Limiter {
         // Not back until no identity has anything left to report, nor may send without
         // the store (fail-open goes on sending while its probe is out).
         let fail_open = self.fails(OnUnavailable::FailOpen);
-        reservation.reporting = (self.store.down && fail_open)
-            || self.identities.iter_mut().any(|ident| ident.send_log.is_pending(now, keep));
+        reservation.reporting = (self.store.is_down() && fail_open)
+            || self.identities.iter_mut().any(|ident| ident.send_log().is_pending(now, keep));
         self.set_state(id, ReqState::Reserving {
             since: now,
-            step: self.store.step,
+            step: self.store.step(),
             window_seq: flight.window_seq,
             window_epoch: flight.window_epoch,
             global_at: flight.global_at,

@@ -4,7 +4,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fmt;
 
-use super::rng::SplitMix64;
+use crate::rng::SplitMix64;
 use super::server::{
     Arrival, BucketSpec, Server, ServerOutcome, ServerResponse, WindowKind, max_in_window,
 };

@@ -69,14 +69,13 @@
 //! ```
 
 mod harness;
-mod rng;
 mod server;
 
 pub use harness::{
     Fate, Latency, Outcome, Report, RequestRecord, SendRecord, SimConfig, SimError, Simulation,
     StopReason, StoreLink, Ticket,
 };
-pub use rng::SplitMix64;
+pub use crate::rng::SplitMix64;
 pub use server::{
     Arrival, BucketSpec, LeakySpec, Remap, RouteSpec, Server, ServerConfig, ServerOutcome,
     ServerResponse, TokenSpec, WindowKind, max_in_window, route_of,

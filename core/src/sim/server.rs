@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::rng::SplitMix64;
+use crate::rng::SplitMix64;
 use crate::route::{Route, route_for, sub_limit_class};
 use crate::types::{BodyHints, HeaderProfile, MILLISECOND, Nanos, QueryCost, Request, Response, SECOND};
 

@@ -1,4 +1,6 @@
-//! A tiny deterministic PRNG (SplitMix64), so simulations replay exactly from a seed.
+//! A tiny deterministic PRNG (SplitMix64): the engine's retry jitter (seeded from
+//! [`Config::jitter_seed`](crate::Config::jitter_seed)) and the simulator draw from it, so that
+//! both replay exactly from a seed. A leaf: it names nothing else of the crate.
 
 /// SplitMix64: 64 bits of state, good statistical quality for simulation, no dependencies.
 ///

@@ -19,31 +19,26 @@ impl Limiter {
         let mut s = Snapshot::empty(self.config.profile, wall_clock_ms);
         s.routes = self
             .routes
-            .order
-            .iter()
-            .filter_map(|route| {
-                let bucket = self.routes.buckets.get(route)?;
-                Some(LearnedRoute { route: route.clone(), bucket: bucket.to_string() })
-            })
+            .learned()
+            .map(|(route, bucket)| LearnedRoute { route: route.to_string(), bucket: bucket.to_string() })
             .collect();
         let mut windows: Vec<LearnedWindow> = self
             .routes
-            .hash_periods
-            .iter()
-            .map(|(bucket, &window_ns)| LearnedWindow { bucket: bucket.clone(), window_ns })
+            .hash_periods()
+            .map(|(bucket, window_ns)| LearnedWindow { bucket: bucket.to_string(), window_ns })
             .collect();
         windows.sort_unstable_by(|a, b| a.bucket.cmp(&b.bucket));
         s.windows = windows;
         let mut pauses: Vec<GlobalPause> = self
             .identities
             .iter()
-            .filter(|ident| ident.paused_until > now)
-            .map(|ident| GlobalPause { identity: ident.name.clone(), until_ms: wall_at(ident.paused_until) })
+            .filter(|ident| ident.paused_until() > now)
+            .map(|ident| GlobalPause { identity: ident.name().to_string(), until_ms: wall_at(ident.paused_until()) })
             .collect();
         pauses.sort_unstable_by(|a, b| a.identity.cmp(&b.identity));
         s.global_pauses = pauses;
-        if self.edge.until > now {
-            s.host_pause = Some(HostPause { until_ms: wall_at(self.edge.until), strikes: self.edge.strikes });
+        if self.edge.until() > now {
+            s.host_pause = Some(HostPause { until_ms: wall_at(self.edge.until()), strikes: self.edge.strikes() });
         }
         // An invalid response's age is the window less the time until it leaves it.
         let window = self.config.invalid_request_window;
@@ -53,7 +48,7 @@ impl Limiter {
             .map(|end| wall_clock_ms.saturating_sub(window.saturating_sub(end - now) / MS))
             .collect();
         let mut margins: Vec<LearnedMargin> = self
-            .ratios
+            .margins
             .iter()
             .map(|(dimension, ratio)| {
                 let (recent, samples) = ratio.kept();
@@ -70,11 +65,11 @@ impl Limiter {
                     BucketId::Hash(name) => (true, name.to_string()),
                 };
                 s.budgets.push(LearnedBudget {
-                    identity: self.identities[q.key.identity].name.clone(),
+                    identity: self.identities[q.key.identity].name().to_string(),
                     bucket,
                     learned,
                     major: q.key.major.to_string(),
-                    dimension: b.name.to_string(),
+                    dimension: b.name().to_string(),
                     limit: kept.limit,
                     period_ns: kept.period,
                     left: kept.left,
@@ -132,38 +127,27 @@ impl Limiter {
         };
 
         for r in &snapshot.routes {
-            if !self.routes.buckets.contains_key(&r.route) {
+            if !self.routes.knows(&r.route) {
                 self.routes.remember(r.route.clone(), r.bucket.as_str().into(), self.config.max_routes);
             }
         }
         for w in &snapshot.windows {
-            let bound = self.routes.hash_periods.len() < self.config.max_routes;
             let window_ns = self.config.bound_wait(w.window_ns);
-            match self.routes.hash_periods.get_mut(&w.bucket) {
-                Some(p) => *p = (*p).max(window_ns),
-                None if bound => {
-                    self.routes.hash_periods.insert(w.bucket.clone(), window_ns);
-                }
-                None => {}
-            }
+            self.routes.lengthen_hash_period(&w.bucket, window_ns, self.config.max_routes);
         }
         for p in &snapshot.global_pauses {
             if let Some(until) = mono_until(p.until_ms) {
                 let iid = self.identities.intern(&p.identity);
-                let ident = &mut self.identities[iid];
-                ident.paused_until = ident.paused_until.max(until);
+                self.identities[iid].pause(until);
             }
         }
         if let Some(h) = &snapshot.host_pause
             && let Some(until) = mono_until(h.until_ms)
         {
-            self.edge.hold(until);
-            self.edge.strikes = self.edge.strikes.max(h.strikes);
+            self.edge.restore(until, h.strikes);
         }
         for m in &snapshot.margins {
-            if !self.ratios.iter().any(|(n, _)| **n == *m.dimension) && self.ratios.len() < 64 {
-                self.ratios.push((m.dimension.as_str().into(), Ratio::restored(&m.recent, m.samples)));
-            }
+            self.margins.restore(&m.dimension, Ratio::restored(&m.recent, m.samples));
         }
         // Budgets wait for their queue (made by its next request); one this limiter already
         // has is newer and kept.
@@ -173,7 +157,7 @@ impl Limiter {
             let kept = costs::Kept { limit: b.limit, period: b.period_ns, left: b.left };
             let budget = costs::Budget::restored(&b.dimension, kept, elapsed, now, share);
             let key = (b.identity.clone(), b.bucket.clone(), b.learned, b.major.clone());
-            let known = self.restored_budgets.iter().any(|(k, old)| *k == key && old.name == budget.name);
+            let known = self.restored_budgets.iter().any(|(k, old)| *k == key && old.name() == budget.name());
             if !known && self.restored_budgets.len() < self.config.max_routes {
                 self.restored_budgets.push((key, budget));
             }
