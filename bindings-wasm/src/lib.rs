@@ -318,33 +318,24 @@ impl Limiter {
         #[wasm_bindgen(js_name = usageNames, unchecked_optional_param_type = "string[] | null")] usage_names: JsValue,
         #[wasm_bindgen(js_name = usageValues, unchecked_optional_param_type = "number[] | null")] usage_values: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let now = number_arg("nowNs", &now_ns)?;
-        let id = id_arg("id", &id)?;
-        let status = match status.as_f64() {
-            Some(v) => common::status(v).map_err(|m| invalid_argument(&m))?,
-            None => return Err(invalid_argument(&format!("status must be a number, got {}", type_of(&status)))),
-        };
-        let headers = HeaderText::read(&headers)?;
-        let pairs = headers.pairs()?;
-        let cost = if absent(&cost) {
-            None
-        } else {
-            let list = cost.dyn_into::<Array>().map_err(|_| invalid_argument("response.body.cost must be an array"))?;
-            Some(list.iter().map(|v| v.as_f64()).collect::<Vec<_>>())
-        };
-        let body = common::body(
-            opt_number("response.body.retryAfter", &retry_after)?,
-            opt_bool("response.body.global", &global)?,
-            cost.as_deref(),
-            opt_strings("response.body.errors", &errors)?,
-            opt_strings("response.body.usage", &usage_names)?,
-            opt_numbers("response.body.usage", &usage_values)?,
-        )
-        .map_err(|m| invalid_argument(&m))?;
-        let wall_clock_ms = if absent(&wall_clock_ms) { None } else { Some(number_arg("wallClockMs", &wall_clock_ms)?) };
-        let response = Response { status, headers: &pairs, body, wall_clock_ms };
-        let d = self.inner.handle_response(now, id, &response).map_err(core_error)?;
-        Ok(disposition(d))
+        self.answer(&now_ns, &id, &status, &headers, &wall_clock_ms, || {
+            let cost = if absent(&cost) {
+                None
+            } else {
+                let list =
+                    cost.dyn_into::<Array>().map_err(|_| invalid_argument("response.body.cost must be an array"))?;
+                Some(list.iter().map(|v| v.as_f64()).collect::<Vec<_>>())
+            };
+            common::body(
+                opt_number("response.body.retryAfter", &retry_after)?,
+                opt_bool("response.body.global", &global)?,
+                cost.as_deref(),
+                opt_strings("response.body.errors", &errors)?,
+                opt_strings("response.body.usage", &usage_names)?,
+                opt_numbers("response.body.usage", &usage_values)?,
+            )
+            .map_err(|m| invalid_argument(&m))
+        })
     }
 
     /// `handleResponse` with the answer's body as it came, JSON text or bytes: the core reads
@@ -360,30 +351,16 @@ impl Limiter {
         #[wasm_bindgen(js_name = wallClockMs, unchecked_param_type = "number | null | undefined")] wall_clock_ms: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string | Uint8Array")] body: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let now = number_arg("nowNs", &now_ns)?;
-        let id = id_arg("id", &id)?;
-        let status = match status.as_f64() {
-            Some(v) => common::status(v).map_err(|m| invalid_argument(&m))?,
-            None => return Err(invalid_argument(&format!("status must be a number, got {}", type_of(&status)))),
-        };
-        let headers = HeaderText::read(&headers)?;
-        let pairs = headers.pairs()?;
-        let body = match body.as_string() {
-            Some(text) => BodyHints::from_json(text.as_bytes()),
+        self.answer(&now_ns, &id, &status, &headers, &wall_clock_ms, || match body.as_string() {
+            Some(text) => Ok(BodyHints::from_json(text.as_bytes())),
             None => match body.dyn_ref::<js_sys::Uint8Array>() {
-                Some(bytes) => BodyHints::from_json(&bytes.to_vec()),
-                None => {
-                    return Err(invalid_argument(&format!(
-                        "response.bodyText must be a string or a Uint8Array, got {}",
-                        type_of(&body)
-                    )));
-                }
+                Some(bytes) => Ok(BodyHints::from_json(&bytes.to_vec())),
+                None => Err(invalid_argument(&format!(
+                    "response.bodyText must be a string or a Uint8Array, got {}",
+                    type_of(&body)
+                ))),
             },
-        };
-        let wall_clock_ms = if absent(&wall_clock_ms) { None } else { Some(number_arg("wallClockMs", &wall_clock_ms)?) };
-        let response = Response { status, headers: &pairs, body, wall_clock_ms };
-        let d = self.inner.handle_response(now, id, &response).map_err(core_error)?;
-        Ok(disposition(d))
+        })
     }
 
     /// `handleReservation` with the `ReservationAnswer`'s fields as arguments: the positional
@@ -592,6 +569,36 @@ fn string_arg(what: &str, value: &JsValue) -> Result<String, JsValue> {
     value.as_string().ok_or_else(|| {
         invalid_argument(&format!("{what} must be a string, got {}", type_of(value)))
     })
+}
+
+#[cfg(feature = "client")]
+impl Limiter {
+    /// `respond` and `respondBody` alike: the arguments checked and converted in the order the
+    /// contract names them (`body` reads the body's hints after the headers), then
+    /// `handle_response`.
+    fn answer(
+        &mut self,
+        now_ns: &JsValue,
+        id: &JsValue,
+        status: &JsValue,
+        headers: &JsValue,
+        wall_clock_ms: &JsValue,
+        body: impl FnOnce() -> Result<BodyHints, JsValue>,
+    ) -> Result<JsValue, JsValue> {
+        let now = number_arg("nowNs", now_ns)?;
+        let id = id_arg("id", id)?;
+        let status = match status.as_f64() {
+            Some(v) => common::status(v).map_err(|m| invalid_argument(&m))?,
+            None => return Err(invalid_argument(&format!("status must be a number, got {}", type_of(status)))),
+        };
+        let headers = HeaderText::read(headers)?;
+        let pairs = headers.pairs()?;
+        let body = body()?;
+        let wall_clock_ms = if absent(wall_clock_ms) { None } else { Some(number_arg("wallClockMs", wall_clock_ms)?) };
+        let response = Response { status, headers: &pairs, body, wall_clock_ms };
+        let d = self.inner.handle_response(now, id, &response).map_err(core_error)?;
+        Ok(disposition(d))
+    }
 }
 
 // ------------------------------------------------------------------------------ simulator
